@@ -1,0 +1,61 @@
+package duck
+
+import (
+	"fmt"
+)
+
+// CheckExpression accepts a SQL expression only if it cannot break out of
+// the parentheses the caller wraps it in: quotes closed, parentheses
+// balanced and never closing more than they opened, no statement separator
+// and no comment outside string literals. What DuckDB then evaluates is one
+// expression; its own errors (and external access being off) handle the
+// rest.
+func CheckExpression(s string) error {
+	if len(s) > 1<<16 {
+		return fmt.Errorf("expression longer than 64 KiB")
+	}
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\'', '"':
+			j := i + 1
+			for ; j < len(s); j++ {
+				if s[j] == c {
+					if j+1 < len(s) && s[j+1] == c { // doubled quote
+						j++
+						continue
+					}
+					break
+				}
+			}
+			if j >= len(s) {
+				return fmt.Errorf("unterminated %c quote at offset %d", c, i)
+			}
+			i = j
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth < 0 {
+				return fmt.Errorf("unbalanced ')' at offset %d", i)
+			}
+		case ';':
+			return fmt.Errorf("';' is not allowed in an expression")
+		case '-':
+			if i+1 < len(s) && s[i+1] == '-' {
+				return fmt.Errorf("comments are not allowed in an expression")
+			}
+		case '/':
+			if i+1 < len(s) && s[i+1] == '*' {
+				return fmt.Errorf("comments are not allowed in an expression")
+			}
+		case '$':
+			// $tag$ dollar-quoted strings could hide a parenthesis.
+			return fmt.Errorf("'$' is not allowed in an expression (use '…' strings)")
+		}
+	}
+	if depth != 0 {
+		return fmt.Errorf("unbalanced '(': %d not closed", depth)
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Options tune how tables are written.
+type Options struct {
+	// MaxRowsPerFragment caps the rows of one data file written by create,
+	// insert, update and delete. Default 131072.
+	MaxRowsPerFragment int
+	// RowGroupRows is the Parquet row group size. Default 65536.
+	RowGroupRows int
+	// Mem allocates Arrow buffers. Default memory.DefaultAllocator.
+	Mem memory.Allocator
+}
+
+func (o Options) withDefaults() Options {
+	if o.MaxRowsPerFragment <= 0 {
+		o.MaxRowsPerFragment = 131072
+	}
+	if o.RowGroupRows <= 0 {
+		o.RowGroupRows = 65536
+	}
+	if o.Mem == nil {
+		o.Mem = memory.DefaultAllocator
+	}
+	return o
+}
+
+// Catalog is the directory catalog over a warehouse: namespaces are folders
+// holding a _namespace.json marker, a table is a folder name.lance/ with
+// data/ and _versions/.
+type Catalog struct {
+	wh   *Warehouse
+	opts Options
+}
+
+// NewCatalog returns a catalog over wh.
+func NewCatalog(wh *Warehouse, opts Options) *Catalog {
+	return &Catalog{wh: wh, opts: opts.withDefaults()}
+}
+
+// Warehouse returns the catalog's warehouse.
+func (c *Catalog) Warehouse() *Warehouse { return c.wh }
+
+// Options returns the catalog's effective options.
+func (c *Catalog) Options() Options { return c.opts }
+
+const namespaceMarker = "_namespace.json"
+
+type namespaceDoc struct {
+	Properties map[string]string `json:"properties,omitempty"`
+}
+
+// CreateNamespace creates ns under its parent. mode is "create" (default;
+// an existing namespace is an error), "exist_ok" or "overwrite" (replaces
+// the properties). The root always exists.
+func (c *Catalog) CreateNamespace(ctx context.Context, ns []string, mode string, props map[string]string) error {
+	if len(ns) == 0 {
+		if strings.EqualFold(mode, "exist_ok") || strings.EqualFold(mode, "existok") {
+			return nil
+		}
+		return Errorf(CodeNamespaceAlreadyExists, "the root namespace always exists")
+	}
+	if err := c.requireNamespace(ctx, ns[:len(ns)-1]); err != nil {
+		return err
+	}
+	doc, _ := json.Marshal(namespaceDoc{Properties: props})
+	key := namespaceKey(ns) + namespaceMarker
+	switch strings.ToLower(mode) {
+	case "", "create":
+		err := c.wh.PutIfNotExists(ctx, key, doc)
+		if errors.Is(err, ErrExists) {
+			return Errorf(CodeNamespaceAlreadyExists, "namespace %s already exists", JoinID(ns))
+		}
+		return err
+	case "exist_ok", "existok":
+		err := c.wh.PutIfNotExists(ctx, key, doc)
+		if errors.Is(err, ErrExists) {
+			return nil
+		}
+		return err
+	case "overwrite":
+		return c.wh.Write(ctx, key, doc)
+	default:
+		return Errorf(CodeInvalidInput, "mode %q: want create, exist_ok or overwrite", mode)
+	}
+}
+
+// NamespaceExists reports whether ns exists (the root always does).
+func (c *Catalog) NamespaceExists(ctx context.Context, ns []string) (bool, error) {
+	if len(ns) == 0 {
+		return true, nil
+	}
+	return c.wh.Exists(ctx, namespaceKey(ns)+namespaceMarker)
+}
+
+func (c *Catalog) requireNamespace(ctx context.Context, ns []string) error {
+	ok, err := c.NamespaceExists(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return Errorf(CodeNamespaceNotFound, "namespace %s not found", JoinID(ns))
+	}
+	return nil
+}
+
+// DescribeNamespace returns the properties of ns.
+func (c *Catalog) DescribeNamespace(ctx context.Context, ns []string) (map[string]string, error) {
+	if len(ns) == 0 {
+		return map[string]string{}, nil
+	}
+	b, err := c.wh.Read(ctx, namespaceKey(ns)+namespaceMarker)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, Errorf(CodeNamespaceNotFound, "namespace %s not found", JoinID(ns))
+	}
+	if err != nil {
+		return nil, err
+	}
+	var doc namespaceDoc
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return nil, &Error{Code: CodeInternal, Message: "namespace marker is corrupt", Err: err}
+	}
+	if doc.Properties == nil {
+		doc.Properties = map[string]string{}
+	}
+	return doc.Properties, nil
+}
+
+// children lists the child namespaces and tables of ns, sorted by name.
+func (c *Catalog) children(ctx context.Context, ns []string) (namespaces, tables []string, err error) {
+	entries, err := c.wh.List(ctx, namespaceKey(ns))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range entries {
+		if !e.IsDir {
+			continue
+		}
+		if name, ok := strings.CutSuffix(e.Name, tableSuffix); ok {
+			child := append(append([]string{}, ns...), name)
+			if ok, _ := c.tableExists(ctx, child); ok {
+				tables = append(tables, name)
+			}
+			continue
+		}
+		child := append(append([]string{}, ns...), e.Name)
+		if ok, _ := c.NamespaceExists(ctx, child); ok {
+			namespaces = append(namespaces, e.Name)
+		}
+	}
+	sort.Strings(namespaces)
+	sort.Strings(tables)
+	return namespaces, tables, nil
+}
+
+// Page cuts a sorted name list after pageToken (the last name of the
+// previous page) to at most limit names (0: no limit) and returns the next
+// token ("" at the end).
+func Page(names []string, pageToken string, limit int) ([]string, string) {
+	start := 0
+	if pageToken != "" {
+		start = sort.SearchStrings(names, pageToken)
+		if start < len(names) && names[start] == pageToken {
+			start++
+		}
+	}
+	names = names[start:]
+	if limit > 0 && len(names) > limit {
+		return names[:limit], names[limit-1]
+	}
+	return names, ""
+}
+
+// ListNamespaces lists the child namespaces of ns.
+func (c *Catalog) ListNamespaces(ctx context.Context, ns []string) ([]string, error) {
+	if err := c.requireNamespace(ctx, ns); err != nil {
+		return nil, err
+	}
+	names, _, err := c.children(ctx, ns)
+	return names, err
+}
+
+// ListTables lists the tables (and views) directly in ns.
+func (c *Catalog) ListTables(ctx context.Context, ns []string) ([]string, error) {
+	if err := c.requireNamespace(ctx, ns); err != nil {
+		return nil, err
+	}
+	_, tables, err := c.children(ctx, ns)
+	return tables, err
+}
+
+// DropNamespace removes ns. behavior "restrict" (default) refuses a
+// namespace with children; "cascade" removes everything under it. mode
+// "fail" (default) makes a missing namespace an error, "skip" does not.
+func (c *Catalog) DropNamespace(ctx context.Context, ns []string, mode, behavior string) error {
+	if len(ns) == 0 {
+		return Errorf(CodeInvalidInput, "the root namespace cannot be dropped")
+	}
+	switch strings.ToLower(mode) {
+	case "", "fail", "skip":
+	default:
+		return Errorf(CodeInvalidInput, "mode %q: want fail or skip", mode)
+	}
+	ok, err := c.NamespaceExists(ctx, ns)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if strings.EqualFold(mode, "skip") {
+			return nil
+		}
+		return Errorf(CodeNamespaceNotFound, "namespace %s not found", JoinID(ns))
+	}
+	switch strings.ToLower(behavior) {
+	case "", "restrict":
+		nss, tables, err := c.children(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if len(nss)+len(tables) > 0 {
+			return Errorf(CodeNamespaceNotEmpty, "namespace %s is not empty (%d namespaces, %d tables); use behavior=cascade", JoinID(ns), len(nss), len(tables))
+		}
+		if err := c.wh.Delete(ctx, namespaceKey(ns)+namespaceMarker); err != nil {
+			return err
+		}
+		return c.wh.DeletePrefix(ctx, namespaceKey(ns))
+	case "cascade":
+		// Remove the marker first so the namespace disappears at once.
+		if err := c.wh.Delete(ctx, namespaceKey(ns)+namespaceMarker); err != nil {
+			return err
+		}
+		return c.wh.DeletePrefix(ctx, namespaceKey(ns))
+	default:
+		return Errorf(CodeInvalidInput, "behavior %q: want restrict or cascade", behavior)
+	}
+}

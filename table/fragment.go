@@ -1,0 +1,303 @@
+package table
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/google/uuid"
+)
+
+// RowAddrColumn is the name of the row address column Scan can add.
+const RowAddrColumn = "_rowaddr"
+
+func encodeSchema(s *arrow.Schema) (string, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(s))
+	if err := w.Close(); err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+func decodeSchema(enc string) (*arrow.Schema, error) {
+	b, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	r, err := ipc.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	defer r.Release()
+	return r.Schema(), nil
+}
+
+// EncodeSchema renders a schema the way manifests store it.
+func EncodeSchema(s *arrow.Schema) (string, error) { return encodeSchema(s) }
+
+// checkSchema rejects schemas a table cannot hold: no fields, empty or
+// duplicate names, names reserved for internals.
+func checkSchema(s *arrow.Schema) error {
+	if s == nil || s.NumFields() == 0 {
+		return Errorf(CodeInvalidInput, "schema has no fields")
+	}
+	seen := map[string]bool{}
+	for _, f := range s.Fields() {
+		if f.Name == "" {
+			return Errorf(CodeInvalidInput, "schema has a field with an empty name")
+		}
+		if seen[f.Name] {
+			return Errorf(CodeInvalidInput, "schema has field %q twice", f.Name)
+		}
+		if f.Name == RowAddrColumn {
+			return Errorf(CodeInvalidInput, "field name %q is reserved", f.Name)
+		}
+		seen[f.Name] = true
+	}
+	return nil
+}
+
+func (c *Catalog) writerProps() (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
+	return parquet.NewWriterProperties(
+			parquet.WithCompression(compress.Codecs.Snappy),
+			parquet.WithMaxRowGroupLength(int64(c.opts.RowGroupRows)),
+			parquet.WithAllocator(c.opts.Mem),
+		),
+		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(c.opts.Mem))
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (cw *countingWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.n += int64(n)
+	return n, err
+}
+
+// WriteFile writes records as one data file under data/ and returns its
+// fragment (ID unassigned: the commit assigns it).
+func (t *Table) WriteFile(ctx context.Context, schema *arrow.Schema, recs []arrow.RecordBatch) (Fragment, error) {
+	rel := "data/" + uuid.NewString() + ".parquet"
+	var rows, size int64
+	props, aprops := t.c.writerProps()
+	err := t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) error {
+		cw := &countingWriter{w: w}
+		fw, err := pqarrow.NewFileWriter(schema, cw, props, aprops)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.NumRows() == 0 {
+				continue
+			}
+			if !r.Schema().Equal(schema) {
+				fw.Close()
+				return Errorf(CodeSchemaValidation, "record schema %s does not match table schema %s", r.Schema(), schema)
+			}
+			if err := fw.WriteBuffered(r); err != nil {
+				fw.Close()
+				return err
+			}
+			rows += r.NumRows()
+		}
+		if err := fw.Close(); err != nil {
+			return err
+		}
+		size = cw.n
+		return nil
+	})
+	if err != nil {
+		return Fragment{}, err
+	}
+	return Fragment{Path: rel, Rows: rows, Bytes: size}, nil
+}
+
+// WriteFragments drains rdr into data files of at most maxRows rows each
+// (0: the catalog default), written in parallel. Records must have schema.
+// Nothing is committed: on error the files written are orphans, invisible
+// to readers.
+func (t *Table) WriteFragments(ctx context.Context, schema *arrow.Schema, rdr array.RecordReader, maxRows int) ([]Fragment, error) {
+	if maxRows <= 0 {
+		maxRows = t.c.opts.MaxRowsPerFragment
+	}
+	if rdr == nil {
+		return nil, nil
+	}
+	type job struct {
+		idx  int
+		recs []arrow.RecordBatch
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan job)
+	var (
+		mu       sync.Mutex
+		frags    = map[int]Fragment{}
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				f, err := t.WriteFile(ctx, schema, j.recs)
+				for _, r := range j.recs {
+					r.Release()
+				}
+				if err != nil {
+					fail(err)
+					continue
+				}
+				mu.Lock()
+				frags[j.idx] = f
+				mu.Unlock()
+			}
+		}()
+	}
+	var pending []arrow.RecordBatch
+	var pendingRows int64
+	idx := 0
+	flush := func() bool {
+		if pendingRows == 0 {
+			return true
+		}
+		select {
+		case jobs <- job{idx: idx, recs: pending}:
+		case <-ctx.Done():
+			for _, r := range pending {
+				r.Release()
+			}
+			pending, pendingRows = nil, 0
+			return false
+		}
+		idx++
+		pending, pendingRows = nil, 0
+		return true
+	}
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		if !rec.Schema().Equal(schema) {
+			fail(Errorf(CodeSchemaValidation, "batch schema does not match the table schema: got %s, want %s", rec.Schema(), schema))
+			break
+		}
+		for off := int64(0); off < rec.NumRows(); {
+			n := min(rec.NumRows()-off, int64(maxRows)-pendingRows)
+			pending = append(pending, rec.NewSlice(off, off+n))
+			pendingRows += n
+			off += n
+			if pendingRows == int64(maxRows) && !flush() {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		fail(Errorf(CodeInvalidInput, "read batches: %v", err))
+	}
+	if ctx.Err() == nil {
+		flush()
+	}
+	for _, r := range pending {
+		r.Release()
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	out := make([]Fragment, 0, len(frags))
+	for i := 0; i < idx; i++ {
+		out = append(out, frags[i])
+	}
+	return out, nil
+}
+
+// leafIndices returns the Parquet leaf columns of the given top-level
+// fields (nil: all).
+func leafIndices(fr *pqarrow.FileReader, fields []int) []int {
+	if fields == nil {
+		return nil
+	}
+	var out []int
+	var walk func(f *pqarrow.SchemaField)
+	walk = func(f *pqarrow.SchemaField) {
+		if f.IsLeaf() {
+			out = append(out, f.ColIndex)
+			return
+		}
+		for i := range f.Children {
+			walk(&f.Children[i])
+		}
+	}
+	for _, i := range fields {
+		walk(&fr.Manifest.Fields[i])
+	}
+	return out
+}
+
+// ReadFragment reads one data file whole into memory and returns its
+// records, restricted to the given top-level field indices (nil: all).
+func (t *Table) ReadFragment(ctx context.Context, f Fragment, fields []int, mem memory.Allocator) ([]arrow.RecordBatch, error) {
+	data, err := t.c.wh.Read(ctx, t.key+f.Path)
+	if err != nil {
+		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
+	}
+	pf, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(parquet.NewReaderProperties(mem)))
+	if err != nil {
+		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) corrupt", f.ID, f.Path), Err: err}
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: 1 << 16}, mem)
+	if err != nil {
+		return nil, err
+	}
+	if fields != nil && len(fields) == 0 {
+		// Only the row count is wanted: an empty record per row group.
+		return []arrow.RecordBatch{array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, pf.NumRows())}, nil
+	}
+	rr, err := fr.GetRecordReader(ctx, leafIndices(fr, fields), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Release()
+	var out []arrow.RecordBatch
+	for rr.Next() {
+		r := rr.RecordBatch()
+		r.Retain()
+		out = append(out, r)
+	}
+	if err := rr.Err(); err != nil && err != io.EOF {
+		for _, r := range out {
+			r.Release()
+		}
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,65 @@
+package table
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestParseID(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		in, delim string
+		want      []string
+		bad       bool
+	}{
+		{in: "$", want: []string{}},
+		{in: "docs", want: []string{"docs"}},
+		{in: "docs$articles", want: []string{"docs", "articles"}},
+		{in: "a.b.c", delim: ".", want: []string{"a", "b", "c"}},
+		{in: ".", delim: ".", want: []string{}},
+		{in: "a$$b", bad: true},
+		{in: "", bad: true},
+		{in: "$a", bad: true},
+		{in: "a/b", bad: true},
+		{in: "..", delim: "$", bad: true},
+		{in: "_versions", bad: true},
+		{in: "t.lance", bad: true},
+		{in: "a\x00b", bad: true},
+		{in: strings.Repeat("x", 256), bad: true},
+		{in: "\xff", bad: true},
+	}
+	for _, c := range cases {
+		got, err := ParseID(c.in, c.delim)
+		if c.bad {
+			if err == nil || ErrorCode(err) != CodeInvalidInput {
+				t.Errorf("ParseID(%q) = %v, %v; want invalid input", c.in, got, err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, "|") != strings.Join(c.want, "|") || len(got) != len(c.want) {
+			t.Errorf("ParseID(%q, %q) = %q, %v; want %q", c.in, c.delim, got, err, c.want)
+		}
+	}
+}
+
+func FuzzParseID(f *testing.F) {
+	for _, s := range []string{"$", "a$b", "a..b", "x.lance", "_x", "a/b", "\xff"} {
+		f.Add(s, "$")
+		f.Add(s, ".")
+	}
+	f.Fuzz(func(t *testing.T, s, delim string) {
+		id, err := ParseID(s, delim)
+		if err != nil {
+			return
+		}
+		for _, p := range id {
+			if p == "" || strings.ContainsAny(p, "/\\") || !utf8.ValidString(p) || p[0] == '.' || p[0] == '_' {
+				t.Fatalf("ParseID(%q, %q) accepted unsafe part %q", s, delim, p)
+			}
+			if len(id) > 0 {
+				_ = tableKey(id) // must not panic
+			}
+		}
+	})
+}

@@ -1,0 +1,161 @@
+package table
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// NamingScheme names version manifests under _versions/.
+type NamingScheme string
+
+const (
+	// NamingV1 is _versions/{version}.manifest.
+	NamingV1 NamingScheme = "V1"
+	// NamingV2 is _versions/{u64::MAX - version, 20 digits}.manifest: the
+	// newest version sorts first.
+	NamingV2 NamingScheme = "V2"
+)
+
+const versionsDir = "_versions/"
+const manifestExt = ".manifest"
+
+// ManifestName returns the file name of version v under scheme.
+func ManifestName(v uint64, scheme NamingScheme) string {
+	if scheme == NamingV1 {
+		return strconv.FormatUint(v, 10) + manifestExt
+	}
+	return fmt.Sprintf("%020d", uint64(math.MaxUint64)-v) + manifestExt
+}
+
+// ParseManifestName returns the version a _versions/ file name stands for
+// and its scheme. Names of exactly 20 digits are V2, shorter digit strings
+// V1; anything else is not a manifest.
+func ParseManifestName(name string) (uint64, NamingScheme, bool) {
+	base, ok := strings.CutSuffix(name, manifestExt)
+	if !ok || base == "" || len(base) > 20 {
+		return 0, "", false
+	}
+	for i := 0; i < len(base); i++ {
+		if base[i] < '0' || base[i] > '9' {
+			return 0, "", false
+		}
+	}
+	n, err := strconv.ParseUint(base, 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	if len(base) == 20 {
+		return math.MaxUint64 - n, NamingV2, true
+	}
+	if len(base) > 1 && base[0] == '0' {
+		return 0, "", false // V1 names carry no leading zeros
+	}
+	return n, NamingV1, true
+}
+
+// Fragment is one immutable Parquet data file of a table version.
+type Fragment struct {
+	ID    uint32 `json:"id"`
+	Path  string `json:"path"` // relative to the table folder, e.g. data/….parquet
+	Rows  int64  `json:"rows"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Manifest describes one immutable table version.
+type Manifest struct {
+	Version         uint64     `json:"version"`
+	ParentVersion   uint64     `json:"parent_version"`
+	TimestampMillis int64      `json:"timestamp_millis"`
+	Operation       string     `json:"operation"`
+	Schema          string     `json:"schema"` // base64 Arrow IPC schema
+	Fragments       []Fragment `json:"fragments"`
+	NextFragmentID  uint32     `json:"next_fragment_id"`
+	// Metadata is this version's free-form metadata (version/create).
+	Metadata map[string]string `json:"metadata,omitempty"`
+	// Properties are table-level and carried from version to version:
+	// views keep their definition and refresh watermark here.
+	Properties map[string]json.RawMessage `json:"properties,omitempty"`
+}
+
+// MaxManifestBytes bounds a manifest we agree to decode.
+const MaxManifestBytes = 64 << 20
+
+// DecodeManifest parses and checks a manifest: fragment ids unique and below
+// next_fragment_id, paths inside the table folder, counts non-negative.
+func DecodeManifest(data []byte) (*Manifest, error) {
+	if len(data) > MaxManifestBytes {
+		return nil, fmt.Errorf("manifest larger than %d bytes", MaxManifestBytes)
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	if m.Schema == "" {
+		return nil, fmt.Errorf("manifest: no schema")
+	}
+	seen := make(map[uint32]bool, len(m.Fragments))
+	for _, f := range m.Fragments {
+		if seen[f.ID] {
+			return nil, fmt.Errorf("manifest: fragment %d listed twice", f.ID)
+		}
+		seen[f.ID] = true
+		if f.ID >= m.NextFragmentID {
+			return nil, fmt.Errorf("manifest: fragment %d not below next_fragment_id %d", f.ID, m.NextFragmentID)
+		}
+		if f.Rows < 0 || f.Bytes < 0 {
+			return nil, fmt.Errorf("manifest: fragment %d has negative size", f.ID)
+		}
+		if !strings.HasPrefix(f.Path, "data/") || strings.Contains(f.Path, "..") || strings.Contains(f.Path, "//") {
+			return nil, fmt.Errorf("manifest: fragment %d path %q outside data/", f.ID, f.Path)
+		}
+	}
+	return &m, nil
+}
+
+// Encode renders the manifest as JSON.
+func (m *Manifest) Encode() ([]byte, error) { return json.Marshal(m) }
+
+// NumRows is the row count of the version.
+func (m *Manifest) NumRows() int64 {
+	var n int64
+	for _, f := range m.Fragments {
+		n += f.Rows
+	}
+	return n
+}
+
+// NumBytes is the data size of the version.
+func (m *Manifest) NumBytes() int64 {
+	var n int64
+	for _, f := range m.Fragments {
+		n += f.Bytes
+	}
+	return n
+}
+
+// clone returns a deep-enough copy to derive the next version from.
+func (m *Manifest) clone() *Manifest {
+	c := *m
+	c.Fragments = append([]Fragment(nil), m.Fragments...)
+	c.Metadata = nil
+	if m.Properties != nil {
+		c.Properties = make(map[string]json.RawMessage, len(m.Properties))
+		for k, v := range m.Properties {
+			c.Properties[k] = v
+		}
+	}
+	return &c
+}
+
+// RowAddress is (fragment_id << 32) | offset.
+func RowAddress(fragment uint32, offset uint32) uint64 {
+	return uint64(fragment)<<32 | uint64(offset)
+}
+
+// SplitRowAddress is the inverse of RowAddress.
+func SplitRowAddress(addr uint64) (fragment uint32, offset uint32) {
+	return uint32(addr >> 32), uint32(addr)
+}

@@ -1,0 +1,380 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// Table is a handle on a table folder. It holds no version: every read
+// names or resolves one.
+type Table struct {
+	c   *Catalog
+	id  []string
+	key string // folder key, ending in "/"
+}
+
+// ID is the table identifier.
+func (t *Table) ID() []string { return t.id }
+
+// Catalog returns the catalog the table lives in.
+func (t *Table) Catalog() *Catalog { return t.c }
+
+// Location is the URI of the table folder.
+func (t *Table) Location() string { return t.c.wh.Location(strings.TrimSuffix(t.key, "/")) }
+
+// Key returns the warehouse key of a path relative to the table folder.
+func (t *Table) Key(rel string) string { return t.key + rel }
+
+func (c *Catalog) tableExists(ctx context.Context, id []string) (bool, error) {
+	vs, err := c.handle(id).Versions(ctx)
+	return len(vs) > 0, err
+}
+
+func (c *Catalog) handle(id []string) *Table {
+	return &Table{c: c, id: append([]string(nil), id...), key: tableKey(id)}
+}
+
+// OpenTable returns a handle on an existing table; a table with no version
+// is not found.
+func (c *Catalog) OpenTable(ctx context.Context, id []string) (*Table, error) {
+	if len(id) == 0 {
+		return nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+	}
+	t := c.handle(id)
+	ok, err := c.tableExists(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, Errorf(CodeTableNotFound, "table %s not found", JoinID(id))
+	}
+	return t, nil
+}
+
+// VersionFile is one manifest file under _versions/.
+type VersionFile struct {
+	Version uint64
+	Scheme  NamingScheme
+	Name    string // file name under _versions/
+	Size    int64
+}
+
+// Versions lists the table's versions in ascending order. Where a version
+// exists under both names, the V2 file wins.
+func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
+	entries, err := t.c.wh.List(ctx, t.key+versionsDir)
+	if err != nil {
+		return nil, err
+	}
+	byVersion := make(map[uint64]VersionFile, len(entries))
+	for _, e := range entries {
+		if e.IsDir {
+			continue
+		}
+		v, scheme, ok := ParseManifestName(e.Name)
+		if !ok {
+			continue
+		}
+		if old, dup := byVersion[v]; dup && old.Scheme == NamingV2 {
+			continue
+		}
+		byVersion[v] = VersionFile{Version: v, Scheme: scheme, Name: e.Name, Size: e.Size}
+	}
+	out := make([]VersionFile, 0, len(byVersion))
+	for _, vf := range byVersion {
+		out = append(out, vf)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// LatestVersion returns the newest version file.
+func (t *Table) LatestVersion(ctx context.Context) (VersionFile, error) {
+	vs, err := t.Versions(ctx)
+	if err != nil {
+		return VersionFile{}, err
+	}
+	if len(vs) == 0 {
+		return VersionFile{}, Errorf(CodeTableNotFound, "table %s not found", JoinID(t.id))
+	}
+	return vs[len(vs)-1], nil
+}
+
+// Version returns the file of version v.
+func (t *Table) Version(ctx context.Context, v uint64) (VersionFile, error) {
+	vs, err := t.Versions(ctx)
+	if err != nil {
+		return VersionFile{}, err
+	}
+	i := sort.Search(len(vs), func(i int) bool { return vs[i].Version >= v })
+	if i == len(vs) || vs[i].Version != v {
+		return VersionFile{}, Errorf(CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
+	}
+	return vs[i], nil
+}
+
+// Load reads version v, or the latest when v is 0.
+func (t *Table) Load(ctx context.Context, v uint64) (*Manifest, error) {
+	var vf VersionFile
+	var err error
+	if v == 0 {
+		vf, err = t.LatestVersion(ctx)
+	} else {
+		vf, err = t.Version(ctx, v)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t.readManifest(ctx, vf)
+}
+
+func (t *Table) readManifest(ctx context.Context, vf VersionFile) (*Manifest, error) {
+	b, err := t.c.wh.Read(ctx, t.key+versionsDir+vf.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read %s v%d: %w", JoinID(t.id), vf.Version, err)
+	}
+	m, err := DecodeManifest(b)
+	if err != nil {
+		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("table %s version %d is corrupt", JoinID(t.id), vf.Version), Err: err}
+	}
+	m.Version = vf.Version
+	return m, nil
+}
+
+// Schema decodes the manifest's Arrow schema.
+func (m *Manifest) ArrowSchema() (*arrow.Schema, error) { return decodeSchema(m.Schema) }
+
+// Op derives the next manifest from base (a private copy). It is called
+// again with a newer base when a concurrent writer took the version; it
+// returns an error wrapping ErrConflict when it cannot be rebased on base.
+type Op func(base *Manifest) (*Manifest, error)
+
+// maxCommitAttempts bounds the rebase loop of one commit.
+const maxCommitAttempts = 200
+
+// CommitStats reports how a commit went; the telemetry package reads it.
+var CommitHook func(ctx context.Context, attempts int, err error, d time.Duration)
+
+// Commit writes the next version with put-if-not-exists. A lost race
+// re-reads the latest version and calls op again (append rebases; ops that
+// cannot rebase return a conflict). Exactly one writer wins each version.
+func (t *Table) Commit(ctx context.Context, op Op) (*Manifest, error) {
+	start := time.Now()
+	attempts := 0
+	m, err := t.commit(ctx, op, &attempts)
+	if CommitHook != nil {
+		CommitHook(ctx, attempts, err, time.Since(start))
+	}
+	return m, err
+}
+
+func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, error) {
+	for {
+		*attempts++
+		base, err := t.Load(ctx, 0)
+		if err != nil {
+			return nil, err
+		}
+		next, err := op(base.clone())
+		if err != nil {
+			return nil, err
+		}
+		next.Version = base.Version + 1
+		next.ParentVersion = base.Version
+		next.TimestampMillis = time.Now().UnixMilli()
+		data, err := next.Encode()
+		if err != nil {
+			return nil, err
+		}
+		err = t.c.wh.PutIfNotExists(ctx, t.key+versionsDir+ManifestName(next.Version, NamingV2), data)
+		if err == nil {
+			return next, nil
+		}
+		if !errors.Is(err, ErrExists) {
+			return nil, fmt.Errorf("commit %s v%d: %w", JoinID(t.id), next.Version, err)
+		}
+		if *attempts >= maxCommitAttempts {
+			return nil, &Error{Code: CodeConcurrentModification, Message: fmt.Sprintf("commit %s: gave up after %d concurrent commits", JoinID(t.id), *attempts)}
+		}
+		// Back off a little so a crowd of writers spreads out.
+		d := time.Duration(rand.Int64N(int64(time.Millisecond) * int64(min(*attempts, 20))))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+// CreateTable creates a table at version 1 from the records of rdr (which
+// may yield none) with schema. mode: "create" (default; an existing table is
+// an error), "exist_ok" (answers the existing table's latest version) or
+// "overwrite" (replaces its data in a new version).
+func (c *Catalog) CreateTable(ctx context.Context, id []string, schema *arrow.Schema, rdr array.RecordReader, mode string, props map[string]json.RawMessage) (*Table, *Manifest, error) {
+	if len(id) == 0 {
+		return nil, nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+	}
+	mode = strings.ToLower(mode)
+	switch mode {
+	case "", "create", "exist_ok", "existok", "overwrite":
+	default:
+		return nil, nil, Errorf(CodeInvalidInput, "mode %q: want create, exist_ok or overwrite", mode)
+	}
+	if err := c.requireNamespace(ctx, id[:len(id)-1]); err != nil {
+		return nil, nil, err
+	}
+	if err := checkSchema(schema); err != nil {
+		return nil, nil, err
+	}
+	t := c.handle(id)
+	exists, err := c.tableExists(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if exists {
+		switch mode {
+		case "exist_ok", "existok":
+			m, err := t.Load(ctx, 0)
+			return t, m, err
+		case "overwrite":
+			frags, err := t.WriteFragments(ctx, schema, rdr, 0)
+			if err != nil {
+				return nil, nil, err
+			}
+			m, err := t.Commit(ctx, OverwriteOp(schema, frags, props))
+			return t, m, err
+		default:
+			return nil, nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
+		}
+	}
+	frags, err := t.WriteFragments(ctx, schema, rdr, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	enc, err := encodeSchema(schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := &Manifest{Version: 1, TimestampMillis: time.Now().UnixMilli(), Operation: "create", Schema: enc}
+	m.Properties = rawProps(props)
+	assignIDs(m, frags)
+	data, err := m.Encode()
+	if err != nil {
+		return nil, nil, err
+	}
+	err = c.wh.PutIfNotExists(ctx, t.key+versionsDir+ManifestName(1, NamingV2), data)
+	if errors.Is(err, ErrExists) {
+		return nil, nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return t, m, nil
+}
+
+// DropTable removes the table folder. Its versions go first, so the table
+// disappears at once even if removing data is interrupted.
+func (c *Catalog) DropTable(ctx context.Context, id []string) error {
+	t, err := c.OpenTable(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := c.wh.DeletePrefix(ctx, t.key+versionsDir); err != nil {
+		return err
+	}
+	return c.wh.DeletePrefix(ctx, t.key)
+}
+
+func rawProps(props map[string]json.RawMessage) map[string]json.RawMessage {
+	if len(props) == 0 {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(props))
+	for k, v := range props {
+		out[k] = v
+	}
+	return out
+}
+
+func assignIDs(m *Manifest, frags []Fragment) {
+	for _, f := range frags {
+		f.ID = m.NextFragmentID
+		m.NextFragmentID++
+		m.Fragments = append(m.Fragments, f)
+	}
+}
+
+// AppendOp adds fragments; it rebases on any concurrent commit.
+func AppendOp(frags []Fragment) Op {
+	return func(base *Manifest) (*Manifest, error) {
+		base.Operation = "append"
+		assignIDs(base, frags)
+		return base, nil
+	}
+}
+
+// OverwriteOp replaces the schema and every fragment. props, when non-nil,
+// replace the table properties.
+func OverwriteOp(schema *arrow.Schema, frags []Fragment, props map[string]json.RawMessage) Op {
+	return func(base *Manifest) (*Manifest, error) {
+		enc, err := encodeSchema(schema)
+		if err != nil {
+			return nil, err
+		}
+		base.Operation = "overwrite"
+		base.Schema = enc
+		base.Fragments = nil
+		if props != nil {
+			base.Properties = rawProps(props)
+		}
+		assignIDs(base, frags)
+		return base, nil
+	}
+}
+
+// RewriteOp removes fragments and adds their rewritten replacements
+// (delete, update). It conflicts when a concurrent commit already removed
+// one of them; concurrent appends are kept.
+func RewriteOp(operation string, removed []uint32, added []Fragment) Op {
+	return func(base *Manifest) (*Manifest, error) {
+		gone := make(map[uint32]bool, len(removed))
+		for _, id := range removed {
+			gone[id] = true
+		}
+		kept := base.Fragments[:0:0]
+		for _, f := range base.Fragments {
+			if gone[f.ID] {
+				delete(gone, f.ID)
+				continue
+			}
+			kept = append(kept, f)
+		}
+		if len(gone) > 0 {
+			return nil, &Error{Code: CodeConcurrentModification, Message: fmt.Sprintf("%s: fragments changed by a concurrent commit; retry", operation)}
+		}
+		base.Operation = operation
+		base.Fragments = kept
+		assignIDs(base, added)
+		return base, nil
+	}
+}
+
+// RestoreOp makes a new version with the content of an older one.
+func RestoreOp(old *Manifest) Op {
+	return func(base *Manifest) (*Manifest, error) {
+		base.Operation = fmt.Sprintf("restore(%d)", old.Version)
+		base.Schema = old.Schema
+		base.Fragments = append([]Fragment(nil), old.Fragments...)
+		base.Properties = old.clone().Properties
+		return base, nil
+	}
+}

@@ -1,0 +1,271 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+
+	"path/filepath"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/gcsblob" // gs://
+	"gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob" // s3://
+	"gocloud.dev/gcerrors"
+)
+
+// DefaultWarehouse is the warehouse root used when MVQ_WAREHOUSE is unset.
+const DefaultWarehouse = "file://./warehouse"
+
+// ErrExists is returned by PutIfNotExists when the key is already taken.
+var ErrExists = errors.New("object already exists")
+
+// Warehouse is the root of every namespace, table and view. All keys are
+// slash-separated and relative to the root.
+type Warehouse struct {
+	uri    string
+	bucket *blob.Bucket
+	// dir is the absolute root directory for file:// warehouses, where
+	// put-if-not-exists uses link(2) (fileblob's IfNotExist is a
+	// check-then-rename and is not atomic across processes).
+	dir string
+}
+
+// OpenWarehouse opens a warehouse root: file://path (relative paths are
+// resolved against the working directory; the directory is created),
+// mem:// (process-local, for tests and dev), s3://bucket/prefix and
+// gs://bucket/prefix (through gocloud.dev/blob, credentials from the
+// environment).
+func OpenWarehouse(ctx context.Context, uri string) (*Warehouse, error) {
+	if uri == "" {
+		uri = DefaultWarehouse
+	}
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return nil, fmt.Errorf("warehouse %q: want scheme://path (file, mem, s3, gs)", uri)
+	}
+	switch scheme {
+	case "file":
+		p := rest
+		if q := strings.IndexByte(p, '?'); q >= 0 {
+			p = p[:q]
+		}
+		if p == "" {
+			return nil, fmt.Errorf("warehouse %q: empty path", uri)
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse %q: %w", uri, err)
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("warehouse %q: %w", uri, err)
+		}
+		b, err := fileblob.OpenBucket(abs, &fileblob.Options{Metadata: fileblob.MetadataDontWrite, NoTempDir: true})
+		if err != nil {
+			return nil, fmt.Errorf("warehouse %q: %w", uri, err)
+		}
+		return &Warehouse{uri: "file://" + abs, bucket: b, dir: abs}, nil
+	case "mem":
+		return &Warehouse{uri: uri, bucket: memblob.OpenBucket(nil)}, nil
+	case "s3", "gs":
+		u, err := url.Parse(uri)
+		if err != nil {
+			return nil, fmt.Errorf("warehouse %q: %w", uri, err)
+		}
+		prefix := strings.Trim(u.Path, "/")
+		u.Path = ""
+		b, err := blob.OpenBucket(ctx, u.String())
+		if err != nil {
+			return nil, fmt.Errorf("warehouse %q: %w", uri, err)
+		}
+		if prefix != "" {
+			b = blob.PrefixedBucket(b, prefix+"/")
+		}
+		return &Warehouse{uri: uri, bucket: b}, nil
+	default:
+		return nil, fmt.Errorf("warehouse %q: unsupported scheme %q (want file, mem, s3 or gs)", uri, scheme)
+	}
+}
+
+// URI is the warehouse root as opened (file:// paths made absolute).
+func (w *Warehouse) URI() string { return w.uri }
+
+// Close releases the bucket.
+func (w *Warehouse) Close() error { return w.bucket.Close() }
+
+// Location returns the full URI of key.
+func (w *Warehouse) Location(key string) string {
+	return strings.TrimRight(w.uri, "/") + "/" + key
+}
+
+// Read returns the whole object; a missing key wraps os.ErrNotExist.
+func (w *Warehouse) Read(ctx context.Context, key string) ([]byte, error) {
+	b, err := w.bucket.ReadAll(ctx, key)
+	if err != nil {
+		return nil, notExist(err)
+	}
+	return b, nil
+}
+
+// Open opens an object for random access reads.
+func (w *Warehouse) Open(ctx context.Context, key string) (*blob.Reader, error) {
+	r, err := w.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		return nil, notExist(err)
+	}
+	return r, nil
+}
+
+// Write stores an object; readers see either nothing or all of it.
+func (w *Warehouse) Write(ctx context.Context, key string, data []byte) error {
+	return w.bucket.WriteAll(ctx, key, data, nil)
+}
+
+// WriteFrom streams an object from fn; the object appears only when fn
+// returns nil.
+func (w *Warehouse) WriteFrom(ctx context.Context, key string, fn func(io.Writer) error) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wr, err := w.bucket.NewWriter(cctx, key, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(wr); err != nil {
+		cancel() // abort: the object is not created
+		_ = wr.Close()
+		return err
+	}
+	return wr.Close()
+}
+
+// PutIfNotExists creates key with data unless it exists; exactly one of any
+// number of concurrent callers, in any number of processes, succeeds. The
+// others get ErrExists. Readers never see a partial object.
+func (w *Warehouse) PutIfNotExists(ctx context.Context, key string, data []byte) error {
+	if w.dir != "" {
+		return w.linkIfNotExists(key, data)
+	}
+	err := w.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{IfNotExist: true})
+	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
+		return ErrExists
+	}
+	return err
+}
+
+// linkIfNotExists writes data to a temporary file beside the target and
+// hard-links it into place: link(2) fails with EEXIST atomically.
+func (w *Warehouse) linkIfNotExists(key string, data []byte) error {
+	final := filepath.Join(w.dir, filepath.FromSlash(key))
+	dir := filepath.Dir(final)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(final)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), final); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return ErrExists
+		}
+		return err
+	}
+	return nil
+}
+
+// Exists reports whether key exists.
+func (w *Warehouse) Exists(ctx context.Context, key string) (bool, error) {
+	return w.bucket.Exists(ctx, key)
+}
+
+// Size returns the size of an object.
+func (w *Warehouse) Size(ctx context.Context, key string) (int64, error) {
+	a, err := w.bucket.Attributes(ctx, key)
+	if err != nil {
+		return 0, notExist(err)
+	}
+	return a.Size, nil
+}
+
+// Delete removes key; a missing key is not an error.
+func (w *Warehouse) Delete(ctx context.Context, key string) error {
+	err := w.bucket.Delete(ctx, key)
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return nil
+	}
+	return err
+}
+
+// Entry is one item of a listing: a child object or a child "directory".
+type Entry struct {
+	Name  string // base name, without trailing slash
+	IsDir bool
+	Size  int64
+}
+
+// List returns the direct children of prefix (a key ending in "/", or ""),
+// sorted by name. Hidden entries (starting with ".") are skipped.
+func (w *Warehouse) List(ctx context.Context, prefix string) ([]Entry, error) {
+	it := w.bucket.List(&blob.ListOptions{Prefix: prefix, Delimiter: "/"})
+	var out []Entry
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(obj.Key, prefix), "/")
+		if name == "" || strings.HasPrefix(name, ".") {
+			continue
+		}
+		out = append(out, Entry{Name: name, IsDir: obj.IsDir, Size: obj.Size})
+	}
+	return out, nil
+}
+
+// DeletePrefix removes every object under prefix.
+func (w *Warehouse) DeletePrefix(ctx context.Context, prefix string) error {
+	it := w.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if err := w.Delete(ctx, obj.Key); err != nil {
+			return err
+		}
+	}
+	if w.dir != "" {
+		_ = os.RemoveAll(filepath.Join(w.dir, filepath.FromSlash(strings.TrimSuffix(prefix, "/"))))
+	}
+	return nil
+}
+
+func notExist(err error) error {
+	if gcerrors.Code(err) == gcerrors.NotFound {
+		return fmt.Errorf("%w: %v", os.ErrNotExist, err)
+	}
+	return err
+}
