@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -23,6 +24,11 @@ import (
 // DB is a pool of DuckDB connections. Safe for concurrent use.
 type DB struct {
 	db *sql.DB
+	// catalogMu serialises view registration and removal: DuckDB fails
+	// concurrent arrow_scan view creation on one database (a catalog write
+	// conflict). Queries themselves run concurrently.
+	catalogMu sync.Mutex
+	seq       atomic.Uint64
 }
 
 // Options tune the engine.
@@ -43,9 +49,11 @@ func Open(opts Options) (*DB, error) {
 		"SET autoinstall_known_extensions=false",
 		"SET autoload_known_extensions=false",
 		"SET enable_external_access=false",
-		// arrow_scan over Go streams accepts pushed-down filters and then
-		// ignores them (rows come back unfiltered): keep filters above the scan.
-		"SET disabled_optimizers='filter_pushdown'",
+		// arrow_scan over streams exported from Go accepts pushed-down
+		// filters and projections and then ignores them: rows come back
+		// unfiltered and columns shifted (or a crash). Keep both above the
+		// scan; TestProjectionOnly and TestProjectionAndFilter guard this.
+		"SET disabled_optimizers='filter_pushdown,unused_columns'",
 	}
 	if opts.MemoryLimit != "" {
 		settings = append(settings, fmt.Sprintf("SET memory_limit='%s'", strings.ReplaceAll(opts.MemoryLimit, "'", "")))
@@ -88,18 +96,25 @@ type SQLError struct{ Err error }
 func (e *SQLError) Error() string { return e.Err.Error() }
 func (e *SQLError) Unwrap() error { return e.Err }
 
-// Query runs query with each input registered as a view of that name
-// (quote names with special characters in the SQL, e.g. "docs$articles").
-// Each input stream is read at most once. The returned reader must be
-// Released; it holds a connection until then.
+// Query runs query with each input visible under its name (quote names
+// with special characters in the SQL, e.g. "docs$articles"). Each input
+// stream is read at most once. The returned reader must be Released; it
+// holds a connection until then.
+//
+// DuckDB's Arrow scan registers a view in the database-wide catalog, not a
+// per-connection one, so concurrent queries would see (and free) each
+// other's inputs. Each input is therefore registered under a unique name
+// and the query is prefixed with CTEs that give it the name the SQL uses.
 func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, query string) (array.RecordReader, error) {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out array.RecordReader
+	var views []string
 	var releases []func()
 	cleanup := func() {
+		d.dropViews(conn, views)
 		for _, r := range releases {
 			r()
 		}
@@ -110,14 +125,11 @@ func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, qu
 		if err != nil {
 			return err
 		}
-		for name, rdr := range inputs {
-			rel, err := ar.RegisterView(rdr, name)
-			if err != nil {
-				return fmt.Errorf("register %q: %w", name, err)
-			}
-			releases = append(releases, rel)
+		ctes, err := d.register(ar, inputs, &views, &releases)
+		if err != nil {
+			return err
 		}
-		rr, err := ar.QueryContext(ctx, query)
+		rr, err := ar.QueryContext(ctx, withCTEs(ctes, query))
 		if err != nil {
 			return &SQLError{Err: cleanErr(err)}
 		}
@@ -129,6 +141,57 @@ func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, qu
 		return nil, err
 	}
 	return &connReader{RecordReader: out, cleanup: cleanup}, nil
+}
+
+// register registers each input under a unique view name and returns the
+// CTEs that alias them. Registration is serialised: concurrent catalog
+// writes on one database conflict.
+func (d *DB) register(ar *duckdb.Arrow, inputs map[string]array.RecordReader, views *[]string, releases *[]func()) ([]string, error) {
+	d.catalogMu.Lock()
+	defer d.catalogMu.Unlock()
+	ctes := make([]string, 0, len(inputs))
+	for name, rdr := range inputs {
+		unique := fmt.Sprintf("__mvq_in_%d", d.seq.Add(1))
+		rel, err := ar.RegisterView(rdr, unique)
+		if err != nil {
+			return nil, fmt.Errorf("register %q: %w", name, err)
+		}
+		*views = append(*views, unique)
+		*releases = append(*releases, rel)
+		ctes = append(ctes, fmt.Sprintf("%s AS (SELECT * FROM %s)", QuoteIdent(name), unique))
+	}
+	return ctes, nil
+}
+
+// withCTEs prefixes query with common table expressions, merging them into
+// a WITH clause the query already has.
+func withCTEs(ctes []string, query string) string {
+	if len(ctes) == 0 {
+		return query
+	}
+	q := strings.TrimSpace(query)
+	head := strings.ToUpper(q[:min(len(q), 15)])
+	switch {
+	case strings.HasPrefix(head, "WITH RECURSIVE") && len(q) > 14 && isSpace(q[14]):
+		return "WITH RECURSIVE " + strings.Join(ctes, ", ") + ", " + q[15:]
+	case strings.HasPrefix(head, "WITH") && len(q) > 4 && isSpace(q[4]):
+		return "WITH " + strings.Join(ctes, ", ") + ", " + q[5:]
+	}
+	return "WITH " + strings.Join(ctes, ", ") + " " + q
+}
+
+func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
+
+// dropViews removes registered input views from the shared catalog.
+func (d *DB) dropViews(conn *sql.Conn, views []string) {
+	if len(views) == 0 {
+		return
+	}
+	d.catalogMu.Lock()
+	defer d.catalogMu.Unlock()
+	for _, v := range views {
+		_, _ = conn.ExecContext(context.Background(), "DROP VIEW IF EXISTS "+v)
+	}
 }
 
 // Exec runs a statement with no inputs (used by tests and health checks).

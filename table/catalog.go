@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/duck"
 )
 
 // Options tune how tables are written.
@@ -40,13 +42,17 @@ func (o Options) withDefaults() Options {
 // data/ and _versions/.
 type Catalog struct {
 	wh   *Warehouse
+	sql  *duck.DB
 	opts Options
 }
 
-// NewCatalog returns a catalog over wh.
-func NewCatalog(wh *Warehouse, opts Options) *Catalog {
-	return &Catalog{wh: wh, opts: opts.withDefaults()}
+// NewCatalog returns a catalog over wh that evaluates SQL with db.
+func NewCatalog(wh *Warehouse, db *duck.DB, opts Options) *Catalog {
+	return &Catalog{wh: wh, sql: db, opts: opts.withDefaults()}
 }
+
+// SQL returns the catalog's SQL engine.
+func (c *Catalog) SQL() *duck.DB { return c.sql }
 
 // Warehouse returns the catalog's warehouse.
 func (c *Catalog) Warehouse() *Warehouse { return c.wh }

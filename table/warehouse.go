@@ -165,7 +165,13 @@ func (w *Warehouse) linkIfNotExists(key string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(final)+"-*")
+	// The temporary file lives outside the listed folders (a listing that
+	// sees it could trip over it vanishing) but on the same filesystem.
+	tmpDir := filepath.Join(w.dir, ".mvq-tmp")
+	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(tmpDir, filepath.Base(final)+"-*")
 	if err != nil {
 		return err
 	}

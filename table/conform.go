@@ -1,0 +1,123 @@
+package table
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Conform returns rec with exactly schema: columns are matched by
+// position, cast with safe casts (no overflow, no truncation) where the
+// types differ, and checked for nulls in non-nullable fields. Errors are
+// CodeSchemaValidation and name the field. rec is not released.
+func Conform(ctx context.Context, rec arrow.RecordBatch, schema *arrow.Schema, mem memory.Allocator) (arrow.RecordBatch, error) {
+	if int(rec.NumCols()) != schema.NumFields() {
+		return nil, Errorf(CodeSchemaValidation, "got %d columns, want %d", rec.NumCols(), schema.NumFields())
+	}
+	if rec.Schema().Equal(schema) {
+		rec.Retain()
+		return rec, nil
+	}
+	ctx = compute.WithAllocator(ctx, mem)
+	cols := make([]arrow.Array, schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, f := range schema.Fields() {
+		col := rec.Column(i)
+		if arrow.TypeEqual(col.DataType(), f.Type) {
+			col.Retain()
+			cols[i] = col
+		} else {
+			out, err := compute.CastArray(ctx, col, compute.SafeCastOptions(f.Type))
+			if err != nil {
+				return nil, Errorf(CodeSchemaValidation, "field %q: value of type %s does not fit %s: %v", f.Name, col.DataType(), f.Type, err)
+			}
+			cols[i] = out
+		}
+		if !f.Nullable && cols[i].NullN() > 0 {
+			return nil, Errorf(CodeSchemaValidation, "field %q is not nullable but got %d nulls", f.Name, cols[i].NullN())
+		}
+	}
+	return array.NewRecordBatch(schema, cols, rec.NumRows()), nil
+}
+
+// CheckSameFields reports the first field of got that differs from want in
+// name or type (nullability may differ: Conform checks the values).
+func CheckSameFields(got, want *arrow.Schema) error {
+	if got.NumFields() != want.NumFields() {
+		return Errorf(CodeSchemaValidation, "data has %d fields, table has %d (%s)", got.NumFields(), want.NumFields(), fieldNames(want))
+	}
+	for i, f := range want.Fields() {
+		g := got.Field(i)
+		if g.Name != f.Name {
+			return Errorf(CodeSchemaValidation, "field %d is %q, table has %q", i, g.Name, f.Name)
+		}
+		if !arrow.TypeEqual(g.Type, f.Type) {
+			return Errorf(CodeSchemaValidation, "field %q has type %s, table has %s", f.Name, g.Type, f.Type)
+		}
+	}
+	return nil
+}
+
+func fieldNames(s *arrow.Schema) string {
+	out := ""
+	for i, f := range s.Fields() {
+		if i > 0 {
+			out += ", "
+		}
+		out += fmt.Sprintf("%s %s", f.Name, f.Type)
+	}
+	return out
+}
+
+// conformReader wraps a reader whose records are conformed to schema.
+type conformReader struct {
+	array.RecordReader
+	ctx    context.Context
+	schema *arrow.Schema
+	mem    memory.Allocator
+	cur    arrow.RecordBatch
+	err    error
+}
+
+// ConformReader adapts rdr to schema record by record (see Conform).
+func ConformReader(ctx context.Context, rdr array.RecordReader, schema *arrow.Schema, mem memory.Allocator) array.RecordReader {
+	return &conformReader{RecordReader: rdr, ctx: ctx, schema: schema, mem: mem}
+}
+
+func (c *conformReader) Schema() *arrow.Schema { return c.schema }
+func (c *conformReader) Next() bool {
+	if c.cur != nil {
+		c.cur.Release()
+		c.cur = nil
+	}
+	if c.err != nil || !c.RecordReader.Next() {
+		return false
+	}
+	c.cur, c.err = Conform(c.ctx, c.RecordReader.RecordBatch(), c.schema, c.mem)
+	return c.err == nil
+}
+func (c *conformReader) RecordBatch() arrow.RecordBatch { return c.cur }
+func (c *conformReader) Record() arrow.RecordBatch      { return c.cur }
+func (c *conformReader) Err() error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.RecordReader.Err()
+}
+func (c *conformReader) Release() {
+	if c.cur != nil {
+		c.cur.Release()
+		c.cur = nil
+	}
+	c.RecordReader.Release()
+}

@@ -1,0 +1,590 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"unicode"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/mvq-dev/mvq/duck"
+)
+
+// viewName is what user SQL over one table calls it.
+const viewName = "t"
+
+// sqlErr turns an engine error about user SQL into a 400.
+func sqlErr(what string, err error) error {
+	var se *duck.SQLError
+	if errors.As(err, &se) {
+		return &Error{Code: CodeInvalidInput, Message: fmt.Sprintf("%s: %v", what, se.Err)}
+	}
+	var te *Error
+	if errors.As(err, &te) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+func checkExpr(what, expr string) error {
+	if strings.TrimSpace(expr) == "" {
+		return Errorf(CodeInvalidInput, "%s is empty", what)
+	}
+	if err := duck.CheckExpression(expr); err != nil {
+		return Errorf(CodeInvalidInput, "%s: %v", what, err)
+	}
+	return nil
+}
+
+// referencedColumns returns the schema fields whose names appear in expr as
+// identifiers (bare or double-quoted, case-insensitive), in schema order;
+// at least one field so a row count is always available.
+func referencedColumns(schema *arrow.Schema, expr string) []string {
+	words := map[string]bool{}
+	for i := 0; i < len(expr); {
+		c := rune(expr[i])
+		switch {
+		case c == '\'':
+			j := i + 1
+			for j < len(expr) && !(expr[j] == '\'' && (j+1 >= len(expr) || expr[j+1] != '\'')) {
+				if expr[j] == '\'' {
+					j++
+				}
+				j++
+			}
+			i = j + 1
+		case c == '"':
+			j := strings.IndexByte(expr[i+1:], '"')
+			if j < 0 {
+				return columnNames(schema)
+			}
+			words[strings.ToLower(expr[i+1:i+1+j])] = true
+			i += j + 2
+		case c == '_' || unicode.IsLetter(c) || c >= 0x80:
+			j := i
+			for j < len(expr) && (expr[j] == '_' || expr[j] >= 0x80 || unicode.IsLetter(rune(expr[j])) || unicode.IsDigit(rune(expr[j]))) {
+				j++
+			}
+			words[strings.ToLower(expr[i:j])] = true
+			i = j
+		default:
+			i++
+		}
+	}
+	var out []string
+	for _, f := range schema.Fields() {
+		if words[strings.ToLower(f.Name)] {
+			out = append(out, f.Name)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{schema.Field(0).Name}
+	}
+	return out
+}
+
+func columnNames(schema *arrow.Schema) []string {
+	out := make([]string, schema.NumFields())
+	for i, f := range schema.Fields() {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// emptyReader yields no rows of schema; binding SQL against it checks
+// names and types without reading data.
+func emptyReader(schema *arrow.Schema) array.RecordReader {
+	r, _ := array.NewRecordReader(schema, nil)
+	return r
+}
+
+// bindCheck runs query over an empty input so bad SQL is a 400 even when no
+// row would reach it.
+func (c *Catalog) bindCheck(ctx context.Context, what string, schema *arrow.Schema, query string) error {
+	rdr, err := c.sql.Query(ctx, map[string]array.RecordReader{viewName: emptyReader(schema)}, query)
+	if err != nil {
+		return sqlErr(what, err)
+	}
+	recs, err := duck.Collect(rdr)
+	for _, r := range recs {
+		r.Release()
+	}
+	if err != nil {
+		return sqlErr(what, err)
+	}
+	return nil
+}
+
+// forEachFragment runs fn over frags with bounded parallelism and returns
+// the first error.
+func forEachFragment(ctx context.Context, frags []Fragment, fn func(ctx context.Context, i int, f Fragment) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for i, f := range frags {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(ctx, i, f); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}
+
+// matchCounts counts, per fragment, the rows where predicate is true,
+// reading only the columns it names.
+func (t *Table) matchCounts(ctx context.Context, m *Manifest, schema *arrow.Schema, predicate string) ([]int64, error) {
+	cols := referencedColumns(schema, predicate)
+	query := fmt.Sprintf("SELECT count(*) FILTER (WHERE COALESCE((%s), false)) FROM %s", predicate, viewName)
+	counts := make([]int64, len(m.Fragments))
+	err := forEachFragment(ctx, m.Fragments, func(ctx context.Context, i int, f Fragment) error {
+		scan, err := t.Scan(ctx, m, ScanOptions{Columns: cols, Fragments: []Fragment{f}, Prefetch: 1})
+		if err != nil {
+			return err
+		}
+		rdr, err := t.c.sql.Query(ctx, map[string]array.RecordReader{viewName: scan}, query)
+		if err != nil {
+			scan.Release()
+			return sqlErr("predicate", err)
+		}
+		recs, err := duck.Collect(rdr)
+		scan.Release()
+		if err != nil {
+			return sqlErr("predicate", err)
+		}
+		for _, r := range recs {
+			if r.NumRows() > 0 {
+				counts[i] = r.Column(0).(*array.Int64).Value(0)
+			}
+			r.Release()
+		}
+		return nil
+	})
+	return counts, err
+}
+
+// CountRows counts the rows of version (0: latest) where predicate holds
+// (empty: all rows, from the manifest alone).
+func (t *Table) CountRows(ctx context.Context, version uint64, predicate string) (int64, error) {
+	m, err := t.Load(ctx, version)
+	if err != nil {
+		return 0, err
+	}
+	if predicate == "" {
+		return m.NumRows(), nil
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return 0, err
+	}
+	if err := checkExpr("predicate", predicate); err != nil {
+		return 0, err
+	}
+	if err := t.c.bindCheck(ctx, "predicate", schema, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", viewName, predicate)); err != nil {
+		return 0, err
+	}
+	counts, err := t.matchCounts(ctx, m, schema, predicate)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range counts {
+		n += c
+	}
+	return n, nil
+}
+
+// Insert appends (mode "append", default) or replaces ("overwrite") the
+// table's rows with the records of rdr, whose fields must match the table's
+// by name and type. It answers the new version and the rows written.
+func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string) (*Manifest, int64, error) {
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := CheckSameFields(rdr.Schema(), schema); err != nil {
+		return nil, 0, err
+	}
+	in := ConformReader(ctx, rdr, schema, t.c.opts.Mem)
+	frags, err := t.WriteFragments(ctx, schema, in, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	var rows int64
+	for _, f := range frags {
+		rows += f.Rows
+	}
+	switch strings.ToLower(mode) {
+	case "", "append":
+		nm, err := t.Commit(ctx, AppendOp(frags))
+		return nm, rows, err
+	case "overwrite":
+		nm, err := t.Commit(ctx, OverwriteOp(schema, frags, nil))
+		return nm, rows, err
+	default:
+		return nil, 0, Errorf(CodeInvalidInput, "mode %q: want append or overwrite", mode)
+	}
+}
+
+// rewrite applies query (over view t, one fragment at a time) to the
+// fragments where predicate matches and commits the replacements. It
+// returns the new version (nil when nothing matched) and the matched count.
+func (t *Table) rewrite(ctx context.Context, operation, predicate, query string) (*Manifest, int64, error) {
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := t.c.bindCheck(ctx, operation, schema, query); err != nil {
+		return nil, 0, err
+	}
+	counts, err := t.matchCounts(ctx, m, schema, predicate)
+	if err != nil {
+		return nil, 0, err
+	}
+	var touched []Fragment
+	var matched int64
+	for i, c := range counts {
+		if c > 0 {
+			touched = append(touched, m.Fragments[i])
+			matched += c
+		}
+	}
+	if matched == 0 {
+		return nil, 0, nil
+	}
+	added := make([]Fragment, len(touched))
+	keep := make([]bool, len(touched))
+	err = forEachFragment(ctx, touched, func(ctx context.Context, i int, f Fragment) error {
+		scan, err := t.Scan(ctx, m, ScanOptions{Fragments: []Fragment{f}, Prefetch: 1})
+		if err != nil {
+			return err
+		}
+		rdr, err := t.c.sql.Query(ctx, map[string]array.RecordReader{viewName: scan}, query)
+		if err != nil {
+			scan.Release()
+			return sqlErr(operation, err)
+		}
+		recs, err := duck.Collect(ConformReader(ctx, rdr, schema, t.c.opts.Mem))
+		scan.Release()
+		if err != nil {
+			return sqlErr(operation, err)
+		}
+		defer func() {
+			for _, r := range recs {
+				r.Release()
+			}
+		}()
+		nf, err := t.WriteFile(ctx, schema, recs)
+		if err != nil {
+			return err
+		}
+		added[i], keep[i] = nf, nf.Rows > 0
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	removed := make([]uint32, len(touched))
+	var adds []Fragment
+	for i, f := range touched {
+		removed[i] = f.ID
+		if keep[i] {
+			adds = append(adds, added[i])
+		}
+	}
+	nm, err := t.Commit(ctx, RewriteOp(operation, removed, adds))
+	return nm, matched, err
+}
+
+// Delete removes the rows where predicate is true, rewriting only the
+// fragments that hold such rows. It answers the new version, or the current
+// one when nothing matched.
+func (t *Table) Delete(ctx context.Context, predicate string) (*Manifest, int64, error) {
+	if err := checkExpr("predicate", predicate); err != nil {
+		return nil, 0, err
+	}
+	query := fmt.Sprintf("SELECT * FROM %s WHERE NOT COALESCE((%s), false)", viewName, predicate)
+	nm, n, err := t.rewrite(ctx, "delete", predicate, query)
+	if err == nil && nm == nil {
+		nm, err = t.Load(ctx, 0)
+	}
+	return nm, n, err
+}
+
+// Update sets columns to SQL expressions on the rows where predicate holds
+// (empty: all rows). Every expression sees the row as it was before the
+// update. Only fragments holding matching rows are rewritten; no match
+// commits nothing and answers the current version. An unknown column is
+// CodeTableColumnNotFound; bad SQL or a value that does not fit the column
+// is CodeInvalidInput.
+func (t *Table) Update(ctx context.Context, predicate string, updates [][2]string) (*Manifest, int64, error) {
+	if len(updates) == 0 {
+		return nil, 0, Errorf(CodeInvalidInput, "updates is empty")
+	}
+	if predicate == "" {
+		predicate = "true"
+	}
+	if err := checkExpr("predicate", predicate); err != nil {
+		return nil, 0, err
+	}
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return nil, 0, err
+	}
+	set := map[string]string{}
+	for i, u := range updates {
+		col, expr := u[0], u[1]
+		if len(schema.FieldIndices(col)) == 0 {
+			return nil, 0, Errorf(CodeTableColumnNotFound, "updates[%d]: column %q not found", i, col)
+		}
+		if _, dup := set[col]; dup {
+			return nil, 0, Errorf(CodeInvalidInput, "updates[%d]: column %q set twice", i, col)
+		}
+		if err := checkExpr(fmt.Sprintf("updates[%d] (%s)", i, col), expr); err != nil {
+			return nil, 0, err
+		}
+		set[col] = expr
+	}
+	sel := make([]string, 0, schema.NumFields())
+	for _, f := range schema.Fields() {
+		q := duck.QuoteIdent(f.Name)
+		if expr, ok := set[f.Name]; ok {
+			sel = append(sel, fmt.Sprintf("CASE WHEN COALESCE((%s), false) THEN (%s) ELSE %s END AS %s", predicate, expr, q, q))
+		} else {
+			sel = append(sel, q)
+		}
+	}
+	query := fmt.Sprintf("SELECT %s FROM %s", strings.Join(sel, ", "), viewName)
+	nm, n, err := t.rewrite(ctx, "update", predicate, query)
+	if err == nil && nm == nil {
+		nm, err = t.Load(ctx, 0)
+	}
+	return nm, n, err
+}
+
+// Restore commits a new version whose content is that of version v.
+func (t *Table) Restore(ctx context.Context, v uint64) (*Manifest, error) {
+	old, err := t.Load(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return t.Commit(ctx, RestoreOp(old))
+}
+
+// QueryOptions select rows for Query.
+type QueryOptions struct {
+	Version uint64   // 0: latest
+	Columns []string // nil: all
+	Aliases []string // output names for Columns (nil: the column names)
+	Filter  string   // SQL predicate; empty: all rows
+	Offset  int64
+	Limit   int64 // 0: no limit
+	RowAddr bool  // add _rowaddr
+}
+
+// Query streams the selected rows in table order. Release the reader.
+func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, error) {
+	m, err := t.Load(ctx, q.Version)
+	if err != nil {
+		return nil, err
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := ProjectSchema(schema, q.Columns, q.RowAddr)
+	if err != nil {
+		return nil, err
+	}
+	if q.Aliases != nil {
+		fields := out.Fields()
+		for i := range q.Aliases {
+			fields[i].Name = q.Aliases[i]
+		}
+		out = arrow.NewSchema(fields, nil)
+	}
+	if q.Filter == "" {
+		scan, err := t.Scan(ctx, m, ScanOptions{Columns: q.Columns, RowAddr: q.RowAddr})
+		if err != nil {
+			return nil, err
+		}
+		return newLimitReader(scan, out, q.Offset, q.Limit), nil
+	}
+	if err := checkExpr("filter", q.Filter); err != nil {
+		return nil, err
+	}
+	sel := "*"
+	if q.Columns != nil || q.RowAddr {
+		names := q.Columns
+		if names == nil {
+			names = columnNames(schema)
+		}
+		quoted := make([]string, 0, len(names)+1)
+		for _, n := range names {
+			quoted = append(quoted, duck.QuoteIdent(n))
+		}
+		if q.RowAddr {
+			quoted = append(quoted, RowAddrColumn)
+		}
+		sel = strings.Join(quoted, ", ")
+	}
+	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s", sel, viewName, q.Filter)
+	if q.Limit > 0 {
+		query += fmt.Sprintf(" LIMIT %d", q.Limit)
+	}
+	if q.Offset > 0 {
+		query += fmt.Sprintf(" OFFSET %d", q.Offset)
+	}
+	if err := t.c.bindCheck(ctx, "filter", func() *arrow.Schema { s, _, _ := ProjectSchema(schema, nil, q.RowAddr); return s }(), query); err != nil {
+		return nil, err
+	}
+	scan, err := t.Scan(ctx, m, ScanOptions{RowAddr: q.RowAddr})
+	if err != nil {
+		return nil, err
+	}
+	rdr, err := t.c.sql.Query(ctx, map[string]array.RecordReader{viewName: scan}, query)
+	if err != nil {
+		scan.Release()
+		return nil, sqlErr("filter", err)
+	}
+	return &releaseAlso{RecordReader: ConformReader(ctx, rdr, out, t.c.opts.Mem), also: scan}, nil
+}
+
+type releaseAlso struct {
+	array.RecordReader
+	also array.RecordReader
+}
+
+func (r *releaseAlso) Release() {
+	r.RecordReader.Release()
+	r.also.Release()
+}
+
+// limitReader applies offset and limit to a stream, stopping early.
+type limitReader struct {
+	src           array.RecordReader
+	schema        *arrow.Schema
+	offset, limit int64 // limit < 0: none left to give
+	cur           arrow.RecordBatch
+}
+
+func newLimitReader(src array.RecordReader, schema *arrow.Schema, offset, limit int64) array.RecordReader {
+	if limit <= 0 {
+		limit = -1 // unlimited
+	} else {
+		limit++ // stored as remaining+1 so 0 means done
+	}
+	return &limitReader{src: src, schema: schema, offset: offset, limit: limit}
+}
+
+func (l *limitReader) Retain()                        { l.src.Retain() }
+func (l *limitReader) Schema() *arrow.Schema          { return l.schema }
+func (l *limitReader) RecordBatch() arrow.RecordBatch { return l.cur }
+func (l *limitReader) Record() arrow.RecordBatch      { return l.cur }
+func (l *limitReader) Err() error                     { return l.src.Err() }
+func (l *limitReader) Release() {
+	if l.cur != nil {
+		l.cur.Release()
+		l.cur = nil
+	}
+	l.src.Release()
+}
+
+func (l *limitReader) Next() bool {
+	if l.cur != nil {
+		l.cur.Release()
+		l.cur = nil
+	}
+	for l.limit != 1 && l.src.Next() {
+		r := l.src.RecordBatch()
+		n := r.NumRows()
+		if l.offset >= n {
+			l.offset -= n
+			continue
+		}
+		end := n
+		if l.limit > 0 && end-l.offset > l.limit-1 {
+			end = l.offset + l.limit - 1
+		}
+		l.cur = array.NewRecordBatch(l.schema, r.NewSlice(l.offset, end).Columns(), end-l.offset)
+		if l.limit > 0 {
+			l.limit -= end - l.offset
+		}
+		l.offset = 0
+		return true
+	}
+	return false
+}
+
+// FragmentLengths summarises fragment row counts for stats.
+type FragmentLengths struct {
+	Min, Max, Mean, P25, P50, P75, P99 int64
+}
+
+// Stats describes a version's layout.
+type Stats struct {
+	TotalBytes        int64
+	NumRows           int64
+	NumFragments      int64
+	NumSmallFragments int64
+	Lengths           FragmentLengths
+}
+
+// Stats computes layout statistics of the latest version. A fragment is
+// small when it holds under a quarter of MaxRowsPerFragment rows.
+func (t *Table) Stats(ctx context.Context) (Stats, error) {
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return Stats{}, err
+	}
+	s := Stats{TotalBytes: m.NumBytes(), NumRows: m.NumRows(), NumFragments: int64(len(m.Fragments))}
+	if len(m.Fragments) == 0 {
+		return s, nil
+	}
+	rows := make([]int64, len(m.Fragments))
+	for i, f := range m.Fragments {
+		rows[i] = f.Rows
+		if f.Rows < int64(t.c.opts.MaxRowsPerFragment/4) {
+			s.NumSmallFragments++
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i] < rows[j] })
+	pct := func(p float64) int64 { return rows[int(p*float64(len(rows)-1)+0.5)] }
+	s.Lengths = FragmentLengths{Min: rows[0], Max: rows[len(rows)-1], Mean: s.NumRows / int64(len(rows)), P25: pct(.25), P50: pct(.5), P75: pct(.75), P99: pct(.99)}
+	return s, nil
+}

@@ -1,0 +1,416 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/duck"
+)
+
+var testSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+func rows(t testing.TB, from, to int) array.RecordReader {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.DefaultAllocator, testSchema)
+	defer b.Release()
+	for i := from; i < to; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.Float64Builder).Append(float64(i) / 2)
+		b.Field(2).(*array.StringBuilder).Append("n" + strconv.Itoa(i))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	rdr, err := array.NewRecordReader(testSchema, []arrow.RecordBatch{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdr
+}
+
+var (
+	sharedDBOnce sync.Once
+	sharedDB     *duck.DB
+)
+
+func testDB(t testing.TB) *duck.DB {
+	sharedDBOnce.Do(func() {
+		db, err := duck.Open(duck.Options{Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sharedDB = db
+	})
+	return sharedDB
+}
+
+func newCatalog(t testing.TB, dir string, opts Options) *Catalog {
+	t.Helper()
+	wh, err := OpenWarehouse(context.Background(), "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wh.Close() })
+	return NewCatalog(wh, testDB(t), opts)
+}
+
+// ids reads the id column of version v in table order.
+func ids(t testing.TB, tb *Table, q QueryOptions) []int64 {
+	t.Helper()
+	q.Columns = []string{"id"}
+	rdr, err := tb.Query(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := duck.Collect(rdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int64
+	for _, r := range recs {
+		out = append(out, r.Column(0).(*array.Int64).Int64Values()...)
+		r.Release()
+	}
+	return out
+}
+
+func seq(from, to int) []int64 {
+	var out []int64
+	for i := from; i < to; i++ {
+		out = append(out, int64(i))
+	}
+	return out
+}
+
+func eq(a, b []int64) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+func TestCreateInsertQuery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{MaxRowsPerFragment: 100})
+	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, m, err := c.CreateTable(ctx, []string{"docs", "t"}, testSchema, rows(t, 0, 250), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Version != 1 || len(m.Fragments) != 3 || m.NumRows() != 250 {
+		t.Fatalf("created v%d with %d fragments, %d rows", m.Version, len(m.Fragments), m.NumRows())
+	}
+	if _, _, err := c.CreateTable(ctx, []string{"docs", "t"}, testSchema, nil, "", nil); ErrorCode(err) != CodeTableAlreadyExists {
+		t.Fatalf("second create: %v", err)
+	}
+	m2, n, err := tb.Insert(ctx, rows(t, 250, 300), "")
+	if err != nil || n != 50 || m2.Version != 2 {
+		t.Fatalf("insert: v%v n=%d err=%v", m2, n, err)
+	}
+	if got := ids(t, tb, QueryOptions{}); !eq(got, seq(0, 300)) {
+		t.Fatalf("ids = %v", got)
+	}
+	if got := ids(t, tb, QueryOptions{Filter: "id % 100 = 7"}); !eq(got, []int64{7, 107, 207}) {
+		t.Fatalf("filtered ids = %v", got)
+	}
+	if got := ids(t, tb, QueryOptions{Offset: 95, Limit: 10}); !eq(got, seq(95, 105)) {
+		t.Fatalf("offset/limit ids = %v", got)
+	}
+	if got := ids(t, tb, QueryOptions{Version: 1, Filter: "id >= 240"}); !eq(got, seq(240, 250)) {
+		t.Fatalf("v1 ids = %v", got)
+	}
+	if n, err := tb.CountRows(ctx, 0, "name LIKE 'n1%'"); err != nil || n != 111 {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	// Row addresses are (fragment << 32) | offset.
+	rdr, err := tb.Query(ctx, QueryOptions{Columns: []string{"id"}, RowAddr: true, Filter: "id = 101"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := duck.Collect(rdr)
+	if err != nil || len(recs) != 1 {
+		t.Fatal(err)
+	}
+	if addr := recs[0].Column(1).(*array.Uint64).Value(0); addr != RowAddress(1, 1) {
+		t.Fatalf("row address of id 101 = %x", addr)
+	}
+	recs[0].Release()
+
+	// Bad input is a coded error, never a panic.
+	for _, bad := range []string{"id > 0) UNION SELECT * FROM read_csv('/etc/passwd') --", "nope > 1", "id >", "id IN (SELECT * FROM read_csv('/etc/passwd'))"} {
+		if _, err := tb.CountRows(ctx, 0, bad); ErrorCode(err) != CodeInvalidInput {
+			t.Errorf("count_rows %q: %v", bad, err)
+		}
+	}
+	if _, err := tb.Query(ctx, QueryOptions{Columns: []string{"nope"}}); ErrorCode(err) != CodeTableColumnNotFound {
+		t.Errorf("unknown column: %v", err)
+	}
+}
+
+func TestUpdateTouchesOnlyMatchingFragments(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{MaxRowsPerFragment: 100})
+	tb, m1, err := c.CreateTable(ctx, []string{"t"}, testSchema, rows(t, 0, 1000), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every expression sees the old row: swap-like semantics.
+	m2, n, err := tb.Update(ctx, "id >= 150 AND id < 160", [][2]string{{"score", "id * 10"}, {"id", "id + 1000000"}, {"name", "name || '-' || CAST(score AS VARCHAR)"}})
+	if err != nil || n != 10 {
+		t.Fatalf("update n=%d err=%v", n, err)
+	}
+	if m2.Version != 2 {
+		t.Fatalf("version %d", m2.Version)
+	}
+	// Only fragment 1 (ids 100..199) was rewritten.
+	before := map[string]bool{}
+	for _, f := range m1.Fragments {
+		before[f.Path] = true
+	}
+	changed := 0
+	for _, f := range m2.Fragments {
+		if !before[f.Path] {
+			changed++
+		}
+	}
+	if changed != 1 || len(m2.Fragments) != 10 {
+		t.Fatalf("update rewrote %d fragments (of %d)", changed, len(m2.Fragments))
+	}
+	rdr, err := tb.Query(ctx, QueryOptions{Filter: "id >= 1000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := duck.Collect(rdr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		for i := 0; i < int(r.NumRows()); i++ {
+			got = append(got, fmt.Sprintf("%d/%g/%s", r.Column(0).(*array.Int64).Value(i), r.Column(1).(*array.Float64).Value(i), r.Column(2).(*array.String).Value(i)))
+		}
+		r.Release()
+	}
+	if len(got) != 10 || got[0] != "1000150/1500/n150-75.0" {
+		t.Fatalf("updated rows = %v", got)
+	}
+	// No match: nothing committed, current version answered.
+	m3, n, err := tb.Update(ctx, "id < 0", [][2]string{{"score", "0"}})
+	if err != nil || n != 0 || m3.Version != 2 {
+		t.Fatalf("no-op update: v%d n=%d err=%v", m3.Version, n, err)
+	}
+	for _, c := range []struct {
+		pred    string
+		updates [][2]string
+		code    Code
+	}{
+		{"id > 0", [][2]string{{"nope", "1"}}, CodeTableColumnNotFound},
+		{"id > 0", [][2]string{{"id", "'abc'"}}, CodeInvalidInput},
+		{"id >", [][2]string{{"id", "1"}}, CodeInvalidInput},
+		{"id > 0", [][2]string{{"id", "1; DROP"}}, CodeInvalidInput},
+		{"id > 0", [][2]string{{"id", "no_such_fn(1)"}}, CodeInvalidInput},
+		{"id > 0", nil, CodeInvalidInput},
+	} {
+		if _, _, err := tb.Update(ctx, c.pred, c.updates); ErrorCode(err) != c.code {
+			t.Errorf("update %q %v: %v, want code %d", c.pred, c.updates, err, c.code)
+		}
+	}
+	if v, _ := tb.LatestVersion(ctx); v.Version != 2 {
+		t.Fatalf("failed updates committed: latest v%d", v.Version)
+	}
+	// Delete and restore.
+	m4, n, err := tb.Delete(ctx, "id < 250")
+	if err != nil || n != 240 {
+		t.Fatalf("delete n=%d err=%v", n, err)
+	}
+	if cnt, _ := tb.CountRows(ctx, 0, ""); cnt != 760 {
+		t.Fatalf("after delete %d rows", cnt)
+	}
+	if _, err := tb.Restore(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, tb, QueryOptions{}); !eq(got, seq(0, 1000)) {
+		t.Fatalf("restored ids wrong (%d rows)", len(got))
+	}
+	_ = m4
+}
+
+// TestConcurrentAppends: many goroutines and two extra processes append to
+// one table; every acknowledged append is present exactly once.
+func TestConcurrentAppends(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := newCatalog(t, dir, Options{})
+	if _, _, err := c.CreateTable(ctx, []string{"race"}, testSchema, nil, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, perWriter = 8, 5
+	procs := make([]*exec.Cmd, 2)
+	outs := make([]*strings.Builder, 2)
+	for p := range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAppender$")
+		cmd.Env = append(os.Environ(), "MVQ_TEST_APPENDER="+dir, fmt.Sprintf("MVQ_TEST_APPENDER_BASE=%d", 100000*(p+1)))
+		outs[p] = &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = outs[p], outs[p]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[p] = cmd
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var acked []int64
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tb, err := c.OpenTable(ctx, []string{"race"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for i := 0; i < perWriter; i++ {
+				base := 1000*g + 10*i
+				if _, _, err := tb.Insert(ctx, rows(t, base, base+3), ""); err != nil {
+					t.Error(err)
+					continue
+				}
+				mu.Lock()
+				acked = append(acked, seq(base, base+3)...)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for p, cmd := range procs {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("appender process %d: %v\n%s", p, err, outs[p])
+		}
+		for _, line := range strings.Fields(outs[p].String()) {
+			if v, ok := strings.CutPrefix(line, "ACK:"); ok {
+				n, _ := strconv.Atoi(v)
+				acked = append(acked, seq(n, n+3)...)
+			}
+		}
+	}
+	tb, _ := c.OpenTable(ctx, []string{"race"})
+	got := ids(t, tb, QueryOptions{})
+	sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
+	sort.Slice(acked, func(i, j int) bool { return acked[i] < acked[j] })
+	if want := goroutines*perWriter*3 + 2*perWriter*3; len(acked) != want {
+		t.Fatalf("acked %d rows, want %d", len(acked), want)
+	}
+	if !eq(got, acked) {
+		t.Fatalf("table holds %d rows, acked %d", len(got), len(acked))
+	}
+	vs, _ := tb.Versions(ctx)
+	if len(vs) != 1+goroutines*perWriter+2*perWriter {
+		t.Fatalf("%d versions", len(vs))
+	}
+}
+
+// TestHelperAppender is the body of the appender processes of
+// TestConcurrentAppends; it does nothing in a normal run.
+func TestHelperAppender(t *testing.T) {
+	dir := os.Getenv("MVQ_TEST_APPENDER")
+	if dir == "" {
+		t.Skip("helper process only")
+	}
+	base, _ := strconv.Atoi(os.Getenv("MVQ_TEST_APPENDER_BASE"))
+	c := newCatalog(t, dir, Options{})
+	tb, err := c.OpenTable(context.Background(), []string{"race"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		n := base + 10*i
+		if _, _, err := tb.Insert(context.Background(), rows(t, n, n+3), ""); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("ACK:%d\n", n)
+	}
+}
+
+// TestRewriteConflicts: two deletes of the same fragment race; one wins,
+// the other reports a conflict and changes nothing.
+func TestRewriteConflicts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{})
+	tb, m, err := c.CreateTable(ctx, []string{"t"}, testSchema, rows(t, 0, 10), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.Fragments[0]
+	a, errA := tb.Commit(ctx, RewriteOp("delete", []uint32{f.ID}, nil))
+	_, errB := tb.Commit(ctx, RewriteOp("delete", []uint32{f.ID}, nil))
+	if errA != nil || a.Version != 2 || !IsConflict(errB) {
+		t.Fatalf("first: %v, second: %v", errA, errB)
+	}
+}
+
+func TestNamespaces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{})
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(c.CreateNamespace(ctx, []string{"a"}, "", map[string]string{"owner": "x"}))
+	must(c.CreateNamespace(ctx, []string{"a", "b"}, "", nil))
+	must(c.CreateNamespace(ctx, []string{"c"}, "", nil))
+	if err := c.CreateNamespace(ctx, []string{"a"}, "", nil); ErrorCode(err) != CodeNamespaceAlreadyExists {
+		t.Fatalf("dup namespace: %v", err)
+	}
+	must(c.CreateNamespace(ctx, []string{"a"}, "exist_ok", nil))
+	if err := c.CreateNamespace(ctx, []string{"x", "y"}, "", nil); ErrorCode(err) != CodeNamespaceNotFound {
+		t.Fatalf("orphan namespace: %v", err)
+	}
+	names, err := c.ListNamespaces(ctx, nil)
+	if err != nil || strings.Join(names, ",") != "a,c" {
+		t.Fatalf("root children %v %v", names, err)
+	}
+	page, next := Page(names, "", 1)
+	if len(page) != 1 || next != "a" {
+		t.Fatalf("page %v next %q", page, next)
+	}
+	if page, next = Page(names, next, 1); len(page) != 1 || page[0] != "c" || next != "" {
+		t.Fatalf("page 2 %v %q", page, next)
+	}
+	props, err := c.DescribeNamespace(ctx, []string{"a"})
+	if err != nil || props["owner"] != "x" {
+		t.Fatalf("props %v %v", props, err)
+	}
+	_, _, err = c.CreateTable(ctx, []string{"a", "tbl"}, testSchema, rows(t, 0, 3), "", nil)
+	must(err)
+	if tables, _ := c.ListTables(ctx, []string{"a"}); strings.Join(tables, ",") != "tbl" {
+		t.Fatalf("tables %v", tables)
+	}
+	if err := c.DropNamespace(ctx, []string{"a"}, "", ""); ErrorCode(err) != CodeNamespaceNotEmpty {
+		t.Fatalf("restrict drop: %v", err)
+	}
+	must(c.DropNamespace(ctx, []string{"a"}, "", "cascade"))
+	if ok, _ := c.NamespaceExists(ctx, []string{"a", "b"}); ok {
+		t.Fatal("cascade left a child")
+	}
+	if _, err := c.OpenTable(ctx, []string{"a", "tbl"}); ErrorCode(err) != CodeTableNotFound {
+		t.Fatalf("cascade left the table: %v", err)
+	}
+}
