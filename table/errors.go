@@ -17,6 +17,7 @@ const (
 	CodeNamespaceNotEmpty      Code = 3
 	CodeTableNotFound          Code = 4
 	CodeTableAlreadyExists     Code = 5
+	CodeTransactionNotFound    Code = 10 // also: refresh job not found
 	CodeTableVersionNotFound   Code = 11
 	CodeTableColumnNotFound    Code = 12
 	CodeInvalidInput           Code = 13

@@ -1,0 +1,108 @@
+package refresh
+
+// This file is the contract between the refresh engine (this package) and
+// the job orchestrator (package jobs). The engine knows views, versions and
+// work items; it never speaks of Redis, asynq or HTTP.
+
+import (
+	"encoding/json"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Kind of a materialized view.
+type Kind string
+
+const (
+	KindQuery   Kind = "query"   // 1:1 SQL projection/filter, incremental
+	KindChunker Kind = "chunker" // 1:N text chunker, incremental
+	KindUDTF    Kind = "udtf"    // N:M SQL over the whole source, full refresh
+)
+
+// Refresh modes reported in results.
+const (
+	ModeIncremental = "incremental"
+	ModeFull        = "full"
+	ModeNoOp        = "no_op"
+)
+
+// Options is a refresh request with defaults filled (the effective
+// request a job shows).
+type Options struct {
+	SrcVersion              uint64 `json:"src_version,omitempty"` // 0: latest at plan time
+	SourceTaskSize          int    `json:"source_task_size"`      // default 1024
+	Concurrency             int    `json:"concurrency"`           // default 8
+	IntraApplierConcurrency int    `json:"intra_applier_concurrency"`
+	MaxRowsPerFragment      int    `json:"max_rows_per_fragment"` // default 131072
+	OutputLimit             *int64 `json:"output_limit,omitempty"`
+	Cluster                 string `json:"cluster"` // default "default"
+	Manifest                string `json:"manifest,omitempty"`
+	ManifestChecksum        string `json:"manifest_checksum,omitempty"` // hex sha256 of the manifest in force
+}
+
+// Range is a run of source rows [Start, End) of one source fragment.
+type Range struct {
+	Fragment uint32 `json:"fragment"`
+	Start    uint32 `json:"start"`
+	End      uint32 `json:"end"`
+}
+
+// WorkItem is at most SourceTaskSize source rows, in source row address
+// order; items are numbered from 0 in that order.
+type WorkItem struct {
+	Index  int     `json:"index"`
+	Ranges []Range `json:"ranges"`
+	Rows   int64   `json:"rows"`
+	// ExistingRowsBefore counts the view rows kept from earlier refreshes
+	// whose source row address is below this item's first row. With
+	// output_limit, an item may be skipped when ExistingRowsBefore plus the
+	// rows written by all earlier items already reach the limit.
+	ExistingRowsBefore int64 `json:"existing_rows_before"`
+}
+
+// Plan is what a refresh job does; it is serialisable and handed between
+// processes.
+type Plan struct {
+	JobID           string     `json:"job_id"`
+	View            []string   `json:"view"`
+	Kind            Kind       `json:"kind"`
+	Mode            string     `json:"mode"`
+	SourceVersion   uint64     `json:"source_version"`
+	BaseViewVersion uint64     `json:"base_view_version"`
+	Items           []WorkItem `json:"items"`
+	// RemovedSourceFragments are source fragments gone since the last
+	// refresh; the view rows derived from them are removed at commit.
+	RemovedSourceFragments []uint32 `json:"removed_source_fragments,omitempty"`
+	Options                Options  `json:"options"`
+}
+
+// ItemResult is what expanding one work item produced: staged fragments
+// of the view table (IDs unassigned), written under deterministic names so
+// a retried item overwrites its own output.
+type ItemResult struct {
+	Index       int              `json:"index"`
+	Fragments   []table.Fragment `json:"fragments"`
+	RowsRead    int64            `json:"rows_read"`
+	RowsWritten int64            `json:"rows_written"`
+	Skipped     bool             `json:"skipped,omitempty"` // output_limit made it useless
+}
+
+// Result is the outcome of a committed (or no-op) refresh.
+type Result struct {
+	Mode          string `json:"mode"`
+	SourceVersion uint64 `json:"source_version"`
+	ViewVersion   uint64 `json:"view_version"`
+	RowsAdded     int64  `json:"rows_added"`
+	RowsRemoved   int64  `json:"rows_removed"`
+}
+
+// Definition is a view's definition, kept in its manifest properties.
+type Definition struct {
+	Kind         Kind            `json:"kind"`
+	SourceQuery  string          `json:"source_query"`
+	Source       []string        `json:"source"`        // source table identifier
+	OutputSchema string          `json:"output_schema"` // base64 Arrow IPC
+	UDTFSpec     json.RawMessage `json:"udtf_spec,omitempty"`
+	Manifest     string          `json:"manifest,omitempty"`
+	AutoRefresh  bool            `json:"auto_refresh,omitempty"`
+}
