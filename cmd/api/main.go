@@ -1,0 +1,31 @@
+// Command api serves the mvq HTTP API (Lance Namespace REST operations,
+// materialized views and refresh jobs).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mvq-dev/mvq/service"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "mvq api:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	cfg, err := service.LoadConfig("api", args, getenv, os.Stderr)
+	if err != nil {
+		return err
+	}
+	service.SetupLogging(cfg)
+	return service.RunAPI(ctx, cfg, nil)
+}

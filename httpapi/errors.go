@@ -1,0 +1,89 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Problem is the error body every failed request gets: RFC 9457
+// problem details plus the Lance Namespace code and error.
+type Problem struct {
+	Type     string `json:"type"`
+	Title    string `json:"title"`
+	Status   int    `json:"status"`
+	Detail   string `json:"detail"`
+	Instance string `json:"instance"`
+	Code     int    `json:"code"`
+	Error    string `json:"error"`
+}
+
+type statusInfo struct {
+	status int
+	typ    string
+	title  string
+}
+
+var (
+	badRequest  = statusInfo{http.StatusBadRequest, "/errors/bad-request", "Malformed request"}
+	notFound    = statusInfo{http.StatusNotFound, "/errors/not-found-error", "Not found Error"}
+	conflict    = statusInfo{http.StatusConflict, "/errors/conflict", "The namespace has been concurrently modified"}
+	unsupported = statusInfo{http.StatusNotAcceptable, "/errors/unsupported-operation", "Unsupported operation"}
+	unavailable = statusInfo{http.StatusServiceUnavailable, "/errors/service-unavailable", "Slow down"}
+	serverError = statusInfo{http.StatusInternalServerError, "/errors/server-error", "Internal Server Error"}
+	tooLarge    = statusInfo{http.StatusRequestEntityTooLarge, "/errors/payload-too-large", "Request body too large"}
+)
+
+// statusOf is the one table from domain codes to HTTP statuses.
+var statusOf = map[table.Code]statusInfo{
+	table.CodeUnsupported:            unsupported,
+	table.CodeNamespaceNotFound:      notFound,
+	table.CodeNamespaceAlreadyExists: conflict,
+	table.CodeNamespaceNotEmpty:      badRequest,
+	table.CodeTableNotFound:          notFound,
+	table.CodeTableAlreadyExists:     conflict,
+	table.CodeTransactionNotFound:    notFound,
+	table.CodeTableVersionNotFound:   notFound,
+	table.CodeTableColumnNotFound:    notFound,
+	table.CodeInvalidInput:           badRequest,
+	table.CodeConcurrentModification: conflict,
+	table.CodeServiceUnavailable:     unavailable,
+	table.CodeInternal:               serverError,
+	table.CodeInvalidTableState:      conflict,
+	table.CodeSchemaValidation:       badRequest,
+}
+
+// fail writes err as a problem body and aborts. Only internal errors are
+// logged with detail; users get the domain message, never internals.
+func fail(c *gin.Context, err error) {
+	code := table.ErrorCode(err)
+	info, ok := statusOf[code]
+	if !ok {
+		info = serverError
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		info, code = tooLarge, table.CodeInvalidInput
+		err = fmt.Errorf("request body larger than %d bytes", mbe.Limit)
+	}
+	msg := err.Error()
+	if info.status >= 500 {
+		slog.ErrorContext(c.Request.Context(), "request failed", "route", c.FullPath(), "err", err)
+		msg = "internal error; see the server log"
+	}
+	c.Header("Content-Type", "application/problem+json")
+	c.AbortWithStatusJSON(info.status, Problem{
+		Type: info.typ, Title: info.title, Status: info.status, Detail: msg,
+		Instance: c.Request.URL.Path, Code: int(code), Error: msg,
+	})
+}
+
+// badInput is a 400 with a message naming the field.
+func badInput(format string, args ...any) error {
+	return table.Errorf(table.CodeInvalidInput, format, args...)
+}

@@ -1,0 +1,145 @@
+// Package httpapi is the HTTP surface of mvq: the Lance Namespace REST
+// operations on namespaces and tables, materialized views and refresh
+// jobs. Handlers decode, call the domain packages and map their coded
+// errors to problem bodies through one table (errors.go).
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// DefaultMaxBodyBytes bounds request bodies unless configured.
+const DefaultMaxBodyBytes = 256 << 20
+
+// Config tunes the API.
+type Config struct {
+	// MaxBodyBytes caps request bodies; larger ones are a 413.
+	MaxBodyBytes int64
+	// Middleware runs before every handler (tracing, metrics).
+	Middleware []gin.HandlerFunc
+}
+
+// Views is what the API needs of the view and job layer; nil disables
+// the materialized view and job routes.
+type Views interface {
+	routes(r gin.IRouter)
+	ping(ctx context.Context) error
+}
+
+// Server serves the API.
+type Server struct {
+	cfg   Config
+	cat   *table.Catalog
+	views Views
+	ready atomic.Bool
+}
+
+// New returns a server over the catalog; views may be nil.
+func New(cfg Config, cat *table.Catalog, views Views) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	s := &Server{cfg: cfg, cat: cat, views: views}
+	s.ready.Store(true)
+	return s
+}
+
+// SetReady flips /readyz; the API fails readiness first when draining.
+func (s *Server) SetReady(ok bool) { s.ready.Store(ok) }
+
+// Handler builds the router.
+func (s *Server) Handler() http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.ContextWithFallback = true
+	r.Use(recovery())
+	r.Use(s.cfg.Middleware...)
+	r.Use(func(c *gin.Context) {
+		if c.Request.Body != nil {
+			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+		}
+	})
+	r.NoRoute(func(c *gin.Context) {
+		fail(c, table.Errorf(table.CodeUnsupported, "no route %s %s", c.Request.Method, c.Request.URL.Path))
+	})
+	r.HandleMethodNotAllowed = true
+	r.NoMethod(func(c *gin.Context) {
+		fail(c, table.Errorf(table.CodeUnsupported, "method %s not allowed on %s", c.Request.Method, c.Request.URL.Path))
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", s.readyz)
+
+	v1 := r.Group("/v1")
+	ns := v1.Group("/namespace/:id")
+	ns.POST("/create", s.createNamespace)
+	ns.GET("/list", s.listNamespaces)
+	ns.POST("/list", s.listNamespaces)
+	ns.POST("/describe", s.describeNamespace)
+	ns.POST("/drop", s.dropNamespace)
+	ns.POST("/exists", s.namespaceExists)
+	ns.GET("/table/list", s.listTables)
+	ns.POST("/table/list", s.listTables)
+
+	t := v1.Group("/table/:id")
+	t.POST("/create", s.createTable)
+	t.POST("/insert", s.insertIntoTable)
+	t.POST("/describe", s.describeTable)
+	t.POST("/exists", s.tableExists)
+	t.POST("/count_rows", s.countRows)
+	t.POST("/query", s.queryTable)
+	t.POST("/delete", s.deleteFromTable)
+	t.POST("/update", s.updateTable)
+	t.POST("/drop", s.dropTable)
+	t.POST("/restore", s.restoreTable)
+	t.POST("/stats", s.tableStats)
+	t.GET("/version/list", s.listVersions)
+	t.POST("/version/list", s.listVersions)
+	t.POST("/version/describe", s.describeVersion)
+	t.POST("/version/create", s.createVersion)
+
+	if s.views != nil {
+		s.views.routes(v1)
+	}
+	return r
+}
+
+func (s *Server) readyz(c *gin.Context) {
+	if !s.ready.Load() {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
+		return
+	}
+	if s.views != nil {
+		if err := s.views.ping(c.Request.Context()); err != nil {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "redis unavailable", "error": err.Error()})
+			return
+		}
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// recovery turns a panic into a 500 problem body; it is logged, never
+// shown.
+func recovery() gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				fail(c, &table.Error{Code: table.CodeInternal, Message: "panic", Err: panicErr{p}})
+			}
+		}()
+		c.Next()
+	}
+}
+
+type panicErr struct{ v any }
+
+func (p panicErr) Error() string { return "panic: " + fmtAny(p.v) }

@@ -1,0 +1,721 @@
+package httpapi
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/arrowjson"
+	"github.com/mvq-dev/mvq/table"
+)
+
+const (
+	mimeArrowStream = "application/vnd.apache.arrow.stream"
+	mimeArrowFile   = "application/vnd.apache.arrow.file"
+	mimeJSON        = "application/json"
+)
+
+func (s *Server) openTable(c *gin.Context) (*table.Table, bool) {
+	id, err := pathID(c)
+	if err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	t, err := s.cat.OpenTable(c, id)
+	if err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	return t, true
+}
+
+// bodyRecords reads a create/insert body: an Arrow IPC stream (the
+// default), or a JSON array of row objects converted to schema (inferred
+// when schema is nil).
+func (s *Server) bodyRecords(c *gin.Context, schema *arrow.Schema) (array.RecordReader, error) {
+	ct, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	switch ct {
+	case mimeJSON:
+		var rec arrow.RecordBatch
+		var err error
+		if schema == nil {
+			rec, err = arrowjson.InferRows(c.Request.Body, s.cat.Options().Mem)
+		} else {
+			rec, err = arrowjson.DecodeRows(c.Request.Body, schema, s.cat.Options().Mem)
+		}
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, err
+			}
+			return nil, badInput("body: %v", err)
+		}
+		defer rec.Release()
+		return array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
+	case "", mimeArrowStream, "application/octet-stream":
+		r, err := ipc.NewReader(c.Request.Body, ipc.WithAllocator(s.cat.Options().Mem))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, err
+			}
+			return nil, badInput("body: not an Arrow IPC stream: %v", err)
+		}
+		return &ipcInput{Reader: r}, nil
+	default:
+		return nil, badInput("Content-Type %q: send %s or %s", ct, mimeArrowStream, mimeJSON)
+	}
+}
+
+// ipcInput turns IPC decoding errors into 400s.
+type ipcInput struct{ *ipc.Reader }
+
+func (r *ipcInput) Err() error {
+	if err := r.Reader.Err(); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badInput("body: bad Arrow IPC stream: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) createTable(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	rdr, err := s.bodyRecords(c, nil)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	defer rdr.Release()
+	t, m, err := s.cat.CreateTable(c, id, rdr.Schema(), rdr, c.Query("mode"), nil)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": m.Version, "location": t.Location(), "properties": gin.H{}})
+}
+
+func (s *Server) insertIntoTable(c *gin.Context) {
+	t, ok := s.openTable(c)
+	if !ok {
+		return
+	}
+	m, err := t.Load(c, 0)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	rdr, err := s.bodyRecords(c, schema)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	defer rdr.Release()
+	nm, n, err := t.Insert(c, rdr, c.Query("mode"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": nm.Version, "num_inserted_rows": n})
+}
+
+type versionBody struct {
+	ID      []string `json:"id"`
+	Version *int64   `json:"version"`
+}
+
+func (b versionBody) version() (uint64, error) {
+	if err := nonNegative("version", b.Version); err != nil {
+		return 0, err
+	}
+	if b.Version == nil {
+		return 0, nil
+	}
+	return uint64(*b.Version), nil
+}
+
+// tableAndBody opens the path table and decodes the body into req, whose
+// first field must be the body id.
+func (s *Server) tableAndBody(c *gin.Context, req any, bodyID func() []string) (*table.Table, bool) {
+	id, err := pathID(c)
+	if err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	if err := bindJSON(c, req); err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	if err := checkBodyID(id, bodyID()); err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	t, err := s.cat.OpenTable(c, id)
+	if err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	return t, true
+}
+
+func (s *Server) describeTable(c *gin.Context) {
+	var req versionBody
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	v, err := req.version()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	m, err := t.Load(c, v)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	js, err := arrowjson.FromArrow(schema)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	id := t.ID()
+	c.JSON(http.StatusOK, gin.H{
+		"table":     id[len(id)-1],
+		"namespace": id[:len(id)-1],
+		"version":   m.Version,
+		"location":  t.Location(),
+		"table_uri": t.Location(),
+		"schema":    js,
+		"stats":     gin.H{"num_deleted_rows": 0, "num_fragments": len(m.Fragments), "num_rows": m.NumRows()},
+		"metadata":  m.Metadata,
+		"properties": func() map[string]string {
+			out := map[string]string{}
+			for k, v := range m.Properties {
+				out[k] = string(v)
+			}
+			return out
+		}(),
+	})
+}
+
+func (s *Server) tableExists(c *gin.Context) {
+	var req versionBody
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	if req.Version != nil {
+		v, err := req.version()
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		if _, err := t.Version(c, v); err != nil {
+			fail(c, err)
+			return
+		}
+	}
+	c.Status(http.StatusOK)
+}
+
+func (s *Server) countRows(c *gin.Context) {
+	var req struct {
+		ID        []string `json:"id"`
+		Version   *int64   `json:"version"`
+		Predicate string   `json:"predicate"`
+	}
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	v, err := versionBody{Version: req.Version}.version()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	n, err := t.CountRows(c, v, req.Predicate)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Data(http.StatusOK, mimeJSON, []byte(strconv.FormatInt(n, 10)))
+}
+
+// MaxQueryLimit bounds k/limit of one query.
+const MaxQueryLimit = 1 << 40
+
+type queryRequest struct {
+	ID      []string `json:"id"`
+	Columns *struct {
+		ColumnNames   []string          `json:"column_names"`
+		ColumnAliases map[string]string `json:"column_aliases"`
+	} `json:"columns"`
+	Filter    string   `json:"filter"`
+	K         *int64   `json:"k"`
+	Limit     *int64   `json:"limit"`
+	Offset    *int64   `json:"offset"`
+	Version   *int64   `json:"version"`
+	WithRowID bool     `json:"with_row_id"`
+	Vector    any      `json:"vector"`
+	FullText  any      `json:"full_text_query"`
+	Prefilter *bool    `json:"prefilter"`
+	Extra     []string `json:"-"`
+}
+
+func (s *Server) queryTable(c *gin.Context) {
+	var req queryRequest
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	q, err := req.options()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	rdr, err := t.Query(c, q)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	defer rdr.Release()
+	// Pull the first batch before the status line so errors found while
+	// evaluating are still a problem body.
+	first := rdr.Next()
+	if err := rdr.Err(); err != nil {
+		fail(c, err)
+		return
+	}
+	if strings.Contains(c.GetHeader("Accept"), mimeJSON) {
+		c.Header("Content-Type", mimeJSON)
+		c.Status(http.StatusOK)
+		_ = arrowjson.WriteRows(c.Writer, &peeked{RecordReader: rdr, first: first})
+		return
+	}
+	stream := strings.Contains(c.GetHeader("Accept"), mimeArrowStream)
+	if stream {
+		c.Header("Content-Type", mimeArrowStream)
+	} else {
+		c.Header("Content-Type", mimeArrowFile)
+	}
+	c.Status(http.StatusOK)
+	bw := bufio.NewWriterSize(c.Writer, 1<<16)
+	if err := writeIPC(bw, &peeked{RecordReader: rdr, first: first}, stream); err == nil {
+		_ = bw.Flush()
+	}
+}
+
+func (req queryRequest) options() (table.QueryOptions, error) {
+	var q table.QueryOptions
+	if req.Vector != nil {
+		if v, ok := req.Vector.(map[string]any); !ok || len(v) > 0 {
+			if arr, ok := req.Vector.([]any); !ok || len(arr) > 0 {
+				return q, table.Errorf(table.CodeUnsupported, "vector: vector search is not supported; use filter")
+			}
+		}
+	}
+	if req.FullText != nil {
+		return q, table.Errorf(table.CodeUnsupported, "full_text_query: full text search is not supported; use filter")
+	}
+	for name, v := range map[string]*int64{"k": req.K, "limit": req.Limit, "offset": req.Offset, "version": req.Version} {
+		if err := nonNegative(name, v); err != nil {
+			return q, err
+		}
+		if v != nil && *v > MaxQueryLimit {
+			return q, badInput("%s: at most %d (got %d)", name, int64(MaxQueryLimit), *v)
+		}
+	}
+	if req.K != nil {
+		q.Limit = *req.K
+	}
+	if req.Limit != nil {
+		q.Limit = *req.Limit
+	}
+	if req.Offset != nil {
+		q.Offset = *req.Offset
+	}
+	if req.Version != nil {
+		q.Version = uint64(*req.Version)
+	}
+	q.Filter = req.Filter
+	q.RowAddr = req.WithRowID
+	if req.Columns != nil {
+		if len(req.Columns.ColumnNames) > 0 && len(req.Columns.ColumnAliases) > 0 {
+			return q, badInput("columns: give column_names or column_aliases, not both")
+		}
+		if req.Columns.ColumnNames != nil {
+			q.Columns = req.Columns.ColumnNames
+		} else if req.Columns.ColumnAliases != nil {
+			aliases := make([]string, 0, len(req.Columns.ColumnAliases))
+			for a := range req.Columns.ColumnAliases {
+				aliases = append(aliases, a)
+			}
+			sort.Strings(aliases)
+			for _, a := range aliases {
+				q.Columns = append(q.Columns, req.Columns.ColumnAliases[a])
+				q.Aliases = append(q.Aliases, a)
+			}
+		}
+		for i, col := range q.Columns {
+			if col == "" {
+				return q, badInput("columns: entry %d is empty", i)
+			}
+		}
+	}
+	return q, nil
+}
+
+// peeked replays a batch already pulled with Next.
+type peeked struct {
+	array.RecordReader
+	first   bool
+	started bool
+}
+
+func (p *peeked) Next() bool {
+	if !p.started {
+		p.started = true
+		return p.first
+	}
+	return p.RecordReader.Next()
+}
+
+func writeIPC(w io.Writer, rdr array.RecordReader, stream bool) error {
+	type recWriter interface {
+		Write(arrow.RecordBatch) error
+		Close() error
+	}
+	var iw recWriter
+	var err error
+	if stream {
+		iw = ipc.NewWriter(w, ipc.WithSchema(rdr.Schema()))
+	} else {
+		iw, err = ipc.NewFileWriter(w, ipc.WithSchema(rdr.Schema()))
+		if err != nil {
+			return err
+		}
+	}
+	for rdr.Next() {
+		if err := iw.Write(rdr.RecordBatch()); err != nil {
+			return err
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		return err
+	}
+	return iw.Close()
+}
+
+func (s *Server) deleteFromTable(c *gin.Context) {
+	var req struct {
+		ID        []string `json:"id"`
+		Predicate *string  `json:"predicate"`
+	}
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	if req.Predicate == nil {
+		fail(c, badInput("predicate: required"))
+		return
+	}
+	m, n, err := t.Delete(c, *req.Predicate)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": m.Version, "num_deleted_rows": n})
+}
+
+func (s *Server) updateTable(c *gin.Context) {
+	var req struct {
+		ID        []string   `json:"id"`
+		Predicate *string    `json:"predicate"`
+		Updates   [][]string `json:"updates"`
+	}
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	if len(req.Updates) == 0 {
+		fail(c, badInput("updates: required, a list of [column, sql_expression] pairs"))
+		return
+	}
+	ups := make([][2]string, len(req.Updates))
+	for i, u := range req.Updates {
+		if len(u) != 2 {
+			fail(c, badInput("updates[%d]: want [column, sql_expression], got %d elements", i, len(u)))
+			return
+		}
+		ups[i] = [2]string{u[0], u[1]}
+	}
+	pred := ""
+	if req.Predicate != nil {
+		pred = *req.Predicate
+	}
+	m, n, err := t.Update(c, pred, ups)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"updated_rows": n, "version": m.Version})
+}
+
+func (s *Server) dropTable(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	t, err := s.cat.OpenTable(c, id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	loc := t.Location()
+	if err := s.cat.DropTable(c, id); err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"id": id, "location": loc, "properties": gin.H{}})
+}
+
+func (s *Server) restoreTable(c *gin.Context) {
+	var req versionBody
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	if req.Version == nil {
+		fail(c, badInput("version: required"))
+		return
+	}
+	v, err := req.version()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	m, err := t.Restore(c, v)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": m.Version})
+}
+
+func (s *Server) tableStats(c *gin.Context) {
+	var req versionBody
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	st, err := t.Stats(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	l := st.Lengths
+	c.JSON(http.StatusOK, gin.H{
+		"total_bytes": st.TotalBytes, "num_rows": st.NumRows, "num_indices": 0,
+		"fragment_stats": gin.H{
+			"num_fragments": st.NumFragments, "num_small_fragments": st.NumSmallFragments,
+			"lengths": gin.H{"min": l.Min, "max": l.Max, "mean": l.Mean, "p25": l.P25, "p50": l.P50, "p75": l.P75, "p99": l.P99},
+		},
+	})
+}
+
+type tableVersion struct {
+	Version         uint64            `json:"version"`
+	ManifestPath    string            `json:"manifest_path"`
+	ManifestSize    int64             `json:"manifest_size"`
+	ETag            string            `json:"e_tag,omitempty"`
+	TimestampMillis int64             `json:"timestamp_millis"`
+	Metadata        map[string]string `json:"metadata"`
+}
+
+func versionOf(t *table.Table, vf table.VersionFile, m *table.Manifest, etag string) tableVersion {
+	md := m.Metadata
+	if md == nil {
+		md = map[string]string{}
+	}
+	return tableVersion{
+		Version: vf.Version, ManifestPath: "_versions/" + vf.Name, ManifestSize: vf.Size,
+		ETag: etag, TimestampMillis: m.TimestampMillis, Metadata: md,
+	}
+}
+
+func (s *Server) listVersions(c *gin.Context) {
+	var req struct {
+		ID         []string `json:"id"`
+		PageToken  *string  `json:"page_token"`
+		Limit      *int64   `json:"limit"`
+		Descending *bool    `json:"descending"`
+	}
+	var t *table.Table
+	var ok bool
+	if c.Request.Method == http.MethodGet {
+		t, ok = s.openTable(c)
+	} else {
+		t, ok = s.tableAndBody(c, &req, func() []string { return req.ID })
+	}
+	if !ok {
+		return
+	}
+	token, limit, err := page(c, req.PageToken, req.Limit)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	desc := c.Query("descending") == "true" || (req.Descending != nil && *req.Descending)
+	vs, err := t.Versions(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if desc {
+		for i, j := 0, len(vs)-1; i < j; i, j = i+1, j-1 {
+			vs[i], vs[j] = vs[j], vs[i]
+		}
+	}
+	start := 0
+	if token != "" {
+		after, err := strconv.ParseUint(token, 10, 64)
+		if err != nil {
+			fail(c, badInput("page_token: %q is not a token this server issued", token))
+			return
+		}
+		for start < len(vs) && vs[start].Version != after {
+			start++
+		}
+		start++
+	}
+	if start > len(vs) {
+		start = len(vs)
+	}
+	vs = vs[start:]
+	next := ""
+	if limit > 0 && len(vs) > limit {
+		vs = vs[:limit]
+		next = strconv.FormatUint(vs[limit-1].Version, 10)
+	}
+	out := make([]tableVersion, 0, len(vs))
+	for _, vf := range vs {
+		m, err := t.Load(c, vf.Version)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		out = append(out, versionOf(t, vf, m, ""))
+	}
+	resp := gin.H{"versions": out}
+	if next != "" {
+		resp["page_token"] = next
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+func (s *Server) describeVersion(c *gin.Context) {
+	var req versionBody
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	v, err := req.version()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var vf table.VersionFile
+	if v == 0 {
+		vf, err = t.LatestVersion(c)
+	} else {
+		vf, err = t.Version(c, v)
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	m, err := t.Load(c, vf.Version)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": versionOf(t, vf, m, "")})
+}
+
+func (s *Server) createVersion(c *gin.Context) {
+	var req struct {
+		ID           []string          `json:"id"`
+		Version      *int64            `json:"version"`
+		ManifestPath *string           `json:"manifest_path"`
+		ManifestSize *int64            `json:"manifest_size"`
+		ETag         string            `json:"e_tag"`
+		Metadata     map[string]string `json:"metadata"`
+		NamingScheme string            `json:"naming_scheme"`
+		Branch       string            `json:"branch"`
+	}
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	if req.Version == nil {
+		fail(c, badInput("version: required"))
+		return
+	}
+	if req.ManifestPath == nil || *req.ManifestPath == "" {
+		fail(c, badInput("manifest_path: required"))
+		return
+	}
+	if err := nonNegative("version", req.Version); err != nil {
+		fail(c, err)
+		return
+	}
+	if err := nonNegative("manifest_size", req.ManifestSize); err != nil {
+		fail(c, err)
+		return
+	}
+	if req.Branch != "" && req.Branch != "main" {
+		fail(c, table.Errorf(table.CodeUnsupported, "branch: only the main branch is supported"))
+		return
+	}
+	scheme := table.NamingScheme(strings.ToUpper(req.NamingScheme))
+	if scheme == "" {
+		scheme = table.NamingV2
+	}
+	vf, m, data, err := t.CreateVersion(c, uint64(*req.Version), *req.ManifestPath, scheme, req.Metadata)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	sum := sha256.Sum256(data)
+	c.JSON(http.StatusOK, gin.H{"version": versionOf(t, vf, m, `"`+hex.EncodeToString(sum[:16])+`"`)})
+}

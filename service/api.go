@@ -1,0 +1,90 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Core is what every process shares: the warehouse catalog and SQL engine.
+type Core struct {
+	Catalog *table.Catalog
+	SQL     *duck.DB
+	wh      *table.Warehouse
+}
+
+// OpenCore opens the warehouse and the SQL engine.
+func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
+	wh, err := table.OpenWarehouse(ctx, cfg.Warehouse)
+	if err != nil {
+		return nil, err
+	}
+	db, err := duck.Open(duck.Options{})
+	if err != nil {
+		wh.Close()
+		return nil, fmt.Errorf("duckdb: %w", err)
+	}
+	return &Core{Catalog: table.NewCatalog(wh, db, table.Options{}), SQL: db, wh: wh}, nil
+}
+
+// Close releases the core.
+func (c *Core) Close() {
+	c.SQL.Close()
+	c.wh.Close()
+}
+
+// Serve runs h on ln until ctx ends, then fails readiness, drains for up
+// to drain and returns.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, onDrain func(), drain time.Duration) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	if onDrain != nil {
+		onDrain()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// RunAPI serves the HTTP API until ctx ends. ready, when set, is called
+// with the bound address once the listener is up.
+func RunAPI(ctx context.Context, cfg Config, ready func(addr string)) error {
+	core, err := OpenCore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
+	views, closeViews, err := openViews(ctx, cfg, core)
+	if err != nil {
+		return err
+	}
+	defer closeViews()
+	api := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes}, core.Catalog, views)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	slog.Info("mvq api listening", "addr", ln.Addr().String(), "warehouse", core.wh.URI())
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	return Serve(ctx, ln, api.Handler(), func() { api.SetReady(false) }, 15*time.Second)
+}

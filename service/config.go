@@ -1,0 +1,97 @@
+// Package service assembles mvq's processes from configuration: the API,
+// the worker and the all-in-one dev server. cmd/* mains only call it.
+package service
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Config is resolved once: defaults, then environment, then flags, then
+// validated. Bad config fails before anything listens.
+type Config struct {
+	Listen            string   // MVQ_LISTEN, default 127.0.0.1:2333
+	Warehouse         string   // MVQ_WAREHOUSE, default file://./warehouse
+	RedisURL          string   // MVQ_REDIS_URL, default redis://127.0.0.1:6379/0
+	Clusters          []string // MVQ_CLUSTERS, default "default"
+	WorkerConcurrency int      // MVQ_WORKER_CONCURRENCY, default 8
+	MetricsListen     string   // MVQ_METRICS_LISTEN (worker), default 127.0.0.1:9464
+	MaxBodyBytes      int64    // MVQ_MAX_BODY_BYTES, default 256 MiB
+	LogLevel          string   // MVQ_LOG_LEVEL: debug, info (default), warn, error
+}
+
+// Defaults returns the built-in configuration.
+func Defaults() Config {
+	return Config{
+		Listen:            "127.0.0.1:2333",
+		Warehouse:         table.DefaultWarehouse,
+		RedisURL:          "redis://127.0.0.1:6379/0",
+		Clusters:          []string{"default"},
+		WorkerConcurrency: 8,
+		MetricsListen:     "127.0.0.1:9464",
+		MaxBodyBytes:      256 << 20,
+		LogLevel:          "info",
+	}
+}
+
+// LoadConfig resolves the configuration from getenv and args.
+func LoadConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	cfg := Defaults()
+	env := func(key string, dst *string) {
+		if v := getenv(key); v != "" {
+			*dst = v
+		}
+	}
+	env("MVQ_LISTEN", &cfg.Listen)
+	env("MVQ_WAREHOUSE", &cfg.Warehouse)
+	env("MVQ_REDIS_URL", &cfg.RedisURL)
+	env("MVQ_METRICS_LISTEN", &cfg.MetricsListen)
+	env("MVQ_LOG_LEVEL", &cfg.LogLevel)
+	clusters := strings.Join(cfg.Clusters, ",")
+	env("MVQ_CLUSTERS", &clusters)
+	conc := strconv.Itoa(cfg.WorkerConcurrency)
+	env("MVQ_WORKER_CONCURRENCY", &conc)
+	maxBody := strconv.FormatInt(cfg.MaxBodyBytes, 10)
+	env("MVQ_MAX_BODY_BYTES", &maxBody)
+
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "API listen address (MVQ_LISTEN)")
+	fs.StringVar(&cfg.Warehouse, "warehouse", cfg.Warehouse, "warehouse root URI: file://, mem://, s3://, gs:// (MVQ_WAREHOUSE)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", cfg.RedisURL, "Redis URL (MVQ_REDIS_URL)")
+	fs.StringVar(&clusters, "clusters", clusters, "comma-separated clusters this worker serves (MVQ_CLUSTERS)")
+	fs.StringVar(&conc, "concurrency", conc, "work items one worker runs at once (MVQ_WORKER_CONCURRENCY)")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "worker /metrics and /healthz address (MVQ_METRICS_LISTEN)")
+	fs.StringVar(&maxBody, "max-body-bytes", maxBody, "largest request body accepted (MVQ_MAX_BODY_BYTES)")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (MVQ_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	cfg.Clusters = nil
+	for _, c := range strings.Split(clusters, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			cfg.Clusters = append(cfg.Clusters, c)
+		}
+	}
+	var err error
+	if cfg.WorkerConcurrency, err = strconv.Atoi(conc); err != nil || cfg.WorkerConcurrency <= 0 || cfg.WorkerConcurrency > 4096 {
+		return cfg, fmt.Errorf("worker concurrency %q: want an integer in 1..4096", conc)
+	}
+	if cfg.MaxBodyBytes, err = strconv.ParseInt(maxBody, 10, 64); err != nil || cfg.MaxBodyBytes <= 0 {
+		return cfg, fmt.Errorf("max body bytes %q: want a positive integer", maxBody)
+	}
+	if len(cfg.Clusters) == 0 {
+		return cfg, fmt.Errorf("clusters: at least one is needed")
+	}
+	switch cfg.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)
+	}
+	return cfg, nil
+}
