@@ -1,0 +1,56 @@
+# mvq — materialized-view refreshes as asynchronous jobs.
+# Every Go command needs the duckdb_arrow tag (DuckDB's Arrow interface).
+export GOFLAGS := -buildvcs=false -tags=duckdb_arrow
+
+GO      ?= go
+BIN     ?= bin
+PKGS    := ./...
+TESTTIMEOUT ?= 20m
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: tools
+tools: ## Check that the tools the build and tests need are installed
+	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+ (https://go.dev/dl)"; exit 1; }
+	@command -v gcc >/dev/null || { echo "gcc not found: DuckDB needs cgo (apt-get install gcc)"; exit 1; }
+	@command -v redis-server >/dev/null || { echo "redis-server not found: the tests start their own (apt-get install redis-server)"; exit 1; }
+
+.PHONY: build
+build: ## Build bin/api, bin/worker and bin/mvq
+	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+"; exit 1; }
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: run
+run: ## Run `mvq dev`: API + worker + embedded Redis, warehouse in ./warehouse
+	$(GO) run ./cmd/mvq dev
+
+.PHONY: demo
+demo: ## Create a text table and a chunker view, refresh it, print the rows
+	$(GO) run ./cmd/mvq demo
+
+.PHONY: test
+test: tools ## Run every test (starts its own redis-server on a free port)
+	$(GO) test -count=1 -timeout $(TESTTIMEOUT) $(PKGS)
+
+.PHONY: bench
+bench: ## Run the benchmarks; each prints ratios against a baseline from the same run
+	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh ./jobs
+
+.PHONY: lint
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+.PHONY: fuzz
+fuzz: ## Fuzz identifier parsing, manifest decoding and JSON rows briefly
+	$(GO) test -run '^$$' -fuzz FuzzParseID -fuzztime 20s ./table
+	$(GO) test -run '^$$' -fuzz FuzzDecodeManifest -fuzztime 20s ./table
+	$(GO) test -run '^$$' -fuzz FuzzDecodeRows -fuzztime 20s ./arrowjson
+
+.PHONY: clean
+clean: ## Remove build outputs and the local warehouse
+	rm -rf $(BIN) warehouse
