@@ -74,6 +74,8 @@ type Plan struct {
 	// refresh; the view rows derived from them are removed at commit.
 	RemovedSourceFragments []uint32 `json:"removed_source_fragments,omitempty"`
 	Options                Options  `json:"options"`
+	// Reason says why the mode is full (empty otherwise).
+	Reason string `json:"reason,omitempty"`
 }
 
 // ItemResult is what expanding one work item produced: staged fragments
@@ -85,6 +87,12 @@ type ItemResult struct {
 	RowsRead    int64            `json:"rows_read"`
 	RowsWritten int64            `json:"rows_written"`
 	Skipped     bool             `json:"skipped,omitempty"` // output_limit made it useless
+	// Spans gives, for each of Fragments, the source fragments its rows
+	// come from (row-wise kinds); Commit keeps it as the view's lineage.
+	Spans []Span `json:"spans,omitempty"`
+	// LimitCut is the source row address of the first output row the item
+	// left out because output_limit could not keep it (nil: none left out).
+	LimitCut *uint64 `json:"limit_cut,omitempty"`
 }
 
 // Result is the outcome of a committed (or no-op) refresh.

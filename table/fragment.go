@@ -70,10 +70,15 @@ func checkSchema(s *arrow.Schema) error {
 	return nil
 }
 
+// writerProps are the properties of every data file. The page index (an
+// offset index per column chunk) lets a reader of a row range, such as a
+// refresh work item, seek straight to its pages instead of decompressing
+// every page before them.
 func (c *Catalog) writerProps() (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
 	return parquet.NewWriterProperties(
 			parquet.WithCompression(compress.Codecs.Snappy),
 			parquet.WithMaxRowGroupLength(int64(c.opts.RowGroupRows)),
+			parquet.WithPageIndexEnabled(true),
 			parquet.WithAllocator(c.opts.Mem),
 		),
 		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(c.opts.Mem))

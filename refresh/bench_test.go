@@ -1,0 +1,201 @@
+package refresh
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// The benchmark corpus: benchDocs documents of about benchDocBytes bytes
+// of deterministic English-like text, chunked by a recursive chunker.
+const (
+	benchDocs     = 20000
+	benchDocBytes = 2048
+	benchSpec     = `{"chunker":"recursive","input_column":"body","output_column":"chunk","chunk_size":512,"chunk_overlap":64}`
+)
+
+var benchWords = strings.Fields(`the of and to in is was for on that with as by at from his her it an were are which this be
+or has had first one their its new after who they have two been also not but other time during
+city year years school world state national including part until most later where team would made
+between river known over north south west east house under several season game series company
+album film music university county village district station water power line road church people`)
+
+// benchDoc is document i: sentences of 6 to 17 words, paragraphs of a few
+// sentences, about benchDocBytes long. The same i always gives the same text.
+func benchDoc(i int) string {
+	x := uint64(i)*0x9E3779B97F4A7C15 + 1
+	next := func(n int) int {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return int(x % uint64(n))
+	}
+	var sb strings.Builder
+	for sb.Len() < benchDocBytes {
+		words := 6 + next(12)
+		for w := 0; w < words; w++ {
+			word := benchWords[next(len(benchWords))]
+			if w == 0 {
+				word = strings.ToUpper(word[:1]) + word[1:]
+			} else {
+				sb.WriteByte(' ')
+			}
+			sb.WriteString(word)
+		}
+		sb.WriteByte('.')
+		if next(5) == 0 {
+			sb.WriteString("\n\n")
+		} else {
+			sb.WriteByte(' ')
+		}
+	}
+	return sb.String()
+}
+
+var benchSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "body", Type: arrow.BinaryTypes.String},
+}, nil)
+
+// benchSource creates docs$corpus with the benchmark documents in one
+// fragment and returns the bundle and the fragment's file.
+func benchSource(b testing.TB) (*bundle, string) {
+	b.Helper()
+	dir := b.TempDir()
+	ctx := context.Background()
+	wh, err := table.OpenWarehouse(ctx, "file://"+dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { wh.Close() })
+	cat := table.NewCatalog(wh, testDB(b), table.Options{})
+	if err := cat.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
+		b.Fatal(err)
+	}
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, benchSchema)
+	defer rb.Release()
+	for i := 0; i < benchDocs; i++ {
+		rb.Field(0).(*array.Int64Builder).Append(int64(i))
+		rb.Field(1).(*array.StringBuilder).Append(benchDoc(i))
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	rdr, _ := array.NewRecordReader(benchSchema, []arrow.RecordBatch{rec})
+	_, m, err := cat.CreateTable(ctx, []string{"docs", "corpus"}, benchSchema, rdr, "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(m.Fragments) != 1 {
+		b.Fatalf("corpus has %d fragments", len(m.Fragments))
+	}
+	return &bundle{ctx: ctx, cat: cat, e: NewEngine(cat)}, filepath.Join(dir, "docs", "corpus.lance", filepath.FromSlash(m.Fragments[0].Path))
+}
+
+func reportRates(b *testing.B, elapsed time.Duration, outRows int64) {
+	secs := elapsed.Seconds()
+	b.ReportMetric(float64(benchDocs)*float64(b.N)/secs, "source_rows/s")
+	b.ReportMetric(float64(outRows)/secs, "output_rows/s")
+}
+
+// BenchmarkChunkerRefresh runs full refreshes of a chunker view over the
+// corpus: plan, the items expanded by GOMAXPROCS goroutines (a worker
+// pool), commit.
+func BenchmarkChunkerRefresh(b *testing.B) {
+	bb, _ := benchSource(b)
+	workers := runtime.GOMAXPROCS(0)
+	var outRows int64
+	var elapsed time.Duration
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		id := bb.create(b, fmt.Sprintf("chunks%d", i), CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$corpus"`, UDTFSpec: chunkerEntry(benchSpec)})
+		b.StartTimer()
+		start := time.Now()
+		p := bb.plan(b, id, fmt.Sprintf("bench-%d", i), Options{})
+		results := make([]ItemResult, len(p.Items))
+		errs := make([]error, len(p.Items))
+		next := make(chan int)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for idx := range next {
+					results[idx], errs[idx] = bb.e.Expand(bb.ctx, p, idx)
+				}
+			}()
+		}
+		for idx := range p.Items {
+			next <- idx
+		}
+		close(next)
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		res, err := bb.e.Commit(bb.ctx, p, results)
+		if err != nil {
+			b.Fatal(err)
+		}
+		elapsed += time.Since(start)
+		outRows += res.RowsAdded
+	}
+	reportRates(b, elapsed, outRows)
+}
+
+// BenchmarkChunkerPlainLoop is the baseline: the same chunker over the same
+// Parquet file, read with pqarrow and chunked in a plain loop on one
+// goroutine.
+func BenchmarkChunkerPlainLoop(b *testing.B) {
+	_, path := benchSource(b)
+	spec, err := chunker.Parse([]byte(benchSpec))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch, err := chunker.New(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var outRows int64
+	start := time.Now()
+	for b.Loop() {
+		pf, err := file.OpenParquetFile(path, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 14}, memory.DefaultAllocator)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rr, err := fr.GetRecordReader(context.Background(), []int{1}, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var buf []string
+		for rr.Next() {
+			body := rr.RecordBatch().Column(0).(*array.String)
+			for i := 0; i < body.Len(); i++ {
+				buf = ch.Chunk(body.Value(i), buf[:0])
+				outRows += int64(len(buf))
+			}
+		}
+		rr.Release()
+		pf.Close()
+	}
+	reportRates(b, time.Since(start), outRows)
+}

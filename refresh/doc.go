@@ -1,0 +1,75 @@
+// Package refresh is the engine that creates materialized views and
+// refreshes them. It speaks of views, versions and work items, never of
+// queues or HTTP: package jobs drives it, one step per task, in any number
+// of processes.
+//
+// # Views
+//
+// A view is a table (package table) whose manifest properties hold its
+// Definition under "mvq.view" and, once refreshed, its Watermark under
+// "mvq.watermark". CreateView checks the request, binds the query over an
+// empty input of the source schema to learn the output schema (or checks
+// the one given), and creates the table at version 1 with no rows.
+//
+//   - query: SELECT <expressions> FROM <source> [WHERE ...]. Each view row
+//     is one source row, so the query may not aggregate, join, sort, limit,
+//     window or unnest. Output: __source_row_id (the source row address,
+//     fragment << 32 | offset), then the selected columns.
+//   - chunker: the same query, then every row's input_column is cut by a
+//     built-in chunker (package chunker) into 0..N rows: __source_row_id,
+//     __chunk_index, the other selected columns, and the chunk.
+//   - udtf: any SQL over the source (aggregates too), recomputed whole.
+//
+// The source query names its table by identifier, FROM "ns$table"; the
+// engine hands the rows to DuckDB under that name and nothing else, so
+// the query can reach no other data.
+//
+// # A refresh
+//
+// Prepare fills and checks the options. Plan diffs the source against the
+// watermark and cuts the rows to expand into work items of at most
+// source_task_size rows, in row address order. Expand computes one item
+// and stages its output as Parquet files in the view folder, under names
+// that depend only on the job and item, so a redelivered item rewrites
+// its own files. Commit assembles the new version and commits it with
+// put-if-not-exists; it records the job id in the version's metadata, so
+// a retried Commit finds its version and answers the same result. Discard
+// removes a failed job's staged files.
+//
+// # Incremental refresh
+//
+// Fragment ids only grow and data files never change: an append adds
+// fragments, and a delete or update rewrites every fragment it touches
+// into new ones (an update is a delete plus an insert). So the watermark
+// only needs the set of source fragments the view was built from, and a
+// refresh is a diff of two fragment sets:
+//
+//   - fragments added since are expanded (all their rows);
+//   - the view rows derived from fragments gone since are removed. The
+//     watermark's lineage says which source fragments each view fragment
+//     draws from, so only view fragments that mix kept and removed rows
+//     are rewritten; those holding only removed rows are dropped, the
+//     others kept as they are;
+//   - no fragment added or gone: no_op, and nothing is committed.
+//
+// Because new fragments have higher ids than every kept one, the rows they
+// add sort after every kept view row, and appending their files keeps the
+// view in (__source_row_id, __chunk_index) order. That order is what
+// output_limit cuts: the view keeps its first N rows, so Commit rewrites
+// the fragment that straddles row N and drops the rest, and an item whose
+// ExistingRowsBefore already reaches N is skipped unread. The watermark
+// remembers the limit and the first source fragment the cut reached
+// (LimitCut). A refresh with another limit, or one that removes rows at or
+// before the cut (rows cut away earlier would move up), recomputes the
+// view from scratch: a full refresh. So does a first refresh, a udtf view,
+// a source created again under the same name, or a restore that brings
+// back fragments older than the kept ones.
+//
+// # Concurrency
+//
+// One refresh per view runs at a time (jobs holds a per-view lock); Commit
+// still refuses, with CodeConcurrentModification, to commit over any
+// version but the one its plan started from. Items of one job run in
+// parallel anywhere; Expand splits its rows over intra_applier_concurrency
+// goroutines and joins their output in order.
+package refresh

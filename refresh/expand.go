@@ -1,0 +1,616 @@
+package refresh
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+
+	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Output batches of the chunker are cut at this many rows or bytes of
+// chunk text, whichever comes first.
+const (
+	chunkBatchRows  = 8192
+	chunkBatchBytes = 64 << 20
+)
+
+// Expand computes work item index of plan: it reads the item's source
+// rows, applies the view (the chunker with IntraApplierConcurrency
+// goroutines) and writes the output as staged files of at most
+// MaxRowsPerFragment rows, data/_staging-{job}-{index}-{k}.parquet in the
+// view folder. The output is a function of the plan alone, so a retry
+// rewrites the same files, and items may run in any number of processes
+// at once. With output_limit, an item whose ExistingRowsBefore reaches the
+// limit is Skipped without reading, and an item writes no more rows than
+// the limit leaves room for. Errors in the user's SQL that only rows
+// reveal (a failed cast) are CodeInvalidInput; they will not go away on a
+// retry.
+func (e *Engine) Expand(ctx context.Context, plan *Plan, index int) (ItemResult, error) {
+	if index < 0 || index >= len(plan.Items) {
+		return ItemResult{}, invalid("work item %d: the plan has %d items", index, len(plan.Items))
+	}
+	if err := checkJobID(plan.JobID); err != nil {
+		return ItemResult{}, err
+	}
+	if err := checkFilled(plan.Options); err != nil {
+		return ItemResult{}, err
+	}
+	item := plan.Items[index]
+	res := ItemResult{Index: index, Fragments: []table.Fragment{}}
+	limit := plan.Options.OutputLimit
+	if limit != nil && item.ExistingRowsBefore >= *limit {
+		res.Skipped = true
+		return res, nil
+	}
+	v, err := e.planView(ctx, plan)
+	if err != nil {
+		return ItemResult{}, err
+	}
+	src, err := e.planSource(ctx, plan, v)
+	if err != nil {
+		return ItemResult{}, err
+	}
+	w := e.newFragWriter(v, itemPrefix(plan.JobID, index), plan.Options.MaxRowsPerFragment)
+	defer w.release()
+	if plan.Kind == KindUDTF {
+		err = e.expandUDTF(ctx, v, src, item, w)
+	} else {
+		err = e.expandRows(ctx, plan, v, src, item, w, &res)
+	}
+	if err == nil {
+		err = w.close(ctx)
+	}
+	if err != nil {
+		return ItemResult{}, fmt.Errorf("expand %s job %s item %d: %w", table.JoinID(plan.View), plan.JobID, index, err)
+	}
+	res.Fragments = append(res.Fragments, w.frags...)
+	res.Spans, res.RowsRead = w.spans, item.Rows
+	for _, f := range w.frags {
+		res.RowsWritten += f.Rows
+	}
+	return res, nil
+}
+
+// planView is the view as the plan saw it (its base version), cached per
+// job.
+func (e *Engine) planView(ctx context.Context, plan *Plan) (*View, error) {
+	key := "view|" + plan.JobID + "|" + table.JoinID(plan.View) + "|" + strconv.FormatUint(plan.BaseViewVersion, 10)
+	if v, ok := e.cache.get(key); ok {
+		return v.(*View), nil
+	}
+	v, err := e.loadView(ctx, plan.View, plan.BaseViewVersion)
+	if err != nil {
+		return nil, err
+	}
+	e.cache.put(key, v)
+	return v, nil
+}
+
+// sourceVersion is a source table at the plan's version.
+type sourceVersion struct {
+	t     *table.Table
+	m     *table.Manifest
+	byID  map[uint32]table.Fragment
+	input *arrow.Schema // row-wise kinds: the projected columns plus _rowaddr
+	cols  []int         // the projected columns' indices
+}
+
+func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVersion, error) {
+	key := "src|" + plan.JobID + "|" + table.JoinID(v.Def.Source) + "|" + strconv.FormatUint(plan.SourceVersion, 10)
+	if s, ok := e.cache.get(key); ok {
+		return s.(*sourceVersion), nil
+	}
+	t, err := e.source(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.Load(ctx, plan.SourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	s := &sourceVersion{t: t, m: m, byID: make(map[uint32]table.Fragment, len(m.Fragments))}
+	for _, f := range m.Fragments {
+		s.byID[f.ID] = f
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return nil, err
+	}
+	proj, idx, err := table.ProjectSchema(schema, v.query.columns(schema), false)
+	if err != nil {
+		return nil, err
+	}
+	s.input, s.cols = withRowAddr(proj), idx
+	e.cache.put(key, s)
+	return s, nil
+}
+
+func (s *sourceVersion) fragment(id uint32) (table.Fragment, error) {
+	f, ok := s.byID[id]
+	if !ok {
+		return f, &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("source %s v%d has no fragment %d", table.JoinID(s.t.ID()), s.m.Version, id)}
+	}
+	return f, nil
+}
+
+// expandUDTF runs the view's query over the whole source (the item's
+// fragments) and streams its output to w.
+func (e *Engine) expandUDTF(ctx context.Context, v *View, src *sourceVersion, item WorkItem, w *fragWriter) error {
+	frags := make([]table.Fragment, 0, len(item.Ranges))
+	for _, r := range item.Ranges {
+		f, err := src.fragment(r.Fragment)
+		if err != nil {
+			return err
+		}
+		frags = append(frags, f)
+	}
+	scan, err := src.t.Scan(ctx, src.m, table.ScanOptions{Fragments: frags})
+	if err != nil {
+		return err
+	}
+	defer scan.Release()
+	out, err := e.db.Query(ctx, map[string]array.RecordReader{v.query.Name: scan}, v.query.SQL)
+	if err != nil {
+		return sqlError(err)
+	}
+	defer out.Release()
+	for out.Next() {
+		rec, err := table.Conform(ctx, out.RecordBatch(), v.Schema, e.mem)
+		if err != nil {
+			return err
+		}
+		err = w.write(ctx, rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
+	if err := out.Err(); err != nil {
+		return sqlError(err)
+	}
+	return ctx.Err()
+}
+
+// expandRows applies a row-wise view to the item's rows and writes the
+// output, cut at the room output_limit leaves.
+func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourceVersion, item WorkItem, w *fragWriter, res *ItemResult) error {
+	in, err := e.readItem(ctx, src, item)
+	if err != nil {
+		return err
+	}
+	rdr, err := array.NewRecordReader(src.input, in)
+	for _, r := range in {
+		r.Release()
+	}
+	if err != nil {
+		return err
+	}
+	out, err := e.db.Query(ctx, map[string]array.RecordReader{v.query.Name: rdr}, v.query.Rowwise)
+	if err != nil {
+		rdr.Release()
+		return sqlError(err)
+	}
+	schema := out.Schema()
+	recs, err := duck.Collect(out)
+	rdr.Release()
+	if err != nil {
+		return sqlError(err)
+	}
+	q, err := e.concatSorted(ctx, schema, recs)
+	if err != nil {
+		return err
+	}
+	defer q.Release()
+
+	var batches []arrow.RecordBatch
+	defer func() {
+		for _, b := range batches {
+			b.Release()
+		}
+	}()
+	if plan.Kind == KindChunker {
+		batches, err = e.chunkRows(ctx, v, q, plan.Options.IntraApplierConcurrency)
+	} else {
+		batches, err = e.projectRows(ctx, v, q)
+	}
+	if err != nil {
+		return err
+	}
+	room := int64(-1)
+	if l := plan.Options.OutputLimit; l != nil {
+		room = *l - item.ExistingRowsBefore
+	}
+	for _, b := range batches {
+		n := b.NumRows()
+		if room >= 0 && n > room {
+			addr := b.Column(0).(*array.Uint64).Value(int(room))
+			res.LimitCut = &addr
+			n = room
+		}
+		if n > 0 {
+			s := b.NewSlice(0, n)
+			err := w.write(ctx, s)
+			s.Release()
+			if err != nil {
+				return err
+			}
+		}
+		if room >= 0 {
+			room -= n
+			if res.LimitCut != nil {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// readItem reads the item's source rows, projected to the columns the
+// query uses, with the _rowaddr column appended.
+func (e *Engine) readItem(ctx context.Context, src *sourceVersion, item WorkItem) ([]arrow.RecordBatch, error) {
+	var out []arrow.RecordBatch
+	fail := func(err error) ([]arrow.RecordBatch, error) {
+		for _, r := range out {
+			r.Release()
+		}
+		return nil, err
+	}
+	for _, rg := range item.Ranges {
+		f, err := src.fragment(rg.Fragment)
+		if err != nil {
+			return fail(err)
+		}
+		recs, err := e.readRows(ctx, src.t, f, int64(rg.Start), int64(rg.End), src.cols)
+		if err != nil {
+			return fail(err)
+		}
+		off := uint64(rg.Start)
+		for i, r := range recs {
+			rec, err := e.addRowAddr(ctx, r, src.input, f.ID, off)
+			if err != nil {
+				for _, rest := range recs[i:] {
+					rest.Release()
+				}
+				return fail(err)
+			}
+			off += uint64(r.NumRows())
+			r.Release()
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// addRowAddr returns rec conformed to schema's leading fields with the
+// row addresses (frag << 32 | off+i) as the last column.
+func (e *Engine) addRowAddr(ctx context.Context, rec arrow.RecordBatch, schema *arrow.Schema, frag uint32, off uint64) (arrow.RecordBatch, error) {
+	data := arrow.NewSchema(schema.Fields()[:schema.NumFields()-1], nil)
+	c, err := table.Conform(ctx, rec, data, e.mem)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Release()
+	b := array.NewUint64Builder(e.mem)
+	defer b.Release()
+	n := int(rec.NumRows())
+	b.Reserve(n)
+	base := table.RowAddress(frag, 0) | off
+	for i := 0; i < n; i++ {
+		b.UnsafeAppend(base + uint64(i))
+	}
+	addr := b.NewArray()
+	defer addr.Release()
+	return array.NewRecordBatch(schema, append(slices.Clone(c.Columns()), addr), rec.NumRows()), nil
+}
+
+// concatSorted joins the query output into one record sorted by its first
+// column (__source_row_id). DuckDB keeps the input order for a projection,
+// so the sort is only a safety net. It releases recs.
+func (e *Engine) concatSorted(ctx context.Context, schema *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	var rec arrow.RecordBatch
+	switch len(recs) {
+	case 0:
+		b := array.NewRecordBuilder(e.mem, schema)
+		rec = b.NewRecordBatch()
+		b.Release()
+	case 1:
+		rec = recs[0]
+		rec.Retain()
+	default:
+		cols := make([]arrow.Array, schema.NumFields())
+		var n int64
+		for _, r := range recs {
+			n += r.NumRows()
+		}
+		for i := range cols {
+			parts := make([]arrow.Array, len(recs))
+			for j, r := range recs {
+				parts[j] = r.Column(i)
+			}
+			c, err := array.Concatenate(parts, e.mem)
+			if err != nil {
+				for _, c := range cols[:i] {
+					c.Release()
+				}
+				return nil, err
+			}
+			cols[i] = c
+		}
+		rec = array.NewRecordBatch(schema, cols, n)
+		for _, c := range cols {
+			c.Release()
+		}
+	}
+	ids, ok := rec.Column(0).(*array.Uint64)
+	if !ok {
+		rec.Release()
+		return nil, fmt.Errorf("query output starts with %s, want uint64 %s", rec.Column(0).DataType(), SourceRowIDColumn)
+	}
+	if slices.IsSorted(ids.Uint64Values()) {
+		return rec, nil
+	}
+	defer rec.Release()
+	ctx = compute.WithAllocator(ctx, e.mem)
+	perm, err := compute.SortIndicesArray(ctx, ids, compute.SortKey{})
+	if err != nil {
+		return nil, err
+	}
+	defer perm.Release()
+	return takeRecord(ctx, rec, perm)
+}
+
+func takeRecord(ctx context.Context, rec arrow.RecordBatch, idx arrow.Array) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i := range cols {
+		c, err := compute.TakeArray(ctx, rec.Column(i), idx)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(idx.Len())), nil
+}
+
+// projectRows shapes a query view's output: the selected columns without
+// any _rowaddr a star brought in, conformed to the view schema.
+func (e *Engine) projectRows(ctx context.Context, v *View, q arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, 0, q.NumCols())
+	for i, f := range q.Schema().Fields() {
+		if i == 0 || f.Name != table.RowAddrColumn {
+			cols = append(cols, q.Column(i))
+		}
+	}
+	if len(cols) != v.Schema.NumFields() {
+		return nil, table.Errorf(table.CodeSchemaValidation, "source_query now produces %d columns, the view has %d", len(cols), v.Schema.NumFields())
+	}
+	fields := make([]arrow.Field, len(cols))
+	for i, c := range cols {
+		fields[i] = arrow.Field{Name: v.Schema.Field(i).Name, Type: c.DataType(), Nullable: true}
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, q.NumRows())
+	defer rec.Release()
+	out, err := table.Conform(ctx, rec, v.Schema, e.mem)
+	if err != nil {
+		return nil, err
+	}
+	return []arrow.RecordBatch{out}, nil
+}
+
+// texts is what the chunker reads: utf8, large_utf8 and utf8_view arrays.
+type texts interface {
+	IsNull(int) bool
+	Value(int) string
+}
+
+// chunkRows expands each row of q into its chunks. The rows are split into
+// workers contiguous parts chunked concurrently; the parts' outputs are
+// joined in order, so rows stay in (__source_row_id, __chunk_index) order.
+func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, workers int) ([]arrow.RecordBatch, error) {
+	spec := v.Chunker
+	ch, err := chunker.New(*spec)
+	if err != nil {
+		return nil, err
+	}
+	in := -1
+	for i, f := range q.Schema().Fields() {
+		if i > 0 && strings.EqualFold(f.Name, spec.InputColumn) {
+			in = i
+		}
+	}
+	if in < 0 {
+		return nil, table.Errorf(table.CodeSchemaValidation, "source_query no longer selects the chunker's input_column %q", spec.InputColumn)
+	}
+	txt, ok := q.Column(in).(texts)
+	if !ok {
+		return nil, table.Errorf(table.CodeSchemaValidation, "input_column %q is %s, not text", spec.InputColumn, q.Column(in).DataType())
+	}
+	// Where each view column comes from: a query column, or -1 for the
+	// chunk index and -2 for the chunk.
+	from := make([]int, v.Schema.NumFields())
+	for i, f := range v.Schema.Fields() {
+		switch {
+		case i == 0:
+			from[i] = 0
+		case f.Name == ChunkIndexColumn:
+			from[i] = -1
+		case i == v.Schema.NumFields()-1:
+			from[i] = -2
+		default:
+			idx := q.Schema().FieldIndices(f.Name)
+			if len(idx) == 0 {
+				return nil, table.Errorf(table.CodeSchemaValidation, "source_query no longer selects view column %q", f.Name)
+			}
+			from[i] = idx[0]
+		}
+	}
+	c := &chunkJob{e: e, v: v, q: q, ch: ch, txt: txt, from: from}
+	n := int(q.NumRows())
+	workers = max(min(workers, n), 1)
+	parts := make([][]arrow.RecordBatch, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for p := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[p], errs[p] = c.run(ctx, n*p/workers, n*(p+1)/workers)
+		}()
+	}
+	wg.Wait()
+	var out []arrow.RecordBatch
+	for _, part := range parts {
+		out = append(out, part...)
+	}
+	for _, err := range errs {
+		if err != nil {
+			for _, b := range out {
+				b.Release()
+			}
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+type chunkJob struct {
+	e    *Engine
+	v    *View
+	q    arrow.RecordBatch
+	ch   chunker.Chunker
+	txt  texts
+	from []int
+}
+
+// run chunks rows [lo, hi) of the query output into view batches.
+func (c *chunkJob) run(ctx context.Context, lo, hi int) ([]arrow.RecordBatch, error) {
+	mem := c.e.mem
+	var (
+		out    []arrow.RecordBatch
+		rows   []int64
+		index  []int32
+		nbytes int
+		buf    []string
+	)
+	sb := array.NewStringBuilder(mem)
+	defer sb.Release()
+	// Chunks hold about the text of their rows, plus the overlap: reserve
+	// that much so the builder does not grow by copying.
+	var textBytes int
+	for r := lo; r < hi; r++ {
+		textBytes += len(c.txt.Value(r))
+	}
+	reserve := func() {
+		sb.ReserveData(min(textBytes+textBytes/4, chunkBatchBytes+chunkBatchBytes/4))
+	}
+	reserve()
+	fail := func(err error) ([]arrow.RecordBatch, error) {
+		for _, b := range out {
+			b.Release()
+		}
+		return nil, err
+	}
+	flush := func() error {
+		rec, err := c.batch(ctx, rows, index, sb)
+		if err != nil {
+			return err
+		}
+		out = append(out, rec)
+		rows, index, nbytes = rows[:0], index[:0], 0
+		reserve()
+		return nil
+	}
+	for r := lo; r < hi; r++ {
+		if r%64 == 0 && ctx.Err() != nil {
+			return fail(ctx.Err())
+		}
+		if c.txt.IsNull(r) {
+			continue
+		}
+		text := c.txt.Value(r)
+		textBytes -= len(text)
+		buf = c.ch.Chunk(text, buf[:0])
+		for k, s := range buf {
+			rows = append(rows, int64(r))
+			index = append(index, int32(k))
+			sb.Append(s)
+			nbytes += len(s)
+			if len(rows) >= chunkBatchRows || nbytes >= chunkBatchBytes {
+				if err := flush(); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	if len(rows) > 0 {
+		if err := flush(); err != nil {
+			return fail(err)
+		}
+	}
+	return out, nil
+}
+
+// batch builds one view batch: the query rows at rows, the chunk indexes,
+// and the chunks in sb (which it empties).
+func (c *chunkJob) batch(ctx context.Context, rows []int64, index []int32, sb *array.StringBuilder) (arrow.RecordBatch, error) {
+	mem := c.e.mem
+	ctx = compute.WithAllocator(ctx, mem)
+	ib := array.NewInt64Builder(mem)
+	ib.AppendValues(rows, nil)
+	take := ib.NewArray()
+	ib.Release()
+	defer take.Release()
+	cols := make([]arrow.Array, len(c.from))
+	defer func() {
+		for _, col := range cols {
+			if col != nil {
+				col.Release()
+			}
+		}
+	}()
+	for i, src := range c.from {
+		switch src {
+		case -1:
+			b := array.NewInt32Builder(mem)
+			b.AppendValues(index, nil)
+			cols[i] = b.NewArray()
+			b.Release()
+		case -2:
+			cols[i] = sb.NewArray()
+		default:
+			col, err := compute.TakeArray(ctx, c.q.Column(src), take)
+			if err != nil {
+				return nil, err
+			}
+			cols[i] = col
+		}
+	}
+	fields := make([]arrow.Field, len(cols))
+	for i, col := range cols {
+		fields[i] = arrow.Field{Name: c.v.Schema.Field(i).Name, Type: col.DataType(), Nullable: true}
+	}
+	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(rows)))
+	defer rec.Release()
+	return table.Conform(ctx, rec, c.v.Schema, mem)
+}

@@ -1,0 +1,341 @@
+package refresh
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Staged files live in the view's data/ folder under names derived from
+// the job, so a retried step overwrites its own output and Discard finds
+// a job's files by prefix:
+//
+//	data/_staging-{job}-{item}-{k}.parquet   output k of a work item
+//	data/_staging-{job}-c{n}-{k}.parquet     a view fragment Commit rewrote
+func stagingPrefix(jobID string) string { return "data/_staging-" + jobID + "-" }
+
+func itemPrefix(jobID string, index int) string {
+	return stagingPrefix(jobID) + strconv.Itoa(index) + "-"
+}
+
+func commitPrefix(jobID string, n int) string {
+	return stagingPrefix(jobID) + "c" + strconv.Itoa(n) + "-"
+}
+
+// stagedName matches what follows a job's staging prefix: a job id that
+// extends another ("a" and "a-1") cannot match the shorter one's files.
+var stagedName = regexp.MustCompile(`^c?[0-9]+-[0-9]+\.parquet$`)
+
+// defaultWholeFileBytes is Engine.wholeFileBytes.
+const defaultWholeFileBytes = 4 << 20
+
+// readRows reads rows [start, end) of data file f of t, restricted to the
+// given top-level fields (nil: all). Only the row groups holding the rows
+// are read, and pages before start are skipped.
+func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment, start, end int64, fields []int) ([]arrow.RecordBatch, error) {
+	if end <= start {
+		return nil, nil
+	}
+	unreadable := func(err error) error {
+		return &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("%s fragment %d (%s) unreadable", table.JoinID(t.ID()), f.ID, f.Path), Err: err}
+	}
+	var src parquet.ReaderAtSeeker
+	if f.Bytes <= e.wholeFileBytes {
+		data, err := e.cat.Warehouse().Read(ctx, t.Key(f.Path))
+		if err != nil {
+			return nil, unreadable(err)
+		}
+		src = bytes.NewReader(data)
+	} else {
+		r, err := e.cat.Warehouse().Open(ctx, t.Key(f.Path))
+		if err != nil {
+			return nil, unreadable(err)
+		}
+		defer r.Close()
+		src = &readerAt{r: r, size: r.Size()}
+	}
+	props := parquet.NewReaderProperties(e.mem)
+	props.BufferedStreamEnabled = true
+	props.BufferSize = 1 << 20
+	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: min(end-start, 1<<14)}, e.mem)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	var groups []int
+	first, pos := int64(-1), int64(0)
+	for i := 0; i < pf.NumRowGroups(); i++ {
+		n := pf.MetaData().RowGroup(i).NumRows()
+		if pos < end && pos+n > start {
+			if first < 0 {
+				first = pos
+			}
+			groups = append(groups, i)
+		}
+		pos += n
+	}
+	if pos < end {
+		return nil, unreadable(fmt.Errorf("file has %d rows, want rows [%d, %d)", pos, start, end))
+	}
+	rr, err := fr.GetRecordReader(ctx, leaves(fr, fields), groups)
+	if err != nil {
+		return nil, unreadable(err)
+	}
+	defer rr.Release()
+	if start > first {
+		if err := rr.SeekToRow(start - first); err != nil {
+			return nil, unreadable(err)
+		}
+	}
+	var out []arrow.RecordBatch
+	release := func() {
+		for _, r := range out {
+			r.Release()
+		}
+	}
+	for need := end - start; need > 0; {
+		if !rr.Next() {
+			release()
+			if err := rr.Err(); err != nil && err != io.EOF {
+				return nil, unreadable(err)
+			}
+			return nil, unreadable(fmt.Errorf("short read of rows [%d, %d)", start, end))
+		}
+		rec := rr.RecordBatch()
+		n := min(rec.NumRows(), need)
+		out = append(out, rec.NewSlice(0, n))
+		need -= n
+	}
+	return out, nil
+}
+
+// leaves returns the Parquet leaf columns of the given top-level fields
+// (nil: all).
+func leaves(fr *pqarrow.FileReader, fields []int) []int {
+	if fields == nil {
+		return nil
+	}
+	var out []int
+	var walk func(f *pqarrow.SchemaField)
+	walk = func(f *pqarrow.SchemaField) {
+		if f.IsLeaf() {
+			out = append(out, f.ColIndex)
+			return
+		}
+		for i := range f.Children {
+			walk(&f.Children[i])
+		}
+	}
+	for _, i := range fields {
+		walk(&fr.Manifest.Fields[i])
+	}
+	return out
+}
+
+// readerAt gives random access over a sequential object reader: each read
+// seeks (a new ranged request on object stores) unless it continues the
+// previous one.
+type readerAt struct {
+	mu   sync.Mutex
+	r    io.ReadSeeker
+	size int64
+	pos  int64 // Seek's position; ReadAt does not move it
+}
+
+func (b *readerAt) ReadAt(p []byte, off int64) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if off >= b.size {
+		return 0, io.EOF
+	}
+	if _, err := b.r.Seek(off, io.SeekStart); err != nil {
+		return 0, err
+	}
+	n, err := io.ReadFull(b.r, p)
+	if err == io.ErrUnexpectedEOF {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *readerAt) Seek(off int64, whence int) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch whence {
+	case io.SeekStart:
+		b.pos = off
+	case io.SeekCurrent:
+		b.pos += off
+	case io.SeekEnd:
+		b.pos = b.size + off
+	}
+	if b.pos < 0 {
+		b.pos = 0
+		return 0, fmt.Errorf("seek before the start")
+	}
+	return b.pos, nil
+}
+
+// fragWriter writes records as files prefix{k}.parquet of at most max
+// rows each, in order, and records the fragments (and, when the schema
+// has __source_row_id, their source spans).
+type fragWriter struct {
+	e      *Engine
+	t      *table.Table
+	schema *arrow.Schema
+	prefix string
+	max    int64
+	addr   int // column of __source_row_id (0); -1: no spans
+	noDict []string
+
+	pending     []arrow.RecordBatch
+	pendingRows int64
+	frags       []table.Fragment
+	spans       []Span
+}
+
+// newFragWriter returns a writer of files prefix{k}.parquet of view v's
+// table; for row-wise kinds it records each file's source span.
+func (e *Engine) newFragWriter(v *View, prefix string, maxRows int) *fragWriter {
+	w := &fragWriter{e: e, t: v.Table, schema: v.Schema, prefix: prefix, max: int64(maxRows), addr: -1}
+	if v.Def.Kind != KindUDTF {
+		w.addr = 0
+	}
+	if v.Chunker != nil {
+		w.noDict = []string{v.Chunker.OutputColumn}
+	}
+	return w
+}
+
+// write queues rec (which the writer retains slices of), conformed to the
+// writer's schema, and writes every file it fills.
+func (w *fragWriter) write(ctx context.Context, rec arrow.RecordBatch) error {
+	if !rec.Schema().Equal(w.schema) {
+		// Same columns, other metadata (rows read back from Parquet).
+		c, err := table.Conform(ctx, rec, w.schema, w.e.mem)
+		if err != nil {
+			return err
+		}
+		defer c.Release()
+		rec = c
+	}
+	for off := int64(0); off < rec.NumRows(); {
+		n := min(rec.NumRows()-off, w.max-w.pendingRows)
+		w.pending = append(w.pending, rec.NewSlice(off, off+n))
+		w.pendingRows += n
+		off += n
+		if w.pendingRows == w.max {
+			if err := w.flush(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// close writes the last, partial file.
+func (w *fragWriter) close(ctx context.Context) error {
+	if w.pendingRows == 0 {
+		return nil
+	}
+	return w.flush(ctx)
+}
+
+// release drops queued records (after an error).
+func (w *fragWriter) release() {
+	for _, r := range w.pending {
+		r.Release()
+	}
+	w.pending, w.pendingRows = nil, 0
+}
+
+func (w *fragWriter) flush(ctx context.Context) error {
+	defer w.release()
+	rel := w.prefix + strconv.Itoa(len(w.frags)) + ".parquet"
+	f, err := w.e.writeFile(ctx, w.t, rel, w.schema, w.pending, w.noDict)
+	if err != nil {
+		return err
+	}
+	w.frags = append(w.frags, f)
+	if w.addr >= 0 {
+		first := w.pending[0].Column(w.addr).(*array.Uint64)
+		lastRec := w.pending[len(w.pending)-1]
+		last := lastRec.Column(w.addr).(*array.Uint64)
+		w.spans = append(w.spans, Span{Lo: uint32(first.Value(0) >> 32), Hi: uint32(last.Value(last.Len()-1) >> 32)})
+	}
+	return nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// writeFile writes recs as the Parquet file rel of t (replacing it if
+// present: a retried step rewrites its own files) and returns its
+// fragment, ID unassigned. The file properties match the table package's,
+// except that the columns noDict (chunk text, all but unique) skip the
+// dictionary encoding Parquet would try first and then abandon.
+func (e *Engine) writeFile(ctx context.Context, t *table.Table, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, noDict []string) (table.Fragment, error) {
+	opts := []parquet.WriterProperty{
+		parquet.WithCompression(compress.Codecs.Snappy),
+		parquet.WithMaxRowGroupLength(int64(e.cat.Options().RowGroupRows)),
+		parquet.WithPageIndexEnabled(true),
+		parquet.WithAllocator(e.mem),
+	}
+	for _, col := range noDict {
+		opts = append(opts, parquet.WithDictionaryFor(col, false))
+	}
+	props := parquet.NewWriterProperties(opts...)
+	aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(e.mem))
+	var rows, size int64
+	err := e.cat.Warehouse().WriteFrom(ctx, t.Key(rel), func(w io.Writer) error {
+		cw := &countingWriter{w: w}
+		fw, err := pqarrow.NewFileWriter(schema, cw, props, aprops)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.NumRows() == 0 {
+				continue
+			}
+			if err := fw.WriteBuffered(r); err != nil {
+				fw.Close()
+				return err
+			}
+			rows += r.NumRows()
+		}
+		if err := fw.Close(); err != nil {
+			return err
+		}
+		size = cw.n
+		return nil
+	})
+	if err != nil {
+		return table.Fragment{}, fmt.Errorf("write %s %s: %w", table.JoinID(t.ID()), rel, err)
+	}
+	return table.Fragment{Path: rel, Rows: rows, Bytes: size}, nil
+}

@@ -1,0 +1,105 @@
+package refresh
+
+import (
+	"context"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Option defaults and caps. Zero means "not given" and takes the default;
+// a negative value or one above the cap is CodeInvalidInput naming the
+// field.
+const (
+	DefaultSourceTaskSize          = 1024
+	DefaultConcurrency             = 8
+	DefaultIntraApplierConcurrency = 1
+	DefaultCluster                 = "default"
+
+	MaxSourceTaskSize          = 1 << 20
+	MaxConcurrency             = 1024
+	MaxIntraApplierConcurrency = 64
+	MaxMaxRowsPerFragment      = 1 << 24
+)
+
+// Prepare fills defaults into opts and validates it against the view:
+// output_limit only for chunker views and >= 0; src_version must exist in
+// the source; sizes and concurrencies within their caps; an inline
+// manifest must be a JSON object. It sets ManifestChecksum to the hex
+// SHA-256 of the manifest in force (the inline one, else the view's, else
+// ""). Whether the cluster exists is for the orchestrator to check.
+func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error {
+	v, err := e.View(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := e.fillDefaults(opts); err != nil {
+		return err
+	}
+	if opts.OutputLimit != nil {
+		if v.Def.Kind != KindChunker {
+			return invalid("output_limit: only chunker views take an output_limit (view %s is kind %s)", table.JoinID(id), v.Def.Kind)
+		}
+		if *opts.OutputLimit < 0 {
+			return invalid("output_limit: must be >= 0 (got %d)", *opts.OutputLimit)
+		}
+	}
+	if opts.Manifest != "" {
+		if err := checkManifest(opts.Manifest); err != nil {
+			return invalid("manifest: %v", err)
+		}
+		opts.ManifestChecksum = sha256Hex(opts.Manifest)
+	} else if v.Def.Manifest != "" {
+		opts.ManifestChecksum = sha256Hex(v.Def.Manifest)
+	} else {
+		opts.ManifestChecksum = ""
+	}
+	if opts.SrcVersion != 0 {
+		src, err := e.source(ctx, v)
+		if err != nil {
+			return err
+		}
+		if _, err := src.Version(ctx, opts.SrcVersion); err != nil {
+			if table.ErrorCode(err) == table.CodeTableVersionNotFound {
+				return invalid("src_version: source table %s has no version %d", table.JoinID(v.Def.Source), opts.SrcVersion)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// fillDefaults gives the numbers left at zero their defaults and checks
+// every number is within its cap.
+func (e *Engine) fillDefaults(opts *Options) error {
+	ints := []struct {
+		name      string
+		val       *int
+		def, most int
+	}{
+		{"source_task_size", &opts.SourceTaskSize, DefaultSourceTaskSize, MaxSourceTaskSize},
+		{"concurrency", &opts.Concurrency, DefaultConcurrency, MaxConcurrency},
+		{"intra_applier_concurrency", &opts.IntraApplierConcurrency, DefaultIntraApplierConcurrency, MaxIntraApplierConcurrency},
+		{"max_rows_per_fragment", &opts.MaxRowsPerFragment, e.cat.Options().MaxRowsPerFragment, MaxMaxRowsPerFragment},
+	}
+	for _, f := range ints {
+		if *f.val == 0 {
+			*f.val = min(f.def, f.most)
+		}
+		if *f.val < 0 || *f.val > f.most {
+			return invalid("%s: must be > 0 and <= %d (got %d)", f.name, f.most, *f.val)
+		}
+	}
+	if opts.Cluster == "" {
+		opts.Cluster = DefaultCluster
+	}
+	return nil
+}
+
+// source opens a view's source table; a missing one is CodeTableNotFound.
+func (e *Engine) source(ctx context.Context, v *View) (*table.Table, error) {
+	src, err := e.cat.OpenTable(ctx, v.Def.Source)
+	if table.ErrorCode(err) == table.CodeTableNotFound {
+		return nil, table.Errorf(table.CodeTableNotFound, "source table %s of view %s not found", table.JoinID(v.Def.Source), table.JoinID(v.ID))
+	}
+	return src, err
+}

@@ -1,0 +1,553 @@
+package refresh
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Engine creates views and runs the steps of their refreshes against a
+// catalog. It keeps no state between calls except a small cache of
+// immutable versions, keyed by job, so it is safe for concurrent use and
+// any number of processes may run steps of one job.
+type Engine struct {
+	cat   *table.Catalog
+	db    *duck.DB
+	mem   memory.Allocator
+	cache cache
+	// wholeFileBytes: source fragments up to this size are read with one
+	// request, larger ones with ranged reads of the row groups and pages
+	// needed.
+	wholeFileBytes int64
+}
+
+// NewEngine returns an engine over cat that evaluates SQL with cat.SQL().
+func NewEngine(cat *table.Catalog) *Engine {
+	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes}
+}
+
+// CreateRequest mirrors the API's CreateMaterializedViewRequest.
+type CreateRequest struct {
+	Kind         string     `json:"kind"`
+	SourceQuery  string     `json:"source_query"`
+	OutputSchema string     `json:"output_schema"` // base64 Arrow IPC schema; "" = derive
+	UDTFSpec     *UDTFEntry `json:"udtf_spec,omitempty"`
+	AutoRefresh  bool       `json:"auto_refresh,omitempty"`
+}
+
+// UDTFEntry is the spec's MaterializedViewUdtfEntry. For a chunker view UDTF
+// is the base64 chunker spec JSON and UDTFSha the hex SHA-256 of the
+// decoded JSON; the optional fields are stored as they are.
+type UDTFEntry struct {
+	Kind                     string          `json:"kind"`
+	UDTF                     string          `json:"udtf"`
+	UDTFSha                  string          `json:"udtf_sha"`
+	UDTFName                 string          `json:"udtf_name"`
+	UDTFVersion              string          `json:"udtf_version"`
+	InputColumns             []string        `json:"input_columns,omitempty"`
+	PartitionBy              *string         `json:"partition_by,omitempty"`
+	PartitionByIndexedColumn *string         `json:"partition_by_indexed_column,omitempty"`
+	NumCPUs                  *float64        `json:"num_cpus,omitempty"`
+	NumGPUs                  *float64        `json:"num_gpus,omitempty"`
+	Memory                   *int64          `json:"memory,omitempty"`
+	ErrorHandling            json.RawMessage `json:"error_handling,omitempty"`
+	Batch                    *bool           `json:"batch,omitempty"`
+	Manifest                 *string         `json:"manifest,omitempty"`
+	ManifestChecksum         *string         `json:"manifest_checksum,omitempty"`
+}
+
+// View is a materialized view at one version.
+type View struct {
+	ID       []string
+	Def      Definition
+	Manifest *table.Manifest
+	Table    *table.Table
+	// Schema is the view's output schema (the table schema).
+	Schema *arrow.Schema
+	// Watermark is what the view was last refreshed from; nil when it
+	// never was.
+	Watermark *Watermark
+	// Chunker is the parsed chunker spec of a chunker view.
+	Chunker *chunker.Spec
+
+	query *sourceQuery
+}
+
+func invalid(format string, args ...any) error {
+	return table.Errorf(table.CodeInvalidInput, format, args...)
+}
+
+// CreateView validates req and creates the view as a table at version 1
+// with no rows, its Definition in Properties["mvq.view"] and its output
+// schema as the table schema. Errors are *table.Error: CodeInvalidInput
+// naming the field ("source_query: ...", "udtf_spec.udtf: ...",
+// "output_schema: ..."), CodeNamespaceNotFound, CodeTableAlreadyExists
+// (the view exists) and CodeTableNotFound (the source does not).
+func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest) (*table.Manifest, error) {
+	if len(id) == 0 {
+		return nil, invalid("id: a view identifier needs a name")
+	}
+	for _, p := range id {
+		if err := table.ValidatePart(p); err != nil {
+			return nil, invalid("id: %v", err)
+		}
+	}
+	kind := Kind(req.Kind)
+	switch kind {
+	case KindQuery, KindChunker, KindUDTF:
+	case "":
+		return nil, invalid("kind: required (query, chunker or udtf)")
+	default:
+		return nil, invalid("kind: unknown kind %q (want query, chunker or udtf)", req.Kind)
+	}
+	if strings.TrimSpace(req.SourceQuery) == "" {
+		return nil, invalid("source_query: required")
+	}
+	def := Definition{Kind: kind, SourceQuery: req.SourceQuery, AutoRefresh: req.AutoRefresh}
+	spec, err := checkEntry(kind, req.UDTFSpec)
+	if err != nil {
+		return nil, err
+	}
+	if req.UDTFSpec != nil {
+		if def.UDTFSpec, err = json.Marshal(req.UDTFSpec); err != nil {
+			return nil, err
+		}
+		if req.UDTFSpec.Manifest != nil {
+			def.Manifest = *req.UDTFSpec.Manifest
+		}
+	}
+	sq, err := analyzeQuery(req.SourceQuery, kind != KindUDTF)
+	if err != nil {
+		return nil, err
+	}
+	def.Source = sq.Source
+
+	if ok, err := e.cat.NamespaceExists(ctx, id[:len(id)-1]); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, table.Errorf(table.CodeNamespaceNotFound, "namespace %s not found", table.JoinID(id[:len(id)-1]))
+	}
+	if _, err := e.cat.OpenTable(ctx, id); err == nil {
+		return nil, table.Errorf(table.CodeTableAlreadyExists, "table %s already exists", table.JoinID(id))
+	} else if table.ErrorCode(err) != table.CodeTableNotFound {
+		return nil, err
+	}
+	if table.JoinID(sq.Source) == table.JoinID(id) {
+		return nil, invalid("source_query: a view cannot read itself")
+	}
+	src, err := e.cat.OpenTable(ctx, sq.Source)
+	if err != nil {
+		if table.ErrorCode(err) == table.CodeTableNotFound {
+			return nil, table.Errorf(table.CodeTableNotFound, "source_query: source table %s not found", table.JoinID(sq.Source))
+		}
+		return nil, err
+	}
+	sm, err := src.Load(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	srcSchema, err := sm.ArrowSchema()
+	if err != nil {
+		return nil, err
+	}
+	schema, err := e.deriveSchema(ctx, kind, sq, spec, srcSchema)
+	if err != nil {
+		return nil, err
+	}
+	if req.OutputSchema != "" {
+		given, err := decodeSchema(req.OutputSchema)
+		if err != nil {
+			return nil, invalid("output_schema: %v", err)
+		}
+		if err := sameFields(given, schema); err != nil {
+			return nil, invalid("output_schema: %v", err)
+		}
+		schema = given
+	}
+	if def.OutputSchema, err = table.EncodeSchema(schema); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(def)
+	if err != nil {
+		return nil, err
+	}
+	empty, _ := array.NewRecordReader(schema, nil)
+	_, m, err := e.cat.CreateTable(ctx, id, schema, empty, "create", map[string]json.RawMessage{propView: raw})
+	if err != nil {
+		return nil, fmt.Errorf("create view %s: %w", table.JoinID(id), err)
+	}
+	return m, nil
+}
+
+// checkEntry validates udtf_spec for kind and returns the chunker spec of a
+// chunker view.
+func checkEntry(kind Kind, u *UDTFEntry) (*chunker.Spec, error) {
+	if kind == KindQuery {
+		if u != nil {
+			return nil, invalid("udtf_spec: must be null for kind query")
+		}
+		return nil, nil
+	}
+	if u == nil {
+		if kind == KindChunker {
+			return nil, invalid("udtf_spec: required for kind chunker")
+		}
+		return nil, nil // a udtf view's function is its SQL
+	}
+	if u.Kind != string(kind) {
+		return nil, invalid("udtf_spec.kind: %q must match the view kind %q", u.Kind, kind)
+	}
+	if u.UDTF == "" {
+		return nil, invalid("udtf_spec.udtf: required")
+	}
+	doc, err := decodeBase64(u.UDTF)
+	if err != nil {
+		return nil, invalid("udtf_spec.udtf: not base64: %v", err)
+	}
+	sum := sha256.Sum256(doc)
+	if u.UDTFSha == "" {
+		return nil, invalid("udtf_spec.udtf_sha: required (hex SHA-256 of the decoded udtf)")
+	}
+	if !strings.EqualFold(u.UDTFSha, hex.EncodeToString(sum[:])) {
+		return nil, invalid("udtf_spec.udtf_sha: %q is not the SHA-256 of the decoded udtf (%x)", u.UDTFSha, sum)
+	}
+	if u.Manifest != nil && *u.Manifest != "" {
+		if err := checkManifest(*u.Manifest); err != nil {
+			return nil, invalid("udtf_spec.manifest: %v", err)
+		}
+		if u.ManifestChecksum != nil && *u.ManifestChecksum != "" && !strings.EqualFold(*u.ManifestChecksum, sha256Hex(*u.Manifest)) {
+			return nil, invalid("udtf_spec.manifest_checksum: %q is not the SHA-256 of the manifest (%s)", *u.ManifestChecksum, sha256Hex(*u.Manifest))
+		}
+	}
+	if kind != KindChunker {
+		return nil, nil
+	}
+	spec, err := chunker.Parse(doc)
+	if err != nil {
+		var fe *chunker.FieldError
+		if errors.As(err, &fe) && fe.Field == "udtf" {
+			return nil, invalid("udtf_spec.udtf: %s", fe.Message)
+		}
+		return nil, invalid("udtf_spec.udtf: %v", err)
+	}
+	return &spec, nil
+}
+
+func decodeBase64(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	var firstErr error
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		b, err := enc.DecodeString(s)
+		if err == nil {
+			return b, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	return nil, firstErr
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// checkManifest accepts a JSON object.
+func checkManifest(s string) error {
+	var obj map[string]json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(s))
+	if err := dec.Decode(&obj); err != nil {
+		return fmt.Errorf("not a JSON object: %v", err)
+	}
+	if obj == nil {
+		return fmt.Errorf("not a JSON object")
+	}
+	if dec.More() {
+		return fmt.Errorf("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func decodeSchema(enc string) (*arrow.Schema, error) {
+	b, err := decodeBase64(enc)
+	if err != nil {
+		return nil, fmt.Errorf("not base64: %v", err)
+	}
+	r, err := ipc.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("not an Arrow IPC schema: %v", err)
+	}
+	defer r.Release()
+	return r.Schema(), nil
+}
+
+// sameFields reports the first field where got differs from want in name
+// or type (nullability and metadata are not compared).
+func sameFields(got, want *arrow.Schema) error {
+	for i := 0; i < max(got.NumFields(), want.NumFields()); i++ {
+		switch {
+		case i >= got.NumFields():
+			w := want.Field(i)
+			return fmt.Errorf("field %d %q (%s) missing: the view produces %s", i, w.Name, w.Type, fieldList(want))
+		case i >= want.NumFields():
+			g := got.Field(i)
+			return fmt.Errorf("field %d %q (%s) is not produced by the view, which produces %s", i, g.Name, g.Type, fieldList(want))
+		}
+		g, w := got.Field(i), want.Field(i)
+		if g.Name != w.Name {
+			return fmt.Errorf("field %d is %q, the view produces %q there (%s)", i, g.Name, w.Name, fieldList(want))
+		}
+		if !arrow.TypeEqual(g.Type, w.Type) {
+			return fmt.Errorf("field %q has type %s, the view produces %s", g.Name, g.Type, w.Type)
+		}
+	}
+	return nil
+}
+
+func fieldList(s *arrow.Schema) string {
+	parts := make([]string, s.NumFields())
+	for i, f := range s.Fields() {
+		parts[i] = f.Name + " " + f.Type.String()
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// sqlError turns an error of user SQL into a 400 naming source_query.
+func sqlError(err error) error {
+	var se *duck.SQLError
+	if !errors.As(err, &se) {
+		return err
+	}
+	msg := se.Err.Error()
+	// DuckDB quotes the query (with the engine's internal input names)
+	// after the first line; the first line says what is wrong.
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	if strings.Contains(msg, `"`+table.RowAddrColumn+`" must appear in the GROUP BY`) {
+		return invalid("source_query: aggregates are not allowed in a row-wise view (each view row must come from one source row); use kind udtf")
+	}
+	return invalid("source_query: %s", strings.TrimSpace(msg))
+}
+
+// withRowAddr is schema plus the _rowaddr column row-wise queries read.
+func withRowAddr(schema *arrow.Schema) *arrow.Schema {
+	fields := append(schema.Fields(), arrow.Field{Name: table.RowAddrColumn, Type: arrow.PrimitiveTypes.Uint64})
+	return arrow.NewSchema(fields, nil)
+}
+
+// bind runs query over an empty input of schema and returns the result
+// schema: names and types without reading a row.
+func (e *Engine) bind(ctx context.Context, name string, schema *arrow.Schema, query string) (*arrow.Schema, error) {
+	empty, _ := array.NewRecordReader(schema, nil)
+	rdr, err := e.db.Query(ctx, map[string]array.RecordReader{name: empty}, query)
+	if err != nil {
+		return nil, sqlError(err)
+	}
+	out := rdr.Schema()
+	recs, err := duck.Collect(rdr)
+	for _, r := range recs {
+		r.Release()
+	}
+	if err != nil {
+		return nil, sqlError(err)
+	}
+	return out, nil
+}
+
+// deriveSchema computes the view's output schema by binding its query over
+// an empty input of the source schema.
+func (e *Engine) deriveSchema(ctx context.Context, kind Kind, sq *sourceQuery, spec *chunker.Spec, src *arrow.Schema) (*arrow.Schema, error) {
+	if kind == KindUDTF {
+		out, err := e.bind(ctx, sq.Name, src, sq.SQL)
+		if err != nil {
+			return nil, err
+		}
+		if out.NumFields() == 0 {
+			return nil, invalid("source_query: selects no columns")
+		}
+		seen := map[string]bool{}
+		for _, f := range out.Fields() {
+			if f.Name == "" || f.Name == table.RowAddrColumn || seen[f.Name] {
+				return nil, invalid("source_query: output column %q is empty, reserved or repeated; give each column a unique name with AS", f.Name)
+			}
+			seen[f.Name] = true
+		}
+		return arrow.NewSchema(out.Fields(), nil), nil
+	}
+	out, err := e.bind(ctx, sq.Name, withRowAddr(src), sq.Rowwise)
+	if err != nil {
+		return nil, err
+	}
+	cols := selectedFields(out)
+	seen := map[string]bool{}
+	for _, f := range cols {
+		lower := strings.ToLower(f.Name)
+		switch {
+		case f.Name == "":
+			return nil, invalid("source_query: an output column has no name; use AS")
+		case strings.HasPrefix(f.Name, reservedPrefix):
+			return nil, invalid("source_query: output column %q: names starting with %q are reserved", f.Name, reservedPrefix)
+		case seen[lower]:
+			return nil, invalid("source_query: output column %q selected twice; give each column a unique name with AS", f.Name)
+		}
+		seen[lower] = true
+	}
+	fields := []arrow.Field{{Name: SourceRowIDColumn, Type: arrow.PrimitiveTypes.Uint64}}
+	if kind == KindQuery {
+		return arrow.NewSchema(append(fields, cols...), nil), nil
+	}
+	fields = append(fields, arrow.Field{Name: ChunkIndexColumn, Type: arrow.PrimitiveTypes.Int32})
+	in := -1
+	for i, f := range cols {
+		if strings.EqualFold(f.Name, spec.InputColumn) {
+			in = i
+		}
+		if strings.EqualFold(f.Name, spec.OutputColumn) {
+			return nil, invalid("udtf_spec.udtf: output_column %q clashes with a selected column", spec.OutputColumn)
+		}
+	}
+	if in < 0 {
+		return nil, invalid("source_query: must select the chunker's input_column %q", spec.InputColumn)
+	}
+	if !isText(cols[in].Type) {
+		return nil, invalid("source_query: the chunker's input_column %q must be text, it is %s", spec.InputColumn, cols[in].Type)
+	}
+	for i, f := range cols {
+		if i != in || spec.KeepInput {
+			fields = append(fields, f)
+		}
+	}
+	fields = append(fields, arrow.Field{Name: spec.OutputColumn, Type: arrow.BinaryTypes.String})
+	return arrow.NewSchema(fields, nil), nil
+}
+
+// selectedFields are the user's columns of a row-wise query result: all
+// but the leading __source_row_id and any _rowaddr a star brought in.
+func selectedFields(out *arrow.Schema) []arrow.Field {
+	var cols []arrow.Field
+	for i, f := range out.Fields() {
+		if i == 0 || f.Name == table.RowAddrColumn {
+			continue
+		}
+		cols = append(cols, f)
+	}
+	return cols
+}
+
+func isText(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.STRING, arrow.LARGE_STRING, arrow.STRING_VIEW:
+		return true
+	}
+	return false
+}
+
+// View loads a view's definition and latest version. A table that is not
+// a view is CodeInvalidInput; a missing one CodeTableNotFound.
+func (e *Engine) View(ctx context.Context, id []string) (*View, error) {
+	return e.loadView(ctx, id, 0)
+}
+
+// loadView loads version v of a view (0: the latest).
+func (e *Engine) loadView(ctx context.Context, id []string, v uint64) (*View, error) {
+	t, err := e.cat.OpenTable(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	m, err := t.Load(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return viewOf(t, m)
+}
+
+// viewOf decodes the view kept in manifest m of table t.
+func viewOf(t *table.Table, m *table.Manifest) (*View, error) {
+	raw, ok := m.Properties[propView]
+	if !ok {
+		return nil, invalid("table %s is not a materialized view", table.JoinID(t.ID()))
+	}
+	corrupt := func(what string, err error) error {
+		return &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("view %s v%d: %s", table.JoinID(t.ID()), m.Version, what), Err: err}
+	}
+	v := &View{ID: t.ID(), Manifest: m, Table: t}
+	if err := json.Unmarshal(raw, &v.Def); err != nil {
+		return nil, corrupt("definition unreadable", err)
+	}
+	if w, ok := m.Properties[propWatermark]; ok {
+		v.Watermark = new(Watermark)
+		if err := json.Unmarshal(w, v.Watermark); err != nil {
+			return nil, corrupt("watermark unreadable", err)
+		}
+	}
+	var err error
+	if v.Schema, err = m.ArrowSchema(); err != nil {
+		return nil, corrupt("schema unreadable", err)
+	}
+	if v.query, err = analyzeQuery(v.Def.SourceQuery, v.Def.Kind != KindUDTF); err != nil {
+		return nil, corrupt("source query", err)
+	}
+	if v.Def.Kind == KindChunker {
+		var u UDTFEntry
+		if err := json.Unmarshal(v.Def.UDTFSpec, &u); err != nil {
+			return nil, corrupt("udtf_spec unreadable", err)
+		}
+		if v.Chunker, err = checkEntry(KindChunker, &u); err != nil {
+			return nil, corrupt("udtf_spec", err)
+		}
+	}
+	return v, nil
+}
+
+// cache keeps a few immutable objects (view and source versions) per job,
+// so the work items of a job running in one process read them once. Keys
+// include the job id: a table dropped and created again under the same
+// name starts its versions over.
+type cache struct {
+	mu    sync.Mutex
+	m     map[string]any
+	order []string
+}
+
+const cacheSize = 64
+
+func (c *cache) get(key string) (any, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *cache) put(key string, v any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]any{}
+	}
+	if _, ok := c.m[key]; !ok {
+		c.order = append(c.order, key)
+	}
+	c.m[key] = v
+	for len(c.order) > cacheSize {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+}
