@@ -72,6 +72,10 @@ func RunAPI(ctx context.Context, cfg Config, ready func(addr string)) error {
 		return err
 	}
 	defer core.Close()
+	return serveAPI(ctx, cfg, core, ready)
+}
+
+func serveAPI(ctx context.Context, cfg Config, core *Core, ready func(addr string)) error {
 	views, closeViews, err := openViews(ctx, cfg, core)
 	if err != nil {
 		return err

@@ -2,12 +2,40 @@ package service
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/jobs"
+	"github.com/mvq-dev/mvq/refresh"
 )
 
-// openViews wires the view and job layer; until it exists the API serves
-// tables only.
+// redisClients opens a go-redis client and the asynq connection options
+// for one URL.
+func redisClients(url string) (redis.UniversalClient, asynq.RedisConnOpt, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis url %q: %w", url, err)
+	}
+	conn, err := asynq.ParseRedisURI(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redis url %q: %w", url, err)
+	}
+	return redis.NewClient(opt), conn, nil
+}
+
+// openViews wires the view engine and the job client for the API.
 func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func(), error) {
-	return nil, func() {}, nil
+	rdb, conn, err := redisClients(cfg.RedisURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng := refresh.NewEngine(core.Catalog)
+	client := jobs.NewClient(rdb, conn, eng)
+	return &httpapi.ViewRoutes{Engine: eng, Jobs: client}, func() {
+		client.Close()
+		rdb.Close()
+	}, nil
 }

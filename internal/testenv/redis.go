@@ -55,7 +55,7 @@ var (
 )
 
 // SharedRedis returns one redis-server per test binary and a database
-// number of its own for each caller (16 at most), so parallel tests do not
+// number of its own for each caller (64 at most), so parallel tests do not
 // see each other's keys. Call StopShared from TestMain.
 func SharedRedis(tb testing.TB) (*Redis, int) {
 	tb.Helper()
@@ -72,8 +72,8 @@ func SharedRedis(tb testing.TB) (*Redis, int) {
 	}
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
-	if sharedDB >= 16 {
-		tb.Fatal("testenv: more than 16 shared redis databases requested")
+	if sharedDB >= 64 {
+		tb.Fatal("testenv: more than 64 shared redis databases requested")
 	}
 	db := sharedDB
 	sharedDB++
@@ -98,7 +98,7 @@ func startRedis(dir string) (*Redis, error) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--logfile", filepath.Join(dir, "redis.log"), "--protected-mode", "no")
+		"--databases", "64", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"), "--protected-mode", "no")
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}

@@ -1,0 +1,35 @@
+// Command worker runs refresh work for the clusters in MVQ_CLUSTERS: an
+// asynq server on MVQ_REDIS_URL over the warehouse at MVQ_WAREHOUSE.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mvq-dev/mvq/service"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "mvq worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string) error {
+	cfg, err := service.LoadConfig("worker", args, getenv, os.Stderr)
+	if err != nil {
+		return err
+	}
+	service.SetupLogging(cfg)
+	return service.RunWorker(ctx, cfg, func(addr string) {
+		if p := getenv("MVQ_READY_FILE"); p != "" {
+			_ = os.WriteFile(p, []byte(addr), 0o644)
+		}
+	})
+}

@@ -1,0 +1,311 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/jobs"
+	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// ViewRoutes serves materialized views and refresh jobs.
+type ViewRoutes struct {
+	Engine *refresh.Engine
+	Jobs   *jobs.Client
+}
+
+var _ Views = (*ViewRoutes)(nil)
+
+func (v *ViewRoutes) ping(ctx context.Context) error { return v.Jobs.Ping(ctx) }
+
+func (v *ViewRoutes) routes(r gin.IRouter) {
+	r.POST("/materialized_view/:id/create", v.createView)
+	r.POST("/materialized_view/:id/refresh", v.refreshView)
+	r.GET("/job/:job_id", v.getJob)
+	r.GET("/job/:job_id/events", v.jobEvents)
+	r.POST("/jobs/describe", v.describeJob)
+	r.POST("/jobs/list", v.listJobs)
+	r.POST("/jobs/cancel", v.cancelJob)
+}
+
+type createViewRequest struct {
+	ID           []string            `json:"id"`
+	Kind         *string             `json:"kind"`
+	SourceQuery  *string             `json:"source_query"`
+	OutputSchema *string             `json:"output_schema"`
+	UDTFSpec     *refresh.UDTFEntry  `json:"udtf_spec"`
+	WithNoData   *bool               `json:"with_no_data"`
+	AutoRefresh  *bool               `json:"auto_refresh"`
+	Refresh      *refreshViewRequest `json:"refresh"`
+}
+
+func (v *ViewRoutes) createView(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var req createViewRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	if err := checkBodyID(id, req.ID); err != nil {
+		fail(c, err)
+		return
+	}
+	switch {
+	case req.Kind == nil || *req.Kind == "":
+		fail(c, badInput("kind: required (query, chunker or udtf)"))
+		return
+	case req.SourceQuery == nil || strings.TrimSpace(*req.SourceQuery) == "":
+		fail(c, badInput("source_query: required"))
+		return
+	case req.OutputSchema == nil:
+		fail(c, badInput("output_schema: required (an empty string derives it)"))
+		return
+	}
+	cr := refresh.CreateRequest{Kind: *req.Kind, SourceQuery: *req.SourceQuery, OutputSchema: *req.OutputSchema, UDTFSpec: req.UDTFSpec}
+	if req.AutoRefresh != nil {
+		cr.AutoRefresh = *req.AutoRefresh
+	}
+	m, err := v.Engine.CreateView(c, id, cr)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	resp := gin.H{"version": m.Version}
+	if req.WithNoData == nil || !*req.WithNoData {
+		opts, err := refreshOptions(req.Refresh)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		job, err := v.Jobs.Submit(c, id, opts)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		resp["job_id"] = job.ID
+	}
+	c.JSON(http.StatusCreated, resp)
+}
+
+type refreshViewRequest struct {
+	ID                      []string `json:"id"`
+	SrcVersion              *int64   `json:"src_version"`
+	MaxRowsPerFragment      *int64   `json:"max_rows_per_fragment"`
+	Concurrency             *int64   `json:"concurrency"`
+	IntraApplierConcurrency *int64   `json:"intra_applier_concurrency"`
+	SourceTaskSize          *int64   `json:"source_task_size"`
+	Cluster                 *string  `json:"cluster"`
+	OutputLimit             *int64   `json:"output_limit"`
+	Manifest                *string  `json:"manifest"`
+}
+
+// maxOption bounds the integer options before they reach the engine (which
+// applies its own, tighter caps).
+const maxOption = 1 << 40
+
+func refreshOptions(req *refreshViewRequest) (refresh.Options, error) {
+	var o refresh.Options
+	if req == nil {
+		return o, nil
+	}
+	ints := []struct {
+		name string
+		v    *int64
+		dst  *int
+	}{
+		{"max_rows_per_fragment", req.MaxRowsPerFragment, &o.MaxRowsPerFragment},
+		{"concurrency", req.Concurrency, &o.Concurrency},
+		{"intra_applier_concurrency", req.IntraApplierConcurrency, &o.IntraApplierConcurrency},
+		{"source_task_size", req.SourceTaskSize, &o.SourceTaskSize},
+	}
+	for _, f := range ints {
+		if f.v == nil {
+			continue
+		}
+		if *f.v <= 0 || *f.v > maxOption {
+			return o, badInput("%s: must be a positive integer (got %d)", f.name, *f.v)
+		}
+		*f.dst = int(*f.v)
+	}
+	if req.SrcVersion != nil {
+		if *req.SrcVersion <= 0 {
+			return o, badInput("src_version: must be a positive version (got %d)", *req.SrcVersion)
+		}
+		o.SrcVersion = uint64(*req.SrcVersion)
+	}
+	if req.OutputLimit != nil {
+		if *req.OutputLimit < 0 {
+			return o, badInput("output_limit: must be >= 0 (got %d)", *req.OutputLimit)
+		}
+		o.OutputLimit = req.OutputLimit
+	}
+	if req.Cluster != nil {
+		if strings.TrimSpace(*req.Cluster) == "" {
+			return o, badInput("cluster: empty")
+		}
+		o.Cluster = *req.Cluster
+	}
+	if req.Manifest != nil {
+		o.Manifest = *req.Manifest
+	}
+	return o, nil
+}
+
+func (v *ViewRoutes) refreshView(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var req refreshViewRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	if err := checkBodyID(id, req.ID); err != nil {
+		fail(c, err)
+		return
+	}
+	opts, err := refreshOptions(&req)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	job, err := v.Jobs.Submit(c, id, opts)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"job_id": job.ID})
+}
+
+func (v *ViewRoutes) getJob(c *gin.Context) {
+	job, err := v.Jobs.Get(c, c.Param("job_id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, job)
+}
+
+type jobIDRequest struct {
+	JobID string `json:"job_id"`
+}
+
+func (r jobIDRequest) check() error {
+	if r.JobID == "" {
+		return badInput("job_id: required")
+	}
+	return nil
+}
+
+func (v *ViewRoutes) describeJob(c *gin.Context) {
+	var req jobIDRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	if err := req.check(); err != nil {
+		fail(c, err)
+		return
+	}
+	job, err := v.Jobs.Get(c, req.JobID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, job)
+}
+
+func (v *ViewRoutes) cancelJob(c *gin.Context) {
+	var req jobIDRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	if err := req.check(); err != nil {
+		fail(c, err)
+		return
+	}
+	job, err := v.Jobs.Cancel(c, req.JobID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, job)
+}
+
+func (v *ViewRoutes) listJobs(c *gin.Context) {
+	var req struct {
+		View      string `json:"view"`
+		State     string `json:"state"`
+		PageToken string `json:"page_token"`
+		Limit     *int64 `json:"limit"`
+	}
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	f := jobs.ListFilter{State: strings.ToUpper(req.State), PageToken: req.PageToken}
+	if req.View != "" {
+		id, err := table.ParseID(req.View, c.Query("delimiter"))
+		if err != nil {
+			fail(c, badInput("view: %v", err))
+			return
+		}
+		f.View = id
+	}
+	if req.Limit != nil {
+		if *req.Limit <= 0 || *req.Limit > 1000 {
+			fail(c, badInput("limit: must be between 1 and 1000 (got %d)", *req.Limit))
+			return
+		}
+		f.Limit = int(*req.Limit)
+	}
+	list, next, err := v.Jobs.List(c, f)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	resp := gin.H{"jobs": list}
+	if next != "" {
+		resp["page_token"] = next
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+// jobEvents streams the job's events as server-sent events, ending after
+// a terminal state. Last-Event-ID resumes.
+func (v *ViewRoutes) jobEvents(c *gin.Context) {
+	id := c.Param("job_id")
+	if _, err := v.Jobs.Get(c, id); err != nil {
+		fail(c, err)
+		return
+	}
+	c.Header("Content-Type", "text/event-stream")
+	c.Header("Cache-Control", "no-cache")
+	c.Header("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	c.Writer.Flush()
+	_ = v.Jobs.Events(c.Request.Context(), id, c.GetHeader("Last-Event-ID"), func(e jobs.Event) error {
+		data, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(c.Writer, "id: %s\nevent: %s\ndata: %s\n\n", e.ID, e.Type, data); err != nil {
+			return err
+		}
+		c.Writer.Flush()
+		return nil
+	})
+}

@@ -1,0 +1,338 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// engine is what the orchestrator needs of *refresh.Engine. Tests wrap the
+// real engine to watch or pace it.
+type engine interface {
+	Prepare(ctx context.Context, id []string, opts *refresh.Options) error
+	Plan(ctx context.Context, id []string, jobID string, opts refresh.Options) (*refresh.Plan, error)
+	Expand(ctx context.Context, plan *refresh.Plan, index int) (refresh.ItemResult, error)
+	Commit(ctx context.Context, plan *refresh.Plan, results []refresh.ItemResult) (refresh.Result, error)
+	Discard(ctx context.Context, plan *refresh.Plan) error
+}
+
+var _ engine = (*refresh.Engine)(nil)
+
+// Client is the API side of refresh jobs: submit, inspect, cancel, follow.
+// It is safe for concurrent use.
+type Client struct {
+	st  *store
+	enq *asynq.Client
+	eng engine
+	log *slog.Logger
+}
+
+// NewClient returns a client that keeps job records in rdb, enqueues tasks
+// through conn and validates requests with eng. Close closes what it opened
+// from conn; rdb stays the caller's.
+func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.Engine) *Client {
+	return newClient(rdb, conn, eng)
+}
+
+func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine) *Client {
+	return &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default()}
+}
+
+// Close releases the client's asynq connection.
+func (c *Client) Close() error { return c.enq.Close() }
+
+// Ping checks that Redis answers (for readiness).
+func (c *Client) Ping(ctx context.Context) error {
+	if err := c.st.rdb.Ping(ctx).Err(); err != nil {
+		return redisErr("ping", err)
+	}
+	return nil
+}
+
+type headersKey struct{}
+
+// WithTaskHeaders returns a context whose Submit passes h as the headers of
+// the job's plan task; workers copy a task's headers to the tasks it
+// enqueues (trace context travels this way).
+func WithTaskHeaders(ctx context.Context, h map[string]string) context.Context {
+	return context.WithValue(ctx, headersKey{}, h)
+}
+
+func taskHeaders(ctx context.Context) map[string]string {
+	h, _ := ctx.Value(headersKey{}).(map[string]string)
+	return h
+}
+
+// Submit validates a refresh of view, records it as a PENDING job and
+// enqueues its plan. It returns at once. Errors: the engine's validation
+// errors; CodeInvalidInput when no live worker serves the cluster;
+// CodeServiceUnavailable when Redis fails.
+func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options) (*Job, error) {
+	if err := c.eng.Prepare(ctx, view, &opts); err != nil {
+		return nil, err
+	}
+	if opts.Cluster == "" {
+		opts.Cluster = "default"
+	}
+	n, err := c.st.liveWorkers(ctx, opts.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return nil, table.Errorf(table.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
+	}
+	uid, err := uuid.NewV7()
+	if err != nil {
+		return nil, &table.Error{Code: table.CodeInternal, Message: "job id", Err: err}
+	}
+	now := time.Now().UTC()
+	j := &Job{
+		ID: uid.String(), Type: JobTypeRefresh, View: table.JoinID(view), State: StatePending,
+		CreatedAt: now, Request: opts, Cluster: opts.Cluster, ManifestChecksum: opts.ManifestChecksum,
+		viewID: append([]string(nil), view...),
+	}
+	viewID, _ := json.Marshal(j.viewID)
+	req, err := json.Marshal(opts)
+	if err != nil {
+		return nil, &table.Error{Code: table.CodeInternal, Message: "encode request", Err: err}
+	}
+	c.trimIndexes(ctx, j.View, now)
+	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.View), viewQueueKey(j.View)}
+	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted",
+		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
+		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
+		fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
+	if err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Err(); err != nil {
+		return nil, redisErr("create job", err)
+	}
+	task, err := NewPlanTask(j.ID, j.Cluster, taskHeaders(ctx))
+	if err == nil {
+		err = enqueue(ctx, c.enq, task)
+	}
+	if err != nil {
+		// The job must not sit at the head of its view's queue with no
+		// plan task to run it.
+		_, ferr := c.st.fail(context.WithoutCancel(ctx), j,
+			Failure{Message: "could not enqueue the plan task", Retryable: true}, 0)
+		if ferr != nil {
+			c.log.Error("jobs: job left pending without a plan task", "job_id", j.ID, "err", ferr)
+		}
+		return nil, redisErr("enqueue plan", err)
+	}
+	return j, nil
+}
+
+// trimIndexes drops index entries of jobs created more than a day past the
+// retention ago (ids are UUIDv7, so their text sorts by creation time).
+// Records expire on their own; List skips entries whose record is gone.
+func (c *Client) trimIndexes(ctx context.Context, view string, now time.Time) {
+	ms := now.Add(-JobRetention - 24*time.Hour).UnixMilli()
+	bound := fmt.Sprintf("(%08x-%04x", uint64(ms)>>16, uint64(ms)&0xffff)
+	c.st.rdb.ZRemRangeByLex(ctx, allJobsKey, "-", bound)
+	c.st.rdb.ZRemRangeByLex(ctx, viewJobsKey(view), "-", bound)
+}
+
+// Get returns a job; an unknown (or expired) one is CodeTransactionNotFound.
+func (c *Client) Get(ctx context.Context, jobID string) (*Job, error) {
+	return c.st.job(ctx, jobID)
+}
+
+// List limits.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+)
+
+// ListFilter selects jobs for List. View nil: all views. State "": all
+// states. PageToken is the token a previous page returned. Limit 0 means
+// DefaultListLimit; more than MaxListLimit is cut to it.
+type ListFilter struct {
+	View      []string
+	State     string
+	PageToken string
+	Limit     int
+}
+
+// List returns jobs newest first and the token of the next page ("" when
+// this page is the last).
+func (c *Client) List(ctx context.Context, f ListFilter) ([]*Job, string, error) {
+	limit := f.Limit
+	switch {
+	case limit < 0:
+		return nil, "", table.Errorf(table.CodeInvalidInput, "limit %d: must not be negative", limit)
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit > MaxListLimit:
+		limit = MaxListLimit
+	}
+	state := strings.ToUpper(f.State)
+	switch state {
+	case "", StatePending, StateRunning, StateDone, StateFailed, StateCancelled:
+	default:
+		return nil, "", table.Errorf(table.CodeInvalidInput, "state %q: want PENDING, RUNNING, DONE, FAILED or CANCELLED", f.State)
+	}
+	if strings.ContainsAny(f.PageToken, " \t\r\n") {
+		return nil, "", table.Errorf(table.CodeInvalidInput, "page token %q is not one List returned", f.PageToken)
+	}
+	key := allJobsKey
+	if f.View != nil {
+		key = viewJobsKey(table.JoinID(f.View))
+	}
+	max := "+"
+	if f.PageToken != "" {
+		max = "(" + f.PageToken
+	}
+	batch := int64(limit + 1)
+	var out []*Job
+	for len(out) <= limit {
+		ids, err := c.st.rdb.ZRevRangeByLex(ctx, key, &redis.ZRangeBy{Max: max, Min: "-", Count: batch}).Result()
+		if err != nil {
+			return nil, "", redisErr("list jobs", err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		cmds := make([]*redis.MapStringStringCmd, len(ids))
+		if _, err := c.st.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				cmds[i] = p.HGetAll(ctx, jobKey(id))
+			}
+			return nil
+		}); err != nil {
+			return nil, "", redisErr("list jobs", err)
+		}
+		for i, cmd := range cmds {
+			m := cmd.Val()
+			if len(m) == 0 {
+				c.st.rdb.ZRem(ctx, key, ids[i]) // expired record
+				continue
+			}
+			j, err := decodeJob(m)
+			if err != nil {
+				return nil, "", err
+			}
+			if state != "" && j.State != state {
+				continue
+			}
+			if out = append(out, j); len(out) > limit {
+				break
+			}
+		}
+		if int64(len(ids)) < batch {
+			break
+		}
+		max = "(" + ids[len(ids)-1]
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	return out, next, nil
+}
+
+// Cancel stops a job that is PENDING or RUNNING and not yet committing: it
+// flips the record to CANCELLED, leaves the view's queue and discards
+// staged output (workers discard again as they notice). A terminal or
+// committing job is CodeInvalidTableState (409).
+func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {
+	j, err := c.st.job(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.st.finish(ctx, j, StateCancelled, []string{StatePending, StateRunning}, PhaseCommitting, "cancelled")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.code == -1:
+		return nil, notFound(jobID)
+	case r.code == 0 && Terminal(r.state):
+		return nil, table.Errorf(table.CodeInvalidTableState, "job %s is %s and can no longer be cancelled", jobID, r.state)
+	case r.code == 0:
+		return nil, table.Errorf(table.CodeInvalidTableState, "job %s is committing and can no longer be cancelled", jobID)
+	}
+	if plan, err := c.st.plan(ctx, jobID); err == nil && plan != nil {
+		if err := c.eng.Discard(ctx, plan); err != nil {
+			c.log.Warn("jobs: discard after cancel failed; workers will retry", "job_id", jobID, "err", err)
+		}
+	}
+	return c.st.job(ctx, jobID)
+}
+
+// eventsBlock is how long one read of the event stream waits.
+const eventsBlock = time.Second
+
+// Events calls fn with the job's events in order, from the start of the
+// stream (or after lastID), and waits for more until a terminal event
+// (which fn sees) or the end of ctx. It returns nil after the terminal
+// event, fn's error if fn fails, ctx.Err() when ctx ends first, and
+// CodeTransactionNotFound for an unknown job. Streams keep about the last
+// 1000 events.
+func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event) error) error {
+	if _, err := c.st.job(ctx, jobID); err != nil {
+		return err
+	}
+	if lastID == "" {
+		lastID = "0"
+	}
+	key := eventsKey(jobID)
+	deliver := func(msgs []redis.XMessage) (bool, error) {
+		for _, m := range msgs {
+			ev := decodeEvent(jobID, m.ID, m.Values)
+			if err := fn(ev); err != nil {
+				return true, err
+			}
+			lastID = m.ID
+			if ev.Terminal() {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := c.st.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, lastID}, Count: 100, Block: eventsBlock}).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			// Nothing new: stop if the job has ended (its terminal event
+			// is written with the state, so one more read finds it).
+			st, err := c.st.state(ctx, jobID)
+			if err != nil {
+				return redisErr("read job", err)
+			}
+			if st != "" && !Terminal(st) {
+				continue
+			}
+			msgs, err := c.st.rdb.XRange(ctx, key, "("+lastID, "+").Result()
+			if err != nil {
+				return redisErr("read events", err)
+			}
+			_, err = deliver(msgs)
+			return err
+		case err != nil:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return redisErr("read events", err)
+		}
+		for _, s := range res {
+			if stop, err := deliver(s.Messages); stop || err != nil {
+				return err
+			}
+		}
+	}
+}

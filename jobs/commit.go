@@ -1,0 +1,108 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/mvq-dev/mvq/refresh"
+)
+
+// TypeCommit is the task that commits a refresh job.
+const TypeCommit = "refresh:commit"
+
+// CommitPayload is the commit task's payload.
+type CommitPayload struct {
+	JobID string `json:"job_id"`
+}
+
+// NewCommitTask returns the commit task of a job (task ID "commit:"+jobID)
+// for the cluster's queue.
+func NewCommitTask(jobID, cluster string, headers map[string]string) (*asynq.Task, error) {
+	b, err := json.Marshal(CommitPayload{JobID: jobID})
+	if err != nil {
+		return nil, err
+	}
+	return asynq.NewTaskWithHeaders(TypeCommit, b, headers, taskOptions(cluster, "commit:"+jobID)...), nil
+}
+
+func (s *Server) enqueueCommit(ctx context.Context, j *Job, headers map[string]string) error {
+	t, err := NewCommitTask(j.ID, j.Cluster, headers)
+	if err != nil {
+		return err
+	}
+	if err := enqueue(ctx, s.enq, t); err != nil {
+		return fmt.Errorf("enqueue commit of job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// handleCommit claims the commit (from then on the job cannot be
+// cancelled), commits the view through the engine (idempotent per job),
+// then marks the job DONE, which also frees the view for the next job,
+// whose plan task is already retrying.
+func (s *Server) handleCommit(ctx context.Context, t *asynq.Task) error {
+	var p CommitPayload
+	if err := decodePayload(t, &p); err != nil {
+		return err
+	}
+	j, err := s.loadJob(ctx, p.JobID)
+	if err != nil {
+		return err
+	}
+	switch j.State {
+	case StateDone:
+		return nil
+	case StateCancelled, StateFailed:
+		s.stopped(ctx, j.ID)
+		return nil
+	case StatePending:
+		return fmt.Errorf("job %s: commit before plan", j.ID)
+	}
+	plan, err := s.loadPlan(ctx, j.ID)
+	if err != nil {
+		return err
+	}
+	if plan == nil {
+		return fmt.Errorf("job %s: commit before its plan was stored", j.ID)
+	}
+	n := itemCount(plan)
+	rs, err := s.st.results(ctx, j.ID, n)
+	if err != nil {
+		return err
+	}
+	for i, r := range rs {
+		if r == nil {
+			return fmt.Errorf("job %s: commit before work item %d is done", j.ID, i)
+		}
+	}
+	r, err := s.st.transition(ctx, j, transition{
+		from: []string{StateRunning}, event: EventPhase, message: "committing",
+		set: []string{fPhase, PhaseCommitting},
+	})
+	if err != nil {
+		return err
+	}
+	if !r.applied() {
+		if Terminal(r.state) {
+			s.stopped(context.WithoutCancel(ctx), j.ID)
+		}
+		return nil
+	}
+	res, err := protect(func() (refresh.Result, error) { return s.eng.Commit(ctx, plan, sortedResults(rs)) })
+	if err != nil {
+		return s.settle(ctx, j, PhaseCommitting, err, 0)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	msg := fmt.Sprintf("done: %s refresh of source version %d, view version %d, %d rows added, %d removed",
+		res.Mode, res.SourceVersion, res.ViewVersion, res.RowsAdded, res.RowsRemoved)
+	if _, err := s.st.finish(context.WithoutCancel(ctx), j, StateDone, []string{StateRunning}, "", msg, fResult, string(b)); err != nil {
+		return err // the retried commit finds its version and succeeds
+	}
+	return nil
+}

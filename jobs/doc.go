@@ -1,0 +1,57 @@
+// Package jobs runs refreshes of materialized views as asynchronous jobs on
+// asynq and Redis. The API side (Client) validates a request, writes a job
+// record and enqueues the job's plan task; the worker side (Server) runs
+// three task types, one file each:
+//
+//   - plan (plan.go): waits for the job's turn on its view (one running
+//     refresh per view, first come first served), asks the engine for a
+//     plan, stores it and releases the first Concurrency work items.
+//   - workitem (workitem.go): expands one work item. Finishing an item
+//     records its result and releases the next unreleased item, so at most
+//     Concurrency items of a job are released and not yet done, whatever
+//     the number of workers. The last item enqueues the commit.
+//   - commit (commit.go): claims the commit (after which the job can no
+//     longer be cancelled), commits the view version, marks the job DONE and
+//     frees the view for the next job.
+//
+// Every task is safe to run more than once: asynq delivers at least once,
+// and a task of a killed worker runs again once its lease expires. Task IDs
+// ("plan:"+job, "item:"+job+":"+index, "commit:"+job) make re-enqueueing a
+// no-op while the task exists; the per-item completion in Redis is
+// idempotent (a second completion of an item changes nothing and hands
+// back the successor the first one released); the engine's Expand and
+// Commit are idempotent.
+//
+// # Redis layout
+//
+// All keys start with "mvq:". Times are RFC 3339 strings with nanoseconds.
+//
+//	mvq:job:{id}               hash   the job record (fields of Job, plus the
+//	                                  dispatch counter "released")
+//	mvq:job:{id}:events        stream the job's events (MAXLEN ~1000)
+//	mvq:job:{id}:plan          string the plan JSON (written once, SET NX)
+//	mvq:job:{id}:results       hash   item index -> ItemResult JSON (done items)
+//	mvq:job:{id}:succ          hash   item index -> index its completion
+//	                                  released (-1: none)
+//	mvq:job:{id}:active        hash   item index -> 1 while its handler runs
+//	                                  (its size is the running count whose
+//	                                  peak is progress.max_running)
+//	mvq:jobs                   zset   all job ids, score 0, newest last by
+//	                                  lexical order (ids are UUIDv7)
+//	mvq:view:{view}:jobs       zset   the same, per view ({view} joined with "$")
+//	mvq:view:{view}:queue      list   FIFO of the view's unfinished jobs; the
+//	                                  head is the one allowed to run
+//	mvq:cluster:{name}:workers zset   live worker ids -> heartbeat expiry
+//	                                  (unix ms); the key itself expires
+//	                                  when heartbeats stop
+//
+// A terminal job's record and events expire after JobRetention; its plan,
+// results, succ and active keys after DispatchRetention.
+//
+// asynq queues are "mvq:"+cluster. State changes are Lua scripts that
+// check the current state, write the change and append its event in one
+// step, so a job never shows a state without its event, cancel and the
+// commit claim cannot both win, and a completion is counted once. The
+// scripts touch keys they compute, so they need a single Redis (or a
+// replica set), not Redis Cluster.
+package jobs

@@ -1,0 +1,104 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/mvq-dev/mvq/refresh"
+)
+
+// TypePlan is the task that plans a refresh job.
+const TypePlan = "refresh:plan"
+
+// PlanPayload is the plan task's payload.
+type PlanPayload struct {
+	JobID string `json:"job_id"`
+}
+
+// NewPlanTask returns the plan task of a job (task ID "plan:"+jobID) for the
+// cluster's queue.
+func NewPlanTask(jobID, cluster string, headers map[string]string) (*asynq.Task, error) {
+	b, err := json.Marshal(PlanPayload{JobID: jobID})
+	if err != nil {
+		return nil, err
+	}
+	return asynq.NewTaskWithHeaders(TypePlan, b, headers, taskOptions(cluster, "plan:"+jobID)...), nil
+}
+
+// handlePlan waits for the job's turn on its view (returning errWaitTurn,
+// which asynq retries soon without counting), moves the job to RUNNING,
+// plans it once (a retried plan reuses the stored plan), starts the
+// dispatch and enqueues the first Concurrency work items, or the commit
+// when there is nothing to expand.
+func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
+	var p PlanPayload
+	if err := decodePayload(t, &p); err != nil {
+		return err
+	}
+	j, err := s.loadJob(ctx, p.JobID)
+	if err != nil {
+		return err
+	}
+	if j.State != StatePending && j.State != StateRunning {
+		return nil
+	}
+	switch turn, err := s.st.acquire(ctx, j); {
+	case err != nil:
+		return err
+	case turn == "gone":
+		return nil
+	case turn == "wait":
+		return errWaitTurn
+	}
+	r, err := s.st.transition(ctx, j, transition{
+		from: []string{StatePending}, event: EventState, message: "started on worker " + s.id,
+		set: []string{fState, StateRunning, fPhase, PhasePlanning, fStarted, formatTime(time.Now())},
+	})
+	if err != nil {
+		return err
+	}
+	if !r.applied() && r.state != StateRunning {
+		return nil // cancelled meanwhile
+	}
+	wctx, stop := s.watch(ctx, j.ID)
+	defer stop()
+	plan, err := s.loadPlan(wctx, j.ID)
+	if err != nil {
+		return err
+	}
+	if plan == nil {
+		plan, err = protect(func() (*refresh.Plan, error) { return s.eng.Plan(wctx, j.viewID, j.ID, j.Request) })
+		if err != nil {
+			return s.settle(wctx, j, PhasePlanning, err, 0)
+		}
+		if plan.JobID == "" {
+			plan.JobID = j.ID
+		}
+		if plan, err = s.st.savePlan(ctx, plan); err != nil {
+			return err
+		}
+		s.plans.put(j.ID, plan)
+	}
+	total := itemCount(plan)
+	first := min(max(j.Request.Concurrency, 1), total)
+	ok, err := s.st.startDispatch(ctx, j.ID, total, first)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		s.stopped(context.WithoutCancel(ctx), j.ID)
+		return nil
+	}
+	if total == 0 {
+		return s.enqueueCommit(ctx, j, t.Headers())
+	}
+	for i := range first {
+		if err := s.enqueueItem(ctx, j, i, t.Headers()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

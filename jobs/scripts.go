@@ -1,0 +1,170 @@
+package jobs
+
+import "github.com/redis/go-redis/v9"
+
+// luaEmit appends an event to a job's stream, with the job's state, phase
+// and progress as they are after the change the script made.
+const luaEmit = `
+local function emit(jk, ek, typ, msg, now, maxlen)
+  local f = redis.call('HMGET', jk, 'state', 'phase', 'items_total', 'items_done', 'items_failed', 'rows_read', 'rows_written', 'max_running')
+  local v = {}
+  for i = 1, 8 do v[i] = f[i] or '' end
+  return redis.call('XADD', ek, 'MAXLEN', '~', maxlen, '*',
+    'type', typ, 'state', v[1], 'phase', v[2], 'message', msg, 'time', now,
+    'items_total', v[3], 'items_done', v[4], 'items_failed', v[5],
+    'rows_read', v[6], 'rows_written', v[7], 'max_running', v[8])
+end
+`
+
+// scriptCreate writes a new job record, indexes it, joins the view's FIFO
+// and appends the first event. It returns 0 when the record exists.
+//
+// KEYS: job, events, all-jobs index, view index, view queue.
+// ARGV: id, now, maxlen, message, then field/value pairs.
+var scriptCreate = redis.NewScript(luaEmit + `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1]) end
+redis.call('ZADD', KEYS[3], 0, ARGV[1])
+redis.call('ZADD', KEYS[4], 0, ARGV[1])
+redis.call('RPUSH', KEYS[5], ARGV[1])
+emit(KEYS[1], KEYS[2], 'state', ARGV[4], ARGV[2], ARGV[3])
+return 1
+`)
+
+// scriptTransition changes a job record when its state is one of the
+// allowed ones and its phase is not the forbidden one, and appends an
+// event. A field name starting with "+" is incremented by its value. A
+// terminal change (job TTL > 0) also removes the job from its view queue
+// and sets the TTLs.
+//
+// KEYS: job, events, view queue, then dispatch keys to expire.
+// ARGV: allowed states "|A|B|", forbidden phase (or ""), event type (or ""
+// for none), message, now, maxlen, job TTL seconds (0: not terminal),
+// dispatch TTL seconds, job id, then field/value pairs.
+//
+// Returns {code, state, phase} with the state and phase after the call;
+// code -1: no such job, 0: refused, 1: changed, 2: already so (no event).
+var scriptTransition = redis.NewScript(luaEmit + `
+local cur = redis.call('HMGET', KEYS[1], 'state', 'phase')
+if not cur[1] then return {-1, '', ''} end
+local phase = cur[2] or ''
+if not string.find(ARGV[1], '|' .. cur[1] .. '|', 1, true) or (ARGV[2] ~= '' and phase == ARGV[2]) then
+  return {0, cur[1], phase}
+end
+local same = true
+for i = 10, #ARGV, 2 do
+  local k = ARGV[i]
+  if string.sub(k, 1, 1) == '+' then
+    same = false
+  elseif redis.call('HGET', KEYS[1], k) ~= ARGV[i+1] then
+    same = false
+  end
+end
+if same then return {2, cur[1], phase} end
+for i = 10, #ARGV, 2 do
+  local k = ARGV[i]
+  if string.sub(k, 1, 1) == '+' then
+    redis.call('HINCRBY', KEYS[1], string.sub(k, 2), ARGV[i+1])
+  else
+    redis.call('HSET', KEYS[1], k, ARGV[i+1])
+  end
+end
+if ARGV[3] ~= '' then emit(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]) end
+if tonumber(ARGV[7]) > 0 then
+  redis.call('LREM', KEYS[3], 0, ARGV[9])
+  redis.call('EXPIRE', KEYS[1], ARGV[7])
+  redis.call('EXPIRE', KEYS[2], ARGV[7])
+  for i = 4, #KEYS do redis.call('EXPIRE', KEYS[i], ARGV[8]) end
+end
+local now = redis.call('HMGET', KEYS[1], 'state', 'phase')
+return {1, now[1], now[2] or ''}
+`)
+
+// scriptAcquire decides whether a job may run on its view: it may when it
+// is at the head of the view's FIFO. Heads that are finished (or whose
+// record is gone) are popped; a live job missing from the queue joins it.
+//
+// KEYS: view queue, job. ARGV: job id, job key prefix.
+// Returns "head", "wait" or "gone" (the job is terminal or unknown).
+var scriptAcquire = redis.NewScript(`
+local st = redis.call('HGET', KEYS[2], 'state')
+if st ~= 'PENDING' and st ~= 'RUNNING' then return 'gone' end
+for i = 1, 10000 do
+  local head = redis.call('LINDEX', KEYS[1], 0)
+  if not head then
+    redis.call('RPUSH', KEYS[1], ARGV[1])
+  elseif head == ARGV[1] then
+    return 'head'
+  else
+    local hs = redis.call('HGET', ARGV[2] .. head, 'state')
+    if hs == 'PENDING' or hs == 'RUNNING' then
+      if not redis.call('LPOS', KEYS[1], ARGV[1]) then redis.call('RPUSH', KEYS[1], ARGV[1]) end
+      return 'wait'
+    end
+    redis.call('LPOP', KEYS[1])
+  end
+end
+return 'wait'
+`)
+
+// scriptDispatch starts a planned job's dispatch once: it records the item
+// count and the first release and moves the job to phase expanding.
+//
+// KEYS: job, events. ARGV: total, first release, now, maxlen.
+// Returns 1 when the job is RUNNING (dispatch started now or before), 0
+// when it is not.
+var scriptDispatch = redis.NewScript(luaEmit + `
+if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return 0 end
+if redis.call('HSETNX', KEYS[1], 'released', ARGV[2]) == 1 then
+  redis.call('HSET', KEYS[1], 'items_total', ARGV[1], 'phase', 'expanding')
+  emit(KEYS[1], KEYS[2], 'phase', 'planned ' .. ARGV[1] .. ' work items', ARGV[3], ARGV[4])
+end
+return 1
+`)
+
+// scriptStartItem marks an item running and tracks the peak number of
+// running items.
+//
+// KEYS: job, results, active. ARGV: index.
+// Returns 1 (running), 0 (the item is already done) or -1 (the job is not
+// RUNNING).
+var scriptStartItem = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return -1 end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[3], ARGV[1], 1)
+local n = redis.call('HLEN', KEYS[3])
+if n > tonumber(redis.call('HGET', KEYS[1], 'max_running') or '0') then
+  redis.call('HSET', KEYS[1], 'max_running', n)
+end
+return 1
+`)
+
+// scriptCompleteItem records a finished item once and releases the next
+// unreleased item. A repeated completion changes nothing and returns what
+// the first one released.
+//
+// KEYS: job, events, results, succ, active.
+// ARGV: index, result JSON, rows read, rows written, now, maxlen.
+// Returns {code, released index (-1: none), items done}; code 1: recorded
+// now, 0: recorded before, -1: the job is not RUNNING (nothing recorded).
+var scriptCompleteItem = redis.NewScript(luaEmit + `
+redis.call('HDEL', KEYS[5], ARGV[1])
+if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return {-1, -1, 0} end
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+  return {0, tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '-1'), redis.call('HLEN', KEYS[3])}
+end
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'items_done', 1)
+redis.call('HINCRBY', KEYS[1], 'rows_read', ARGV[3])
+redis.call('HINCRBY', KEYS[1], 'rows_written', ARGV[4])
+local total = tonumber(redis.call('HGET', KEYS[1], 'items_total') or '0')
+local released = tonumber(redis.call('HGET', KEYS[1], 'released') or '0')
+local nxt = -1
+if released < total then
+  nxt = released
+  redis.call('HSET', KEYS[1], 'released', released + 1)
+end
+redis.call('HSET', KEYS[4], ARGV[1], nxt)
+emit(KEYS[1], KEYS[2], 'progress', 'work item ' .. ARGV[1] .. ' done', ARGV[5], ARGV[6])
+return {1, nxt, redis.call('HLEN', KEYS[3])}
+`)

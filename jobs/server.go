@@ -1,0 +1,508 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Task settings.
+const (
+	taskMaxRetry = 5
+	// taskTimeout bounds one attempt of any task; handlers honour ctx.
+	taskTimeout = 30 * time.Minute
+	// waitRetryDelay paces a plan task waiting for its view's turn. asynq
+	// schedules retries at whole seconds, so the real wait is up to ~1s.
+	waitRetryDelay = 200 * time.Millisecond
+	// heartbeatTTL and heartbeatEvery: a worker's cluster registration.
+	heartbeatTTL   = 15 * time.Second
+	heartbeatEvery = 5 * time.Second
+	// cancelPoll is how often a running task checks that its job is live.
+	cancelPoll = 250 * time.Millisecond
+)
+
+// errWaitTurn is a plan's answer while an earlier job of its view runs. It
+// is not a failure: asynq retries it soon without counting a retry.
+var errWaitTurn = errors.New("jobs: an earlier refresh of the view is still running")
+
+// errJobStopped is the cause of a task context cancelled because its job
+// was cancelled or failed elsewhere.
+var errJobStopped = errors.New("jobs: job cancelled or failed")
+
+// ServerConfig configures a worker.
+type ServerConfig struct {
+	Redis asynq.RedisConnOpt // queues (required)
+	// RDB holds job records; nil: one is made from Redis and closed by
+	// Shutdown.
+	RDB      redis.UniversalClient
+	Engine   *refresh.Engine // required
+	Clusters []string        // clusters served; default ["default"]
+	// Concurrency is the number of tasks run at once; default 8.
+	Concurrency int
+	// ShutdownTimeout is how long Shutdown waits for running tasks before
+	// handing them back to the queue; default 8s.
+	ShutdownTimeout time.Duration
+	Logger          *slog.Logger // default slog.Default()
+
+	engine engine // tests: replaces Engine
+}
+
+// Server is a worker: it runs the plan, workitem and commit tasks of the
+// clusters it serves.
+type Server struct {
+	id     string
+	cfg    ServerConfig
+	eng    engine
+	st     *store
+	ownRDB bool
+	srv    *asynq.Server
+	enq    *asynq.Client
+	log    *slog.Logger
+	plans  planCache
+	queues map[string]int
+
+	stopHB   chan struct{}
+	hbDone   chan struct{}
+	shutdown sync.Once
+}
+
+// NewServer checks cfg and builds a worker; Start runs it.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Redis == nil {
+		return nil, errors.New("jobs: ServerConfig.Redis is required")
+	}
+	eng := cfg.engine
+	if eng == nil {
+		if cfg.Engine == nil {
+			return nil, errors.New("jobs: ServerConfig.Engine is required")
+		}
+		eng = cfg.Engine
+	}
+	if len(cfg.Clusters) == 0 {
+		cfg.Clusters = []string{"default"}
+	}
+	queues := map[string]int{}
+	for _, c := range cfg.Clusters {
+		if strings.TrimSpace(c) == "" || c != strings.TrimSpace(c) {
+			return nil, fmt.Errorf("jobs: cluster name %q is empty or has surrounding spaces", c)
+		}
+		queues[QueueName(c)] = 1
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, plans: planCache{m: map[string]*refresh.Plan{}}}
+	host, _ := os.Hostname()
+	s.id = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), uuid.NewString()[:8])
+	rdb := cfg.RDB
+	if rdb == nil {
+		c, ok := cfg.Redis.MakeRedisClient().(redis.UniversalClient)
+		if !ok {
+			return nil, fmt.Errorf("jobs: unsupported RedisConnOpt %T", cfg.Redis)
+		}
+		rdb, s.ownRDB = c, true
+	}
+	s.st = &store{rdb: rdb}
+	s.enq = asynq.NewClient(cfg.Redis)
+	s.queues = queues
+	return s, nil
+}
+
+// ID is the worker's id in the cluster registry.
+func (s *Server) ID() string { return s.id }
+
+func (s *Server) mux() *asynq.ServeMux {
+	m := asynq.NewServeMux()
+	m.Use(s.logging, recovery(s.log))
+	m.HandleFunc(TypePlan, s.handlePlan)
+	m.HandleFunc(TypeWorkItem, s.handleWorkItem)
+	m.HandleFunc(TypeCommit, s.handleCommit)
+	return m
+}
+
+// Start registers the worker for its clusters (so Submit accepts them) and
+// starts processing. It returns once both are under way.
+func (s *Server) Start() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.st.heartbeat(ctx, s.id, s.cfg.Clusters, heartbeatTTL); err != nil {
+		return fmt.Errorf("jobs: register worker: %w", err)
+	}
+	// The asynq server is made here: one never started could not be
+	// closed.
+	s.srv = asynq.NewServer(s.cfg.Redis, asynq.Config{
+		Concurrency:              s.cfg.Concurrency,
+		Queues:                   s.queues,
+		RetryDelayFunc:           retryDelay,
+		IsFailure:                isFailure,
+		DelayedTaskCheckInterval: 100 * time.Millisecond,
+		TaskCheckInterval:        200 * time.Millisecond,
+		ShutdownTimeout:          s.cfg.ShutdownTimeout,
+		Logger:                   asynqLogger{s.log},
+		LogLevel:                 asynq.WarnLevel,
+	})
+	if err := s.srv.Start(s.mux()); err != nil {
+		_ = s.st.unregister(ctx, s.id, s.cfg.Clusters)
+		return fmt.Errorf("jobs: start worker: %w", err)
+	}
+	s.stopHB, s.hbDone = make(chan struct{}), make(chan struct{})
+	go s.heartbeats()
+	return nil
+}
+
+func (s *Server) heartbeats() {
+	defer close(s.hbDone)
+	t := time.NewTicker(heartbeatEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopHB:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), heartbeatEvery)
+			if err := s.st.heartbeat(ctx, s.id, s.cfg.Clusters, heartbeatTTL); err != nil {
+				s.log.Warn("jobs: worker heartbeat failed", "worker", s.id, "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// Shutdown stops heartbeats and leaves the registry, then stops asynq:
+// running tasks get ShutdownTimeout to finish before they go back to their
+// queue. It is safe to call more than once.
+func (s *Server) Shutdown() {
+	s.shutdown.Do(func() {
+		if s.stopHB != nil {
+			close(s.stopHB)
+			<-s.hbDone
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.st.unregister(ctx, s.id, s.cfg.Clusters); err != nil {
+			s.log.Warn("jobs: leave worker registry", "worker", s.id, "err", err)
+		}
+		cancel()
+		if s.srv != nil {
+			s.srv.Shutdown()
+		}
+		_ = s.enq.Close()
+		if s.ownRDB {
+			_ = s.st.rdb.Close()
+		}
+	})
+}
+
+func retryDelay(n int, err error, _ *asynq.Task) time.Duration {
+	if errors.Is(err, errWaitTurn) {
+		return waitRetryDelay
+	}
+	return time.Second << min(n, 6) // 1s, 2s, 4s ... 64s
+}
+
+// isFailure: waiting for the view's turn is not a failure, nor is a lease
+// lost to a killed or partitioned worker (a redeploy must not use up a
+// task's retries). A task that kills its worker every time is therefore
+// retried without end; the task timeout still bounds each attempt.
+func isFailure(err error) bool {
+	return err != nil && !errors.Is(err, errWaitTurn) && !errors.Is(err, asynq.ErrLeaseExpired)
+}
+
+// permanent reports whether retrying err cannot help: it wraps SkipRetry,
+// or it carries a table code other than internal, unavailable and
+// concurrent modification.
+func permanent(err error) bool {
+	if errors.Is(err, asynq.SkipRetry) {
+		return true
+	}
+	var te *table.Error
+	if !errors.As(err, &te) {
+		return false
+	}
+	switch te.Code {
+	case table.CodeInternal, table.CodeServiceUnavailable, table.CodeConcurrentModification:
+		return false
+	}
+	return true
+}
+
+// lastAttempt reports whether asynq will not retry the running task.
+func lastAttempt(ctx context.Context) bool {
+	n, ok1 := asynq.GetRetryCount(ctx)
+	max, ok2 := asynq.GetMaxRetry(ctx)
+	return ok1 && ok2 && n >= max
+}
+
+// userMessage is what a job's failure shows: the coded message, or a
+// pointer to the logs for internal errors.
+func userMessage(err error) string {
+	if table.ErrorCode(err) == table.CodeInternal {
+		return "internal error (details in the worker log)"
+	}
+	return err.Error()
+}
+
+// protect runs an engine call, turning a panic into an internal error so
+// that it goes through the job's retry and failure rules.
+func protect[T any](fn func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &table.Error{Code: table.CodeInternal, Message: "engine panic",
+				Err: fmt.Errorf("%v\n%s", r, debug.Stack())}
+		}
+	}()
+	return fn()
+}
+
+// watch returns a context cancelled (cause errJobStopped) once the job is
+// no longer PENDING or RUNNING, and a stop func that ends the watch.
+func (s *Server) watch(ctx context.Context, jobID string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done, exited := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(cancelPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				st, err := s.st.state(ctx, jobID)
+				if err == nil && st != StatePending && st != StateRunning {
+					cancel(errJobStopped)
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() {
+			close(done)
+			<-exited
+			cancel(nil)
+		})
+	}
+}
+
+// settle turns a failed step of job j into the task's answer. If the job
+// was stopped meanwhile, the error is moot: staged output is discarded and
+// settle returns nil. A permanent error, or a transient one on the task's
+// last attempt, fails the job (discarding staged output, except after a
+// transient commit error, when the commit may have landed) and returns an
+// error wrapping SkipRetry. Any other error is returned for asynq to retry.
+func (s *Server) settle(ctx context.Context, j *Job, phase string, err error, failedItems int64) error {
+	bg := context.WithoutCancel(ctx)
+	if errors.Is(context.Cause(ctx), errJobStopped) {
+		s.stopped(bg, j.ID)
+		return nil
+	}
+	if st, serr := s.st.state(bg, j.ID); serr == nil && st != StatePending && st != StateRunning {
+		s.stopped(bg, j.ID)
+		return nil
+	}
+	perm := permanent(err)
+	if !perm && !lastAttempt(ctx) {
+		return err
+	}
+	f := Failure{Phase: phase, Message: userMessage(err), Retryable: !perm}
+	r, ferr := s.st.fail(bg, j, f, failedItems)
+	if ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	s.log.Warn("jobs: job failed", "job_id", j.ID, "view", j.View, "phase", phase, "retryable", !perm, "err", err)
+	if r.code == 1 && (phase != PhaseCommitting || perm) {
+		s.discard(bg, j.ID)
+	} else if r.code != 1 {
+		s.stopped(bg, j.ID)
+	}
+	return fmt.Errorf("%w: %w", asynq.SkipRetry, err)
+}
+
+// stopped cleans up after a job found CANCELLED or FAILED: it discards the
+// job's staged output, except for a job that failed while committing (the
+// commit may have landed). Discard is idempotent, so every task that finds
+// the job stopped may call it; the last one to run removes what stragglers
+// wrote.
+func (s *Server) stopped(ctx context.Context, jobID string) {
+	j, err := s.st.job(ctx, jobID)
+	if err != nil {
+		return
+	}
+	switch {
+	case j.State == StateCancelled:
+	case j.State == StateFailed && (j.Failure == nil || j.Failure.Phase != PhaseCommitting):
+	default:
+		return
+	}
+	s.discard(ctx, jobID)
+}
+
+func (s *Server) discard(ctx context.Context, jobID string) {
+	plan, err := s.loadPlan(ctx, jobID)
+	if err != nil || plan == nil {
+		return
+	}
+	if _, err := protect(func() (struct{}, error) { return struct{}{}, s.eng.Discard(ctx, plan) }); err != nil {
+		s.log.Warn("jobs: discard staged output", "job_id", jobID, "err", err)
+	}
+}
+
+// loadPlan returns the job's plan, from the cache when it is there; nil
+// when none is stored.
+func (s *Server) loadPlan(ctx context.Context, jobID string) (*refresh.Plan, error) {
+	if p := s.plans.get(jobID); p != nil {
+		return p, nil
+	}
+	p, err := s.st.plan(ctx, jobID)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	s.plans.put(jobID, p)
+	return p, nil
+}
+
+// itemCount is the number of work items a plan dispatches; a no-op plan
+// has none.
+func itemCount(p *refresh.Plan) int {
+	if p.Mode == refresh.ModeNoOp {
+		return 0
+	}
+	return len(p.Items)
+}
+
+// enqueue adds a task; one whose ID is already queued or running counts as
+// added.
+func enqueue(ctx context.Context, c *asynq.Client, t *asynq.Task) error {
+	_, err := c.EnqueueContext(ctx, t)
+	if errors.Is(err, asynq.ErrTaskIDConflict) || errors.Is(err, asynq.ErrDuplicateTask) {
+		return nil
+	}
+	return err
+}
+
+func taskOptions(cluster, taskID string) []asynq.Option {
+	return []asynq.Option{asynq.Queue(QueueName(cluster)), asynq.TaskID(taskID),
+		asynq.MaxRetry(taskMaxRetry), asynq.Timeout(taskTimeout)}
+}
+
+// decodePayload reads a task payload; a bad one can never succeed.
+func decodePayload(t *asynq.Task, v any) error {
+	if err := json.Unmarshal(t.Payload(), v); err != nil {
+		return fmt.Errorf("%s payload: %v: %w", t.Type(), err, asynq.SkipRetry)
+	}
+	return nil
+}
+
+// loadJob reads the job a task is for; a missing record ends the task.
+func (s *Server) loadJob(ctx context.Context, id string) (*Job, error) {
+	j, err := s.st.job(ctx, id)
+	if table.ErrorCode(err) == table.CodeTransactionNotFound {
+		return nil, fmt.Errorf("%w: %w", err, asynq.SkipRetry)
+	}
+	return j, err
+}
+
+// logging logs each task's outcome with its job.
+func (s *Server) logging(h asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		start := time.Now()
+		err := h.ProcessTask(ctx, t)
+		var p struct {
+			JobID string `json:"job_id"`
+			Index *int   `json:"index"`
+		}
+		_ = json.Unmarshal(t.Payload(), &p)
+		attrs := []any{"type", t.Type(), "job_id", p.JobID, "worker", s.id, "duration", time.Since(start)}
+		if p.Index != nil {
+			attrs = append(attrs, "index", *p.Index)
+		}
+		switch {
+		case err == nil:
+			s.log.Debug("jobs: task done", attrs...)
+		case errors.Is(err, errWaitTurn):
+			s.log.Debug("jobs: task waits for its view", attrs...)
+		case errors.Is(err, asynq.SkipRetry):
+			s.log.Warn("jobs: task failed for good", append(attrs, "err", err)...)
+		default:
+			n, _ := asynq.GetRetryCount(ctx)
+			s.log.Warn("jobs: task failed, will retry", append(attrs, "retried", n, "err", err)...)
+		}
+		return err
+	})
+}
+
+// recovery turns a handler panic into an error (asynq retries it).
+func recovery(log *slog.Logger) asynq.MiddlewareFunc {
+	return func(h asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					log.Error("jobs: task panicked", "type", t.Type(), "panic", r, "stack", string(debug.Stack()))
+					err = fmt.Errorf("%s: panic: %v", t.Type(), r)
+				}
+			}()
+			return h.ProcessTask(ctx, t)
+		})
+	}
+}
+
+// asynqLogger sends asynq's logs to slog.
+type asynqLogger struct{ l *slog.Logger }
+
+func (a asynqLogger) Debug(args ...any) { a.l.Debug("asynq: " + fmt.Sprint(args...)) }
+func (a asynqLogger) Info(args ...any)  { a.l.Info("asynq: " + fmt.Sprint(args...)) }
+func (a asynqLogger) Warn(args ...any)  { a.l.Warn("asynq: " + fmt.Sprint(args...)) }
+func (a asynqLogger) Error(args ...any) { a.l.Error("asynq: " + fmt.Sprint(args...)) }
+func (a asynqLogger) Fatal(args ...any) {
+	a.l.Error("asynq: " + fmt.Sprint(args...))
+	os.Exit(1)
+}
+
+// planCache keeps recently used plans (immutable once stored).
+type planCache struct {
+	mu    sync.Mutex
+	m     map[string]*refresh.Plan
+	order []string
+}
+
+const planCacheSize = 32
+
+func (c *planCache) get(id string) *refresh.Plan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[id]
+}
+
+func (c *planCache) put(id string, p *refresh.Plan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[id]; ok {
+		return
+	}
+	if len(c.order) >= planCacheSize {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.m[id] = p
+	c.order = append(c.order, id)
+}

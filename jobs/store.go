@@ -1,0 +1,331 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/table"
+)
+
+const keyPrefix = "mvq:"
+
+func jobKey(id string) string        { return keyPrefix + "job:" + id }
+func eventsKey(id string) string     { return jobKey(id) + ":events" }
+func planKey(id string) string       { return jobKey(id) + ":plan" }
+func resultsKey(id string) string    { return jobKey(id) + ":results" }
+func succKey(id string) string       { return jobKey(id) + ":succ" }
+func activeKey(id string) string     { return jobKey(id) + ":active" }
+func viewJobsKey(view string) string { return keyPrefix + "view:" + view + ":jobs" }
+func viewQueueKey(view string) string {
+	return keyPrefix + "view:" + view + ":queue"
+}
+func workersKey(cluster string) string { return keyPrefix + "cluster:" + cluster + ":workers" }
+
+const allJobsKey = keyPrefix + "jobs"
+
+// QueueName is the asynq queue of a cluster's worker pool.
+func QueueName(cluster string) string { return keyPrefix + cluster }
+
+// store holds the job records, dispatch state, view queues and worker
+// registry in Redis. Client and Server share it.
+type store struct {
+	rdb redis.UniversalClient
+}
+
+func notFound(id string) error {
+	return table.Errorf(table.CodeTransactionNotFound, "job %s not found", id)
+}
+
+func redisErr(what string, err error) error {
+	return &table.Error{Code: table.CodeServiceUnavailable, Message: what + ": redis unavailable", Err: err}
+}
+
+// job loads a job record; a missing one is CodeTransactionNotFound.
+func (s *store) job(ctx context.Context, id string) (*Job, error) {
+	if id == "" || strings.ContainsAny(id, " \t\r\n") {
+		return nil, notFound(id)
+	}
+	m, err := s.rdb.HGetAll(ctx, jobKey(id)).Result()
+	if err != nil {
+		return nil, redisErr("read job", err)
+	}
+	if len(m) == 0 || m[fID] == "" {
+		return nil, notFound(id)
+	}
+	return decodeJob(m)
+}
+
+// state returns a job's state, "" when the record is gone.
+func (s *store) state(ctx context.Context, id string) (string, error) {
+	st, err := s.rdb.HGet(ctx, jobKey(id), fState).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	return st, err
+}
+
+// transition is one call of scriptTransition.
+type transition struct {
+	from     []string // allowed states
+	notPhase string   // refused when the job is in this phase
+	event    string   // event type, "" for none
+	message  string
+	terminal bool // set the TTLs and leave the view queue
+	set      []string
+	incrBy   map[string]int64
+}
+
+type transitionResult struct {
+	code  int64 // -1 no job, 0 refused, 1 changed, 2 already so
+	state string
+	phase string
+}
+
+func (r transitionResult) applied() bool { return r.code == 1 || r.code == 2 }
+
+func (s *store) transition(ctx context.Context, j *Job, t transition) (transitionResult, error) {
+	keys := []string{jobKey(j.ID), eventsKey(j.ID), viewQueueKey(j.View),
+		planKey(j.ID), resultsKey(j.ID), succKey(j.ID), activeKey(j.ID)}
+	jobTTL, dispTTL := 0, 0
+	if t.terminal {
+		jobTTL, dispTTL = int(JobRetention/time.Second), int(DispatchRetention/time.Second)
+	}
+	args := []any{"|" + strings.Join(t.from, "|") + "|", t.notPhase, t.event, t.message,
+		formatTime(time.Now()), eventsMaxLen, jobTTL, dispTTL, j.ID}
+	for _, v := range t.set {
+		args = append(args, v)
+	}
+	for k, v := range t.incrBy {
+		args = append(args, "+"+k, v)
+	}
+	v, err := scriptTransition.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return transitionResult{}, redisErr("update job", err)
+	}
+	r := transitionResult{code: v[0].(int64)}
+	r.state, _ = v[1].(string)
+	r.phase, _ = v[2].(string)
+	return r, nil
+}
+
+// finish moves a job to a terminal state when it is in one of from (and
+// not in phase notPhase). It reports what the job is in after the call.
+func (s *store) finish(ctx context.Context, j *Job, state string, from []string, notPhase, message string, set ...string) (transitionResult, error) {
+	set = append([]string{fState, state, fPhase, "", fFinished, formatTime(time.Now())}, set...)
+	return s.transition(ctx, j, transition{
+		from: from, notPhase: notPhase, event: EventState, message: message, terminal: true, set: set,
+	})
+}
+
+// fail marks a job FAILED unless it has ended already.
+func (s *store) fail(ctx context.Context, j *Job, f Failure, failedItems int64) (transitionResult, error) {
+	b, _ := json.Marshal(f)
+	t := transition{
+		from: []string{StatePending, StateRunning}, event: EventState, terminal: true,
+		message: fmt.Sprintf("failed while %s: %s", orDash(f.Phase), f.Message),
+		set:     []string{fState, StateFailed, fPhase, "", fFinished, formatTime(time.Now()), fFailure, string(b)},
+	}
+	if failedItems > 0 {
+		t.incrBy = map[string]int64{fFailed: failedItems}
+	}
+	return s.transition(ctx, j, t)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// acquire reports whether the job is at the head of its view's FIFO:
+// "head", "wait" or "gone".
+func (s *store) acquire(ctx context.Context, j *Job) (string, error) {
+	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.View), jobKey(j.ID)}, j.ID, jobKey("")).Text()
+	if err != nil {
+		return "", redisErr("view queue", err)
+	}
+	return r, nil
+}
+
+// plan returns the job's stored plan, nil when none is stored.
+func (s *store) plan(ctx context.Context, id string) (*refresh.Plan, error) {
+	b, err := s.rdb.Get(ctx, planKey(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, redisErr("read plan", err)
+	}
+	p := new(refresh.Plan)
+	if err := json.Unmarshal(b, p); err != nil {
+		return nil, &table.Error{Code: table.CodeInternal, Message: "stored plan of job " + id + " is corrupt", Err: err}
+	}
+	return p, nil
+}
+
+// savePlan stores p unless a plan is stored already, and returns the one
+// stored: a retried plan task keeps the plan its items were released from.
+func (s *store) savePlan(ctx context.Context, p *refresh.Plan) (*refresh.Plan, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := s.rdb.SetNX(ctx, planKey(p.JobID), b, 0).Result()
+	if err != nil {
+		return nil, redisErr("store plan", err)
+	}
+	if ok {
+		return p, nil
+	}
+	stored, err := s.plan(ctx, p.JobID)
+	if err != nil {
+		return nil, err
+	}
+	if stored == nil {
+		return nil, redisErr("store plan", errors.New("plan vanished"))
+	}
+	return stored, nil
+}
+
+// startDispatch records the item count and first release once; false when
+// the job is no longer RUNNING.
+func (s *store) startDispatch(ctx context.Context, id string, total, first int) (bool, error) {
+	n, err := scriptDispatch.Run(ctx, s.rdb, []string{jobKey(id), eventsKey(id)},
+		total, first, formatTime(time.Now()), eventsMaxLen).Int()
+	if err != nil {
+		return false, redisErr("start dispatch", err)
+	}
+	return n == 1, nil
+}
+
+// startItem marks an item running: 1 running, 0 already done, -1 job not
+// RUNNING.
+func (s *store) startItem(ctx context.Context, id string, index int) (int, error) {
+	n, err := scriptStartItem.Run(ctx, s.rdb, []string{jobKey(id), resultsKey(id), activeKey(id)}, index).Int()
+	if err != nil {
+		return 0, redisErr("start item", err)
+	}
+	return n, nil
+}
+
+// endItem forgets that an item runs (the completion does it too).
+func (s *store) endItem(ctx context.Context, id string, index int) {
+	s.rdb.HDel(ctx, activeKey(id), strconv.Itoa(index))
+}
+
+type completion struct {
+	code     int64 // 1 recorded now, 0 before, -1 job not RUNNING
+	released int   // index released by this item's completion, -1 none
+	done     int64 // items done so far
+}
+
+func (s *store) completeItem(ctx context.Context, id string, r refresh.ItemResult) (completion, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return completion{}, err
+	}
+	keys := []string{jobKey(id), eventsKey(id), resultsKey(id), succKey(id), activeKey(id)}
+	v, err := scriptCompleteItem.Run(ctx, s.rdb, keys, r.Index, b, r.RowsRead, r.RowsWritten,
+		formatTime(time.Now()), eventsMaxLen).Int64Slice()
+	if err != nil {
+		return completion{}, redisErr("complete item", err)
+	}
+	return completion{code: v[0], released: int(v[1]), done: v[2]}, nil
+}
+
+// itemDone reports whether an item's result is recorded.
+func (s *store) itemDone(ctx context.Context, id string, index int) (bool, error) {
+	ok, err := s.rdb.HExists(ctx, resultsKey(id), strconv.Itoa(index)).Result()
+	if err != nil {
+		return false, redisErr("read item", err)
+	}
+	return ok, nil
+}
+
+// results returns the recorded results of items [0, n), nil for an item
+// not done.
+func (s *store) results(ctx context.Context, id string, n int) ([]*refresh.ItemResult, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	fields := make([]string, n)
+	for i := range n {
+		fields[i] = strconv.Itoa(i)
+	}
+	vals, err := s.rdb.HMGet(ctx, resultsKey(id), fields...).Result()
+	if err != nil {
+		return nil, redisErr("read item results", err)
+	}
+	out := make([]*refresh.ItemResult, n)
+	for i, v := range vals {
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		r := new(refresh.ItemResult)
+		if err := json.Unmarshal([]byte(str), r); err != nil {
+			return nil, &table.Error{Code: table.CodeInternal, Message: fmt.Sprintf("result of item %d of job %s is corrupt", i, id), Err: err}
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// liveWorkers counts the workers whose heartbeat for cluster has not
+// expired.
+func (s *store) liveWorkers(ctx context.Context, cluster string) (int64, error) {
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	n, err := s.rdb.ZCount(ctx, workersKey(cluster), "("+now, "+inf").Result()
+	if err != nil {
+		return 0, redisErr("worker registry", err)
+	}
+	return n, nil
+}
+
+// heartbeat registers worker id as serving clusters until ttl from now.
+func (s *store) heartbeat(ctx context.Context, id string, clusters []string, ttl time.Duration) error {
+	now := time.Now()
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range clusters {
+			k := workersKey(c)
+			p.ZAdd(ctx, k, redis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: id})
+			p.ZRemRangeByScore(ctx, k, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
+			p.PExpire(ctx, k, ttl)
+		}
+		return nil
+	})
+	return err
+}
+
+// unregister removes worker id from the registry of clusters.
+func (s *store) unregister(ctx context.Context, id string, clusters []string) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, c := range clusters {
+			p.ZRem(ctx, workersKey(c), id)
+		}
+		return nil
+	})
+	return err
+}
+
+// sortedResults orders results by item index.
+func sortedResults(rs []*refresh.ItemResult) []refresh.ItemResult {
+	out := make([]refresh.ItemResult, 0, len(rs))
+	for _, r := range rs {
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
+}

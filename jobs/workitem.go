@@ -1,0 +1,152 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/mvq-dev/mvq/refresh"
+)
+
+// TypeWorkItem is the task that expands one work item of a job.
+const TypeWorkItem = "refresh:workitem"
+
+// WorkItemPayload is the workitem task's payload.
+type WorkItemPayload struct {
+	JobID string `json:"job_id"`
+	Index int    `json:"index"`
+}
+
+// NewWorkItemTask returns the task of work item index of a job (task ID
+// "item:"+jobID+":"+index) for the cluster's queue.
+func NewWorkItemTask(jobID string, index int, cluster string, headers map[string]string) (*asynq.Task, error) {
+	b, err := json.Marshal(WorkItemPayload{JobID: jobID, Index: index})
+	if err != nil {
+		return nil, err
+	}
+	return asynq.NewTaskWithHeaders(TypeWorkItem, b, headers,
+		taskOptions(cluster, "item:"+jobID+":"+strconv.Itoa(index))...), nil
+}
+
+func (s *Server) enqueueItem(ctx context.Context, j *Job, index int, headers map[string]string) error {
+	done, err := s.st.itemDone(ctx, j.ID, index)
+	if err != nil || done {
+		return err
+	}
+	t, err := NewWorkItemTask(j.ID, index, j.Cluster, headers)
+	if err != nil {
+		return err
+	}
+	if err := enqueue(ctx, s.enq, t); err != nil {
+		return fmt.Errorf("enqueue item %d of job %s: %w", index, j.ID, err)
+	}
+	return nil
+}
+
+// handleWorkItem expands one item unless its job has stopped or the item is
+// done already, records the result once, and passes the baton: it enqueues
+// the item its completion released, and the commit after the last item. A
+// repeated delivery repeats only the passing of the baton.
+func (s *Server) handleWorkItem(ctx context.Context, t *asynq.Task) error {
+	var p WorkItemPayload
+	if err := decodePayload(t, &p); err != nil {
+		return err
+	}
+	j, err := s.loadJob(ctx, p.JobID)
+	if err != nil {
+		return err
+	}
+	if j.State != StateRunning {
+		if Terminal(j.State) {
+			s.stopped(ctx, j.ID)
+		}
+		return nil
+	}
+	plan, err := s.loadPlan(ctx, j.ID)
+	if err != nil {
+		return err
+	}
+	if plan == nil {
+		return fmt.Errorf("job %s: work item %d before its plan was stored", j.ID, p.Index)
+	}
+	if p.Index < 0 || p.Index >= itemCount(plan) {
+		return fmt.Errorf("job %s has no work item %d: %w", j.ID, p.Index, asynq.SkipRetry)
+	}
+	started, err := s.st.startItem(ctx, j.ID, p.Index)
+	if err != nil {
+		return err
+	}
+	if started == -1 {
+		s.stopped(context.WithoutCancel(ctx), j.ID)
+		return nil
+	}
+	defer s.st.endItem(context.WithoutCancel(ctx), j.ID, p.Index)
+
+	res := refresh.ItemResult{Index: p.Index}
+	if started == 1 {
+		wctx, stop := s.watch(ctx, j.ID)
+		res, err = s.expand(wctx, j, plan, p.Index)
+		stop()
+		if err != nil {
+			return s.settle(wctx, j, PhaseExpanding, err, 1)
+		}
+	}
+	c, err := s.st.completeItem(ctx, j.ID, res)
+	if err != nil {
+		return err
+	}
+	if c.code == -1 {
+		s.stopped(context.WithoutCancel(ctx), j.ID)
+		return nil
+	}
+	if c.released >= 0 {
+		if err := s.enqueueItem(ctx, j, c.released, t.Headers()); err != nil {
+			return err
+		}
+	}
+	if c.done >= int64(itemCount(plan)) {
+		return s.enqueueCommit(ctx, j, t.Headers())
+	}
+	return nil
+}
+
+// expand runs the engine on one item, or skips it when output_limit is
+// already reached: the rows kept from earlier refreshes before the item
+// plus the rows written by all earlier items (when all are done) reach the
+// limit.
+func (s *Server) expand(ctx context.Context, j *Job, plan *refresh.Plan, index int) (refresh.ItemResult, error) {
+	skip, err := s.skippable(ctx, j, plan, index)
+	if err != nil {
+		return refresh.ItemResult{}, err
+	}
+	if skip {
+		return refresh.ItemResult{Index: index, Skipped: true}, nil
+	}
+	res, err := protect(func() (refresh.ItemResult, error) { return s.eng.Expand(ctx, plan, index) })
+	res.Index = index
+	return res, err
+}
+
+func (s *Server) skippable(ctx context.Context, j *Job, plan *refresh.Plan, index int) (bool, error) {
+	if plan.Options.OutputLimit == nil {
+		return false, nil
+	}
+	if plan.Skippable(index, 0) {
+		return true, nil
+	}
+	rs, err := s.st.results(ctx, j.ID, index)
+	if err != nil {
+		return false, err
+	}
+	var written int64
+	for _, r := range rs {
+		if r == nil {
+			return false, nil // an earlier item is not done: expand
+		}
+		written += r.RowsWritten
+	}
+	return plan.Skippable(index, written), nil
+}

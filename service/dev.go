@@ -1,0 +1,33 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// RunDev runs the API and a worker in one process on an embedded Redis
+// (miniredis, in memory: jobs are lost on exit, the warehouse is not).
+// cfg.RedisURL is ignored. ready gets the API address.
+func RunDev(ctx context.Context, cfg Config, ready func(addr string)) error {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+		return fmt.Errorf("embedded redis: %w", err)
+	}
+	defer mr.Close()
+	cfg.RedisURL = "redis://" + mr.Addr() + "/0"
+	core, err := OpenCore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
+	stop, err := startWorker(cfg, core)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	slog.Info("mvq dev: embedded redis", "addr", mr.Addr())
+	return serveAPI(ctx, cfg, core, ready)
+}

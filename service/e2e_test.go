@@ -1,0 +1,498 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/internal/testenv"
+	"github.com/mvq-dev/mvq/service"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("MVQ_TEST_WORKER") != "" {
+		runWorkerProcess()
+		return
+	}
+	code := m.Run()
+	testenv.StopShared()
+	os.Exit(code)
+}
+
+// runWorkerProcess is the body of the worker processes the tests start by
+// re-executing the test binary: a real cmd/worker equivalent.
+func runWorkerProcess() {
+	cfg, err := service.LoadConfig("worker", nil, os.Getenv, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if err := service.RunWorker(ctx, cfg, func(addr string) {
+		os.WriteFile(os.Getenv("MVQ_READY_FILE"), []byte(addr), 0o644)
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+type env struct {
+	t         *testing.T
+	api       string
+	redisURL  string
+	warehouse string
+	workers   []*exec.Cmd
+}
+
+// start runs the API in-process and n worker processes, all on a real
+// redis-server and a warehouse in a temp dir.
+func start(t *testing.T, workers int, clusters string) *env {
+	t.Helper()
+	r, db := testenv.SharedRedis(t)
+	e := &env{t: t, redisURL: r.URL(db), warehouse: "file://" + t.TempDir()}
+	for i := 0; i < workers; i++ {
+		e.startWorker(clusters)
+	}
+	cfg := service.Defaults()
+	cfg.Listen, cfg.RedisURL, cfg.Warehouse = "127.0.0.1:0", e.redisURL, e.warehouse
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- service.RunAPI(ctx, cfg, func(a string) { addrc <- a }) }()
+	select {
+	case a := <-addrc:
+		e.api = "http://" + a
+	case err := <-done:
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return e
+}
+
+func (e *env) startWorker(clusters string) *exec.Cmd {
+	e.t.Helper()
+	ready := filepath.Join(e.t.TempDir(), "ready")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "MVQ_TEST_WORKER=1", "MVQ_READY_FILE="+ready, "MVQ_REDIS_URL="+e.redisURL,
+		"MVQ_WAREHOUSE="+e.warehouse, "MVQ_CLUSTERS="+clusters, "MVQ_METRICS_LISTEN=127.0.0.1:0", "MVQ_WORKER_CONCURRENCY=4", "MVQ_LOG_LEVEL=warn")
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.workers = append(e.workers, cmd)
+	e.t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if e.t.Failed() {
+			e.t.Logf("worker %d log:\n%s", cmd.Process.Pid, logs.String())
+		}
+	})
+	waitFor(e.t, 60*time.Second, "worker ready", func() bool {
+		_, err := os.Stat(ready)
+		return err == nil
+	})
+	return cmd
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *env) post(path string, body any, out any) int {
+	e.t.Helper()
+	raw, ok := body.(string)
+	if !ok {
+		b, _ := json.Marshal(body)
+		raw = string(b)
+	}
+	req, _ := http.NewRequest("POST", e.api+path, strings.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 500 {
+		e.t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+	}
+	if out != nil {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		if err := dec.Decode(out); err != nil {
+			e.t.Fatalf("POST %s: %d %s: %v", path, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (e *env) job(id string) map[string]any {
+	e.t.Helper()
+	resp, err := http.Get(e.api + "/v1/job/" + id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber()
+	dec.Decode(&m)
+	return m
+}
+
+func (e *env) wait(id string) map[string]any {
+	e.t.Helper()
+	var j map[string]any
+	waitFor(e.t, 180*time.Second, "job "+id, func() bool {
+		j = e.job(id)
+		s, _ := j["state"].(string)
+		return s == "DONE" || s == "FAILED" || s == "CANCELLED"
+	})
+	return j
+}
+
+func (e *env) refresh(view string, body any) string {
+	e.t.Helper()
+	var r map[string]any
+	if st := e.post("/v1/materialized_view/"+view+"/refresh", body, &r); st != 202 {
+		e.t.Fatalf("refresh %s: %d %v", view, st, r)
+	}
+	return r["job_id"].(string)
+}
+
+func (e *env) mustDone(id string) map[string]any {
+	e.t.Helper()
+	j := e.wait(id)
+	if j["state"] != "DONE" {
+		e.t.Fatalf("job %s ended %v: %v", id, j["state"], j["failure"])
+	}
+	return j
+}
+
+const spec = `{"chunker": "fixed", "input_column": "body", "output_column": "chunk", "chunk_size": 5, "chunk_overlap": 1, "unit": "words"}`
+
+func doc(i int) map[string]any {
+	words := make([]string, 3+i%9)
+	for w := range words {
+		words[w] = fmt.Sprintf("w%d_%d", i, w)
+	}
+	lang := "en"
+	if i%5 == 4 {
+		lang = "de"
+	}
+	return map[string]any{"id": i, "lang": lang, "body": strings.Join(words, " ")}
+}
+
+func docs(from, to int) []map[string]any {
+	var out []map[string]any
+	for i := from; i < to; i++ {
+		out = append(out, doc(i))
+	}
+	return out
+}
+
+func (e *env) createChunkerView(view, source string) {
+	e.t.Helper()
+	sum := sha256.Sum256([]byte(spec))
+	req := map[string]any{
+		"kind":          "chunker",
+		"source_query":  `SELECT id, body FROM "` + source + `" WHERE lang = 'en'`,
+		"output_schema": "",
+		"udtf_spec": map[string]any{"kind": "chunker", "udtf": base64.StdEncoding.EncodeToString([]byte(spec)),
+			"udtf_sha": hex.EncodeToString(sum[:]), "udtf_name": "fixed", "udtf_version": "1"},
+		"with_no_data": true,
+	}
+	var r map[string]any
+	if st := e.post("/v1/materialized_view/"+view+"/create", req, &r); st != 201 {
+		e.t.Fatalf("create view: %d %v", st, r)
+	}
+}
+
+type chunkRow struct {
+	addr  string
+	index string
+	id    string
+	chunk string
+}
+
+func (r chunkRow) String() string { return fmt.Sprintf("%s/%s/%s/%q", r.addr, r.index, r.id, r.chunk) }
+
+// expected recomputes the view from the source as it is now: the oracle
+// every refresh result is compared with.
+func (e *env) expected(source string, limit int) []chunkRow {
+	e.t.Helper()
+	var rows []map[string]any
+	e.post("/v1/table/"+source+"/query", map[string]any{"filter": "lang = 'en'", "with_row_id": true}, &rows)
+	s, err := chunker.Parse([]byte(spec))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ch, _ := chunker.New(s)
+	var out []chunkRow
+	for _, r := range rows {
+		for i, c := range ch.Chunk(fmt.Sprint(r["body"]), nil) {
+			out = append(out, chunkRow{addr: fmt.Sprint(r["_rowaddr"]), index: fmt.Sprint(i), id: fmt.Sprint(r["id"]), chunk: c})
+		}
+	}
+	sortRows(out)
+	if limit >= 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// num reads a JSON number decoded with UseNumber.
+func num(v any) int64 {
+	var n int64
+	fmt.Sscan(fmt.Sprint(v), &n)
+	return n
+}
+
+func sortRows(rows []chunkRow) {
+	num := func(s string) uint64 { var n uint64; fmt.Sscan(s, &n); return n }
+	sort.Slice(rows, func(i, j int) bool {
+		if a, b := num(rows[i].addr), num(rows[j].addr); a != b {
+			return a < b
+		}
+		return num(rows[i].index) < num(rows[j].index)
+	})
+}
+
+func (e *env) viewRows(view string) []chunkRow {
+	e.t.Helper()
+	var rows []map[string]any
+	if st := e.post("/v1/table/"+view+"/query", map[string]any{}, &rows); st != 200 {
+		e.t.Fatalf("query view %d", st)
+	}
+	var out []chunkRow
+	for _, r := range rows {
+		if _, ok := r["body"]; ok {
+			e.t.Fatalf("view row carries the input column: %v", r)
+		}
+		out = append(out, chunkRow{addr: fmt.Sprint(r["__source_row_id"]), index: fmt.Sprint(r["__chunk_index"]), id: fmt.Sprint(r["id"]), chunk: fmt.Sprint(r["chunk"])})
+	}
+	sortRows(out)
+	return out
+}
+
+func (e *env) assertView(view, source string, limit int) {
+	e.t.Helper()
+	got, want := e.viewRows(view), e.expected(source, limit)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		e.t.Fatalf("view %s has %d rows, want %d\n got: %v\nwant: %v", view, len(got), len(want), got, want)
+	}
+}
+
+func TestRefreshEndToEnd(t *testing.T) {
+	e := start(t, 2, "default")
+	e.post("/v1/namespace/docs/create", `{}`, nil)
+	if st := e.post("/v1/table/docs$articles/create", docs(0, 60), nil); st != 200 {
+		t.Fatalf("create source: %d", st)
+	}
+	e.createChunkerView("docs$chunks", "docs$articles")
+
+	// Full refresh, bounded concurrency across two worker processes.
+	j := e.mustDone(e.refresh("docs$chunks", map[string]any{"source_task_size": 4, "concurrency": 2, "max_rows_per_fragment": 10}))
+	e.assertView("docs$chunks", "docs$articles", -1)
+	prog := j["progress"].(map[string]any)
+	if fmt.Sprint(prog["work_items_total"]) != "15" || fmt.Sprint(prog["work_items_done"]) != "15" {
+		t.Fatalf("progress %v", prog)
+	}
+	if mr := fmt.Sprint(prog["max_running"]); mr != "1" && mr != "2" {
+		t.Fatalf("max_running %s exceeds concurrency 2", mr)
+	}
+	res := j["result"].(map[string]any)
+	if res["mode"] != "full" {
+		t.Fatalf("result %v", res)
+	}
+	var stats map[string]any
+	e.post("/v1/table/docs$chunks/stats", `{}`, &stats)
+	if max := num(stats["fragment_stats"].(map[string]any)["lengths"].(map[string]any)["max"]); max > 10 || max == 0 {
+		t.Fatalf("largest view fragment holds %d rows; max_rows_per_fragment is 10", max)
+	}
+
+	// Nothing changed: no_op, no new version.
+	j = e.mustDone(e.refresh("docs$chunks", `{}`))
+	if j["result"].(map[string]any)["mode"] != "no_op" {
+		t.Fatalf("second refresh %v", j["result"])
+	}
+
+	// Append, update, delete: incremental with exact rows each time.
+	e.post("/v1/table/docs$articles/insert", docs(60, 70), nil)
+	j = e.mustDone(e.refresh("docs$chunks", `{"source_task_size": 3}`))
+	if r := j["result"].(map[string]any); r["mode"] != "incremental" || fmt.Sprint(j["progress"].(map[string]any)["work_items_total"]) != "4" {
+		t.Fatalf("incremental append: %v %v", r, j["progress"])
+	}
+	e.assertView("docs$chunks", "docs$articles", -1)
+	e.post("/v1/table/docs$articles/update", map[string]any{"predicate": "id = 7", "updates": [][]string{{"body", "'brand new words here now'"}}}, nil)
+	e.post("/v1/table/docs$articles/delete", map[string]any{"predicate": "id IN (3, 61)"}, nil)
+	j = e.mustDone(e.refresh("docs$chunks", `{}`))
+	if r := j["result"].(map[string]any); r["mode"] != "incremental" || fmt.Sprint(r["rows_removed"]) == "0" {
+		t.Fatalf("incremental update/delete: %v", r)
+	}
+	e.assertView("docs$chunks", "docs$articles", -1)
+
+	// output_limit keeps the first rows in (source row, chunk) order.
+	e.createChunkerView("docs$limited", "docs$articles")
+	e.mustDone(e.refresh("docs$limited", `{"output_limit": 7, "source_task_size": 2, "concurrency": 1}`))
+	e.assertView("docs$limited", "docs$articles", 7)
+
+	// Bad requests are 400s naming the field.
+	for body, field := range map[string]string{
+		`{"cluster": "nowhere"}`:  "cluster",
+		`{"src_version": 999}`:    "src_version",
+		`{"manifest": "{nope"}`:   "manifest",
+		`{"concurrency": -1}`:     "concurrency",
+		`{"source_task_size": 0}`: "source_task_size",
+	} {
+		var p map[string]any
+		if st := e.post("/v1/materialized_view/docs$chunks/refresh", body, &p); st != 400 || !strings.Contains(fmt.Sprint(p["detail"]), field) {
+			t.Errorf("refresh %s: %d %v", body, st, p)
+		}
+	}
+}
+
+func TestTwoConcurrentRefreshesAndCancel(t *testing.T) {
+	e := start(t, 2, "default")
+	e.post("/v1/table/src/create", docs(0, 40), nil)
+	e.createChunkerView("v", "src")
+	var ids []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := e.refresh("v", `{"source_task_size": 3}`)
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	modes := map[string]int{}
+	for _, id := range ids {
+		j := e.mustDone(id)
+		modes[fmt.Sprint(j["result"].(map[string]any)["mode"])]++
+	}
+	if modes["full"] != 1 || modes["no_op"] != 1 {
+		t.Fatalf("two refreshes: modes %v", modes)
+	}
+	e.assertView("v", "src", -1)
+
+	// Cancel: a cancelled job never changes the view.
+	var before map[string]any
+	e.post("/v1/table/v/describe", `{}`, &before)
+	e.post("/v1/table/src/insert", docs(100, 400), nil)
+	id := e.refresh("v", `{"source_task_size": 1, "concurrency": 1}`)
+	var cj map[string]any
+	st := e.post("/v1/jobs/cancel", map[string]any{"job_id": id}, &cj)
+	if st != 200 {
+		t.Fatalf("cancel: %d %v", st, cj)
+	}
+	j := e.wait(id)
+	if j["state"] != "CANCELLED" {
+		t.Fatalf("cancelled job ended %v", j["state"])
+	}
+	var after map[string]any
+	e.post("/v1/table/v/describe", `{}`, &after)
+	if fmt.Sprint(before["version"]) != fmt.Sprint(after["version"]) {
+		t.Fatalf("cancelled job changed the view: v%v -> v%v", before["version"], after["version"])
+	}
+	if st := e.post("/v1/jobs/cancel", map[string]any{"job_id": id}, nil); st != 409 {
+		t.Fatalf("second cancel: %d", st)
+	}
+	// The next refresh still brings the view up to date.
+	e.mustDone(e.refresh("v", `{"source_task_size": 50}`))
+	e.assertView("v", "src", -1)
+	var list map[string]any
+	e.post("/v1/jobs/list", map[string]any{"view": "v"}, &list)
+	if n := len(list["jobs"].([]any)); n != 4 {
+		t.Fatalf("jobs/list for v: %d jobs", n)
+	}
+}
+
+// TestKilledWorker: the only worker is SIGKILLed while it holds work
+// items; a worker started afterwards finishes the job (asynq recovers the
+// dead worker's tasks when their lease expires), which ends DONE with
+// exactly the right rows.
+func TestKilledWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for asynq to recover a killed worker's task")
+	}
+	e := start(t, 1, "default")
+	big := make([]map[string]any, 24)
+	for i := range big {
+		words := make([]string, 20000)
+		for w := range words {
+			words[w] = fmt.Sprintf("d%dw%d", i, w)
+		}
+		big[i] = map[string]any{"id": i, "lang": "en", "body": strings.Join(words, " ")}
+	}
+	if st := e.post("/v1/table/src/create", big, nil); st != 200 {
+		t.Fatalf("create source: %d", st)
+	}
+	e.createChunkerView("v", "src")
+	id := e.refresh("v", `{"source_task_size": 1, "concurrency": 2}`)
+
+	opt, err := redis.ParseURL(e.redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	active := func() int64 { n, _ := rdb.HLen(context.Background(), "mvq:job:"+id+":active").Result(); return n }
+	waitFor(t, 60*time.Second, "the worker to be mid-item", func() bool {
+		p, _ := e.job(id)["progress"].(map[string]any)
+		return p != nil && num(p["work_items_done"]) >= 2 && active() > 0
+	})
+	if err := e.workers[0].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.workers[0].Wait()
+	// No worker is alive: items still marked running were cut off.
+	if n := active(); n == 0 {
+		t.Fatal("the killed worker held no work item; the test proves nothing")
+	}
+	e.startWorker("default")
+	j := e.wait(id)
+	if j["state"] != "DONE" {
+		t.Fatalf("job after SIGKILL ended %v: %v", j["state"], j["failure"])
+	}
+	if p := j["progress"].(map[string]any); num(p["work_items_done"]) != 24 {
+		t.Fatalf("progress after recovery: %v", p)
+	}
+	e.assertView("v", "src", -1)
+}

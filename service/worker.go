@@ -1,0 +1,64 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mvq-dev/mvq/jobs"
+	"github.com/mvq-dev/mvq/refresh"
+)
+
+// startWorker starts an asynq server for cfg.Clusters and returns its
+// shutdown.
+func startWorker(cfg Config, core *Core) (func(), error) {
+	rdb, conn, err := redisClients(cfg.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := jobs.NewServer(jobs.ServerConfig{
+		Redis: conn, RDB: rdb, Engine: refresh.NewEngine(core.Catalog),
+		Clusters: cfg.Clusters, Concurrency: cfg.WorkerConcurrency,
+		ShutdownTimeout: 20 * time.Second, Logger: slog.Default(),
+	})
+	if err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	if err := srv.Start(); err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return func() {
+		srv.Shutdown()
+		rdb.Close()
+	}, nil
+}
+
+// RunWorker runs a worker until ctx ends, then shuts down gracefully. It
+// serves /healthz (and /metrics) on cfg.MetricsListen.
+func RunWorker(ctx context.Context, cfg Config, ready func(metricsAddr string)) error {
+	core, err := OpenCore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer core.Close()
+	stop, err := startWorker(cfg, core)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	ln, err := net.Listen("tcp", cfg.MetricsListen)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status":"ok"}`)) })
+	slog.Info("mvq worker started", "clusters", cfg.Clusters, "concurrency", cfg.WorkerConcurrency, "metrics", ln.Addr().String())
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	return Serve(ctx, ln, mux, nil, 5*time.Second)
+}
