@@ -496,3 +496,100 @@ func TestKilledWorker(t *testing.T) {
 	}
 	e.assertView("v", "src", -1)
 }
+
+// TestViewKindsAndOptions: query and udtf views, with_no_data false,
+// src_version, cluster routing, inline manifest, intra-applier concurrency,
+// job describe/list and the event stream.
+func TestViewKindsAndOptions(t *testing.T) {
+	e := start(t, 1, "default")
+	e.startWorker("gpu")
+	e.post("/v1/table/src/create", docs(0, 20), nil)
+	e.post("/v1/table/src/insert", docs(20, 30), nil) // version 2
+
+	// A query view created with data: the first refresh starts at once.
+	var created map[string]any
+	st := e.post("/v1/materialized_view/q/create", map[string]any{
+		"kind": "query", "source_query": `SELECT id, upper(lang) AS lang FROM "src" WHERE id % 3 = 0`, "output_schema": "",
+		"with_no_data": false,
+	}, &created)
+	if st != 201 || created["job_id"] == nil {
+		t.Fatalf("create query view: %d %v", st, created)
+	}
+	e.mustDone(created["job_id"].(string))
+	var rows []map[string]any
+	e.post("/v1/table/q/query", map[string]any{}, &rows)
+	if len(rows) != 10 || fmt.Sprint(rows[1]["id"]) != "3" || rows[1]["lang"] != "EN" || rows[1]["__source_row_id"] == nil {
+		t.Fatalf("query view rows: %v", rows)
+	}
+	if st := e.post("/v1/materialized_view/q/create", map[string]any{"kind": "query", "source_query": `SELECT id FROM src`, "output_schema": ""}, nil); st != 409 {
+		t.Fatalf("second create: %d", st)
+	}
+	var p map[string]any
+	if st := e.post("/v1/materialized_view/q/refresh", `{"output_limit": 3}`, &p); st != 400 || !strings.Contains(fmt.Sprint(p["detail"]), "output_limit") {
+		t.Fatalf("output_limit on a query view: %d %v", st, p)
+	}
+	var n json.Number
+	e.post("/v1/table/q/count_rows", `{"predicate": "id > 10"}`, &n)
+	if n.String() != "6" {
+		t.Fatalf("count_rows on the view: %s", n)
+	}
+
+	// A chunker view refreshed to source version 1, on cluster gpu, with an
+	// inline manifest and 4 applier goroutines.
+	e.createChunkerView("c", "src")
+	manifest := `{"runtime": "builtin", "note": "one-off"}`
+	id := e.refresh("c", map[string]any{"src_version": 1, "cluster": "gpu", "manifest": manifest, "intra_applier_concurrency": 4, "source_task_size": 7})
+	j := e.mustDone(id)
+	sum := sha256.Sum256([]byte(manifest))
+	if j["cluster"] != "gpu" || j["manifest_checksum"] != hex.EncodeToString(sum[:]) {
+		t.Fatalf("job cluster/manifest: %v %v", j["cluster"], j["manifest_checksum"])
+	}
+	if r := j["result"].(map[string]any); fmt.Sprint(r["source_version"]) != "1" {
+		t.Fatalf("src_version: %v", r)
+	}
+	got := e.viewRows("c")
+	for _, r := range got {
+		if num(r.id) >= 20 {
+			t.Fatalf("refresh to version 1 holds row of version 2: %v", r)
+		}
+	}
+	// Then to the latest: incremental, exact.
+	e.mustDone(e.refresh("c", `{}`))
+	e.assertView("c", "src", -1)
+
+	// A udtf view: an aggregate over the whole source.
+	e.post("/v1/materialized_view/agg/create", map[string]any{
+		"kind": "udtf", "source_query": `SELECT lang, count(*) AS n FROM src GROUP BY lang ORDER BY lang`, "output_schema": "", "with_no_data": true,
+	}, nil)
+	e.mustDone(e.refresh("agg", `{}`))
+	e.post("/v1/table/agg/query", map[string]any{}, &rows)
+	if len(rows) != 2 || rows[0]["lang"] != "de" || fmt.Sprint(rows[0]["n"]) != "6" || fmt.Sprint(rows[1]["n"]) != "24" {
+		t.Fatalf("udtf rows: %v", rows)
+	}
+	if j := e.mustDone(e.refresh("agg", `{}`)); j["result"].(map[string]any)["mode"] != "no_op" {
+		t.Fatalf("udtf with an unchanged source: %v", j["result"])
+	}
+
+	// Jobs: describe, list by state, events end at the terminal state.
+	var d map[string]any
+	if st := e.post("/v1/jobs/describe", map[string]any{"job_id": id}, &d); st != 200 || d["job_id"] != id || d["job_type"] != "refresh" {
+		t.Fatalf("describe: %d %v", st, d)
+	}
+	var list map[string]any
+	e.post("/v1/jobs/list", map[string]any{"state": "DONE", "limit": 2}, &list)
+	if len(list["jobs"].([]any)) != 2 || list["page_token"] == nil {
+		t.Fatalf("list page: %v", list)
+	}
+	if st := e.post("/v1/jobs/describe", map[string]any{"job_id": "nope"}, nil); st != 404 {
+		t.Fatalf("unknown job: %d", st)
+	}
+	resp, err := http.Get(e.api + "/v1/job/" + id + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body) // the stream ends after the terminal event
+	resp.Body.Close()
+	if resp.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(string(body), `"state":"DONE"`) || !strings.Contains(string(body), "event: phase") {
+		t.Fatalf("events: %s", body)
+	}
+}
