@@ -153,10 +153,13 @@ func (s *Server) Start() error {
 		RetryDelayFunc:           retryDelay,
 		IsFailure:                isFailure,
 		DelayedTaskCheckInterval: 100 * time.Millisecond,
-		TaskCheckInterval:        200 * time.Millisecond,
-		ShutdownTimeout:          s.cfg.ShutdownTimeout,
-		Logger:                   asynqLogger{s.log},
-		LogLevel:                 asynq.WarnLevel,
+		// An idle worker polls its queues this often: each hop of a job
+		// (plan → items → commit) can wait this long, which dominates
+		// small incremental refreshes. One poll per worker, not per slot.
+		TaskCheckInterval: 25 * time.Millisecond,
+		ShutdownTimeout:   s.cfg.ShutdownTimeout,
+		Logger:            asynqLogger{s.log},
+		LogLevel:          asynq.WarnLevel,
 	})
 	if err := s.srv.Start(s.mux()); err != nil {
 		_ = s.st.unregister(ctx, s.id, s.cfg.Clusters)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/internal/corpus"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -28,43 +28,7 @@ const (
 	benchSpec     = `{"chunker":"recursive","input_column":"body","output_column":"chunk","chunk_size":512,"chunk_overlap":64}`
 )
 
-var benchWords = strings.Fields(`the of and to in is was for on that with as by at from his her it an were are which this be
-or has had first one their its new after who they have two been also not but other time during
-city year years school world state national including part until most later where team would made
-between river known over north south west east house under several season game series company
-album film music university county village district station water power line road church people`)
-
-// benchDoc is document i: sentences of 6 to 17 words, paragraphs of a few
-// sentences, about benchDocBytes long. The same i always gives the same text.
-func benchDoc(i int) string {
-	x := uint64(i)*0x9E3779B97F4A7C15 + 1
-	next := func(n int) int {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		return int(x % uint64(n))
-	}
-	var sb strings.Builder
-	for sb.Len() < benchDocBytes {
-		words := 6 + next(12)
-		for w := 0; w < words; w++ {
-			word := benchWords[next(len(benchWords))]
-			if w == 0 {
-				word = strings.ToUpper(word[:1]) + word[1:]
-			} else {
-				sb.WriteByte(' ')
-			}
-			sb.WriteString(word)
-		}
-		sb.WriteByte('.')
-		if next(5) == 0 {
-			sb.WriteString("\n\n")
-		} else {
-			sb.WriteByte(' ')
-		}
-	}
-	return sb.String()
-}
+func benchDoc(i int) string { return corpus.Doc(i, benchDocBytes) }
 
 var benchSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "id", Type: arrow.PrimitiveTypes.Int64},

@@ -1,0 +1,235 @@
+package service_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/internal/corpus"
+	"github.com/mvq-dev/mvq/internal/testenv"
+	"github.com/mvq-dev/mvq/jobs"
+	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/table"
+)
+
+const benchSpec = `{"chunker":"recursive","input_column":"body","output_column":"chunk","chunk_size":512,"chunk_overlap":64}`
+
+var benchSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "body", Type: arrow.BinaryTypes.String},
+}, nil)
+
+// benchDocs is 100k unless MVQ_BENCH_DOCS says otherwise.
+func benchDocs() int {
+	if n, err := strconv.Atoi(os.Getenv("MVQ_BENCH_DOCS")); err == nil && n > 0 {
+		return n
+	}
+	return 100_000
+}
+
+func docsReader(from, to int) array.RecordReader {
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, benchSchema)
+	defer rb.Release()
+	for i := from; i < to; i++ {
+		rb.Field(0).(*array.Int64Builder).Append(int64(i))
+		rb.Field(1).(*array.StringBuilder).Append(corpus.Doc(i, 2048))
+	}
+	rec := rb.NewRecordBatch()
+	defer rec.Release()
+	rdr, _ := array.NewRecordReader(benchSchema, []arrow.RecordBatch{rec})
+	return rdr
+}
+
+// plainLoop is what a script would do: read the source Parquet file, chunk
+// every body on one goroutine, and (when write is set) write the chunks to
+// one Parquet file with the same writer settings the view uses.
+func plainLoop(b *testing.B, path, out string, write bool) int64 {
+	spec, _ := chunker.Parse([]byte(benchSpec))
+	ch, _ := chunker.New(spec)
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pf.Close()
+	fr, _ := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 14}, memory.DefaultAllocator)
+	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rr.Release()
+	outSchema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "chunk_index", Type: arrow.PrimitiveTypes.Int32}, {Name: "chunk", Type: arrow.BinaryTypes.String},
+	}, nil)
+	var fw *pqarrow.FileWriter
+	if write {
+		f, err := os.Create(out)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		fw, err = pqarrow.NewFileWriter(outSchema, f, parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy)), pqarrow.DefaultWriterProps())
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	var n int64
+	var buf []string
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		ids := rec.Column(0).(*array.Int64)
+		body := rec.Column(1).(*array.String)
+		ob := array.NewRecordBuilder(memory.DefaultAllocator, outSchema)
+		for i := 0; i < body.Len(); i++ {
+			buf = ch.Chunk(body.Value(i), buf[:0])
+			n += int64(len(buf))
+			if write {
+				for k, c := range buf {
+					ob.Field(0).(*array.Int64Builder).Append(ids.Value(i))
+					ob.Field(1).(*array.Int32Builder).Append(int32(k))
+					ob.Field(2).(*array.StringBuilder).Append(c)
+				}
+			}
+		}
+		if write {
+			r := ob.NewRecordBatch()
+			if err := fw.WriteBuffered(r); err != nil {
+				b.Fatal(err)
+			}
+			r.Release()
+		}
+		ob.Release()
+	}
+	if write {
+		if err := fw.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return n
+}
+
+// BenchmarkRefreshOrchestrated: a full refresh of a chunker view over
+// ~2 KB documents through the whole orchestrator (Redis, asynq, job
+// records, a worker pool of concurrency 8 in this process), next to the
+// same chunker in a plain loop over the same Parquet file (with and without
+// writing its output), and an incremental refresh after a 1% append. Ratios
+// are orchestrated/plain throughput and incremental/full time.
+func BenchmarkRefreshOrchestrated(b *testing.B) {
+	ctx := context.Background()
+	n := benchDocs()
+	dir := b.TempDir()
+	wh, err := table.OpenWarehouse(ctx, "file://"+dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wh.Close()
+	db, err := duck.Open(duck.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: n}) // one source file for the plain loop
+	_, m, err := cat.CreateTable(ctx, []string{"corpus"}, benchSchema, docsReader(0, n), "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srcFile := filepath.Join(dir, "corpus.lance", filepath.FromSlash(m.Fragments[0].Path))
+
+	r, rdbNum := testenv.SharedRedis(b)
+	conn := asynq.RedisClientOpt{Addr: r.Addr, DB: rdbNum}
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr, DB: rdbNum})
+	defer rdb.Close()
+	eng := refresh.NewEngine(cat)
+	srv, err := jobs.NewServer(jobs.ServerConfig{Redis: conn, RDB: rdb, Engine: eng, Concurrency: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	client := jobs.NewClient(rdb, conn, eng)
+	defer client.Close()
+	sum := sha256.Sum256([]byte(benchSpec))
+	entry := &refresh.UDTFEntry{Kind: "chunker", UDTF: base64.StdEncoding.EncodeToString([]byte(benchSpec)), UDTFSha: hex.EncodeToString(sum[:]), UDTFName: "recursive", UDTFVersion: "1"}
+
+	run := func(view []string) (*jobs.Job, time.Duration) {
+		t0 := time.Now()
+		j, err := client.Submit(ctx, view, refresh.Options{Concurrency: 8})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for !jobs.Terminal(j.State) {
+			time.Sleep(10 * time.Millisecond)
+			if j, err = client.Get(ctx, j.ID); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if j.State != jobs.StateDone {
+			b.Fatalf("job %s: %s %+v", j.ID, j.State, j.Failure)
+		}
+		return j, time.Since(t0)
+	}
+
+	var full, incr, plain, plainW time.Duration
+	var outRows, plainRows int64
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		plainRows = plainLoop(b, srcFile, filepath.Join(dir, "plain.parquet"), false)
+		plain += time.Since(t0)
+		t0 = time.Now()
+		plainLoop(b, srcFile, filepath.Join(dir, "plain.parquet"), true)
+		plainW += time.Since(t0)
+
+		view := []string{fmt.Sprintf("chunks%d", i)}
+		if _, err := eng.CreateView(ctx, view, refresh.CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM corpus`, UDTFSpec: entry}); err != nil {
+			b.Fatal(err)
+		}
+		j, d := run(view)
+		full += d
+		outRows += j.Progress.RowsWritten
+
+		b.StopTimer()
+		src, _ := cat.OpenTable(ctx, []string{"corpus"})
+		if _, _, err := src.Insert(ctx, docsReader(n+i*n/100, n+(i+1)*n/100), ""); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		j, d = run(view)
+		if j.Result.Mode != refresh.ModeIncremental {
+			b.Fatalf("second refresh mode %s", j.Result.Mode)
+		}
+		incr += d
+	}
+	if outRows/int64(b.N) != plainRows {
+		b.Fatalf("refresh wrote %d rows, plain loop made %d", outRows/int64(b.N), plainRows)
+	}
+	secs := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
+	b.ReportMetric(float64(n)/secs(full), "refresh_src_rows/s")
+	b.ReportMetric(float64(plainRows)/secs(full), "refresh_out_rows/s")
+	b.ReportMetric(float64(n)/secs(plain), "plain_src_rows/s")
+	b.ReportMetric(float64(n)/secs(plainW), "plain+write_src_rows/s")
+	b.ReportMetric(secs(plain)/secs(full), "ratio_vs_plain")
+	b.ReportMetric(secs(plainW)/secs(full), "ratio_vs_plain+write")
+	b.ReportMetric(secs(incr)/secs(full), "incr1pct/full")
+}
