@@ -37,8 +37,9 @@ test: tools ## Run every test (starts its own redis-server on a free port)
 	$(GO) test -count=1 -timeout $(TESTTIMEOUT) $(PKGS)
 
 .PHONY: bench
-bench: ## Run the benchmarks; each prints ratios against a baseline from the same run
-	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh ./jobs
+bench: ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000)
+	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./service
 
 .PHONY: lint
 lint: ## gofmt and go vet
