@@ -23,6 +23,8 @@ type Config struct {
 	MaxBodyBytes int64
 	// Middleware runs before every handler (tracing, metrics).
 	Middleware []gin.HandlerFunc
+	// Metrics, when set, is served on GET /metrics.
+	Metrics http.Handler
 }
 
 // Views is what the API needs of the view and job layer; nil disables
@@ -75,6 +77,9 @@ func (s *Server) Handler() http.Handler {
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
+	if s.cfg.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(s.cfg.Metrics))
+	}
 
 	v1 := r.Group("/v1")
 	ns := v1.Group("/namespace/:id")

@@ -99,7 +99,7 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	now := time.Now().UTC()
 	j := &Job{
 		ID: uid.String(), Type: JobTypeRefresh, View: table.JoinID(view), State: StatePending,
-		CreatedAt: now, Request: opts, Cluster: opts.Cluster, ManifestChecksum: opts.ManifestChecksum,
+		CreatedAt: now, Request: opts, Cluster: opts.Cluster, ManifestChecksum: opts.ManifestChecksum, TraceID: traceID(ctx),
 		viewID: append([]string(nil), view...),
 	}
 	viewID, _ := json.Marshal(j.viewID)
@@ -112,11 +112,11 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted",
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
-		fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
+		fTraceID, j.TraceID, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
 	if err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Err(); err != nil {
 		return nil, redisErr("create job", err)
 	}
-	task, err := NewPlanTask(j.ID, j.Cluster, taskHeaders(ctx))
+	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
 	if err == nil {
 		err = enqueue(ctx, c.enq, task)
 	}

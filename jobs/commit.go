@@ -25,7 +25,7 @@ func NewCommitTask(jobID, cluster string, headers map[string]string) (*asynq.Tas
 	if err != nil {
 		return nil, err
 	}
-	return asynq.NewTaskWithHeaders(TypeCommit, b, headers, taskOptions(cluster, "commit:"+jobID)...), nil
+	return asynq.NewTaskWithHeaders(TypeCommit, b, stamp(headers), taskOptions(cluster, "commit:"+jobID)...), nil
 }
 
 func (s *Server) enqueueCommit(ctx context.Context, j *Job, headers map[string]string) error {

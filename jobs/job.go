@@ -54,7 +54,8 @@ func Terminal(s string) bool {
 type Job struct {
 	ID               string          `json:"job_id"`
 	Type             string          `json:"job_type"`
-	View             string          `json:"view"` // identifier joined with "$"
+	View             string          `json:"view"`           // identifier joined with "$"
+	Kind             string          `json:"kind,omitempty"` // the view's kind, once planned
 	State            string          `json:"state"`
 	Phase            string          `json:"phase"`
 	CreatedAt        time.Time       `json:"created_at"`
@@ -126,6 +127,7 @@ const (
 	fCluster     = "cluster"
 	fChecksum    = "manifest_checksum"
 	fTraceID     = "trace_id"
+	fKind        = "kind"
 	fResult      = "result"  // JSON refresh.Result
 	fFailure     = "failure" // JSON Failure
 	fTotal       = "items_total"
@@ -160,6 +162,7 @@ func decodeJob(m map[string]string) (*Job, error) {
 		Cluster:          m[fCluster],
 		ManifestChecksum: m[fChecksum],
 		TraceID:          m[fTraceID],
+		Kind:             m[fKind],
 		Progress: Progress{
 			WorkItemsTotal:  parseCount(m[fTotal]),
 			WorkItemsDone:   parseCount(m[fDone]),

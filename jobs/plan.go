@@ -25,7 +25,7 @@ func NewPlanTask(jobID, cluster string, headers map[string]string) (*asynq.Task,
 	if err != nil {
 		return nil, err
 	}
-	return asynq.NewTaskWithHeaders(TypePlan, b, headers, taskOptions(cluster, "plan:"+jobID)...), nil
+	return asynq.NewTaskWithHeaders(TypePlan, b, stamp(headers), taskOptions(cluster, "plan:"+jobID)...), nil
 }
 
 // handlePlan waits for the job's turn on its view (returning errWaitTurn,
@@ -81,6 +81,9 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 			return err
 		}
 		s.plans.put(j.ID, plan)
+		if err := s.st.rdb.HSet(ctx, jobKey(j.ID), fKind, string(plan.Kind)).Err(); err != nil {
+			return redisErr("record kind", err)
+		}
 	}
 	total := itemCount(plan)
 	first := min(max(j.Request.Concurrency, 1), total)

@@ -74,6 +74,8 @@ type Server struct {
 	log    *slog.Logger
 	plans  planCache
 	queues map[string]int
+	// inspector reads queue depth and latency for the queue gauges.
+	inspector *asynq.Inspector
 
 	stopHB   chan struct{}
 	hbDone   chan struct{}
@@ -130,7 +132,7 @@ func (s *Server) ID() string { return s.id }
 
 func (s *Server) mux() *asynq.ServeMux {
 	m := asynq.NewServeMux()
-	m.Use(s.logging, recovery(s.log))
+	m.Use(s.tracing, s.logging, recovery(s.log))
 	m.HandleFunc(TypePlan, s.handlePlan)
 	m.HandleFunc(TypeWorkItem, s.handleWorkItem)
 	m.HandleFunc(TypeCommit, s.handleCommit)
@@ -161,6 +163,7 @@ func (s *Server) Start() error {
 		Logger:            asynqLogger{s.log},
 		LogLevel:          asynq.WarnLevel,
 	})
+	s.inspector = asynq.NewInspector(s.cfg.Redis)
 	if err := s.srv.Start(s.mux()); err != nil {
 		_ = s.st.unregister(ctx, s.id, s.cfg.Clusters)
 		return fmt.Errorf("jobs: start worker: %w", err)
@@ -206,6 +209,9 @@ func (s *Server) Shutdown() {
 			s.srv.Shutdown()
 		}
 		_ = s.enq.Close()
+		if s.inspector != nil {
+			_ = s.inspector.Close()
+		}
 		if s.ownRDB {
 			_ = s.st.rdb.Close()
 		}
@@ -441,14 +447,14 @@ func (s *Server) logging(h asynq.Handler) asynq.Handler {
 		}
 		switch {
 		case err == nil:
-			s.log.Debug("jobs: task done", attrs...)
+			s.log.DebugContext(ctx, "jobs: task done", attrs...)
 		case errors.Is(err, errWaitTurn):
-			s.log.Debug("jobs: task waits for its view", attrs...)
+			s.log.DebugContext(ctx, "jobs: task waits for its view", attrs...)
 		case errors.Is(err, asynq.SkipRetry):
-			s.log.Warn("jobs: task failed for good", append(attrs, "err", err)...)
+			s.log.WarnContext(ctx, "jobs: task failed for good", append(attrs, "err", err)...)
 		default:
 			n, _ := asynq.GetRetryCount(ctx)
-			s.log.Warn("jobs: task failed, will retry", append(attrs, "retried", n, "err", err)...)
+			s.log.WarnContext(ctx, "jobs: task failed, will retry", append(attrs, "retried", n, "err", err)...)
 		}
 		return err
 	})

@@ -114,6 +114,9 @@ func (s *store) transition(ctx context.Context, j *Job, t transition) (transitio
 	r := transitionResult{code: v[0].(int64)}
 	r.state, _ = v[1].(string)
 	r.phase, _ = v[2].(string)
+	if r.code == 1 && t.terminal {
+		jobEnded(ctx, j, r.state)
+	}
 	return r, nil
 }
 

@@ -7,8 +7,10 @@ import (
 	"strconv"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/telemetry"
 )
 
 // TypeWorkItem is the task that expands one work item of a job.
@@ -27,7 +29,7 @@ func NewWorkItemTask(jobID string, index int, cluster string, headers map[string
 	if err != nil {
 		return nil, err
 	}
-	return asynq.NewTaskWithHeaders(TypeWorkItem, b, headers,
+	return asynq.NewTaskWithHeaders(TypeWorkItem, b, stamp(headers),
 		taskOptions(cluster, "item:"+jobID+":"+strconv.Itoa(index))...), nil
 }
 
@@ -97,6 +99,11 @@ func (s *Server) handleWorkItem(ctx context.Context, t *asynq.Task) error {
 	c, err := s.st.completeItem(ctx, j.ID, res)
 	if err != nil {
 		return err
+	}
+	if c.code == 1 { // counted once, however often the item ran
+		a := telemetry.Attrs(attribute.String("cluster", j.Cluster), attribute.String("kind", s.kindOf(j.ID)))
+		telemetry.RowsRead.Add(ctx, res.RowsRead, a)
+		telemetry.RowsWritten.Add(ctx, res.RowsWritten, a)
 	}
 	if c.code == -1 {
 		s.stopped(context.WithoutCancel(ctx), j.ID)

@@ -3,6 +3,8 @@ package refresh
 import (
 	"context"
 	"fmt"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,48 +186,65 @@ func (e *Engine) expandUDTF(ctx context.Context, v *View, src *sourceVersion, it
 // expandRows applies a row-wise view to the item's rows and writes the
 // output, cut at the room output_limit leaves.
 func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourceVersion, item WorkItem, w *fragWriter, res *ItemResult) error {
-	in, err := e.readItem(ctx, src, item)
+	rctx, span := tracer.Start(ctx, "refresh.read")
+	in, err := e.readItem(rctx, src, item)
+	endSpan(span, err, recordsAttrs(in)...)
 	if err != nil {
 		return err
 	}
-	rdr, err := array.NewRecordReader(src.input, in)
-	for _, r := range in {
-		r.Release()
-	}
-	if err != nil {
-		return err
-	}
-	out, err := e.db.Query(ctx, map[string]array.RecordReader{v.query.Name: rdr}, v.query.Rowwise)
-	if err != nil {
-		rdr.Release()
-		return sqlError(err)
-	}
-	schema := out.Schema()
-	recs, err := duck.Collect(out)
-	rdr.Release()
-	if err != nil {
-		return sqlError(err)
-	}
-	q, err := e.concatSorted(ctx, schema, recs)
-	if err != nil {
-		return err
-	}
-	defer q.Release()
-
-	var batches []arrow.RecordBatch
+	actx, applySpan := tracer.Start(ctx, "refresh.apply", trace.WithAttributes(attribute.String("mvq.view_kind", string(plan.Kind)),
+		attribute.Int("mvq.intra_applier_concurrency", plan.Options.IntraApplierConcurrency)))
+	batches, err := e.apply(actx, plan, v, src, in)
+	endSpan(applySpan, err, recordsAttrs(batches)...)
 	defer func() {
 		for _, b := range batches {
 			b.Release()
 		}
 	}()
-	if plan.Kind == KindChunker {
-		batches, err = e.chunkRows(ctx, v, q, plan.Options.IntraApplierConcurrency)
-	} else {
-		batches, err = e.projectRows(ctx, v, q)
-	}
 	if err != nil {
 		return err
 	}
+	wctx, writeSpan := tracer.Start(ctx, "refresh.write")
+	var written int64
+	err = e.writeBatches(wctx, plan, item, w, res, batches, &written)
+	endSpan(writeSpan, err, attribute.Int64("mvq.rows", written))
+	return err
+}
+
+// apply runs the view's SQL over the item's rows, then the chunker (or
+// the projection) with intra_applier_concurrency goroutines. It releases in.
+func (e *Engine) apply(ctx context.Context, plan *Plan, v *View, src *sourceVersion, in []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	rdr, err := array.NewRecordReader(src.input, in)
+	for _, r := range in {
+		r.Release()
+	}
+	if err != nil {
+		return nil, err
+	}
+	out, err := e.db.Query(ctx, map[string]array.RecordReader{v.query.Name: rdr}, v.query.Rowwise)
+	if err != nil {
+		rdr.Release()
+		return nil, sqlError(err)
+	}
+	schema := out.Schema()
+	recs, err := duck.Collect(out)
+	rdr.Release()
+	if err != nil {
+		return nil, sqlError(err)
+	}
+	q, err := e.concatSorted(ctx, schema, recs)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Release()
+	if plan.Kind == KindChunker {
+		return e.chunkRows(ctx, v, q, plan.Options.IntraApplierConcurrency)
+	}
+	return e.projectRows(ctx, v, q)
+}
+
+// writeBatches writes the view rows, stopping at output_limit's room.
+func (e *Engine) writeBatches(ctx context.Context, plan *Plan, item WorkItem, w *fragWriter, res *ItemResult, batches []arrow.RecordBatch, written *int64) error {
 	room := int64(-1)
 	if l := plan.Options.OutputLimit; l != nil {
 		room = *l - item.ExistingRowsBefore
@@ -244,6 +263,7 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 			if err != nil {
 				return err
 			}
+			*written += n
 		}
 		if room >= 0 {
 			room -= n

@@ -9,9 +9,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gin-gonic/gin"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
+
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/telemetry"
 )
 
 // Core is what every process shares: the warehouse catalog and SQL engine.
@@ -67,21 +71,31 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, onDrain func(),
 // RunAPI serves the HTTP API until ctx ends. ready, when set, is called
 // with the bound address once the listener is up.
 func RunAPI(ctx context.Context, cfg Config, ready func(addr string)) error {
+	tel, err := setupTelemetry(ctx, cfg, "mvq-api")
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(tel)
 	core, err := OpenCore(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer core.Close()
-	return serveAPI(ctx, cfg, core, ready)
+	return serveAPI(ctx, cfg, core, tel, ready)
 }
 
-func serveAPI(ctx context.Context, cfg Config, core *Core, ready func(addr string)) error {
+func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Telemetry, ready func(addr string)) error {
 	views, closeViews, err := openViews(ctx, cfg, core)
 	if err != nil {
 		return err
 	}
 	defer closeViews()
-	api := httpapi.New(httpapi.Config{MaxBodyBytes: cfg.MaxBodyBytes}, core.Catalog, views)
+	api := httpapi.New(httpapi.Config{
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		Metrics:      tel.MetricsHandler(),
+		// The request span is the root of a refresh job's trace.
+		Middleware: []gin.HandlerFunc{otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tel.TracerProvider)), httpapi.Metrics()},
+	}, core.Catalog, views)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err

@@ -18,6 +18,11 @@ func RunDev(ctx context.Context, cfg Config, ready func(addr string)) error {
 	}
 	defer mr.Close()
 	cfg.RedisURL = "redis://" + mr.Addr() + "/0"
+	tel, err := setupTelemetry(ctx, cfg, "mvq-dev")
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(tel)
 	core, err := OpenCore(ctx, cfg)
 	if err != nil {
 		return err
@@ -29,5 +34,5 @@ func RunDev(ctx context.Context, cfg Config, ready func(addr string)) error {
 	}
 	defer stop()
 	slog.Info("mvq dev: embedded redis", "addr", mr.Addr())
-	return serveAPI(ctx, cfg, core, ready)
+	return serveAPI(ctx, cfg, core, tel, ready)
 }

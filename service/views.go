@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/httpapi"
@@ -23,7 +24,12 @@ func redisClients(url string) (redis.UniversalClient, asynq.RedisConnOpt, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("redis url %q: %w", url, err)
 	}
-	return redis.NewClient(opt), conn, nil
+	rdb := redis.NewClient(opt)
+	if err := redisotel.InstrumentTracing(rdb); err != nil {
+		rdb.Close()
+		return nil, nil, fmt.Errorf("redis tracing: %w", err)
+	}
+	return rdb, conn, nil
 }
 
 // openViews wires the view engine and the job client for the API.

@@ -9,10 +9,11 @@ import (
 
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/telemetry"
 )
 
-// startWorker starts an asynq server for cfg.Clusters and returns its
-// shutdown.
+// startWorker starts an asynq server for cfg.Clusters, reports its queues
+// to the metrics, and returns its shutdown.
 func startWorker(cfg Config, core *Core) (func(), error) {
 	rdb, conn, err := redisClients(cfg.RedisURL)
 	if err != nil {
@@ -31,6 +32,11 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 		rdb.Close()
 		return nil, err
 	}
+	if err := telemetry.RegisterQueueGauges(srv.QueueStats); err != nil {
+		srv.Shutdown()
+		rdb.Close()
+		return nil, err
+	}
 	return func() {
 		srv.Shutdown()
 		rdb.Close()
@@ -40,6 +46,11 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 // RunWorker runs a worker until ctx ends, then shuts down gracefully. It
 // serves /healthz (and /metrics) on cfg.MetricsListen.
 func RunWorker(ctx context.Context, cfg Config, ready func(metricsAddr string)) error {
+	tel, err := setupTelemetry(ctx, cfg, "mvq-worker")
+	if err != nil {
+		return err
+	}
+	defer shutdownTelemetry(tel)
 	core, err := OpenCore(ctx, cfg)
 	if err != nil {
 		return err
@@ -56,6 +67,7 @@ func RunWorker(ctx context.Context, cfg Config, ready func(metricsAddr string)) 
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status":"ok"}`)) })
+	mux.Handle("/metrics", tel.MetricsHandler())
 	slog.Info("mvq worker started", "clusters", cfg.Clusters, "concurrency", cfg.WorkerConcurrency, "metrics", ln.Addr().String())
 	if ready != nil {
 		ready(ln.Addr().String())

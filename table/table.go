@@ -12,6 +12,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mvq-dev/mvq/telemetry"
 )
 
 // Table is a handle on a table folder. It holds no version: every read
@@ -161,21 +167,32 @@ type Op func(base *Manifest) (*Manifest, error)
 // maxCommitAttempts bounds the rebase loop of one commit.
 const maxCommitAttempts = 200
 
-// CommitStats reports how a commit went; the telemetry package reads it.
-var CommitHook func(ctx context.Context, attempts int, err error, d time.Duration)
-
 // Commit writes the next version with put-if-not-exists. A lost race
 // re-reads the latest version and calls op again (append rebases; ops that
 // cannot rebase return a conflict). Exactly one writer wins each version.
+// It is traced as table.commit and measured by mvq_commit_duration_seconds
+// and mvq_commit_conflicts_total.
 func (t *Table) Commit(ctx context.Context, op Op) (*Manifest, error) {
+	ctx, span := tracer.Start(ctx, "table.commit", trace.WithAttributes(attribute.String("mvq.table", JoinID(t.id))))
+	defer span.End()
 	start := time.Now()
 	attempts := 0
 	m, err := t.commit(ctx, op, &attempts)
-	if CommitHook != nil {
-		CommitHook(ctx, attempts, err, time.Since(start))
+	telemetry.CommitDuration.Record(ctx, time.Since(start).Seconds())
+	if attempts > 1 {
+		telemetry.CommitConflicts.Add(ctx, int64(attempts-1))
 	}
-	return m, err
+	span.SetAttributes(attribute.Int("mvq.commit_attempts", attempts))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
+	}
+	span.SetAttributes(attribute.Int64("mvq.version", int64(m.Version)), attribute.Int64("mvq.rows", m.NumRows()), attribute.Int("mvq.fragments", len(m.Fragments)))
+	return m, nil
 }
+
+var tracer = otel.Tracer("github.com/mvq-dev/mvq/table")
 
 func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, error) {
 	for {
