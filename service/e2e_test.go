@@ -32,6 +32,10 @@ func TestMain(m *testing.M) {
 		runWorkerProcess()
 		return
 	}
+	if os.Getenv("MVQ_TEST_API") != "" {
+		runAPIProcess()
+		return
+	}
 	code := m.Run()
 	testenv.StopShared()
 	os.Exit(code)
@@ -56,12 +60,34 @@ func runWorkerProcess() {
 	os.Exit(0)
 }
 
+// runAPIProcess is the body of the API process the tests start: a real
+// cmd/api equivalent.
+func runAPIProcess() {
+	cfg, err := service.LoadConfig("api", nil, os.Getenv, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	if err := service.RunAPI(ctx, cfg, func(addr string) {
+		os.WriteFile(os.Getenv("MVQ_READY_FILE"), []byte(addr), 0o644)
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
 type env struct {
 	t         *testing.T
 	api       string
 	redisURL  string
 	warehouse string
 	workers   []*exec.Cmd
+	// workerReady are the ready files of the workers, holding each one's
+	// metrics address.
+	workerReady []string
 }
 
 // start runs the API in-process and n worker processes, all on a real
@@ -73,49 +99,47 @@ func start(t *testing.T, workers int, clusters string) *env {
 	for i := 0; i < workers; i++ {
 		e.startWorker(clusters)
 	}
-	cfg := service.Defaults()
-	cfg.Listen, cfg.RedisURL, cfg.Warehouse = "127.0.0.1:0", e.redisURL, e.warehouse
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- service.RunAPI(ctx, cfg, func(a string) { addrc <- a }) }()
-	select {
-	case a := <-addrc:
-		e.api = "http://" + a
-	case err := <-done:
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	addr := e.startProcess("api", "MVQ_TEST_API=1", "MVQ_LISTEN=127.0.0.1:0")
+	e.api = "http://" + addr
 	return e
 }
 
 func (e *env) startWorker(clusters string) *exec.Cmd {
 	e.t.Helper()
+	e.startProcess("worker", "MVQ_TEST_WORKER=1", "MVQ_CLUSTERS="+clusters, "MVQ_METRICS_LISTEN=127.0.0.1:0", "MVQ_WORKER_CONCURRENCY=4")
+	return e.workers[len(e.workers)-1]
+}
+
+// startProcess re-executes the test binary as an API or worker process
+// and returns the address it wrote to its ready file.
+func (e *env) startProcess(what string, extra ...string) string {
+	e.t.Helper()
 	ready := filepath.Join(e.t.TempDir(), "ready")
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "MVQ_TEST_WORKER=1", "MVQ_READY_FILE="+ready, "MVQ_REDIS_URL="+e.redisURL,
-		"MVQ_WAREHOUSE="+e.warehouse, "MVQ_CLUSTERS="+clusters, "MVQ_METRICS_LISTEN=127.0.0.1:0", "MVQ_WORKER_CONCURRENCY=4", "MVQ_LOG_LEVEL=warn")
+	cmd.Env = append(append(os.Environ(), "MVQ_READY_FILE="+ready, "MVQ_REDIS_URL="+e.redisURL,
+		"MVQ_WAREHOUSE="+e.warehouse, "MVQ_LOG_LEVEL=warn"), extra...)
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	e.workers = append(e.workers, cmd)
+	if what == "worker" {
+		e.workers = append(e.workers, cmd)
+		e.workerReady = append(e.workerReady, ready)
+	}
 	e.t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 		if e.t.Failed() {
-			e.t.Logf("worker %d log:\n%s", cmd.Process.Pid, logs.String())
+			e.t.Logf("%s %d log:\n%s", what, cmd.Process.Pid, logs.String())
 		}
 	})
-	waitFor(e.t, 60*time.Second, "worker ready", func() bool {
-		_, err := os.Stat(ready)
-		return err == nil
+	var addr []byte
+	waitFor(e.t, 60*time.Second, what+" ready", func() bool {
+		addr, _ = os.ReadFile(ready)
+		return len(addr) > 0
 	})
-	return cmd
+	return string(addr)
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {

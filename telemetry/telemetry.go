@@ -87,6 +87,9 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	t.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(pe))
 
 	otel.SetTracerProvider(t.TracerProvider)
+	// Series that only move on rare events exist from the start, so
+	// dashboards and alerts find them (at zero).
+	CommitConflicts.Add(ctx, 0)
 	otel.SetMeterProvider(t.MeterProvider)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return t, nil
