@@ -128,6 +128,84 @@ func plainLoop(b *testing.B, path, out string, write bool) int64 {
 	return n
 }
 
+// orchestrator is a source table of n documents, the view engine and a
+// worker pool (concurrency 8, in this process) behind a job client.
+type orchestrator struct {
+	cat     *table.Catalog
+	eng     *refresh.Engine
+	client  *jobs.Client
+	srcFile string
+	dir     string
+	entry   *refresh.UDTFEntry
+}
+
+func newOrchestrator(b *testing.B, n int) *orchestrator {
+	ctx := context.Background()
+	dir := b.TempDir()
+	wh, err := table.OpenWarehouse(ctx, "file://"+dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { wh.Close() })
+	db, err := duck.Open(duck.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: n}) // one source file for the plain loop
+	_, m, err := cat.CreateTable(ctx, []string{"corpus"}, benchSchema, docsReader(0, n), "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, rdbNum := testenv.SharedRedis(b)
+	conn := asynq.RedisClientOpt{Addr: r.Addr, DB: rdbNum}
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr, DB: rdbNum})
+	b.Cleanup(func() { rdb.Close() })
+	eng := refresh.NewEngine(cat)
+	srv, err := jobs.NewServer(jobs.ServerConfig{Redis: conn, RDB: rdb, Engine: eng, Concurrency: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(srv.Shutdown)
+	client := jobs.NewClient(rdb, conn, eng)
+	b.Cleanup(func() { client.Close() })
+	sum := sha256.Sum256([]byte(benchSpec))
+	return &orchestrator{cat: cat, eng: eng, client: client, dir: dir,
+		srcFile: filepath.Join(dir, "corpus.lance", filepath.FromSlash(m.Fragments[0].Path)),
+		entry:   &refresh.UDTFEntry{Kind: "chunker", UDTF: base64.StdEncoding.EncodeToString([]byte(benchSpec)), UDTFSha: hex.EncodeToString(sum[:]), UDTFName: "recursive", UDTFVersion: "1"}}
+}
+
+// view creates a chunker view over the corpus.
+func (o *orchestrator) view(b *testing.B, name string) []string {
+	id := []string{name}
+	if _, err := o.eng.CreateView(context.Background(), id, refresh.CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM corpus`, UDTFSpec: o.entry}); err != nil {
+		b.Fatal(err)
+	}
+	return id
+}
+
+// run refreshes view through the orchestrator and waits for DONE.
+func (o *orchestrator) run(b *testing.B, ctx context.Context, view []string) (*jobs.Job, time.Duration) {
+	t0 := time.Now()
+	j, err := o.client.Submit(ctx, view, refresh.Options{Concurrency: 8})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for !jobs.Terminal(j.State) {
+		time.Sleep(10 * time.Millisecond)
+		if j, err = o.client.Get(ctx, j.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if j.State != jobs.StateDone {
+		b.Fatalf("job %s: %s %+v", j.ID, j.State, j.Failure)
+	}
+	return j, time.Since(t0)
+}
+
 // BenchmarkRefreshOrchestrated: a full refresh of a chunker view over
 // ~2 KB documents through the whole orchestrator (Redis, asynq, job
 // records, a worker pool of concurrency 8 in this process), next to the
@@ -137,60 +215,8 @@ func plainLoop(b *testing.B, path, out string, write bool) int64 {
 func BenchmarkRefreshOrchestrated(b *testing.B) {
 	ctx := context.Background()
 	n := benchDocs()
-	dir := b.TempDir()
-	wh, err := table.OpenWarehouse(ctx, "file://"+dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer wh.Close()
-	db, err := duck.Open(duck.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: n}) // one source file for the plain loop
-	_, m, err := cat.CreateTable(ctx, []string{"corpus"}, benchSchema, docsReader(0, n), "", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	srcFile := filepath.Join(dir, "corpus.lance", filepath.FromSlash(m.Fragments[0].Path))
-
-	r, rdbNum := testenv.SharedRedis(b)
-	conn := asynq.RedisClientOpt{Addr: r.Addr, DB: rdbNum}
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr, DB: rdbNum})
-	defer rdb.Close()
-	eng := refresh.NewEngine(cat)
-	srv, err := jobs.NewServer(jobs.ServerConfig{Redis: conn, RDB: rdb, Engine: eng, Concurrency: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Shutdown()
-	client := jobs.NewClient(rdb, conn, eng)
-	defer client.Close()
-	sum := sha256.Sum256([]byte(benchSpec))
-	entry := &refresh.UDTFEntry{Kind: "chunker", UDTF: base64.StdEncoding.EncodeToString([]byte(benchSpec)), UDTFSha: hex.EncodeToString(sum[:]), UDTFName: "recursive", UDTFVersion: "1"}
-
-	run := func(view []string) (*jobs.Job, time.Duration) {
-		t0 := time.Now()
-		j, err := client.Submit(ctx, view, refresh.Options{Concurrency: 8})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for !jobs.Terminal(j.State) {
-			time.Sleep(10 * time.Millisecond)
-			if j, err = client.Get(ctx, j.ID); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if j.State != jobs.StateDone {
-			b.Fatalf("job %s: %s %+v", j.ID, j.State, j.Failure)
-		}
-		return j, time.Since(t0)
-	}
-
+	o := newOrchestrator(b, n)
+	cat, srcFile, dir := o.cat, o.srcFile, o.dir
 	var full, incr, plain, plainW time.Duration
 	var outRows, plainRows int64
 	for i := 0; i < b.N; i++ {
@@ -201,11 +227,8 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 		plainLoop(b, srcFile, filepath.Join(dir, "plain.parquet"), true)
 		plainW += time.Since(t0)
 
-		view := []string{fmt.Sprintf("chunks%d", i)}
-		if _, err := eng.CreateView(ctx, view, refresh.CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM corpus`, UDTFSpec: entry}); err != nil {
-			b.Fatal(err)
-		}
-		j, d := run(view)
+		view := o.view(b, fmt.Sprintf("chunks%d", i))
+		j, d := o.run(b, ctx, view)
 		full += d
 		outRows += j.Progress.RowsWritten
 
@@ -215,7 +238,7 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		j, d = run(view)
+		j, d = o.run(b, ctx, view)
 		if j.Result.Mode != refresh.ModeIncremental {
 			b.Fatalf("second refresh mode %s", j.Result.Mode)
 		}
