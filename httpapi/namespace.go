@@ -16,22 +16,13 @@ func fmtAny(v any) string { return fmt.Sprint(v) }
 const MaxPageLimit = 10000
 
 func (s *Server) createNamespace(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req struct {
 		ID         []string          `json:"id"`
 		Mode       string            `json:"mode"`
 		Properties map[string]string `json:"properties"`
 	}
-	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
-	}
-	if err := checkBodyID(id, req.ID); err != nil {
-		fail(c, err)
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
 		return
 	}
 	if err := s.cat.CreateNamespace(c, id, req.Mode, req.Properties); err != nil {
@@ -110,20 +101,11 @@ func (s *Server) list(c *gin.Context, key string, fn func(ctx context.Context, i
 }
 
 func (s *Server) describeNamespace(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req struct {
 		ID []string `json:"id"`
 	}
-	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
-	}
-	if err := checkBodyID(id, req.ID); err != nil {
-		fail(c, err)
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
 		return
 	}
 	props, err := s.cat.DescribeNamespace(c, id)
@@ -135,20 +117,11 @@ func (s *Server) describeNamespace(c *gin.Context) {
 }
 
 func (s *Server) namespaceExists(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req struct {
 		ID []string `json:"id"`
 	}
-	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
-	}
-	if err := checkBodyID(id, req.ID); err != nil {
-		fail(c, err)
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
 		return
 	}
 	if _, err := s.cat.DescribeNamespace(c, id); err != nil {
@@ -159,22 +132,13 @@ func (s *Server) namespaceExists(c *gin.Context) {
 }
 
 func (s *Server) dropNamespace(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req struct {
 		ID       []string `json:"id"`
 		Mode     string   `json:"mode"`
 		Behavior string   `json:"behavior"`
 	}
-	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
-	}
-	if err := checkBodyID(id, req.ID); err != nil {
-		fail(c, err)
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
 		return
 	}
 	if err := s.cat.DropNamespace(c, id, req.Mode, req.Behavior); err != nil {

@@ -157,20 +157,28 @@ func (b versionBody) version() (uint64, error) {
 	return uint64(*b.Version), nil
 }
 
-// tableAndBody opens the path table and decodes the body into req, whose
-// first field must be the body id.
-func (s *Server) tableAndBody(c *gin.Context, req any, bodyID func() []string) (*table.Table, bool) {
+// pathAndBody parses the path id and decodes the JSON body into req; a
+// body id (bodyID returns it) must agree with the path. On failure it has
+// written the problem and returns false.
+func pathAndBody(c *gin.Context, req any, bodyID func() []string) ([]string, bool) {
 	id, err := pathID(c)
+	if err == nil {
+		err = bindJSON(c, req)
+	}
+	if err == nil {
+		err = checkBodyID(id, bodyID())
+	}
 	if err != nil {
 		fail(c, err)
 		return nil, false
 	}
-	if err := bindJSON(c, req); err != nil {
-		fail(c, err)
-		return nil, false
-	}
-	if err := checkBodyID(id, bodyID()); err != nil {
-		fail(c, err)
+	return id, true
+}
+
+// tableAndBody is pathAndBody plus opening the path's table.
+func (s *Server) tableAndBody(c *gin.Context, req any, bodyID func() []string) (*table.Table, bool) {
+	id, ok := pathAndBody(c, req, bodyID)
+	if !ok {
 		return nil, false
 	}
 	t, err := s.cat.OpenTable(c, id)

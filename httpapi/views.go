@@ -46,18 +46,9 @@ type createViewRequest struct {
 }
 
 func (v *ViewRoutes) createView(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req createViewRequest
-	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
-	}
-	if err := checkBodyID(id, req.ID); err != nil {
-		fail(c, err)
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
 		return
 	}
 	switch {
@@ -162,18 +153,9 @@ func refreshOptions(req *refreshViewRequest) (refresh.Options, error) {
 }
 
 func (v *ViewRoutes) refreshView(c *gin.Context) {
-	id, err := pathID(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
 	var req refreshViewRequest
-	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
-	}
-	if err := checkBodyID(id, req.ID); err != nil {
-		fail(c, err)
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
 		return
 	}
 	opts, err := refreshOptions(&req)
@@ -209,25 +191,12 @@ func (r jobIDRequest) check() error {
 	return nil
 }
 
-func (v *ViewRoutes) describeJob(c *gin.Context) {
-	var req jobIDRequest
-	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
-	}
-	if err := req.check(); err != nil {
-		fail(c, err)
-		return
-	}
-	job, err := v.Jobs.Get(c, req.JobID)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, job)
-}
+func (v *ViewRoutes) describeJob(c *gin.Context) { v.jobByBody(c, v.Jobs.Get) }
 
-func (v *ViewRoutes) cancelJob(c *gin.Context) {
+func (v *ViewRoutes) cancelJob(c *gin.Context) { v.jobByBody(c, v.Jobs.Cancel) }
+
+// jobByBody decodes {job_id} and answers the job fn returns for it.
+func (v *ViewRoutes) jobByBody(c *gin.Context, fn func(context.Context, string) (*jobs.Job, error)) {
 	var req jobIDRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
@@ -237,7 +206,7 @@ func (v *ViewRoutes) cancelJob(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	job, err := v.Jobs.Cancel(c, req.JobID)
+	job, err := fn(c, req.JobID)
 	if err != nil {
 		fail(c, err)
 		return

@@ -94,7 +94,7 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 	if pos < end {
 		return nil, unreadable(fmt.Errorf("file has %d rows, want rows [%d, %d)", pos, start, end))
 	}
-	rr, err := fr.GetRecordReader(ctx, leaves(fr, fields), groups)
+	rr, err := fr.GetRecordReader(ctx, table.LeafIndices(fr, fields), groups)
 	if err != nil {
 		return nil, unreadable(err)
 	}
@@ -124,29 +124,6 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 		need -= n
 	}
 	return out, nil
-}
-
-// leaves returns the Parquet leaf columns of the given top-level fields
-// (nil: all).
-func leaves(fr *pqarrow.FileReader, fields []int) []int {
-	if fields == nil {
-		return nil
-	}
-	var out []int
-	var walk func(f *pqarrow.SchemaField)
-	walk = func(f *pqarrow.SchemaField) {
-		if f.IsLeaf() {
-			out = append(out, f.ColIndex)
-			return
-		}
-		for i := range f.Children {
-			walk(&f.Children[i])
-		}
-	}
-	for _, i := range fields {
-		walk(&fr.Manifest.Fields[i])
-	}
-	return out
 }
 
 // readerAt gives random access over a sequential object reader: each read

@@ -244,9 +244,9 @@ func (t *Table) WriteFragments(ctx context.Context, schema *arrow.Schema, rdr ar
 	return out, nil
 }
 
-// leafIndices returns the Parquet leaf columns of the given top-level
-// fields (nil: all).
-func leafIndices(fr *pqarrow.FileReader, fields []int) []int {
+// LeafIndices returns the Parquet leaf columns of the given top-level
+// fields (nil: all), as pqarrow's column selection wants them.
+func LeafIndices(fr *pqarrow.FileReader, fields []int) []int {
 	if fields == nil {
 		return nil
 	}
@@ -287,7 +287,7 @@ func (t *Table) ReadFragment(ctx context.Context, f Fragment, fields []int, mem 
 		// Only the row count is wanted: an empty record per row group.
 		return []arrow.RecordBatch{array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, pf.NumRows())}, nil
 	}
-	rr, err := fr.GetRecordReader(ctx, leafIndices(fr, fields), nil)
+	rr, err := fr.GetRecordReader(ctx, LeafIndices(fr, fields), nil)
 	if err != nil {
 		return nil, err
 	}
