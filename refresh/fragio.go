@@ -12,7 +12,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
@@ -260,59 +259,14 @@ func (w *fragWriter) flush(ctx context.Context) error {
 	return nil
 }
 
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
 // writeFile writes recs as the Parquet file rel of t (replacing it if
 // present: a retried step rewrites its own files) and returns its
-// fragment, ID unassigned. The file properties match the table package's,
-// except that the columns noDict (chunk text, all but unique) skip the
-// dictionary encoding Parquet would try first and then abandon.
+// fragment, ID unassigned. The columns noDict (chunk text, all but unique)
+// skip the dictionary encoding Parquet would try first and then abandon.
 func (e *Engine) writeFile(ctx context.Context, t *table.Table, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, noDict []string) (table.Fragment, error) {
-	opts := []parquet.WriterProperty{
-		parquet.WithCompression(compress.Codecs.Snappy),
-		parquet.WithMaxRowGroupLength(int64(e.cat.Options().RowGroupRows)),
-		parquet.WithPageIndexEnabled(true),
-		parquet.WithAllocator(e.mem),
-	}
-	for _, col := range noDict {
-		opts = append(opts, parquet.WithDictionaryFor(col, false))
-	}
-	props := parquet.NewWriterProperties(opts...)
-	aprops := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(e.mem))
-	var rows, size int64
-	err := e.cat.Warehouse().WriteFrom(ctx, t.Key(rel), func(w io.Writer) error {
-		cw := &countingWriter{w: w}
-		fw, err := pqarrow.NewFileWriter(schema, cw, props, aprops)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			if r.NumRows() == 0 {
-				continue
-			}
-			if err := fw.WriteBuffered(r); err != nil {
-				fw.Close()
-				return err
-			}
-			rows += r.NumRows()
-		}
-		if err := fw.Close(); err != nil {
-			return err
-		}
-		size = cw.n
-		return nil
-	})
+	f, err := t.WriteFileAt(ctx, rel, schema, recs, noDict...)
 	if err != nil {
 		return table.Fragment{}, fmt.Errorf("write %s %s: %w", table.JoinID(t.ID()), rel, err)
 	}
-	return table.Fragment{Path: rel, Rows: rows, Bytes: size}, nil
+	return f, nil
 }

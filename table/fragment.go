@@ -74,13 +74,19 @@ func checkSchema(s *arrow.Schema) error {
 // offset index per column chunk) lets a reader of a row range, such as a
 // refresh work item, seek straight to its pages instead of decompressing
 // every page before them.
-func (c *Catalog) writerProps() (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
-	return parquet.NewWriterProperties(
-			parquet.WithCompression(compress.Codecs.Snappy),
-			parquet.WithMaxRowGroupLength(int64(c.opts.RowGroupRows)),
-			parquet.WithPageIndexEnabled(true),
-			parquet.WithAllocator(c.opts.Mem),
-		),
+// Columns in noDict skip the dictionary encoding Parquet would otherwise
+// try first (and abandon, for mostly unique text such as chunks).
+func (c *Catalog) writerProps(noDict ...string) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
+	opts := []parquet.WriterProperty{
+		parquet.WithCompression(compress.Codecs.Snappy),
+		parquet.WithMaxRowGroupLength(int64(c.opts.RowGroupRows)),
+		parquet.WithPageIndexEnabled(true),
+		parquet.WithAllocator(c.opts.Mem),
+	}
+	for _, col := range noDict {
+		opts = append(opts, parquet.WithDictionaryFor(col, false))
+	}
+	return parquet.NewWriterProperties(opts...),
 		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(c.opts.Mem))
 }
 
@@ -95,12 +101,19 @@ func (cw *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// WriteFile writes records as one data file under data/ and returns its
-// fragment (ID unassigned: the commit assigns it).
+// WriteFile writes records as one new data file under data/ and returns
+// its fragment (ID unassigned: the commit assigns it).
 func (t *Table) WriteFile(ctx context.Context, schema *arrow.Schema, recs []arrow.RecordBatch) (Fragment, error) {
-	rel := "data/" + uuid.NewString() + ".parquet"
+	return t.WriteFileAt(ctx, "data/"+uuid.NewString()+".parquet", schema, recs)
+}
+
+// WriteFileAt writes records as the data file rel (under data/), replacing
+// a file of that name: callers with deterministic names (a retried refresh
+// step) rewrite their own output. Columns in noDict are written without
+// dictionary encoding. The fragment's ID is unassigned.
+func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, noDict ...string) (Fragment, error) {
 	var rows, size int64
-	props, aprops := t.c.writerProps()
+	props, aprops := t.c.writerProps(noDict...)
 	err := t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) error {
 		cw := &countingWriter{w: w}
 		fw, err := pqarrow.NewFileWriter(schema, cw, props, aprops)
