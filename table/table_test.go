@@ -414,3 +414,49 @@ func TestNamespaces(t *testing.T) {
 		t.Fatalf("cascade left the table: %v", err)
 	}
 }
+
+// TestWarehouseSchemes: mem:// holds tables with the same commit rules;
+// s3:// and gs:// open through gocloud (no network is touched until a
+// read or write; S3 itself is exercised elsewhere); unknown schemes fail.
+func TestWarehouseSchemes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	wh, err := OpenWarehouse(ctx, "mem://")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	c := NewCatalog(wh, testDB(t), Options{})
+	tb, _, err := c.CreateTable(ctx, []string{"t"}, testSchema, rows(t, 0, 5), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.CreateTable(ctx, []string{"t"}, testSchema, nil, "", nil); ErrorCode(err) != CodeTableAlreadyExists {
+		t.Fatalf("mem:// second create: %v", err)
+	}
+	if _, _, err := tb.Insert(ctx, rows(t, 5, 8), ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, tb, QueryOptions{}); !eq(got, seq(0, 8)) {
+		t.Fatalf("mem:// rows %v", got)
+	}
+	if err := wh.PutIfNotExists(ctx, "x", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := wh.PutIfNotExists(ctx, "x", []byte("2")); err != ErrExists {
+		t.Fatalf("mem:// put-if-not-exists twice: %v", err)
+	}
+	for _, u := range []string{"s3://bucket/prefix?region=us-east-1", "gs://bucket/prefix?anonymous=true"} {
+		w, err := OpenWarehouse(ctx, u)
+		if err != nil {
+			t.Errorf("open %s: %v", u, err)
+			continue
+		}
+		w.Close()
+	}
+	for _, u := range []string{"ftp://x", "warehouse", "file://"} {
+		if _, err := OpenWarehouse(ctx, u); err == nil {
+			t.Errorf("open %q succeeded", u)
+		}
+	}
+}
