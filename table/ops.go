@@ -315,15 +315,14 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 	if err != nil {
 		return nil, 0, err
 	}
-	removed := make([]uint32, len(touched))
-	var adds []Fragment
+	reps := make([]Replacement, len(touched))
 	for i, f := range touched {
-		removed[i] = f.ID
+		reps[i] = Replacement{Old: f.ID}
 		if keep[i] {
-			adds = append(adds, added[i])
+			reps[i].New = &added[i]
 		}
 	}
-	nm, err := t.Commit(ctx, RewriteOp(operation, removed, adds))
+	nm, err := t.Commit(ctx, RewriteOp(operation, reps))
 	return nm, matched, err
 }
 

@@ -358,29 +358,42 @@ func OverwriteOp(schema *arrow.Schema, frags []Fragment, props map[string]json.R
 	}
 }
 
-// RewriteOp removes fragments and adds their rewritten replacements
-// (delete, update). It conflicts when a concurrent commit already removed
-// one of them; concurrent appends are kept.
-func RewriteOp(operation string, removed []uint32, added []Fragment) Op {
+// Replacement swaps fragment Old for New (nil: Old is dropped).
+type Replacement struct {
+	Old uint32
+	New *Fragment
+}
+
+// RewriteOp swaps fragments for their rewritten copies (delete, update),
+// each in the place of the one it replaces, so table order is kept. It
+// conflicts when a concurrent commit already removed one of them;
+// concurrent appends are kept.
+func RewriteOp(operation string, reps []Replacement) Op {
 	return func(base *Manifest) (*Manifest, error) {
-		gone := make(map[uint32]bool, len(removed))
-		for _, id := range removed {
-			gone[id] = true
+		byOld := make(map[uint32]*Fragment, len(reps))
+		for _, r := range reps {
+			byOld[r.Old] = r.New
 		}
-		kept := base.Fragments[:0:0]
+		out := base.Fragments[:0:0]
 		for _, f := range base.Fragments {
-			if gone[f.ID] {
-				delete(gone, f.ID)
+			nf, swap := byOld[f.ID]
+			if !swap {
+				out = append(out, f)
 				continue
 			}
-			kept = append(kept, f)
+			delete(byOld, f.ID)
+			if nf != nil {
+				r := *nf
+				r.ID = base.NextFragmentID
+				base.NextFragmentID++
+				out = append(out, r)
+			}
 		}
-		if len(gone) > 0 {
+		if len(byOld) > 0 {
 			return nil, &Error{Code: CodeConcurrentModification, Message: fmt.Sprintf("%s: fragments changed by a concurrent commit; retry", operation)}
 		}
 		base.Operation = operation
-		base.Fragments = kept
-		assignIDs(base, added)
+		base.Fragments = out
 		return base, nil
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -356,8 +357,8 @@ func TestRewriteConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := m.Fragments[0]
-	a, errA := tb.Commit(ctx, RewriteOp("delete", []uint32{f.ID}, nil))
-	_, errB := tb.Commit(ctx, RewriteOp("delete", []uint32{f.ID}, nil))
+	a, errA := tb.Commit(ctx, RewriteOp("delete", []Replacement{{Old: f.ID}}))
+	_, errB := tb.Commit(ctx, RewriteOp("delete", []Replacement{{Old: f.ID}}))
 	if errA != nil || a.Version != 2 || !IsConflict(errB) {
 		t.Fatalf("first: %v, second: %v", errA, errB)
 	}
@@ -457,6 +458,43 @@ func TestWarehouseSchemes(t *testing.T) {
 	for _, u := range []string{"ftp://x", "warehouse", "file://"} {
 		if _, err := OpenWarehouse(ctx, u); err == nil {
 			t.Errorf("open %q succeeded", u)
+		}
+	}
+}
+
+// TestCleanupOrphans: files no version references (a writer that died
+// before committing) are removed once past the grace period; every
+// version still reads.
+func TestCleanupOrphans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{MaxRowsPerFragment: 10})
+	tb, _, err := c.CreateTable(ctx, []string{"t"}, testSchema, rows(t, 0, 25), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tb.Delete(ctx, "id < 5"); err != nil { // v2 rewrites a fragment; v1 still uses the old one
+		t.Fatal(err)
+	}
+	// A writer that wrote data and died before its commit.
+	orphan, err := tb.WriteFile(ctx, testSchema, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tb.CleanupOrphans(ctx, time.Hour)
+	if err != nil || res.Removed != 0 || res.Recent != 1 {
+		t.Fatalf("within grace: %+v %v", res, err)
+	}
+	res, err = tb.CleanupOrphans(ctx, 0)
+	if err != nil || res.Removed != 1 || res.Referenced != 4 {
+		t.Fatalf("cleanup: %+v %v", res, err)
+	}
+	if ok, _ := c.Warehouse().Exists(ctx, tb.Key(orphan.Path)); ok {
+		t.Fatal("orphan still there")
+	}
+	for v, want := range map[uint64][]int64{1: seq(0, 25), 2: seq(5, 25)} {
+		if got := ids(t, tb, QueryOptions{Version: v}); !eq(got, want) {
+			t.Fatalf("v%d after cleanup: %v", v, got)
 		}
 	}
 }

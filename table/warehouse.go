@@ -10,6 +10,7 @@ import (
 
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/fileblob"
@@ -221,9 +222,10 @@ func (w *Warehouse) Delete(ctx context.Context, key string) error {
 
 // Entry is one item of a listing: a child object or a child "directory".
 type Entry struct {
-	Name  string // base name, without trailing slash
-	IsDir bool
-	Size  int64
+	Name    string // base name, without trailing slash
+	IsDir   bool
+	Size    int64
+	ModTime time.Time
 }
 
 // List returns the direct children of prefix (a key ending in "/", or ""),
@@ -243,7 +245,7 @@ func (w *Warehouse) List(ctx context.Context, prefix string) ([]Entry, error) {
 		if name == "" || strings.HasPrefix(name, ".") {
 			continue
 		}
-		out = append(out, Entry{Name: name, IsDir: obj.IsDir, Size: obj.Size})
+		out = append(out, Entry{Name: name, IsDir: obj.IsDir, Size: obj.Size, ModTime: obj.ModTime})
 	}
 	return out, nil
 }
