@@ -66,11 +66,11 @@ func (e *Engine) Expand(ctx context.Context, plan *Plan, index int) (ItemResult,
 	defer w.release()
 	if plan.Kind == KindUDTF {
 		err = e.expandUDTF(ctx, v, src, item, w)
+		if err == nil {
+			err = w.close(ctx)
+		}
 	} else {
-		err = e.expandRows(ctx, plan, v, src, item, w, &res)
-	}
-	if err == nil {
-		err = w.close(ctx)
+		err = e.expandRows(ctx, plan, v, src, item, w, &res) // closes w
 	}
 	if err != nil {
 		return ItemResult{}, fmt.Errorf("expand %s job %s item %d: %w", table.JoinID(plan.View), plan.JobID, index, err)
@@ -205,9 +205,15 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 		return err
 	}
 	wctx, writeSpan := tracer.Start(ctx, "refresh.write")
-	var written int64
+	var written, bytes int64
 	err = e.writeBatches(wctx, plan, item, w, res, batches, &written)
-	endSpan(writeSpan, err, attribute.Int64("mvq.rows", written))
+	if err == nil {
+		err = w.close(wctx)
+	}
+	for _, f := range w.frags {
+		bytes += f.Bytes
+	}
+	endSpan(writeSpan, err, attribute.Int64("mvq.rows", written), attribute.Int64("mvq.bytes", bytes), attribute.Int("mvq.files", len(w.frags)))
 	return err
 }
 

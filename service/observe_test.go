@@ -168,6 +168,9 @@ func TestTraceAcrossProcesses(t *testing.T) {
 			if n, ok := intAttr(s.span, "mvq.rows"); !ok || (s.span.Name == "refresh.read" && n == 0) {
 				t.Errorf("%s rows attribute %d %v", s.span.Name, n, ok)
 			}
+			if n, _ := intAttr(s.span, "mvq.bytes"); s.span.Name != "refresh.apply" && n == 0 {
+				t.Errorf("%s without a byte count", s.span.Name)
+			}
 		case "table.commit":
 			if p := parent(s).span.GetName(); p != "refresh.commit" {
 				t.Errorf("table.commit under %q", p)
