@@ -107,8 +107,8 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	if err != nil {
 		return nil, &table.Error{Code: table.CodeInternal, Message: "encode request", Err: err}
 	}
-	c.trimIndexes(ctx, j.View, now)
-	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.View), viewQueueKey(j.View)}
+	c.trimIndexes(ctx, j.viewID, now)
+	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID)}
 	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted",
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
@@ -136,7 +136,7 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 // trimIndexes drops index entries of jobs created more than a day past the
 // retention ago (ids are UUIDv7, so their text sorts by creation time).
 // Records expire on their own; List skips entries whose record is gone.
-func (c *Client) trimIndexes(ctx context.Context, view string, now time.Time) {
+func (c *Client) trimIndexes(ctx context.Context, view []string, now time.Time) {
 	ms := now.Add(-JobRetention - 24*time.Hour).UnixMilli()
 	bound := fmt.Sprintf("(%08x-%04x", uint64(ms)>>16, uint64(ms)&0xffff)
 	c.st.rdb.ZRemRangeByLex(ctx, allJobsKey, "-", bound)
@@ -187,7 +187,7 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]*Job, string, error)
 	}
 	key := allJobsKey
 	if f.View != nil {
-		key = viewJobsKey(table.JoinID(f.View))
+		key = viewJobsKey(f.View)
 	}
 	max := "+"
 	if f.PageToken != "" {

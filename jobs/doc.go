@@ -38,7 +38,7 @@
 //	                                  peak is progress.max_running)
 //	mvq:jobs                   zset   all job ids, score 0, newest last by
 //	                                  lexical order (ids are UUIDv7)
-//	mvq:view:{view}:jobs       zset   the same, per view ({view} joined with "$")
+//	mvq:view:{view}:jobs       zset   the same, per view ({view}: its parts joined with "/")
 //	mvq:view:{view}:queue      list   FIFO of the view's unfinished jobs; the
 //	                                  head is the one allowed to run
 //	mvq:cluster:{name}:workers zset   live worker ids -> heartbeat expiry

@@ -202,7 +202,7 @@ func TestFakeOneRefreshPerViewInOrder(t *testing.T) {
 	if got := b.eng.calls2(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("engine calls %v, want %v", got, want)
 	}
-	if n, _ := b.rdb.LLen(ctx, viewQueueKey("v")).Result(); n != 0 {
+	if n, _ := b.rdb.LLen(ctx, viewQueueKey([]string{"v"})).Result(); n != 0 {
 		t.Fatalf("view queue holds %d jobs after both ended", n)
 	}
 }

@@ -18,17 +18,20 @@ import (
 
 const keyPrefix = "mvq:"
 
-func jobKey(id string) string        { return keyPrefix + "job:" + id }
-func eventsKey(id string) string     { return jobKey(id) + ":events" }
-func planKey(id string) string       { return jobKey(id) + ":plan" }
-func resultsKey(id string) string    { return jobKey(id) + ":results" }
-func succKey(id string) string       { return jobKey(id) + ":succ" }
-func activeKey(id string) string     { return jobKey(id) + ":active" }
-func viewJobsKey(view string) string { return keyPrefix + "view:" + view + ":jobs" }
-func viewQueueKey(view string) string {
-	return keyPrefix + "view:" + view + ":queue"
-}
-func workersKey(cluster string) string { return keyPrefix + "cluster:" + cluster + ":workers" }
+func jobKey(id string) string     { return keyPrefix + "job:" + id }
+func eventsKey(id string) string  { return jobKey(id) + ":events" }
+func planKey(id string) string    { return jobKey(id) + ":plan" }
+func resultsKey(id string) string { return jobKey(id) + ":results" }
+func succKey(id string) string    { return jobKey(id) + ":succ" }
+func activeKey(id string) string  { return jobKey(id) + ":active" }
+
+// viewKey names a view in keys: its parts joined by "/", which no
+// identifier part may contain, so two views never share keys (a "$"-joined
+// name could: a part may contain the delimiter of another request).
+func viewKey(view []string) string      { return strings.Join(view, "/") }
+func viewJobsKey(view []string) string  { return keyPrefix + "view:" + viewKey(view) + ":jobs" }
+func viewQueueKey(view []string) string { return keyPrefix + "view:" + viewKey(view) + ":queue" }
+func workersKey(cluster string) string  { return keyPrefix + "cluster:" + cluster + ":workers" }
 
 const allJobsKey = keyPrefix + "jobs"
 
@@ -93,7 +96,7 @@ type transitionResult struct {
 func (r transitionResult) applied() bool { return r.code == 1 || r.code == 2 }
 
 func (s *store) transition(ctx context.Context, j *Job, t transition) (transitionResult, error) {
-	keys := []string{jobKey(j.ID), eventsKey(j.ID), viewQueueKey(j.View),
+	keys := []string{jobKey(j.ID), eventsKey(j.ID), viewQueueKey(j.viewID),
 		planKey(j.ID), resultsKey(j.ID), succKey(j.ID), activeKey(j.ID)}
 	jobTTL, dispTTL := 0, 0
 	if t.terminal {
@@ -153,7 +156,7 @@ func orDash(s string) string {
 // acquire reports whether the job is at the head of its view's FIFO:
 // "head", "wait" or "gone".
 func (s *store) acquire(ctx context.Context, j *Job) (string, error) {
-	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.View), jobKey(j.ID)}, j.ID, jobKey("")).Text()
+	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.viewID), jobKey(j.ID)}, j.ID, jobKey("")).Text()
 	if err != nil {
 		return "", redisErr("view queue", err)
 	}
