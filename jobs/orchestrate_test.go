@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -558,5 +559,44 @@ func TestFakeGetListCancelErrors(t *testing.T) {
 	}
 	if err := b.client.Ping(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFakeLostPlanIsHealed: a job whose plan task never reached the queue
+// (its submitter died between the record and the enqueue) does not block
+// its view forever: after lostPlanAge the next job fails it and runs.
+func TestFakeLostPlanIsHealed(t *testing.T) {
+	t.Parallel()
+	fe := newFakeEngine()
+	view := []string{"v"}
+	fe.addSource(view, 10)
+	b := setup(t, fe)
+	ctx := context.Background()
+	// A registered worker that does not process yet, so Submit accepts.
+	if err := b.client.st.heartbeat(ctx, "placeholder", []string{"default"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	j1, err := b.client.Submit(ctx, view, refresh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := asynq.NewInspectorFromRedisClient(b.rdb).DeleteTask(QueueName("default"), "plan:"+j1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.rdb.HSet(ctx, jobKey(j1.ID), fCreated, formatTime(time.Now().Add(-2*lostPlanAge))).Err(); err != nil {
+		t.Fatal(err)
+	}
+	j2, err := b.client.Submit(ctx, view, refresh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.startServer(t)
+	d2 := b.waitState(t, j2.ID, StateDone)
+	f1 := b.waitState(t, j1.ID, StateFailed)
+	if f1.Failure == nil || !f1.Failure.Retryable || !strings.Contains(f1.Failure.Message, "plan task was lost") {
+		t.Fatalf("lost job failure: %+v", f1.Failure)
+	}
+	if d2.Result == nil || d2.Result.ViewVersion != 1 {
+		t.Fatalf("job 2 result %+v", d2.Result)
 	}
 }

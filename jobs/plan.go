@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -45,12 +46,13 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	if j.State != StatePending && j.State != StateRunning {
 		return nil
 	}
-	switch turn, err := s.st.acquire(ctx, j); {
+	switch turn, ahead, err := s.st.acquire(ctx, j); {
 	case err != nil:
 		return err
 	case turn == "gone":
 		return nil
 	case turn == "wait":
+		s.healLostPlan(ctx, ahead)
 		return errWaitTurn
 	}
 	r, err := s.st.transition(ctx, j, transition{
@@ -104,4 +106,31 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 		}
 	}
 	return nil
+}
+
+// lostPlanAge is how long a job may stay PENDING with no plan task before
+// a job queued behind it declares the plan lost. Submit writes the record,
+// then enqueues the plan; only a process dying in between leaves this.
+const lostPlanAge = time.Minute
+
+// healLostPlan fails the job ahead in a view's FIFO when it has been
+// PENDING for lostPlanAge and asynq holds no plan task for it, so the jobs
+// behind it are not blocked forever. The failure is retryable: submitting
+// again is safe.
+func (s *Server) healLostPlan(ctx context.Context, ahead string) {
+	if ahead == "" || s.inspector == nil {
+		return
+	}
+	h, err := s.st.job(ctx, ahead)
+	if err != nil || h.State != StatePending || time.Since(h.CreatedAt) < lostPlanAge {
+		return
+	}
+	if _, err := s.inspector.GetTaskInfo(QueueName(h.Cluster), "plan:"+h.ID); !errors.Is(err, asynq.ErrTaskNotFound) {
+		return
+	}
+	if _, err := s.st.fail(ctx, h, Failure{Phase: "", Message: "its plan task was lost (the submitting process stopped before enqueuing it); submit the refresh again", Retryable: true}, 0); err != nil {
+		s.log.WarnContext(ctx, "jobs: fail a job with a lost plan", "job_id", h.ID, "err", err)
+		return
+	}
+	s.log.WarnContext(ctx, "jobs: failed a job whose plan task was lost", "job_id", h.ID)
 }

@@ -99,7 +99,7 @@ for i = 1, 10000 do
     local hs = redis.call('HGET', ARGV[2] .. head, 'state')
     if hs == 'PENDING' or hs == 'RUNNING' then
       if not redis.call('LPOS', KEYS[1], ARGV[1]) then redis.call('RPUSH', KEYS[1], ARGV[1]) end
-      return 'wait'
+      return 'wait:' .. head
     end
     redis.call('LPOP', KEYS[1])
   end

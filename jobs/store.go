@@ -154,13 +154,14 @@ func orDash(s string) string {
 }
 
 // acquire reports whether the job is at the head of its view's FIFO:
-// "head", "wait" or "gone".
-func (s *store) acquire(ctx context.Context, j *Job) (string, error) {
+// "head", "wait" (with the id of the job ahead, when known) or "gone".
+func (s *store) acquire(ctx context.Context, j *Job) (turn, ahead string, err error) {
 	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.viewID), jobKey(j.ID)}, j.ID, jobKey("")).Text()
 	if err != nil {
-		return "", redisErr("view queue", err)
+		return "", "", redisErr("view queue", err)
 	}
-	return r, nil
+	turn, ahead, _ = strings.Cut(r, ":")
+	return turn, ahead, nil
 }
 
 // plan returns the job's stored plan, nil when none is stored.
