@@ -2,6 +2,7 @@ package duck
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -77,4 +78,46 @@ func TestProjectionOnly(t *testing.T) {
 		t.Fatalf("title of row 1 = %q", s)
 	}
 	recs[0].Release()
+}
+
+// TestQueriesCannotSeeEachOther: a query cannot name, list or drain the
+// inputs of a query running at the same time.
+func TestQueriesCannotSeeEachOther(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	ctx := context.Background()
+	// Query A holds its input unread.
+	a, err := db.Query(ctx, map[string]array.RecordReader{"t": testReader(t, 1000)}, "SELECT count(*) AS n FROM t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	for _, q := range []string{
+		"SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '__mvq_in_%'",
+	} {
+		rdr, err := db.Query(ctx, map[string]array.RecordReader{"t": testReader(t, 1)}, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := Collect(rdr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := recs[0].Column(0).(*array.Int64).Value(0); n != 1 { // only its own input
+			t.Fatalf("%s = %d: another query's input is visible", q, n)
+		}
+		recs[0].Release()
+	}
+	for i := uint64(1); i <= db.seq.Load(); i++ {
+		rdr, err := db.Query(ctx, nil, fmt.Sprintf("SELECT count(*) FROM __mvq_in_%d", i))
+		if err == nil {
+			if recs, err := Collect(rdr); err == nil {
+				t.Fatalf("read input %d of another query: %v", i, recs)
+			}
+		}
+	}
+	recs, err := Collect(a)
+	if err != nil || recs[0].Column(0).(*array.Int64).Value(0) != 1000 {
+		t.Fatalf("query A lost rows: %v %v", recs, err)
+	}
 }

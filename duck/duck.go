@@ -21,28 +21,35 @@ import (
 	"github.com/duckdb/duckdb-go/v2"
 )
 
-// DB is a pool of DuckDB connections. Safe for concurrent use.
+// DB is a pool of isolated in-memory DuckDB databases ("sessions"). A
+// query has a session to itself: DuckDB registers Arrow inputs as views in
+// a database-wide catalog, so two queries sharing a database could read
+// (and drain) each other's inputs by name. Safe for concurrent use.
 type DB struct {
-	db *sql.DB
-	// catalogMu serialises view registration and removal: DuckDB fails
-	// concurrent arrow_scan view creation on one database (a catalog write
-	// conflict). Queries themselves run concurrently.
-	catalogMu sync.Mutex
-	seq       atomic.Uint64
+	settings []string
+	idle     chan *sql.DB  // sessions not in use
+	slots    chan struct{} // one per session opened
+	seq      atomic.Uint64
 }
 
 // Options tune the engine.
 type Options struct {
 	// Threads per query (default: GOMAXPROCS).
 	Threads int
-	// MemoryLimit, e.g. "2GB" (default: DuckDB's 80% of RAM).
+	// MemoryLimit per session, e.g. "2GB" (default: DuckDB's 80% of RAM).
 	MemoryLimit string
+	// Sessions bounds the queries running at once (default 2×GOMAXPROCS,
+	// at least 4); more wait for a free session.
+	Sessions int
 }
 
-// Open starts an in-memory DuckDB locked down for untrusted SQL.
+// Open prepares the pool and opens one session to check the settings.
 func Open(opts Options) (*DB, error) {
 	if opts.Threads <= 0 {
 		opts.Threads = runtime.GOMAXPROCS(0)
+	}
+	if opts.Sessions <= 0 {
+		opts.Sessions = max(4, 2*runtime.GOMAXPROCS(0))
 	}
 	settings := []string{
 		fmt.Sprintf("SET threads=%d", opts.Threads),
@@ -59,35 +66,76 @@ func Open(opts Options) (*DB, error) {
 		settings = append(settings, fmt.Sprintf("SET memory_limit='%s'", strings.ReplaceAll(opts.MemoryLimit, "'", "")))
 	}
 	settings = append(settings, "SET lock_configuration=true")
-	var once sync.Once
-	var initErr error
+	d := &DB{settings: settings, idle: make(chan *sql.DB, opts.Sessions), slots: make(chan struct{}, opts.Sessions)}
+	s, err := d.acquire(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	d.release(s)
+	return d, nil
+}
+
+// open starts one locked-down in-memory database with a single connection.
+func (d *DB) open() (*sql.DB, error) {
 	connector, err := duckdb.NewConnector("", func(execer driver.ExecerContext) error {
-		// Settings are database-wide; apply them once, on the first
-		// connection, before anything else can run.
-		once.Do(func() {
-			for _, s := range settings {
-				if _, err := execer.ExecContext(context.Background(), s, nil); err != nil {
-					initErr = fmt.Errorf("duckdb %q: %w", s, err)
-					return
-				}
+		for _, s := range d.settings {
+			if _, err := execer.ExecContext(context.Background(), s, nil); err != nil {
+				return fmt.Errorf("duckdb %q: %w", s, err)
 			}
-		})
-		return initErr
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	db := sql.OpenDB(connector)
-	db.SetMaxIdleConns(runtime.GOMAXPROCS(0) * 2)
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
 	if err := db.Ping(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	return &DB{db: db}, nil
+	return db, nil
 }
 
-// Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+// acquire takes an idle session, opens a new one while under the bound,
+// or waits for one to be released.
+func (d *DB) acquire(ctx context.Context) (*sql.DB, error) {
+	select {
+	case s := <-d.idle:
+		return s, nil
+	default:
+	}
+	select {
+	case s := <-d.idle:
+		return s, nil
+	case d.slots <- struct{}{}:
+		s, err := d.open()
+		if err != nil {
+			<-d.slots
+			return nil, err
+		}
+		return s, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (d *DB) release(s *sql.DB) { d.idle <- s }
+
+// Close closes the idle sessions; call it when no query runs.
+func (d *DB) Close() error {
+	for {
+		select {
+		case s := <-d.idle:
+			s.Close()
+			<-d.slots
+		default:
+			return nil
+		}
+	}
+}
 
 // SQLError is an error DuckDB raised for the user's SQL (syntax, binder,
 // conversion, permission). Callers turn it into a 400.
@@ -99,35 +147,51 @@ func (e *SQLError) Unwrap() error { return e.Err }
 // Query runs query with each input visible under its name (quote names
 // with special characters in the SQL, e.g. "docs$articles"). Each input
 // stream is read at most once. The returned reader must be Released; it
-// holds a connection until then.
+// holds a session until then (so a slow reader delays other queries once
+// all sessions are taken).
 //
-// DuckDB's Arrow scan registers a view in the database-wide catalog, not a
-// per-connection one, so concurrent queries would see (and free) each
-// other's inputs. Each input is therefore registered under a unique name
-// and the query is prefixed with CTEs that give it the name the SQL uses.
+// Each input is registered as a view under a generated name in the
+// query's own session and the query is prefixed with CTEs that give it the
+// name the SQL uses (a name such as "docs$articles" is no valid view name
+// for the Arrow scan). The views are dropped on Release.
 func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, query string) (array.RecordReader, error) {
-	conn, err := d.db.Conn(ctx)
+	sess, err := d.acquire(ctx)
 	if err != nil {
+		return nil, err
+	}
+	conn, err := sess.Conn(ctx)
+	if err != nil {
+		d.release(sess)
 		return nil, err
 	}
 	var out array.RecordReader
 	var views []string
 	var releases []func()
 	cleanup := func() {
-		d.dropViews(conn, views)
+		for _, v := range views {
+			_, _ = conn.ExecContext(context.Background(), "DROP VIEW IF EXISTS "+v)
+		}
 		for _, r := range releases {
 			r()
 		}
 		conn.Close()
+		d.release(sess)
 	}
 	err = conn.Raw(func(dc any) error {
 		ar, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
 		if err != nil {
 			return err
 		}
-		ctes, err := d.register(ar, inputs, &views, &releases)
-		if err != nil {
-			return err
+		ctes := make([]string, 0, len(inputs))
+		for name, rdr := range inputs {
+			unique := fmt.Sprintf("__mvq_in_%d", d.seq.Add(1))
+			rel, err := ar.RegisterView(rdr, unique)
+			if err != nil {
+				return fmt.Errorf("register %q: %w", name, err)
+			}
+			views = append(views, unique)
+			releases = append(releases, rel)
+			ctes = append(ctes, fmt.Sprintf("%s AS (SELECT * FROM %s)", QuoteIdent(name), unique))
 		}
 		rr, err := ar.QueryContext(ctx, withCTEs(ctes, query))
 		if err != nil {
@@ -141,26 +205,6 @@ func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, qu
 		return nil, err
 	}
 	return &connReader{RecordReader: out, cleanup: cleanup}, nil
-}
-
-// register registers each input under a unique view name and returns the
-// CTEs that alias them. Registration is serialised: concurrent catalog
-// writes on one database conflict.
-func (d *DB) register(ar *duckdb.Arrow, inputs map[string]array.RecordReader, views *[]string, releases *[]func()) ([]string, error) {
-	d.catalogMu.Lock()
-	defer d.catalogMu.Unlock()
-	ctes := make([]string, 0, len(inputs))
-	for name, rdr := range inputs {
-		unique := fmt.Sprintf("__mvq_in_%d", d.seq.Add(1))
-		rel, err := ar.RegisterView(rdr, unique)
-		if err != nil {
-			return nil, fmt.Errorf("register %q: %w", name, err)
-		}
-		*views = append(*views, unique)
-		*releases = append(*releases, rel)
-		ctes = append(ctes, fmt.Sprintf("%s AS (SELECT * FROM %s)", QuoteIdent(name), unique))
-	}
-	return ctes, nil
 }
 
 // withCTEs prefixes query with common table expressions, merging them into
@@ -182,22 +226,14 @@ func withCTEs(ctes []string, query string) string {
 
 func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
 
-// dropViews removes registered input views from the shared catalog.
-func (d *DB) dropViews(conn *sql.Conn, views []string) {
-	if len(views) == 0 {
-		return
-	}
-	d.catalogMu.Lock()
-	defer d.catalogMu.Unlock()
-	for _, v := range views {
-		_, _ = conn.ExecContext(context.Background(), "DROP VIEW IF EXISTS "+v)
-	}
-}
-
 // Exec runs a statement with no inputs (used by tests and health checks).
 func (d *DB) Exec(ctx context.Context, stmt string) error {
-	_, err := d.db.ExecContext(ctx, stmt)
+	sess, err := d.acquire(ctx)
 	if err != nil {
+		return err
+	}
+	defer d.release(sess)
+	if _, err := sess.ExecContext(ctx, stmt); err != nil {
 		return &SQLError{Err: cleanErr(err)}
 	}
 	return nil

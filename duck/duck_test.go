@@ -108,7 +108,7 @@ func TestExternalAccessIsOff(t *testing.T) {
 
 func TestCheckExpression(t *testing.T) {
 	t.Parallel()
-	for _, ok := range []string{"id > 0", "title = 'a)b'", `"we""ird" IS NULL`, "(a OR b) AND c", "x IN (1, 2)", "a - b > 1"} {
+	for _, ok := range []string{"name'x' = 'y'", "id > 0", "title = 'a)b'", `"we""ird" IS NULL`, "(a OR b) AND c", "x IN (1, 2)", "a - b > 1"} {
 		if err := CheckExpression(ok); err != nil {
 			t.Errorf("CheckExpression(%q) = %v", ok, err)
 		}
@@ -120,6 +120,8 @@ func TestCheckExpression(t *testing.T) {
 		"'unterminated",
 		"id > 0 /* x */",
 		"$$)$$",
+		`E'\'' = 'x'), false) OR true --'`,
+		"e'x'",
 	} {
 		if err := CheckExpression(bad); err == nil {
 			t.Errorf("CheckExpression(%q) accepted", bad)

@@ -16,6 +16,9 @@ func CheckExpression(s string) error {
 	}
 	depth := 0
 	for i := 0; i < len(s); i++ {
+		if EscapeStringAt(s, i) {
+			return fmt.Errorf("escape strings (E'…') are not supported at offset %d; use '…' with doubled quotes", i-1)
+		}
 		switch c := s[i]; c {
 		case '\'', '"':
 			j := i + 1
@@ -58,4 +61,21 @@ func CheckExpression(s string) error {
 		return fmt.Errorf("unbalanced '(': %d not closed", depth)
 	}
 	return nil
+}
+
+// EscapeStringAt reports whether s[i] opens an escape string (E'…'), in
+// which a backslash escapes a quote. The checkers in mvq do not follow
+// backslash escapes, so they refuse such strings rather than misread
+// where one ends.
+func EscapeStringAt(s string, i int) bool {
+	if i < 1 || s[i] != '\'' || (s[i-1] != 'E' && s[i-1] != 'e') {
+		return false
+	}
+	if i >= 2 {
+		p := s[i-2]
+		if p == '_' || p == '$' || p >= 0x80 || (p >= '0' && p <= '9') || (p|0x20 >= 'a' && p|0x20 <= 'z') {
+			return false // the E ends an identifier such as name'…'
+		}
+	}
+	return true
 }

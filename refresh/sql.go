@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"fmt"
+	"github.com/mvq-dev/mvq/duck"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -71,6 +72,8 @@ func lexSQL(q string) ([]token, error) {
 				return nil, fmt.Errorf("unterminated comment at offset %d", i)
 			}
 			i += j + 4
+		case c == '\'' && duck.EscapeStringAt(q, i):
+			return nil, fmt.Errorf("escape strings (E'…') are not supported at offset %d; use '…' with doubled quotes", i-1)
 		case c == '\'' || c == '"':
 			j := i + 1
 			var sb strings.Builder

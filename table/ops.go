@@ -23,7 +23,10 @@ const viewName = "t"
 func sqlErr(what string, err error) error {
 	var se *duck.SQLError
 	if errors.As(err, &se) {
-		return &Error{Code: CodeInvalidInput, Message: fmt.Sprintf("%s: %v", what, se.Err)}
+		// The first line says what is wrong; the rest quotes the SQL mvq
+		// wrapped around the user's, which would only confuse.
+		msg, _, _ := strings.Cut(se.Err.Error(), "\n")
+		return &Error{Code: CodeInvalidInput, Message: fmt.Sprintf("%s: %s", what, strings.TrimSpace(msg))}
 	}
 	var te *Error
 	if errors.As(err, &te) {
@@ -44,8 +47,13 @@ func checkExpr(what, expr string) error {
 
 // referencedColumns returns the schema fields whose names appear in expr as
 // identifiers (bare or double-quoted, case-insensitive), in schema order;
-// at least one field so a row count is always available.
+// at least one field so a row count is always available. An expression
+// that can reach columns without naming them (*, COLUMNS(…), the row as t)
+// gets every column.
 func referencedColumns(schema *arrow.Schema, expr string) []string {
+	if strings.Contains(expr, "*") {
+		return columnNames(schema)
+	}
 	words := map[string]bool{}
 	for i := 0; i < len(expr); {
 		c := rune(expr[i])
@@ -76,6 +84,9 @@ func referencedColumns(schema *arrow.Schema, expr string) []string {
 		default:
 			i++
 		}
+	}
+	if words["columns"] || words[viewName] {
+		return columnNames(schema)
 	}
 	var out []string
 	for _, f := range schema.Fields() {
@@ -203,7 +214,7 @@ func (t *Table) CountRows(ctx context.Context, version uint64, predicate string)
 	if err := checkExpr("predicate", predicate); err != nil {
 		return 0, err
 	}
-	if err := t.c.bindCheck(ctx, "predicate", schema, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", viewName, predicate)); err != nil {
+	if err := t.c.bindCheck(ctx, "predicate", schema, fmt.Sprintf("SELECT count(*) FROM %s WHERE (%s)", viewName, predicate)); err != nil {
 		return 0, err
 	}
 	counts, err := t.matchCounts(ctx, m, schema, predicate)
@@ -243,7 +254,7 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	}
 	switch strings.ToLower(mode) {
 	case "", "append":
-		nm, err := t.Commit(ctx, AppendOp(frags))
+		nm, err := t.Commit(ctx, AppendOp(m.Schema, frags))
 		return nm, rows, err
 	case "overwrite":
 		nm, err := t.Commit(ctx, OverwriteOp(schema, frags, nil))
@@ -462,7 +473,7 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 		}
 		sel = strings.Join(quoted, ", ")
 	}
-	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s", sel, viewName, q.Filter)
+	query := fmt.Sprintf("SELECT %s FROM %s WHERE (%s)", sel, viewName, q.Filter)
 	if q.Limit > 0 {
 		query += fmt.Sprintf(" LIMIT %d", q.Limit)
 	}

@@ -330,9 +330,15 @@ func assignIDs(m *Manifest, frags []Fragment) {
 	}
 }
 
-// AppendOp adds fragments; it rebases on any concurrent commit.
-func AppendOp(frags []Fragment) Op {
+// AppendOp adds fragments written with the schema the version base had
+// when the writer read it (schema, as the manifest encodes it). It rebases
+// on any concurrent commit that kept that schema and conflicts with one
+// that changed it (an overwrite with other columns).
+func AppendOp(schema string, frags []Fragment) Op {
 	return func(base *Manifest) (*Manifest, error) {
+		if base.Schema != schema {
+			return nil, &Error{Code: CodeConcurrentModification, Message: "append: the table schema changed in a concurrent commit; retry"}
+		}
 		base.Operation = "append"
 		assignIDs(base, frags)
 		return base, nil

@@ -149,6 +149,30 @@ func TestCreateInsertQuery(t *testing.T) {
 	}
 	recs[0].Release()
 
+	// A predicate over every column reads every column.
+	if _, _, err := tb.Insert(ctx, func() array.RecordReader {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, testSchema)
+		defer b.Release()
+		b.Field(0).(*array.Int64Builder).Append(1000)
+		b.Field(1).AppendNull()
+		b.Field(2).AppendNull()
+		rec := b.NewRecordBatch()
+		defer rec.Release()
+		r, _ := array.NewRecordReader(testSchema, []arrow.RecordBatch{rec})
+		return r
+	}(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tb.CountRows(ctx, 0, "COLUMNS('sc.*') IS NULL"); err != nil || n != 1 {
+		t.Fatalf("COLUMNS predicate counted %d, %v", n, err)
+	}
+	// A filter cannot append rows of its own, and errors do not show the
+	// SQL mvq wraps around it.
+	_, err = tb.Query(ctx, QueryOptions{Filter: "id = 1 UNION ALL SELECT 424242"})
+	if ErrorCode(err) != CodeInvalidInput || strings.Contains(err.Error(), "__mvq_in") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("filter with UNION: %v", err)
+	}
+
 	// Bad input is a coded error, never a panic.
 	for _, bad := range []string{"id > 0) UNION SELECT * FROM read_csv('/etc/passwd') --", "nope > 1", "id >", "id IN (SELECT * FROM read_csv('/etc/passwd'))"} {
 		if _, err := tb.CountRows(ctx, 0, bad); ErrorCode(err) != CodeInvalidInput {
@@ -496,5 +520,28 @@ func TestCleanupOrphans(t *testing.T) {
 		if got := ids(t, tb, QueryOptions{Version: v}); !eq(got, want) {
 			t.Fatalf("v%d after cleanup: %v", v, got)
 		}
+	}
+}
+
+// TestAppendConflictsWithSchemaChange: an append prepared against one
+// schema never lands on a version with another.
+func TestAppendConflictsWithSchemaChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{})
+	tb, m, err := c.CreateTable(ctx, []string{"t"}, testSchema, rows(t, 0, 3), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frags, err := tb.WriteFragments(ctx, testSchema, rows(t, 3, 5), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.BinaryTypes.String}}, nil)
+	if _, err := tb.Commit(ctx, OverwriteOp(other, nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Commit(ctx, AppendOp(m.Schema, frags)); !IsConflict(err) {
+		t.Fatalf("append across a schema change: %v", err)
 	}
 }
