@@ -600,3 +600,35 @@ func TestFakeLostPlanIsHealed(t *testing.T) {
 		t.Fatalf("job 2 result %+v", d2.Result)
 	}
 }
+
+// TestFailRefusedWhileCommitting: a failing straggler item cannot fail a
+// job whose commit is under way; the commit itself can.
+func TestFailRefusedWhileCommitting(t *testing.T) {
+	t.Parallel()
+	fe := newFakeEngine()
+	view := []string{"v"}
+	fe.addSource(view, 10)
+	b := setup(t, fe)
+	ctx := context.Background()
+	if err := b.client.st.heartbeat(ctx, "placeholder", []string{"default"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	j, err := b.client.Submit(ctx, view, refresh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.client.st.transition(ctx, j, transition{from: []string{StatePending}, set: []string{fState, StateRunning, fPhase, PhaseCommitting}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.client.st.fail(ctx, j, Failure{Phase: PhaseExpanding, Message: "straggler"}, 1)
+	if err != nil || r.applied() {
+		t.Fatalf("straggler failed a committing job: %+v %v", r, err)
+	}
+	if got, _ := b.client.Get(ctx, j.ID); got.State != StateRunning {
+		t.Fatalf("job is %s", got.State)
+	}
+	r, err = b.client.st.fail(ctx, j, Failure{Phase: PhaseCommitting, Message: "commit failed"}, 0)
+	if err != nil || r.code != 1 {
+		t.Fatalf("commit failure refused: %+v %v", r, err)
+	}
+}

@@ -132,11 +132,18 @@ func (s *store) finish(ctx context.Context, j *Job, state string, from []string,
 	})
 }
 
-// fail marks a job FAILED unless it has ended already.
+// fail marks a job FAILED unless it has ended already. Only the commit
+// itself may fail a job that is committing: a straggler (a duplicate work
+// item whose lease expired) failing then must not discard the files the
+// commit is publishing.
 func (s *store) fail(ctx context.Context, j *Job, f Failure, failedItems int64) (transitionResult, error) {
 	b, _ := json.Marshal(f)
+	notPhase := PhaseCommitting
+	if f.Phase == PhaseCommitting {
+		notPhase = ""
+	}
 	t := transition{
-		from: []string{StatePending, StateRunning}, event: EventState, terminal: true,
+		from: []string{StatePending, StateRunning}, notPhase: notPhase, event: EventState, terminal: true,
 		message: fmt.Sprintf("failed while %s: %s", orDash(f.Phase), f.Message),
 		set:     []string{fState, StateFailed, fPhase, "", fFinished, formatTime(time.Now()), fFailure, string(b)},
 	}
