@@ -4,14 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+
+	"github.com/mvq-dev/mvq/table"
 )
 
 // Manifest keys the engine owns.
 const (
-	propView      = "mvq.view"      // Properties: the Definition
-	propWatermark = "mvq.watermark" // Properties: the Watermark of the last refresh
-	metaJobID     = "mvq.job_id"    // Metadata: the refresh job that made the version
-	metaResult    = "mvq.result"    // Metadata: that job's Result (JSON)
+	propView      = table.ViewProperty // Properties: the Definition
+	propWatermark = "mvq.watermark"    // Properties: the Watermark of the last refresh
+	metaJobID     = "mvq.job_id"       // Metadata: the refresh job that made the version
+	metaResult    = "mvq.result"       // Metadata: that job's Result (JSON)
 )
 
 // Watermark records what a view was last refreshed from; the next refresh

@@ -552,6 +552,17 @@ func TestViewKindsAndOptions(t *testing.T) {
 	if st := e.post("/v1/materialized_view/q/refresh", `{"output_limit": 3}`, &p); st != 400 || !strings.Contains(fmt.Sprint(p["detail"]), "output_limit") {
 		t.Fatalf("output_limit on a query view: %d %v", st, p)
 	}
+	// A view is written only by its refreshes.
+	for path, body := range map[string]string{
+		"/v1/table/q/insert": `[{"id": 1, "lang": "EN", "__source_row_id": 1}]`,
+		"/v1/table/q/delete": `{"predicate": "id > 0"}`,
+		"/v1/table/q/update": `{"updates": [["lang", "'x'"]]}`,
+	} {
+		var p map[string]any
+		if st := e.post(path, body, &p); st != 400 || !strings.Contains(fmt.Sprint(p["detail"]), "materialized view") {
+			t.Errorf("%s on a view: %d %v", path, st, p)
+		}
+	}
 	var n json.Number
 	e.post("/v1/table/q/count_rows", `{"predicate": "id > 10"}`, &n)
 	if n.String() != "6" {

@@ -65,9 +65,35 @@ func checkSchema(s *arrow.Schema) error {
 		if f.Name == RowAddrColumn {
 			return Errorf(CodeInvalidInput, "field name %q is reserved", f.Name)
 		}
+		if err := storable(f.Type); err != nil {
+			return Errorf(CodeSchemaValidation, "field %q: %v", f.Name, err)
+		}
 		seen[f.Name] = true
 	}
 	return nil
+}
+
+// storable accepts the types tables store and SQL reads: booleans,
+// integers, floats (not float16), strings, binary, dates, timestamps,
+// decimals, and lists and structs of these.
+func storable(t arrow.DataType) error {
+	switch t.ID() {
+	case arrow.BOOL, arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64, arrow.FLOAT32, arrow.FLOAT64,
+		arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY, arrow.FIXED_SIZE_BINARY,
+		arrow.DATE32, arrow.DATE64, arrow.TIMESTAMP, arrow.DECIMAL128:
+		return nil
+	case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST:
+		return storable(t.(arrow.ListLikeType).Elem())
+	case arrow.STRUCT:
+		for _, f := range t.(*arrow.StructType).Fields() {
+			if err := storable(f.Type); err != nil {
+				return fmt.Errorf("%s: %w", f.Name, err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("type %s is not supported", t)
 }
 
 // writerProps are the properties of every data file. The page index (an

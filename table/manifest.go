@@ -80,6 +80,20 @@ type Manifest struct {
 	Properties map[string]json.RawMessage `json:"properties,omitempty"`
 }
 
+// ViewProperty is the manifest property that makes a table a materialized
+// view. Only its refreshes write it: inserts, deletes, updates, overwrites
+// and version creation are refused, since they would leave the view out of
+// step with its source and its refresh watermark.
+const ViewProperty = "mvq.view"
+
+// IsView reports whether the version belongs to a materialized view.
+func (m *Manifest) IsView() bool { _, ok := m.Properties[ViewProperty]; return ok }
+
+// refuseView is the error for a direct write to a view.
+func refuseView(id []string, op string) error {
+	return Errorf(CodeInvalidInput, "%s is a materialized view: %s is not allowed; refresh it instead", JoinID(id), op)
+}
+
 // MaxManifestBytes bounds a manifest we agree to decode.
 const MaxManifestBytes = 64 << 20
 

@@ -240,6 +240,9 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	if err != nil {
 		return nil, 0, err
 	}
+	if m.IsView() {
+		return nil, 0, refuseView(t.id, "insert")
+	}
 	if err := CheckSameFields(rdr.Schema(), schema); err != nil {
 		return nil, 0, err
 	}
@@ -271,6 +274,9 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 	m, err := t.Load(ctx, 0)
 	if err != nil {
 		return nil, 0, err
+	}
+	if m.IsView() {
+		return nil, 0, refuseView(t.id, operation)
 	}
 	schema, err := m.ArrowSchema()
 	if err != nil {

@@ -263,6 +263,11 @@ func (c *Catalog) CreateTable(ctx context.Context, id []string, schema *arrow.Sc
 			m, err := t.Load(ctx, 0)
 			return t, m, err
 		case "overwrite":
+			if m, err := t.Load(ctx, 0); err != nil {
+				return nil, nil, err
+			} else if m.IsView() {
+				return nil, nil, refuseView(id, "overwrite")
+			}
 			frags, err := t.WriteFragments(ctx, schema, rdr, 0)
 			if err != nil {
 				return nil, nil, err

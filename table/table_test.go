@@ -545,3 +545,15 @@ func TestAppendConflictsWithSchemaChange(t *testing.T) {
 		t.Fatalf("append across a schema change: %v", err)
 	}
 }
+
+func TestUnsupportedTypesRefused(t *testing.T) {
+	t.Parallel()
+	c := newCatalog(t, t.TempDir(), Options{})
+	for _, typ := range []arrow.DataType{arrow.FixedWidthTypes.Float16, arrow.FixedWidthTypes.Duration_s, arrow.FixedWidthTypes.MonthInterval,
+		arrow.ListOf(arrow.FixedWidthTypes.Float16)} {
+		s := arrow.NewSchema([]arrow.Field{{Name: "x", Type: typ, Nullable: true}}, nil)
+		if _, _, err := c.CreateTable(context.Background(), []string{"t"}, s, nil, "", nil); ErrorCode(err) != CodeSchemaValidation {
+			t.Errorf("create with %s: %v", typ, err)
+		}
+	}
+}

@@ -48,7 +48,9 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	if m.Version != v {
 		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "manifest_path: manifest carries version %d, request says %d", m.Version, v)
 	}
-	if _, err := decodeSchema(m.Schema); err != nil {
+	if s, err := decodeSchema(m.Schema); err != nil {
+		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "manifest_path: %v", err)
+	} else if err := checkSchema(s); err != nil {
 		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "manifest_path: %v", err)
 	}
 	for _, f := range m.Fragments {
@@ -63,6 +65,11 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	latest, err := t.LatestVersion(ctx)
 	if err != nil {
 		return VersionFile{}, nil, nil, err
+	}
+	if cur, err := t.readManifest(ctx, latest); err != nil {
+		return VersionFile{}, nil, nil, err
+	} else if cur.IsView() {
+		return VersionFile{}, nil, nil, refuseView(t.id, "version create")
 	}
 	if v <= latest.Version {
 		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
