@@ -96,7 +96,7 @@ func TestCreateViewValidation(t *testing.T) {
 		{"reads itself", []string{"docs", "self"}, CreateRequest{Kind: "query", SourceQuery: `SELECT id FROM "docs$self"`}, table.CodeInvalidInput, "source_query: a view cannot read itself"},
 		{"view exists", []string{"docs", "taken"}, CreateRequest{Kind: "query", SourceQuery: queryView}, table.CodeTableAlreadyExists, "table docs$taken already exists"},
 		{"no namespace", []string{"nope", "v"}, CreateRequest{Kind: "query", SourceQuery: queryView}, table.CodeNamespaceNotFound, "namespace nope not found"},
-		{"schema not base64", nil, CreateRequest{Kind: "query", SourceQuery: `SELECT id FROM "docs$articles"`, OutputSchema: "!!"}, table.CodeInvalidInput, "output_schema: not base64"},
+		{"schema not base64", nil, CreateRequest{Kind: "query", SourceQuery: `SELECT id FROM "docs$articles"`, OutputSchema: "!!"}, table.CodeInvalidInput, "output_schema: not a base64 Arrow IPC schema"},
 		{"schema wrong type", nil, CreateRequest{Kind: "query", SourceQuery: `SELECT id FROM "docs$articles"`,
 			OutputSchema: encodeSchema(t, u64, arrow.Field{Name: "id", Type: arrow.PrimitiveTypes.Int32})}, table.CodeInvalidInput, `output_schema: field "id" has type int32, the view produces int64`},
 		{"schema wrong name", nil, CreateRequest{Kind: "query", SourceQuery: `SELECT id FROM "docs$articles"`,

@@ -1,7 +1,6 @@
 package refresh
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -14,9 +13,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/mvq-dev/mvq/arrowjson"
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/table"
@@ -171,9 +170,9 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 		return nil, err
 	}
 	if req.OutputSchema != "" {
-		given, err := decodeSchema(req.OutputSchema)
+		given, err := arrowjson.DecodeIPCSchema(req.OutputSchema)
 		if err != nil {
-			return nil, invalid("output_schema: %v", err)
+			return nil, invalid("output_schema: not a base64 Arrow IPC schema (%s)", strings.TrimPrefix(err.Error(), "arrowjson: "))
 		}
 		if err := sameFields(given, schema); err != nil {
 			return nil, invalid("output_schema: %v", err)
@@ -283,19 +282,6 @@ func checkManifest(s string) error {
 		return fmt.Errorf("unexpected data after the JSON object")
 	}
 	return nil
-}
-
-func decodeSchema(enc string) (*arrow.Schema, error) {
-	b, err := decodeBase64(enc)
-	if err != nil {
-		return nil, fmt.Errorf("not base64: %v", err)
-	}
-	r, err := ipc.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("not an Arrow IPC schema: %v", err)
-	}
-	defer r.Release()
-	return r.Schema(), nil
 }
 
 // sameFields reports the first field where got differs from want in name

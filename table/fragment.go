@@ -3,7 +3,6 @@ package table
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"runtime"
@@ -11,39 +10,24 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
+
+	"github.com/mvq-dev/mvq/arrowjson"
 )
 
 // RowAddrColumn is the name of the row address column Scan can add.
 const RowAddrColumn = "_rowaddr"
 
-func encodeSchema(s *arrow.Schema) (string, error) {
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(s))
-	if err := w.Close(); err != nil {
-		return "", err
-	}
-	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
-}
+// encodeSchema and decodeSchema store schemas in manifests as base64
+// Arrow IPC (the encoding the API's output_schema uses too).
+func encodeSchema(s *arrow.Schema) (string, error) { return arrowjson.EncodeIPCSchema(s) }
 
-func decodeSchema(enc string) (*arrow.Schema, error) {
-	b, err := base64.StdEncoding.DecodeString(enc)
-	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
-	}
-	r, err := ipc.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
-	}
-	defer r.Release()
-	return r.Schema(), nil
-}
+func decodeSchema(enc string) (*arrow.Schema, error) { return arrowjson.DecodeIPCSchema(enc) }
 
 // EncodeSchema renders a schema the way manifests store it.
 func EncodeSchema(s *arrow.Schema) (string, error) { return encodeSchema(s) }
