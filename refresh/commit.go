@@ -149,6 +149,9 @@ func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (
 	if err != nil {
 		return Result{}, err
 	}
+	if plan.SourceCreated != 0 && sourceCreated(ctx, src.t) != plan.SourceCreated {
+		return Result{}, &table.Error{Code: table.CodeConcurrentModification, Message: fmt.Sprintf("source %s was dropped and created again during the refresh; refresh again", table.JoinID(v.Def.Source))}
+	}
 	b := &build{e: e, plan: plan, v: v, res: Result{Mode: plan.Mode, SourceVersion: plan.SourceVersion}}
 	defer b.release()
 	if err := b.keepOld(ctx); err != nil {
@@ -508,7 +511,7 @@ func (b *build) watermark(ctx context.Context, src *sourceVersion) *Watermark {
 	wm := &Watermark{
 		Source:        b.v.Def.Source,
 		SourceVersion: b.plan.SourceVersion,
-		SourceCreated: sourceCreated(ctx, src.t),
+		SourceCreated: b.plan.SourceCreated,
 		OutputLimit:   b.plan.Options.OutputLimit,
 	}
 	if b.rowwise() {

@@ -76,6 +76,9 @@ type Plan struct {
 	Options                Options  `json:"options"`
 	// Reason says why the mode is full (empty otherwise).
 	Reason string `json:"reason,omitempty"`
+	// SourceCreated is the source's creation time as planned; a source
+	// dropped and created again before the commit makes the commit fail.
+	SourceCreated int64 `json:"source_created_millis,omitempty"`
 }
 
 // ItemResult is what expanding one work item produced: staged fragments

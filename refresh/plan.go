@@ -74,6 +74,7 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		SourceVersion:   sm.Version,
 		BaseViewVersion: v.Manifest.Version,
 		Options:         opts,
+		SourceCreated:   created,
 	}
 	frags := slices.Clone(sm.Fragments)
 	slices.SortFunc(frags, func(a, b table.Fragment) int { return int(int64(a.ID) - int64(b.ID)) })

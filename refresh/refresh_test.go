@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -851,4 +852,27 @@ func TestRestoreAndRecreatedSourceAreFull(t *testing.T) {
 	}
 	eqResult(t, res, Result{Mode: ModeFull, SourceVersion: 2, ViewVersion: 5, RowsAdded: 2, RowsRemoved: 5})
 	eqRows(t, "view after re-creation", b.rows(t, id), []string{"0:0|9|nine", "1:0|10|ten"})
+}
+
+// TestSourceRecreatedDuringRefresh: a source dropped and created again
+// between plan and commit makes the commit fail instead of recording the
+// new source's fragments under the old one's lineage.
+func TestSourceRecreatedDuringRefresh(t *testing.T) {
+	t.Parallel()
+	b := setup(t, table.Options{})
+	b.source(t, frag0, frag1)
+	id := b.chunkerView(t, "chunks")
+	p := b.plan(t, id, "job-recreate", Options{})
+	results := b.expandAll(t, p)
+	if err := b.cat.DropTable(b.ctx, srcID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // a distinct creation timestamp, not waiting for async work
+	b.source(t, frag0, frag1)
+	if _, err := b.e.Commit(b.ctx, p, results); table.ErrorCode(err) != table.CodeConcurrentModification {
+		t.Fatalf("commit after the source was recreated: %v", err)
+	}
+	if m := b.manifest(t, id); m.Version != 1 {
+		t.Fatalf("view moved to v%d", m.Version)
+	}
 }
