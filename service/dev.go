@@ -18,6 +18,7 @@ func RunDev(ctx context.Context, cfg Config, ready func(addr string)) error {
 	}
 	defer mr.Close()
 	cfg.RedisURL = "redis://" + mr.Addr() + "/0"
+	TuneGC()
 	tel, err := setupTelemetry(ctx, cfg, "mvq-dev")
 	if err != nil {
 		return err

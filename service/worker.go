@@ -46,6 +46,7 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 // RunWorker runs a worker until ctx ends, then shuts down gracefully. It
 // serves /healthz (and /metrics) on cfg.MetricsListen.
 func RunWorker(ctx context.Context, cfg Config, ready func(metricsAddr string)) error {
+	TuneGC()
 	tel, err := setupTelemetry(ctx, cfg, "mvq-worker")
 	if err != nil {
 		return err
