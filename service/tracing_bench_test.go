@@ -64,7 +64,11 @@ func BenchmarkTracingOverhead(b *testing.B) {
 	o := newOrchestrator(b, n)
 	var on, off time.Duration
 	for i := 0; i < b.N; i++ {
-		for _, tracing := range []bool{true, false} {
+		order := []bool{true, false}
+		if i%2 == 1 { // alternate, so neither mode always runs first
+			order = []bool{false, true}
+		}
+		for _, tracing := range order {
 			p.on.Store(tracing)
 			ctx := context.Background()
 			var span trace.Span
