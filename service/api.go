@@ -71,16 +71,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, onDrain func(),
 // RunAPI serves the HTTP API until ctx ends. ready, when set, is called
 // with the bound address once the listener is up.
 func RunAPI(ctx context.Context, cfg Config, ready func(addr string)) error {
-	tel, err := setupTelemetry(ctx, cfg, "mvq-api")
+	core, tel, stop, err := boot(ctx, cfg, "mvq-api")
 	if err != nil {
 		return err
 	}
-	defer shutdownTelemetry(tel)
-	core, err := OpenCore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer core.Close()
+	defer stop()
 	return serveAPI(ctx, cfg, core, tel, ready)
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -94,4 +95,18 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 		return cfg, fmt.Errorf("log level %q: want debug, info, warn or error", cfg.LogLevel)
 	}
 	return cfg, nil
+}
+
+// ReadyFile returns a ready callback that writes the bound address to the
+// file MVQ_READY_FILE names (for supervisors and tests that start the
+// binaries on port 0); without it the callback does nothing.
+func ReadyFile(getenv func(string) string) func(addr string) {
+	return func(addr string) {
+		if p := getenv("MVQ_READY_FILE"); p != "" {
+			// Written aside and renamed: a reader never sees half an address.
+			if os.WriteFile(p+".tmp", []byte(addr), 0o644) == nil {
+				_ = os.Rename(p+".tmp", p)
+			}
+		}
+	}
 }

@@ -19,16 +19,11 @@ func RunDev(ctx context.Context, cfg Config, ready func(addr string)) error {
 	defer mr.Close()
 	cfg.RedisURL = "redis://" + mr.Addr() + "/0"
 	TuneGC()
-	tel, err := setupTelemetry(ctx, cfg, "mvq-dev")
+	core, tel, stopCore, err := boot(ctx, cfg, "mvq-dev")
 	if err != nil {
 		return err
 	}
-	defer shutdownTelemetry(tel)
-	core, err := OpenCore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer core.Close()
+	defer stopCore()
 	stop, err := startWorker(cfg, core)
 	if err != nil {
 		return err

@@ -51,9 +51,7 @@ func runWorkerProcess() {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := service.RunWorker(ctx, cfg, func(addr string) {
-		os.WriteFile(os.Getenv("MVQ_READY_FILE"), []byte(addr), 0o644)
-	}); err != nil {
+	if err := service.RunWorker(ctx, cfg, service.ReadyFile(os.Getenv)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -70,9 +68,7 @@ func runAPIProcess() {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := service.RunAPI(ctx, cfg, func(addr string) {
-		os.WriteFile(os.Getenv("MVQ_READY_FILE"), []byte(addr), 0o644)
-	}); err != nil {
+	if err := service.RunAPI(ctx, cfg, service.ReadyFile(os.Getenv)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

@@ -14,6 +14,24 @@ import (
 // OTLP exporter the OTEL_* variables configure.
 var SpanExporter sdktrace.SpanExporter
 
+// boot sets up what every process runs on: telemetry, then the warehouse
+// and SQL engine. stop releases both, in reverse order.
+func boot(ctx context.Context, cfg Config, service string) (*Core, *telemetry.Telemetry, func(), error) {
+	tel, err := setupTelemetry(ctx, cfg, service)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	core, err := OpenCore(ctx, cfg)
+	if err != nil {
+		shutdownTelemetry(tel)
+		return nil, nil, nil, err
+	}
+	return core, tel, func() {
+		core.Close()
+		shutdownTelemetry(tel)
+	}, nil
+}
+
 func setupTelemetry(ctx context.Context, cfg Config, service string) (*telemetry.Telemetry, error) {
 	return telemetry.Setup(ctx, telemetry.Options{ServiceName: service, SpanExporter: SpanExporter})
 }

@@ -47,16 +47,11 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 // serves /healthz (and /metrics) on cfg.MetricsListen.
 func RunWorker(ctx context.Context, cfg Config, ready func(metricsAddr string)) error {
 	TuneGC()
-	tel, err := setupTelemetry(ctx, cfg, "mvq-worker")
+	core, tel, stopCore, err := boot(ctx, cfg, "mvq-worker")
 	if err != nil {
 		return err
 	}
-	defer shutdownTelemetry(tel)
-	core, err := OpenCore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer core.Close()
+	defer stopCore()
 	stop, err := startWorker(cfg, core)
 	if err != nil {
 		return err

@@ -27,9 +27,5 @@ func run(ctx context.Context, args []string, getenv func(string) string) error {
 		return err
 	}
 	service.SetupLogging(cfg)
-	return service.RunWorker(ctx, cfg, func(addr string) {
-		if p := getenv("MVQ_READY_FILE"); p != "" {
-			_ = os.WriteFile(p, []byte(addr), 0o644)
-		}
-	})
+	return service.RunWorker(ctx, cfg, service.ReadyFile(getenv))
 }
