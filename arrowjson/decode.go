@@ -219,90 +219,42 @@ func compile(f arrow.Field, b array.Builder, path string) (*node, error) {
 	case *arrow.Int8Type:
 		var ib *array.Int8Builder
 		if ib, err = builderAs[*array.Int8Builder](b, f, path); err == nil {
-			n.fn = func(v any) *valueError {
-				x, e := toInt(v, 8, TypeInt8)
-				if e == nil {
-					ib.Append(int8(x))
-				}
-				return e
-			}
+			n.fn = signedFn(ib.Append, 8, TypeInt8)
 		}
 	case *arrow.Int16Type:
 		var ib *array.Int16Builder
 		if ib, err = builderAs[*array.Int16Builder](b, f, path); err == nil {
-			n.fn = func(v any) *valueError {
-				x, e := toInt(v, 16, TypeInt16)
-				if e == nil {
-					ib.Append(int16(x))
-				}
-				return e
-			}
+			n.fn = signedFn(ib.Append, 16, TypeInt16)
 		}
 	case *arrow.Int32Type:
 		var ib *array.Int32Builder
 		if ib, err = builderAs[*array.Int32Builder](b, f, path); err == nil {
-			n.fn = func(v any) *valueError {
-				x, e := toInt(v, 32, TypeInt32)
-				if e == nil {
-					ib.Append(int32(x))
-				}
-				return e
-			}
+			n.fn = signedFn(ib.Append, 32, TypeInt32)
 		}
 	case *arrow.Int64Type:
 		var ib *array.Int64Builder
 		if ib, err = builderAs[*array.Int64Builder](b, f, path); err == nil {
-			n.fn = func(v any) *valueError {
-				x, e := toInt(v, 64, TypeInt64)
-				if e == nil {
-					ib.Append(x)
-				}
-				return e
-			}
+			n.fn = signedFn(ib.Append, 64, TypeInt64)
 		}
 	case *arrow.Uint8Type:
 		var ub *array.Uint8Builder
 		if ub, err = builderAs[*array.Uint8Builder](b, f, path); err == nil {
-			n.fn = func(v any) *valueError {
-				x, e := toUint(v, 8, TypeUint8)
-				if e == nil {
-					ub.Append(uint8(x))
-				}
-				return e
-			}
+			n.fn = unsignedFn(ub.Append, 8, TypeUint8)
 		}
 	case *arrow.Uint16Type:
 		var ub *array.Uint16Builder
 		if ub, err = builderAs[*array.Uint16Builder](b, f, path); err == nil {
-			n.fn = func(v any) *valueError {
-				x, e := toUint(v, 16, TypeUint16)
-				if e == nil {
-					ub.Append(uint16(x))
-				}
-				return e
-			}
+			n.fn = unsignedFn(ub.Append, 16, TypeUint16)
 		}
 	case *arrow.Uint32Type:
 		var ub *array.Uint32Builder
 		if ub, err = builderAs[*array.Uint32Builder](b, f, path); err == nil {
-			n.fn = func(v any) *valueError {
-				x, e := toUint(v, 32, TypeUint32)
-				if e == nil {
-					ub.Append(uint32(x))
-				}
-				return e
-			}
+			n.fn = unsignedFn(ub.Append, 32, TypeUint32)
 		}
 	case *arrow.Uint64Type:
 		var ub *array.Uint64Builder
 		if ub, err = builderAs[*array.Uint64Builder](b, f, path); err == nil {
-			n.fn = func(v any) *valueError {
-				x, e := toUint(v, 64, TypeUint64)
-				if e == nil {
-					ub.Append(x)
-				}
-				return e
-			}
+			n.fn = unsignedFn(ub.Append, 64, TypeUint64)
 		}
 	case *arrow.Float16Type:
 		var fb *array.Float16Builder
@@ -608,6 +560,29 @@ func integral(s string) (neg bool, digits string, status int) {
 		return neg, "", numOutOfRange
 	}
 	return neg, digits + strings.Repeat("0", exp), numInt
+}
+
+// signedFn decodes a JSON number into a signed integer column of the
+// given width (range checked by toInt).
+func signedFn[T int8 | int16 | int32 | int64](appendFn func(T), bits int, want string) func(any) *valueError {
+	return func(v any) *valueError {
+		x, e := toInt(v, bits, want)
+		if e == nil {
+			appendFn(T(x))
+		}
+		return e
+	}
+}
+
+// unsignedFn is signedFn for unsigned columns.
+func unsignedFn[T uint8 | uint16 | uint32 | uint64](appendFn func(T), bits int, want string) func(any) *valueError {
+	return func(v any) *valueError {
+		x, e := toUint(v, bits, want)
+		if e == nil {
+			appendFn(T(x))
+		}
+		return e
+	}
 }
 
 func toInt(v any, bits int, want string) (int64, *valueError) {
