@@ -326,15 +326,7 @@ func (e *Engine) addRowAddr(ctx context.Context, rec arrow.RecordBatch, schema *
 		return nil, err
 	}
 	defer c.Release()
-	b := array.NewUint64Builder(e.mem)
-	defer b.Release()
-	n := int(rec.NumRows())
-	b.Reserve(n)
-	base := table.RowAddress(frag, 0) | off
-	for i := 0; i < n; i++ {
-		b.UnsafeAppend(base + uint64(i))
-	}
-	addr := b.NewArray()
+	addr := table.RowAddrs(e.mem, frag, off, int(rec.NumRows()))
 	defer addr.Release()
 	return array.NewRecordBatch(schema, append(slices.Clone(c.Columns()), addr), rec.NumRows()), nil
 }

@@ -90,22 +90,28 @@ func (t *Table) Scan(ctx context.Context, m *Manifest, opts ScanOptions) (array.
 	return &scanReader{schema: out, ch: ch, cancel: cancel, refs: 1}, nil
 }
 
+// RowAddrs returns the uint64 row addresses of n consecutive rows of
+// fragment frag starting at offset off.
+func RowAddrs(mem memory.Allocator, frag uint32, off uint64, n int) arrow.Array {
+	b := array.NewUint64Builder(mem)
+	defer b.Release()
+	b.Reserve(n)
+	base := RowAddress(frag, 0) | off
+	for i := 0; i < n; i++ {
+		b.UnsafeAppend(base + uint64(i))
+	}
+	return b.NewArray()
+}
+
 func withRowAddr(recs []arrow.RecordBatch, schema *arrow.Schema, frag uint32, mem memory.Allocator) []arrow.RecordBatch {
 	var off uint64
 	out := make([]arrow.RecordBatch, 0, len(recs))
 	for _, r := range recs {
-		b := array.NewUint64Builder(mem)
-		b.Reserve(int(r.NumRows()))
-		base := uint64(frag) << 32
-		for i := int64(0); i < r.NumRows(); i++ {
-			b.UnsafeAppend(base | (off + uint64(i)))
-		}
+		addr := RowAddrs(mem, frag, off, int(r.NumRows()))
 		off += uint64(r.NumRows())
-		addr := b.NewArray()
 		cols := append(append([]arrow.Array(nil), r.Columns()...), addr)
 		out = append(out, array.NewRecordBatch(schema, cols, r.NumRows()))
 		addr.Release()
-		b.Release()
 		r.Release()
 	}
 	return out
