@@ -55,3 +55,7 @@ fuzz: ## Fuzz identifier parsing, manifest decoding and JSON rows briefly
 .PHONY: clean
 clean: ## Remove build outputs and the local warehouse
 	rm -rf $(BIN) warehouse
+
+.PHONY: soak
+soak: ## Minutes of concurrent refreshes, inserts and deletes through two APIs and two workers with SIGKILLs and a Redis restart (MVQ_SOAK_DURATION=3m)
+	$(GO) test -count=1 -tags 'duckdb_arrow soak' -run TestSoak -v -timeout 40m ./internal/soak
