@@ -69,6 +69,9 @@ func (d *DB) parse(ctx context.Context, q string) ([]map[string]any, error) {
 		if strings.Contains(msg, "Only SELECT statements") {
 			return nil, &SQLError{Err: fmt.Errorf("must be one SELECT statement")}
 		}
+		if res.ErrorType == "parser" {
+			msg = "Parser Error: " + msg
+		}
 		return nil, &SQLError{Err: fmt.Errorf("%s", firstLine(msg))}
 	}
 	return res.Statements, nil
