@@ -46,9 +46,9 @@ func EngineErr(err error) error {
 	var te *duck.TimeoutError
 	switch {
 	case errors.As(err, &be):
-		return &Error{Code: CodeServiceUnavailable, Message: be.Error(), Err: be}
+		return &Error{Code: CodeServiceUnavailable, Err: be}
 	case errors.As(err, &te):
-		return &Error{Code: CodeServiceUnavailable, Message: te.Error(), Err: te}
+		return &Error{Code: CodeServiceUnavailable, Err: te}
 	}
 	return nil
 }
