@@ -2,6 +2,7 @@ package duck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -92,21 +93,11 @@ func TestQueriesCannotSeeEachOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Release()
-	for _, q := range []string{
-		"SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '__mvq_in_%'",
-	} {
-		rdr, err := db.Query(ctx, map[string]array.RecordReader{"t": testReader(t, 1)}, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs, err := Collect(rdr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n := recs[0].Column(0).(*array.Int64).Value(0); n != 1 { // only its own input
-			t.Fatalf("%s = %d: another query's input is visible", q, n)
-		}
-		recs[0].Release()
+	// Listing the catalog is refused outright; each query has its own
+	// database anyway.
+	if _, err := db.Query(ctx, map[string]array.RecordReader{"t": testReader(t, 1)},
+		"SELECT count(*) FROM duckdb_views() WHERE view_name LIKE '__mvq_in_%'"); !isSQLError(err) {
+		t.Fatalf("listing views: %v, want a SQLError", err)
 	}
 	for i := uint64(1); i <= db.seq.Load(); i++ {
 		rdr, err := db.Query(ctx, nil, fmt.Sprintf("SELECT count(*) FROM __mvq_in_%d", i))
@@ -120,4 +111,9 @@ func TestQueriesCannotSeeEachOther(t *testing.T) {
 	if err != nil || recs[0].Column(0).(*array.Int64).Value(0) != 1000 {
 		t.Fatalf("query A lost rows: %v %v", recs, err)
 	}
+}
+
+func isSQLError(err error) bool {
+	var se *SQLError
+	return errors.As(err, &se)
 }

@@ -106,11 +106,11 @@ func TestExternalAccessIsOff(t *testing.T) {
 	}
 }
 
-func TestCheckExpression(t *testing.T) {
+func TestCheckExpressionText(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{"name'x' = 'y'", "id > 0", "title = 'a)b'", `"we""ird" IS NULL`, "(a OR b) AND c", "x IN (1, 2)", "a - b > 1"} {
-		if err := CheckExpression(ok); err != nil {
-			t.Errorf("CheckExpression(%q) = %v", ok, err)
+		if err := CheckExpressionText(ok); err != nil {
+			t.Errorf("CheckExpressionText(%q) = %v", ok, err)
 		}
 	}
 	for _, bad := range []string{
@@ -123,8 +123,8 @@ func TestCheckExpression(t *testing.T) {
 		`E'\'' = 'x'), false) OR true --'`,
 		"e'x'",
 	} {
-		if err := CheckExpression(bad); err == nil {
-			t.Errorf("CheckExpression(%q) accepted", bad)
+		if err := CheckExpressionText(bad); err == nil {
+			t.Errorf("CheckExpressionText(%q) accepted", bad)
 		}
 	}
 }

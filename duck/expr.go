@@ -4,13 +4,13 @@ import (
 	"fmt"
 )
 
-// CheckExpression accepts a SQL expression only if it cannot break out of
+// CheckExpressionText accepts a SQL expression only if it cannot break out of
 // the parentheses the caller wraps it in: quotes closed, parentheses
 // balanced and never closing more than they opened, no statement separator
 // and no comment outside string literals. What DuckDB then evaluates is one
 // expression; its own errors (and external access being off) handle the
 // rest.
-func CheckExpression(s string) error {
+func CheckExpressionText(s string) error {
 	if len(s) > 1<<16 {
 		return fmt.Errorf("expression longer than 64 KiB")
 	}

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -72,7 +75,19 @@ func fail(c *gin.Context, err error) {
 		err = fmt.Errorf("request body larger than %d bytes", mbe.Limit)
 	}
 	msg := err.Error()
-	if info.status >= 500 {
+	// A 503 is the server asking the client to slow down: its domain
+	// message is shown (the cause behind it is not), with Retry-After when
+	// the error says how long to wait.
+	var te *table.Error
+	if info.status == http.StatusServiceUnavailable && errors.As(err, &te) {
+		if te.Message != "" {
+			msg = te.Message
+		}
+		var ra interface{ RetryAfter() time.Duration }
+		if errors.As(err, &ra) {
+			c.Header("Retry-After", strconv.Itoa(int(math.Ceil(ra.RetryAfter().Seconds()))))
+		}
+	} else if info.status >= 500 {
 		slog.ErrorContext(c.Request.Context(), "request failed", "route", c.FullPath(), "err", err)
 		msg = "internal error; see the server log"
 	}

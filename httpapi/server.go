@@ -120,6 +120,12 @@ func (s *Server) readyz(c *gin.Context) {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
 		return
 	}
+	if db := s.cat.SQL(); db != nil {
+		if busy, why := db.Saturated(); busy {
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "saturated", "reason": why})
+			return
+		}
+	}
 	if s.views != nil {
 		if err := s.views.ping(c.Request.Context()); err != nil {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "redis unavailable", "error": err.Error()})

@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/arrowjson"
+	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -315,6 +316,15 @@ func (s *Server) queryTable(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if q.Filter != "" {
+		// A filtered query runs in a DuckDB session: read the whole result
+		// first (memory, then a temporary file) so the session is free
+		// again before a slow client reads the first byte.
+		if rdr, err = spool(rdr, DefaultSpoolMemoryBytes); err != nil {
+			fail(c, queryErr(err))
+			return
+		}
+	}
 	defer rdr.Release()
 	// Pull the first batch before the status line so errors found while
 	// evaluating are still a problem body.
@@ -340,6 +350,20 @@ func (s *Server) queryTable(c *gin.Context) {
 	if err := writeIPC(bw, &peeked{RecordReader: rdr, first: first}, stream); err == nil {
 		_ = bw.Flush()
 	}
+}
+
+// queryErr names what failed while a query's result was read: the
+// engine's admission errors are 503, SQL errors a 400 naming the filter.
+func queryErr(err error) error {
+	if e := table.EngineErr(err); e != nil {
+		return e
+	}
+	var se *duck.SQLError
+	if errors.As(err, &se) {
+		msg, _, _ := strings.Cut(se.Err.Error(), "\n")
+		return badInput("filter: %s", strings.TrimSpace(msg))
+	}
+	return err
 }
 
 func (req queryRequest) options() (table.QueryOptions, error) {

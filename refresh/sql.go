@@ -1,12 +1,14 @@
 package refresh
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"github.com/mvq-dev/mvq/duck"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -63,7 +65,8 @@ func lexSQL(q string) ([]token, error) {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
 			i++
 		case c == '-' && i+1 < len(q) && q[i+1] == '-':
-			for i < len(q) && q[i] != '\n' {
+			// DuckDB ends a line comment at '\n' or '\r'.
+			for i < len(q) && q[i] != '\n' && q[i] != '\r' {
 				i++
 			}
 		case c == '/' && i+1 < len(q) && q[i+1] == '*':
@@ -297,6 +300,103 @@ func (sq *sourceQuery) columns(schema *arrow.Schema) []string {
 		// A query may name no column (SELECT 1 FROM t); a scan still
 		// needs one to count rows.
 		out = []string{schema.Field(0).Name}
+	}
+	return out
+}
+
+// checkQuery has DuckDB confirm what analyzeQuery found by lexing: the
+// query is one SELECT statement calling no refused function, it reads
+// no table but its source (and its own common table expressions), and a
+// row-wise query is exactly SELECT <expressions> FROM <source> [WHERE ...]
+// with no window, subquery or row-multiplying function. DuckDB's parse is
+// the authority; the lexer only finds the source name and gives the
+// friendlier messages. Errors are CodeInvalidInput naming source_query,
+// or the engine's own.
+func checkQuery(ctx context.Context, db *duck.DB, sq *sourceQuery, rowwise bool) error {
+	bad := func(format string, args ...any) error {
+		return table.Errorf(table.CodeInvalidInput, "source_query: "+format, args...)
+	}
+	st, err := db.CheckSelect(ctx, sq.SQL)
+	if err != nil {
+		var se *duck.SQLError
+		if errors.As(err, &se) {
+			return bad("%v", se.Err)
+		}
+		return err
+	}
+	tables, ctes := st.TableRefs()
+	found := false
+	for _, tr := range tables {
+		if tr[0] != "" || tr[1] != "" {
+			return bad("FROM must name the source table by its identifier with '$' between parts, e.g. FROM \"ns$table\" (found %s)", strings.Join(append(nonEmpty(tr[:2]), tr[2]), "."))
+		}
+		switch {
+		case strings.EqualFold(tr[2], sq.Name):
+			found = true
+		case ctes[strings.ToLower(tr[2])]:
+		default:
+			return bad("reads table %q; a view reads only its source table %q", tr[2], sq.Name)
+		}
+	}
+	if !found {
+		return bad("the source table %q is not read by the query as DuckDB parses it", sq.Name)
+	}
+	if !rowwise {
+		return nil
+	}
+	n := st.Node
+	udtf := "; use kind udtf"
+	from, _ := n["from_table"].(map[string]any)
+	switch {
+	case n["type"] != "SELECT_NODE":
+		return bad("set operations are not allowed in a row-wise view" + udtf)
+	case !emptyCTEs(n):
+		return bad("WITH (common table expressions) not allowed in a row-wise view" + udtf)
+	case !emptyList(n["modifiers"]):
+		return bad("DISTINCT, ORDER BY, LIMIT and OFFSET are not allowed in a row-wise view" + udtf)
+	case !emptyList(n["group_expressions"]) || !emptyList(n["group_sets"]) || n["having"] != nil:
+		return bad("GROUP BY and HAVING are not allowed in a row-wise view" + udtf)
+	case n["qualify"] != nil || n["sample"] != nil:
+		return bad("QUALIFY and sampling are not allowed in a row-wise view" + udtf)
+	case n["aggregate_handling"] != nil && n["aggregate_handling"] != "STANDARD_HANDLING":
+		return bad("GROUP BY ALL is not allowed in a row-wise view" + udtf)
+	case from == nil || from["type"] != "BASE_TABLE" || from["sample"] != nil:
+		return bad("a row-wise view reads one table, optionally filtered by WHERE" + udtf)
+	}
+	var why string
+	duck.Walk(n, func(obj map[string]any) {
+		switch {
+		case why != "":
+		case obj["class"] == "WINDOW":
+			why = "window functions"
+		case obj["class"] == "SUBQUERY":
+			why = "subqueries"
+		case obj["function_name"] == "unnest" || obj["function_name"] == "unlist" || obj["function_name"] == "generate_subscripts":
+			why = "UNNEST (it makes several rows of one)"
+		}
+	})
+	if why != "" {
+		return bad("%s not allowed in a row-wise view (each view row must come from one source row)%s", why, udtf)
+	}
+	return nil
+}
+
+func emptyList(v any) bool {
+	l, ok := v.([]any)
+	return v == nil || (ok && len(l) == 0)
+}
+
+func emptyCTEs(n map[string]any) bool {
+	m, _ := n["cte_map"].(map[string]any)
+	return m == nil || emptyList(m["map"])
+}
+
+func nonEmpty(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
 	}
 	return out
 }

@@ -135,6 +135,9 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	if err != nil {
 		return nil, err
 	}
+	if err := checkQuery(ctx, e.db, sq, kind != KindUDTF); err != nil {
+		return nil, err
+	}
 	def.Source = sq.Source
 
 	if ok, err := e.cat.NamespaceExists(ctx, id[:len(id)-1]); err != nil {
@@ -317,6 +320,9 @@ func fieldList(s *arrow.Schema) string {
 
 // sqlError turns an error of user SQL into a 400 naming source_query.
 func sqlError(err error) error {
+	if e := table.EngineErr(err); e != nil {
+		return e
+	}
 	var se *duck.SQLError
 	if !errors.As(err, &se) {
 		return err

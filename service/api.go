@@ -31,7 +31,7 @@ func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := duck.Open(duck.Options{})
+	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout})
 	if err != nil {
 		wh.Close()
 		return nil, fmt.Errorf("duckdb: %w", err)
@@ -46,9 +46,16 @@ func (c *Core) Close() {
 }
 
 // Serve runs h on ln until ctx ends, then fails readiness, drains for up
-// to drain and returns.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, onDrain func(), drain time.Duration) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// to drain and returns. Request headers must arrive within 10 s; a
+// response write may stall at most writeTimeout (0: 60 s). Handlers that
+// stream (query results, job events) keep their connection by writing:
+// httpapi.WriteDeadlines moves the deadline before every write, so
+// WriteTimeout bounds a stall, not a response's length.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, onDrain func(), drain, writeTimeout time.Duration) error {
+	if writeTimeout <= 0 {
+		writeTimeout = 60 * time.Second
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: writeTimeout, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -89,7 +96,8 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Metrics:      tel.MetricsHandler(),
 		// The request span is the root of a refresh job's trace.
-		Middleware: []gin.HandlerFunc{otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tel.TracerProvider)), httpapi.Metrics()},
+		Middleware: []gin.HandlerFunc{otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tel.TracerProvider)), httpapi.Metrics(),
+			httpapi.WriteDeadlines(cfg.WriteTimeout), httpapi.QueryQueueWait(cfg.QueryQueueWait)},
 	}, core.Catalog, views)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -99,5 +107,5 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	return Serve(ctx, ln, api.Handler(), func() { api.SetReady(false) }, 15*time.Second)
+	return Serve(ctx, ln, api.Handler(), func() { api.SetReady(false) }, 15*time.Second, cfg.WriteTimeout)
 }

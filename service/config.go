@@ -9,21 +9,26 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/table"
 )
 
 // Config is resolved once: defaults, then environment, then flags, then
 // validated. Bad config fails before anything listens.
 type Config struct {
-	Listen            string   // MVQ_LISTEN, default 127.0.0.1:2333
-	Warehouse         string   // MVQ_WAREHOUSE, default file://./warehouse
-	RedisURL          string   // MVQ_REDIS_URL, default redis://127.0.0.1:6379/0
-	Clusters          []string // MVQ_CLUSTERS, default "default"
-	WorkerConcurrency int      // MVQ_WORKER_CONCURRENCY, default 8
-	MetricsListen     string   // MVQ_METRICS_LISTEN (worker), default 127.0.0.1:9464
-	MaxBodyBytes      int64    // MVQ_MAX_BODY_BYTES, default 256 MiB
-	LogLevel          string   // MVQ_LOG_LEVEL: debug, info (default), warn, error
+	Listen            string        // MVQ_LISTEN, default 127.0.0.1:2333
+	Warehouse         string        // MVQ_WAREHOUSE, default file://./warehouse
+	RedisURL          string        // MVQ_REDIS_URL, default redis://127.0.0.1:6379/0
+	Clusters          []string      // MVQ_CLUSTERS, default "default"
+	WorkerConcurrency int           // MVQ_WORKER_CONCURRENCY, default 8
+	MetricsListen     string        // MVQ_METRICS_LISTEN (worker), default 127.0.0.1:9464
+	MaxBodyBytes      int64         // MVQ_MAX_BODY_BYTES, default 256 MiB
+	LogLevel          string        // MVQ_LOG_LEVEL: debug, info (default), warn, error
+	QueryTimeout      time.Duration // MVQ_QUERY_TIMEOUT, default 60s: deadline of each SQL query
+	QueryQueueWait    time.Duration // MVQ_QUERY_QUEUE_WAIT, default 2s: API wait for a SQL session before 503
+	WriteTimeout      time.Duration // MVQ_WRITE_TIMEOUT, default 60s: longest stall of one response write
 }
 
 // Defaults returns the built-in configuration.
@@ -37,6 +42,9 @@ func Defaults() Config {
 		MetricsListen:     "127.0.0.1:9464",
 		MaxBodyBytes:      256 << 20,
 		LogLevel:          "info",
+		QueryTimeout:      duck.DefaultQueryTimeout,
+		QueryQueueWait:    2 * time.Second,
+		WriteTimeout:      60 * time.Second,
 	}
 }
 
@@ -59,6 +67,19 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	env("MVQ_WORKER_CONCURRENCY", &conc)
 	maxBody := strconv.FormatInt(cfg.MaxBodyBytes, 10)
 	env("MVQ_MAX_BODY_BYTES", &maxBody)
+	durations := []struct {
+		env, flag, usage string
+		dst              *time.Duration
+		val              string
+	}{
+		{"MVQ_QUERY_TIMEOUT", "query-timeout", "deadline of each SQL query", &cfg.QueryTimeout, ""},
+		{"MVQ_QUERY_QUEUE_WAIT", "query-queue-wait", "how long an API request waits for a SQL session before 503", &cfg.QueryQueueWait, ""},
+		{"MVQ_WRITE_TIMEOUT", "write-timeout", "longest a response write may stall before the connection is cut", &cfg.WriteTimeout, ""},
+	}
+	for i := range durations {
+		durations[i].val = durations[i].dst.String()
+		env(durations[i].env, &durations[i].val)
+	}
 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -70,8 +91,19 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "worker /metrics and /healthz address (MVQ_METRICS_LISTEN)")
 	fs.StringVar(&maxBody, "max-body-bytes", maxBody, "largest request body accepted (MVQ_MAX_BODY_BYTES)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (MVQ_LOG_LEVEL)")
+	for i := range durations {
+		d := &durations[i]
+		fs.StringVar(&d.val, d.flag, d.val, d.usage+" ("+d.env+")")
+	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	for _, d := range durations {
+		v, err := time.ParseDuration(d.val)
+		if err != nil || v <= 0 || v > 24*time.Hour {
+			return cfg, fmt.Errorf("%s %q: want a duration such as 30s or 2m, above 0 and at most 24h", d.env, d.val)
+		}
+		*d.dst = v
 	}
 	cfg.Clusters = nil
 	for _, c := range strings.Split(clusters, ",") {

@@ -68,5 +68,5 @@ func RunWorker(ctx context.Context, cfg Config, ready func(metricsAddr string)) 
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	return Serve(ctx, ln, mux, nil, 5*time.Second)
+	return Serve(ctx, ln, mux, nil, 5*time.Second, cfg.WriteTimeout)
 }

@@ -21,6 +21,9 @@ const viewName = "t"
 
 // sqlErr turns an engine error about user SQL into a 400.
 func sqlErr(what string, err error) error {
+	if e := EngineErr(err); e != nil {
+		return e
+	}
 	var se *duck.SQLError
 	if errors.As(err, &se) {
 		// The first line says what is wrong; the rest quotes the SQL mvq
@@ -35,12 +38,30 @@ func sqlErr(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-func checkExpr(what, expr string) error {
+// EngineErr maps the SQL engine's admission errors: no session within the
+// queue wait, or a query past its deadline, are CodeServiceUnavailable
+// (503); nil for any other error.
+func EngineErr(err error) error {
+	var be *duck.BusyError
+	var te *duck.TimeoutError
+	switch {
+	case errors.As(err, &be):
+		return &Error{Code: CodeServiceUnavailable, Err: be}
+	case errors.As(err, &te):
+		return &Error{Code: CodeServiceUnavailable, Err: te}
+	}
+	return nil
+}
+
+// checkExpr accepts expr only if DuckDB parses it as one expression that
+// calls no refused function (duck.DB.CheckExpression); a refusal is
+// CodeInvalidInput naming what.
+func (c *Catalog) checkExpr(ctx context.Context, what, expr string) error {
 	if strings.TrimSpace(expr) == "" {
 		return Errorf(CodeInvalidInput, "%s is empty", what)
 	}
-	if err := duck.CheckExpression(expr); err != nil {
-		return Errorf(CodeInvalidInput, "%s: %v", what, err)
+	if err := c.sql.CheckExpression(ctx, expr); err != nil {
+		return sqlErr(what, err)
 	}
 	return nil
 }
@@ -211,7 +232,7 @@ func (t *Table) CountRows(ctx context.Context, version uint64, predicate string)
 	if err != nil {
 		return 0, err
 	}
-	if err := checkExpr("predicate", predicate); err != nil {
+	if err := t.c.checkExpr(ctx, "predicate", predicate); err != nil {
 		return 0, err
 	}
 	if err := t.c.bindCheck(ctx, "predicate", schema, fmt.Sprintf("SELECT count(*) FROM %s WHERE (%s)", viewName, predicate)); err != nil {
@@ -347,7 +368,7 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 // fragments that hold such rows. It answers the new version, or the current
 // one when nothing matched.
 func (t *Table) Delete(ctx context.Context, predicate string) (*Manifest, int64, error) {
-	if err := checkExpr("predicate", predicate); err != nil {
+	if err := t.c.checkExpr(ctx, "predicate", predicate); err != nil {
 		return nil, 0, err
 	}
 	query := fmt.Sprintf("SELECT * FROM %s WHERE NOT COALESCE((%s), false)", viewName, predicate)
@@ -371,7 +392,7 @@ func (t *Table) Update(ctx context.Context, predicate string, updates [][2]strin
 	if predicate == "" {
 		predicate = "true"
 	}
-	if err := checkExpr("predicate", predicate); err != nil {
+	if err := t.c.checkExpr(ctx, "predicate", predicate); err != nil {
 		return nil, 0, err
 	}
 	m, err := t.Load(ctx, 0)
@@ -391,7 +412,7 @@ func (t *Table) Update(ctx context.Context, predicate string, updates [][2]strin
 		if _, dup := set[col]; dup {
 			return nil, 0, Errorf(CodeInvalidInput, "updates[%d]: column %q set twice", i, col)
 		}
-		if err := checkExpr(fmt.Sprintf("updates[%d] (%s)", i, col), expr); err != nil {
+		if err := t.c.checkExpr(ctx, fmt.Sprintf("updates[%d] (%s)", i, col), expr); err != nil {
 			return nil, 0, err
 		}
 		set[col] = expr
@@ -461,7 +482,7 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 		}
 		return newLimitReader(scan, out, q.Offset, q.Limit), nil
 	}
-	if err := checkExpr("filter", q.Filter); err != nil {
+	if err := t.c.checkExpr(ctx, "filter", q.Filter); err != nil {
 		return nil, err
 	}
 	sel := "*"

@@ -1,0 +1,37 @@
+package service_test
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mvq-dev/mvq/service"
+)
+
+func TestAdmissionConfig(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cfg, err := service.LoadConfig("api", nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.QueryTimeout != 60*time.Second || cfg.QueryQueueWait != 2*time.Second || cfg.WriteTimeout != 60*time.Second {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	cfg, err = service.LoadConfig("api", []string{"-write-timeout", "5m"}, env(map[string]string{
+		"MVQ_QUERY_TIMEOUT": "90s", "MVQ_QUERY_QUEUE_WAIT": "500ms", "MVQ_WRITE_TIMEOUT": "10s",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.QueryTimeout != 90*time.Second || cfg.QueryQueueWait != 500*time.Millisecond || cfg.WriteTimeout != 5*time.Minute {
+		t.Fatalf("env and flags: %+v", cfg)
+	}
+	for _, bad := range []string{"0s", "-1s", "soon", "25h"} {
+		_, err := service.LoadConfig("api", nil, env(map[string]string{"MVQ_QUERY_TIMEOUT": bad}), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "MVQ_QUERY_TIMEOUT") {
+			t.Errorf("MVQ_QUERY_TIMEOUT=%s: %v", bad, err)
+		}
+	}
+}
