@@ -171,7 +171,6 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 	return res, errors.Join(errs...)
 }
 
-
 // rescueHeld enqueues again the tasks of j held by dead workers.
 func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (int, error) {
 	held, err := r.st.holders(ctx, j.ID)
