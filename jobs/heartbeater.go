@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // HeartbeaterConfig configures a Heartbeater.
@@ -38,6 +40,16 @@ type Heartbeater struct {
 	cfg      HeartbeaterConfig
 	log      *slog.Logger
 	loop     loop
+}
+
+// NewHeartbeater returns a heartbeater that registers worker id for
+// clusters in rdb. Servers make their own; this one is for processes that
+// register without serving asynq (tests, tools).
+func NewHeartbeater(rdb redis.UniversalClient, id string, clusters []string, cfg HeartbeaterConfig, log *slog.Logger) *Heartbeater {
+	if log == nil {
+		log = slog.Default()
+	}
+	return newHeartbeater(&store{rdb: rdb}, id, clusters, cfg, log)
 }
 
 func newHeartbeater(st *store, id string, clusters []string, cfg HeartbeaterConfig, log *slog.Logger) *Heartbeater {

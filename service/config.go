@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mvq-dev/mvq/table"
 )
@@ -24,6 +25,12 @@ type Config struct {
 	MetricsListen     string   // MVQ_METRICS_LISTEN (worker), default 127.0.0.1:9464
 	MaxBodyBytes      int64    // MVQ_MAX_BODY_BYTES, default 256 MiB
 	LogLevel          string   // MVQ_LOG_LEVEL: debug, info (default), warn, error
+
+	// Admission and maintenance (environment only).
+	MaxPendingJobs  int           // MVQ_MAX_PENDING_JOBS (API), default 1000; 0: no limit
+	JobStallTimeout time.Duration // MVQ_JOB_STALL_TIMEOUT (worker), default 30m
+	OrphanGrace     time.Duration // MVQ_ORPHAN_GRACE (worker), default 1h
+	JanitorInterval time.Duration // MVQ_JANITOR_INTERVAL (worker), default 10m
 }
 
 // Defaults returns the built-in configuration.
@@ -37,6 +44,10 @@ func Defaults() Config {
 		MetricsListen:     "127.0.0.1:9464",
 		MaxBodyBytes:      256 << 20,
 		LogLevel:          "info",
+		MaxPendingJobs:    1000,
+		JobStallTimeout:   30 * time.Minute,
+		OrphanGrace:       time.Hour,
+		JanitorInterval:   10 * time.Minute,
 	}
 }
 
@@ -59,6 +70,26 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	env("MVQ_WORKER_CONCURRENCY", &conc)
 	maxBody := strconv.FormatInt(cfg.MaxBodyBytes, 10)
 	env("MVQ_MAX_BODY_BYTES", &maxBody)
+
+	if v := getenv("MVQ_MAX_PENDING_JOBS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return cfg, fmt.Errorf("MVQ_MAX_PENDING_JOBS %q: want an integer >= 0 (0: no limit)", v)
+		}
+		cfg.MaxPendingJobs = n
+	}
+	for _, d := range []struct {
+		key string
+		dst *time.Duration
+	}{{"MVQ_JOB_STALL_TIMEOUT", &cfg.JobStallTimeout}, {"MVQ_ORPHAN_GRACE", &cfg.OrphanGrace}, {"MVQ_JANITOR_INTERVAL", &cfg.JanitorInterval}} {
+		if v := getenv(d.key); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x <= 0 {
+				return cfg, fmt.Errorf("%s %q: want a positive duration such as 30m", d.key, v)
+			}
+			*d.dst = x
+		}
+	}
 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
