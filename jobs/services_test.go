@@ -479,3 +479,50 @@ func TestCancelViewStopsItsJobs(t *testing.T) {
 		t.Fatalf("committing job is %s", st)
 	}
 }
+
+// TestIdempotencyRecords: a key is new, then in progress, then done with
+// its response; another fingerprint is a mismatch; another principal's
+// same key is independent; an abandoned key is new again.
+func TestIdempotencyRecords(t *testing.T) {
+	t.Parallel()
+	b := setup(t, newFakeEngine())
+	c, ctx := b.client, context.Background()
+	state := func(principal, key, fp string) IdemRecord {
+		t.Helper()
+		r, err := c.BeginIdempotent(ctx, principal, key, fp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := state("alice", "k", "fp1"); r.State != IdemNew {
+		t.Fatalf("first: %+v", r)
+	}
+	if r := state("alice", "k", "fp1"); r.State != IdemInProgress {
+		t.Fatalf("concurrent: %+v", r)
+	}
+	if r := state("alice", "k", "fp2"); r.State != IdemMismatch {
+		t.Fatalf("other request: %+v", r)
+	}
+	if r := state("bob", "k", "fp2"); r.State != IdemNew {
+		t.Fatalf("other principal: %+v", r)
+	}
+	if err := c.FinishIdempotent(ctx, "alice", "k", "fp2", 201, "x/y", []byte("no")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FinishIdempotent(ctx, "alice", "k", "fp1", 201, "application/json", []byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if r := state("alice", "k", "fp1"); r.State != IdemDone || r.Status != 201 || r.ContentType != "application/json" || string(r.Body) != `{"a":1}` {
+		t.Fatalf("done: %+v", r)
+	}
+	if ttl, _ := b.rdb.TTL(ctx, idemKey("alice", "k")).Result(); ttl < 23*time.Hour {
+		t.Fatalf("ttl %v", ttl)
+	}
+	if err := c.AbandonIdempotent(ctx, "bob", "k", "fp2"); err != nil {
+		t.Fatal(err)
+	}
+	if r := state("bob", "k", "fp3"); r.State != IdemNew {
+		t.Fatalf("after abandon: %+v", r)
+	}
+}
