@@ -227,9 +227,14 @@ func (s *Server) Shutdown() {
 }
 
 // hold records, for the task's duration, that this worker runs it (see
-// Rescuer): a task whose worker dies is run again elsewhere.
+// Rescuer): a task whose worker dies is run again elsewhere. Plan tasks
+// hold from the moment their job's turn comes (handlePlan), so the many
+// retries of plans waiting for their view cost nothing here.
 func (s *Server) hold(h asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		if t.Type() == TypePlan {
+			return h.ProcessTask(ctx, t)
+		}
 		id, _ := asynq.GetTaskID(ctx)
 		task := logicalTask(id)
 		var p struct {
