@@ -145,5 +145,6 @@ func (s *Server) dropNamespace(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	s.dropped(c, id, true)
 	c.JSON(http.StatusOK, gin.H{"properties": gin.H{}})
 }

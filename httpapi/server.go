@@ -93,7 +93,7 @@ func (s *Server) Handler() http.Handler {
 	ns.POST("/table/list", s.listTables)
 
 	t := v1.Group("/table/:id")
-	t.POST("/create", s.createTable)
+	t.POST("/create", s.idempotent(), s.createTable)
 	t.POST("/insert", s.insertIntoTable)
 	t.POST("/describe", s.describeTable)
 	t.POST("/exists", s.tableExists)

@@ -538,6 +538,7 @@ func (s *Server) dropTable(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	s.dropped(c, id, false)
 	c.JSON(http.StatusOK, gin.H{"id": id, "location": loc, "properties": gin.H{}})
 }
 

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -18,15 +20,35 @@ import (
 type ViewRoutes struct {
 	Engine *refresh.Engine
 	Jobs   *jobs.Client
+	// Catalog, when set, lets a view create whose initial refresh the
+	// backlog refused (after the advisory check passed) drop the view
+	// again, so a 503 leaves nothing behind.
+	Catalog *table.Catalog
 }
 
 var _ Views = (*ViewRoutes)(nil)
 
 func (v *ViewRoutes) ping(ctx context.Context) error { return v.Jobs.Ping(ctx) }
 
+func (v *ViewRoutes) idempotencyStore() idemStore { return v.Jobs }
+
+// dropped cancels the jobs of a dropped table (a view's; a plain table has
+// none) or, with ns set, of every view under a dropped namespace.
+func (v *ViewRoutes) dropped(ctx context.Context, id []string, ns bool) error {
+	const reason = "the view was dropped"
+	var err error
+	if ns {
+		_, err = v.Jobs.CancelViewsUnder(ctx, id, reason)
+	} else {
+		_, err = v.Jobs.CancelView(ctx, id, reason)
+	}
+	return err
+}
+
 func (v *ViewRoutes) routes(r gin.IRouter) {
-	r.POST("/materialized_view/:id/create", v.createView)
-	r.POST("/materialized_view/:id/refresh", v.refreshView)
+	idem := idempotent(v.Jobs)
+	r.POST("/materialized_view/:id/create", idem, v.createView)
+	r.POST("/materialized_view/:id/refresh", idem, v.refreshView)
 	r.GET("/job/:job_id", v.getJob)
 	r.GET("/job/:job_id/events", v.jobEvents)
 	r.POST("/jobs/describe", v.describeJob)
@@ -66,19 +88,39 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 	if req.AutoRefresh != nil {
 		cr.AutoRefresh = *req.AutoRefresh
 	}
+	withData := req.WithNoData == nil || !*req.WithNoData
+	var opts refresh.Options
+	if withData {
+		var err error
+		if opts, err = refreshOptions(req.Refresh); err != nil {
+			fail(c, err)
+			return
+		}
+		// A full backlog refuses the whole request before the view exists.
+		if err := v.Jobs.Admit(c, opts.Cluster); err != nil {
+			retryAfter(c, err)
+			fail(c, err)
+			return
+		}
+	}
 	m, err := v.Engine.CreateView(c, id, cr)
 	if err != nil {
 		fail(c, err)
 		return
 	}
 	resp := gin.H{"version": m.Version}
-	if req.WithNoData == nil || !*req.WithNoData {
-		opts, err := refreshOptions(req.Refresh)
-		if err != nil {
-			fail(c, err)
-			return
-		}
+	if withData {
 		job, err := v.Jobs.Submit(c, id, opts)
+		if errors.Is(err, jobs.ErrBacklogFull) {
+			// Filled up since Admit: undo the create, so nothing is
+			// half-accepted.
+			if v.Catalog != nil {
+				if derr := v.Catalog.DropTable(context.WithoutCancel(c), id); derr != nil {
+					slog.WarnContext(c, "drop a view whose initial refresh was refused", "view", table.JoinID(id), "err", derr)
+				}
+			}
+			retryAfter(c, err)
+		}
 		if err != nil {
 			fail(c, err)
 			return
@@ -165,6 +207,7 @@ func (v *ViewRoutes) refreshView(c *gin.Context) {
 	}
 	job, err := v.Jobs.Submit(c, id, opts)
 	if err != nil {
+		retryAfter(c, err)
 		fail(c, err)
 		return
 	}

@@ -32,21 +32,68 @@ var _ engine = (*refresh.Engine)(nil)
 // Client is the API side of refresh jobs: submit, inspect, cancel, follow.
 // It is safe for concurrent use.
 type Client struct {
-	st  *store
-	enq *asynq.Client
-	eng engine
-	log *slog.Logger
+	st         *store
+	enq        *asynq.Client
+	eng        engine
+	log        *slog.Logger
+	maxPending int
 }
+
+// ClientOption tunes a Client.
+type ClientOption func(*Client)
+
+// MaxPendingJobs makes Submit refuse a job (ErrBacklogFull, 503) while its
+// cluster has n or more unfinished (PENDING or RUNNING) jobs; n <= 0: no
+// limit (the default).
+func MaxPendingJobs(n int) ClientOption { return func(c *Client) { c.maxPending = max(n, 0) } }
 
 // NewClient returns a client that keeps job records in rdb, enqueues tasks
 // through conn and validates requests with eng. Close closes what it opened
 // from conn; rdb stays the caller's.
-func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.Engine) *Client {
-	return newClient(rdb, conn, eng)
+func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.Engine, opts ...ClientOption) *Client {
+	return newClient(rdb, conn, eng, opts...)
 }
 
-func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine) *Client {
-	return &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default()}
+func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, opts ...ClientOption) *Client {
+	c := &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default()}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// ErrBacklogFull is wrapped by the error Submit returns when the cluster's
+// backlog is at MaxPendingJobs; nothing was recorded, and the caller should
+// try again later (HTTP: 503 with Retry-After).
+var ErrBacklogFull = errors.New("jobs: the cluster's backlog is full")
+
+// BacklogRetryAfter is the wait a refused submitter is told to observe.
+const BacklogRetryAfter = 5 * time.Second
+
+// Admit reports whether cluster ("" is "default") takes another job now:
+// nil, or an error wrapping ErrBacklogFull. It is advisory (Submit checks
+// again atomically with the record); callers use it before work that a
+// refused Submit would leave half done.
+func (c *Client) Admit(ctx context.Context, cluster string) error {
+	if c.maxPending <= 0 {
+		return nil
+	}
+	if cluster == "" {
+		cluster = "default"
+	}
+	n, err := c.st.rdb.ZCard(ctx, liveJobsKey(cluster)).Result()
+	if err != nil {
+		return redisErr("count backlog", err)
+	}
+	if n >= int64(c.maxPending) {
+		return backlogFull(cluster, c.maxPending)
+	}
+	return nil
+}
+
+func backlogFull(cluster string, limit int) error {
+	return &table.Error{Code: table.CodeServiceUnavailable,
+		Message: fmt.Sprintf("cluster %q has %d unfinished jobs, its limit: retry later", cluster, limit), Err: ErrBacklogFull}
 }
 
 // Close releases the client's asynq connection.
@@ -77,7 +124,9 @@ func taskHeaders(ctx context.Context) map[string]string {
 // Submit validates a refresh of view, records it as a PENDING job and
 // enqueues its plan. It returns at once. Errors: the engine's validation
 // errors; CodeInvalidInput when no live worker serves the cluster;
-// CodeServiceUnavailable when Redis fails.
+// CodeServiceUnavailable when Redis fails, or wrapping ErrBacklogFull when
+// the cluster has MaxPendingJobs unfinished jobs (then nothing is
+// recorded).
 func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options) (*Job, error) {
 	if err := c.eng.Prepare(ctx, view, &opts); err != nil {
 		return nil, err
@@ -107,14 +156,18 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	if err != nil {
 		return nil, &table.Error{Code: table.CodeInternal, Message: "encode request", Err: err}
 	}
-	c.trimIndexes(ctx, j.viewID, now)
-	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID)}
-	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted",
+	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID), liveJobsKey(j.Cluster)}
+	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", c.maxPending, now.UnixMilli(),
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
 		fTraceID, j.TraceID, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
-	if err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Err(); err != nil {
+	switch n, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Int(); {
+	case err != nil:
 		return nil, redisErr("create job", err)
+	case n == -2:
+		return nil, backlogFull(j.Cluster, c.maxPending)
+	case n != 1:
+		return nil, &table.Error{Code: table.CodeInternal, Message: "job id " + j.ID + " exists"}
 	}
 	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
 	if err == nil {
@@ -131,16 +184,6 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 		return nil, redisErr("enqueue plan", err)
 	}
 	return j, nil
-}
-
-// trimIndexes drops index entries of jobs created more than a day past the
-// retention ago (ids are UUIDv7, so their text sorts by creation time).
-// Records expire on their own; List skips entries whose record is gone.
-func (c *Client) trimIndexes(ctx context.Context, view []string, now time.Time) {
-	ms := now.Add(-JobRetention - 24*time.Hour).UnixMilli()
-	bound := fmt.Sprintf("(%08x-%04x", uint64(ms)>>16, uint64(ms)&0xffff)
-	c.st.rdb.ZRemRangeByLex(ctx, allJobsKey, "-", bound)
-	c.st.rdb.ZRemRangeByLex(ctx, viewJobsKey(view), "-", bound)
 }
 
 // Get returns a job; an unknown (or expired) one is CodeTransactionNotFound.
@@ -335,4 +378,80 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 			}
 		}
 	}
+}
+
+// CancelView stops every unfinished job of view because the view is gone
+// (dropped): each PENDING or RUNNING job, a committing one included,
+// becomes CANCELLED with reason (the commit of a job whose view was dropped
+// must not land; running handlers are cancelled), and the view's FIFO is
+// removed. Staged output is not discarded: it went with the view's folder.
+// It returns the number of jobs cancelled.
+func (c *Client) CancelView(ctx context.Context, view []string, reason string) (int, error) {
+	key := viewQueueKey(view)
+	ids, err := c.st.rdb.LRange(ctx, key, 0, -1).Result()
+	if err != nil {
+		return 0, redisErr("read view queue", err)
+	}
+	n := 0
+	for _, id := range ids {
+		j, err := c.st.job(ctx, id)
+		if table.ErrorCode(err) == table.CodeTransactionNotFound {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		r, err := c.st.finish(ctx, j, StateCancelled, []string{StatePending, StateRunning}, "", reason)
+		if err != nil {
+			return n, err
+		}
+		if r.code == 1 {
+			n++
+		}
+	}
+	if err := c.st.rdb.Del(ctx, key).Err(); err != nil {
+		return n, redisErr("remove view queue", err)
+	}
+	return n, nil
+}
+
+// CancelViewsUnder runs CancelView for every view under namespace ns (a
+// cascading namespace drop) that has a queue of unfinished jobs.
+func (c *Client) CancelViewsUnder(ctx context.Context, ns []string, reason string) (int, error) {
+	if len(ns) == 0 {
+		return 0, table.Errorf(table.CodeInvalidInput, "namespace: the root has no parent to drop it from")
+	}
+	prefix := keyPrefix + "view:" + viewKey(ns) + "/"
+	match := globEscape(prefix) + "*:queue"
+	var views [][]string
+	iter := c.st.rdb.Scan(ctx, 0, match, 500).Iterator()
+	for iter.Next(ctx) {
+		k := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), keyPrefix+"view:"), ":queue")
+		views = append(views, strings.Split(k, "/"))
+	}
+	if err := iter.Err(); err != nil {
+		return 0, redisErr("find view queues", err)
+	}
+	n := 0
+	for _, v := range views {
+		m, err := c.CancelView(ctx, v, reason)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// globEscape quotes the characters SCAN MATCH treats as patterns.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[', ']', '\\':
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

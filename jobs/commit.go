@@ -91,9 +91,13 @@ func (s *Server) handleCommit(ctx context.Context, t *asynq.Task) error {
 		}
 		return nil
 	}
-	res, err := protect(func() (refresh.Result, error) { return s.eng.Commit(ctx, plan, sortedResults(rs)) })
+	// Watched: a cancel is refused from here on, but a drop of the view,
+	// or the rescuer failing a stalled commit, stops it.
+	wctx, stop := s.watch(ctx, j.ID)
+	defer stop()
+	res, err := protect(func() (refresh.Result, error) { return s.eng.Commit(wctx, plan, sortedResults(rs)) })
 	if err != nil {
-		return s.settle(ctx, j, PhaseCommitting, err, 0)
+		return s.settle(wctx, j, PhaseCommitting, err, 0)
 	}
 	b, err := json.Marshal(res)
 	if err != nil {

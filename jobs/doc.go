@@ -36,6 +36,10 @@
 //	mvq:job:{id}:active        hash   item index -> 1 while its handler runs
 //	                                  (its size is the running count whose
 //	                                  peak is progress.max_running)
+//	mvq:job:{id}:holders       hash   logical task id ("plan:J", "item:J:3",
+//	                                  "commit:J") -> worker id while a
+//	                                  handler runs it (the rescuer re-runs
+//	                                  the tasks of dead workers)
 //	mvq:jobs                   zset   all job ids, score 0, newest last by
 //	                                  lexical order (ids are UUIDv7)
 //	mvq:view:{view}:jobs       zset   the same, per view ({view}: its parts joined with "/")
@@ -44,9 +48,24 @@
 //	mvq:cluster:{name}:workers zset   live worker ids -> heartbeat expiry
 //	                                  (unix ms); the key itself expires
 //	                                  when heartbeats stop
+//	mvq:cluster:{name}:unfinished zset PENDING and RUNNING job ids ->
+//	                                  creation (unix ms): the backlog
+//	                                  admission counts, the rescuer's work
+//	mvq:idem:{sha256}          hash   an Idempotency-Key's request
+//	                                  fingerprint, state and response
+//	mvq:lock:{name}            string a service's lock (janitor,
+//	                                  rescuer:{cluster}) -> holder
+//
+// A job record's progress_at is stamped by every event; the rescuer fails
+// a RUNNING job whose progress_at is older than the stall timeout. Terminal
+// transitions publish the job id on mvq:jobs:stopped (the canceller).
 //
 // A terminal job's record and events expire after JobRetention; its plan,
-// results, succ and active keys after DispatchRetention.
+// results, succ, active and holders keys after DispatchRetention.
+//
+// Besides the task handlers, a Server runs four services (each with
+// Start/Stop): Heartbeater, Canceller, Rescuer and, when configured,
+// Janitor; docs/ARCHITECTURE.md describes them.
 //
 // asynq queues are "mvq:"+cluster. State changes are Lua scripts that
 // check the current state, write the change and append its event in one

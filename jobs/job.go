@@ -69,7 +69,8 @@ type Job struct {
 	Result           *refresh.Result `json:"result,omitempty"`
 	Failure          *Failure        `json:"failure,omitempty"`
 
-	viewID []string
+	viewID     []string
+	progressAt time.Time // last event; zero when unknown
 }
 
 // ViewID is the view identifier as parts.
@@ -136,7 +137,8 @@ const (
 	fRowsRead    = "rows_read"
 	fRowsWritten = "rows_written"
 	fMaxRunning  = "max_running"
-	fReleased    = "released" // items released so far (dispatch counter)
+	fReleased    = "released"    // items released so far (dispatch counter)
+	fProgressAt  = "progress_at" // time of the last event (stall detection)
 )
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
@@ -187,6 +189,9 @@ func decodeJob(m map[string]string) (*Job, error) {
 			}
 			*f.dst = &t
 		}
+	}
+	if s := m[fProgressAt]; s != "" {
+		j.progressAt, _ = parseTime(s)
 	}
 	if err := json.Unmarshal([]byte(m[fViewID]), &j.viewID); err != nil {
 		return nil, bad(fViewID, err)

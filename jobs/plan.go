@@ -55,6 +55,13 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 		s.healLostPlan(ctx, ahead)
 		return errWaitTurn
 	}
+	if id, ok := asynq.GetTaskID(ctx); ok {
+		task := logicalTask(id)
+		if err := s.st.hold(ctx, j.ID, task, s.id); err != nil {
+			return err
+		}
+		defer s.st.release(context.WithoutCancel(ctx), j.ID, task, s.id)
+	}
 	r, err := s.st.transition(ctx, j, transition{
 		from: []string{StatePending}, event: EventState, message: "started on worker " + s.id,
 		set: []string{fState, StateRunning, fPhase, PhasePlanning, fStarted, formatTime(time.Now())},

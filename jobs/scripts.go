@@ -3,9 +3,11 @@ package jobs
 import "github.com/redis/go-redis/v9"
 
 // luaEmit appends an event to a job's stream, with the job's state, phase
-// and progress as they are after the change the script made.
+// and progress as they are after the change the script made, and stamps
+// the record's progress_at (what the rescuer measures stalls by).
 const luaEmit = `
 local function emit(jk, ek, typ, msg, now, maxlen)
+  redis.call('HSET', jk, 'progress_at', now)
   local f = redis.call('HMGET', jk, 'state', 'phase', 'items_total', 'items_done', 'items_failed', 'rows_read', 'rows_written', 'max_running')
   local v = {}
   for i = 1, 8 do v[i] = f[i] or '' end
@@ -17,16 +19,24 @@ end
 `
 
 // scriptCreate writes a new job record, indexes it, joins the view's FIFO
-// and appends the first event. It returns 0 when the record exists.
+// and the cluster's set of unfinished jobs, and appends the first event,
+// unless the cluster's backlog is full: the admission check and the record
+// are one step, so a refused job leaves nothing behind.
 //
-// KEYS: job, events, all-jobs index, view index, view queue.
-// ARGV: id, now, maxlen, message, then field/value pairs.
+// KEYS: job, events, all-jobs index, view index, view queue, cluster's
+// unfinished jobs.
+// ARGV: id, now, maxlen, message, backlog limit (0: none), created (unix
+// ms), then field/value pairs.
+// Returns 1 (created), 0 (the record exists) or -2 (backlog full).
 var scriptCreate = redis.NewScript(luaEmit + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1]) end
+local limit = tonumber(ARGV[5])
+if limit > 0 and redis.call('ZCARD', KEYS[6]) >= limit then return -2 end
+for i = 7, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1]) end
 redis.call('ZADD', KEYS[3], 0, ARGV[1])
 redis.call('ZADD', KEYS[4], 0, ARGV[1])
 redis.call('RPUSH', KEYS[5], ARGV[1])
+redis.call('ZADD', KEYS[6], ARGV[6], ARGV[1])
 emit(KEYS[1], KEYS[2], 'state', ARGV[4], ARGV[2], ARGV[3])
 return 1
 `)
@@ -35,9 +45,11 @@ return 1
 // allowed ones and its phase is not the forbidden one, and appends an
 // event. A field name starting with "+" is incremented by its value. A
 // terminal change (job TTL > 0) also removes the job from its view queue
-// and sets the TTLs.
+// and its cluster's unfinished jobs, sets the TTLs and publishes the job id
+// on stoppedChannel (the canceller listens).
 //
-// KEYS: job, events, view queue, then dispatch keys to expire.
+// KEYS: job, events, view queue, cluster's unfinished jobs, then dispatch
+// keys to expire.
 // ARGV: allowed states "|A|B|", forbidden phase (or ""), event type (or ""
 // for none), message, now, maxlen, job TTL seconds (0: not terminal),
 // dispatch TTL seconds, job id, then field/value pairs.
@@ -72,9 +84,11 @@ end
 if ARGV[3] ~= '' then emit(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]) end
 if tonumber(ARGV[7]) > 0 then
   redis.call('LREM', KEYS[3], 0, ARGV[9])
+  redis.call('ZREM', KEYS[4], ARGV[9])
   redis.call('EXPIRE', KEYS[1], ARGV[7])
   redis.call('EXPIRE', KEYS[2], ARGV[7])
-  for i = 4, #KEYS do redis.call('EXPIRE', KEYS[i], ARGV[8]) end
+  for i = 5, #KEYS do redis.call('EXPIRE', KEYS[i], ARGV[8]) end
+  redis.call('PUBLISH', 'mvq:jobs:stopped', ARGV[9])
 end
 local now = redis.call('HMGET', KEYS[1], 'state', 'phase')
 return {1, now[1], now[2] or ''}
@@ -167,4 +181,29 @@ end
 redis.call('HSET', KEYS[4], ARGV[1], nxt)
 emit(KEYS[1], KEYS[2], 'progress', 'work item ' .. ARGV[1] .. ' done', ARGV[5], ARGV[6])
 return {1, nxt, redis.call('HLEN', KEYS[3])}
+`)
+
+// scriptRelease deletes a hash field only while it still has the given
+// value: a worker forgets the tasks it holds, never another's.
+//
+// KEYS: hash. ARGV: field, value. Returns 1 when deleted.
+var scriptRelease = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+`)
+
+// scriptUnlock deletes a lock only while it holds the given token.
+//
+// KEYS: lock. ARGV: token. Returns 1 when deleted.
+var scriptUnlock = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// scriptExtend extends a lock's TTL while it holds the given token.
+//
+// KEYS: lock. ARGV: token, ttl ms. Returns 1 when extended.
+var scriptExtend = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
 `)

@@ -28,11 +28,6 @@ const (
 	// waitRetryDelay paces a plan task waiting for its view's turn. asynq
 	// schedules retries at whole seconds, so the real wait is up to ~1s.
 	waitRetryDelay = 200 * time.Millisecond
-	// heartbeatTTL and heartbeatEvery: a worker's cluster registration.
-	heartbeatTTL   = 15 * time.Second
-	heartbeatEvery = 5 * time.Second
-	// cancelPoll is how often a running task checks that its job is live.
-	cancelPoll = 250 * time.Millisecond
 )
 
 // errWaitTurn is a plan's answer while an earlier job of its view runs. It
@@ -58,6 +53,14 @@ type ServerConfig struct {
 	ShutdownTimeout time.Duration
 	Logger          *slog.Logger // default slog.Default()
 
+	// The worker's services; zero values take their defaults.
+	Heartbeat HeartbeaterConfig
+	Cancel    CancellerConfig
+	Rescue    RescuerConfig
+	// Janitor, when set, runs a janitor on this worker too (every worker
+	// may: one does a pass at a time).
+	Janitor *JanitorConfig
+
 	engine engine // tests: replaces Engine
 }
 
@@ -74,12 +77,15 @@ type Server struct {
 	log    *slog.Logger
 	plans  planCache
 	queues map[string]int
-	// inspector reads queue depth and latency for the queue gauges.
+	// inspector reads queue depth and latency for the queue gauges, and
+	// archived tasks for the rescuer.
 	inspector *asynq.Inspector
 
-	stopHB   chan struct{}
-	hbDone   chan struct{}
-	shutdown sync.Once
+	hb        *Heartbeater
+	canceller *Canceller
+	rescuer   *Rescuer
+	janitor   *Janitor
+	shutdown  sync.Once
 }
 
 // NewServer checks cfg and builds a worker; Start runs it.
@@ -124,28 +130,40 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.st = &store{rdb: rdb}
 	s.enq = asynq.NewClient(cfg.Redis)
 	s.queues = queues
+	s.hb = newHeartbeater(s.st, s.id, cfg.Clusters, cfg.Heartbeat, s.log)
+	s.canceller = newCanceller(s.st, cfg.Cancel, s.log)
+	s.rescuer = &Rescuer{st: s.st, enq: s.enq, hb: s.hb, id: s.id, clusters: cfg.Clusters, cfg: cfg.Rescue, log: s.log, stopped: s.stopped}
+	if cfg.Janitor != nil {
+		s.janitor = newJanitor(s.st, s.id, *cfg.Janitor, s.log)
+	}
 	return s, nil
 }
+
+// Rescuer is the worker's rescuer (tests run passes by hand).
+func (s *Server) Rescuer() *Rescuer { return s.rescuer }
+
+// Janitor is the worker's janitor, nil when not configured.
+func (s *Server) Janitor() *Janitor { return s.janitor }
 
 // ID is the worker's id in the cluster registry.
 func (s *Server) ID() string { return s.id }
 
 func (s *Server) mux() *asynq.ServeMux {
 	m := asynq.NewServeMux()
-	m.Use(s.tracing, s.logging, recovery(s.log))
+	m.Use(s.tracing, s.logging, recovery(s.log), s.failOnLastAttempt, s.hold)
 	m.HandleFunc(TypePlan, s.handlePlan)
 	m.HandleFunc(TypeWorkItem, s.handleWorkItem)
 	m.HandleFunc(TypeCommit, s.handleCommit)
 	return m
 }
 
-// Start registers the worker for its clusters (so Submit accepts them) and
-// starts processing. It returns once both are under way.
+// Start registers the worker for its clusters (so Submit accepts them),
+// starts its services (heartbeater, canceller, rescuer, and janitor when
+// configured) and starts processing. It returns once all are under way.
 func (s *Server) Start() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := s.st.heartbeat(ctx, s.id, s.cfg.Clusters, heartbeatTTL); err != nil {
-		return fmt.Errorf("jobs: register worker: %w", err)
+	ctx := context.Background()
+	if err := s.hb.Start(ctx); err != nil {
+		return err
 	}
 	// The asynq server is made here: one never started could not be
 	// closed.
@@ -164,50 +182,40 @@ func (s *Server) Start() error {
 		LogLevel:          asynq.WarnLevel,
 	})
 	s.inspector = asynq.NewInspector(s.cfg.Redis)
+	s.rescuer.inspector = s.inspector
+	if err := s.canceller.Start(ctx); err != nil {
+		_ = s.hb.Stop(ctx)
+		return err
+	}
 	if err := s.srv.Start(s.mux()); err != nil {
-		_ = s.st.unregister(ctx, s.id, s.cfg.Clusters)
+		_ = s.canceller.Stop(ctx)
+		_ = s.hb.Stop(ctx)
 		return fmt.Errorf("jobs: start worker: %w", err)
 	}
-	s.stopHB, s.hbDone = make(chan struct{}), make(chan struct{})
-	go s.heartbeats()
+	_ = s.rescuer.Start(ctx)
+	if s.janitor != nil {
+		_ = s.janitor.Start(ctx)
+	}
 	return nil
 }
 
-func (s *Server) heartbeats() {
-	defer close(s.hbDone)
-	t := time.NewTicker(heartbeatEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stopHB:
-			return
-		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), heartbeatEvery)
-			if err := s.st.heartbeat(ctx, s.id, s.cfg.Clusters, heartbeatTTL); err != nil {
-				s.log.Warn("jobs: worker heartbeat failed", "worker", s.id, "err", err)
-			}
-			cancel()
-		}
-	}
-}
-
-// Shutdown stops heartbeats and leaves the registry, then stops asynq:
-// running tasks get ShutdownTimeout to finish before they go back to their
-// queue. It is safe to call more than once.
+// Shutdown leaves the registry and stops the rescuer and janitor, then
+// stops asynq: running tasks get ShutdownTimeout to finish before they go
+// back to their queue (the canceller still stops those whose job ends
+// meanwhile). It is safe to call more than once.
 func (s *Server) Shutdown() {
 	s.shutdown.Do(func() {
-		if s.stopHB != nil {
-			close(s.stopHB)
-			<-s.hbDone
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.hb.Stop(ctx)
+		_ = s.rescuer.Stop(ctx)
+		if s.janitor != nil {
+			_ = s.janitor.Stop(ctx)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := s.st.unregister(ctx, s.id, s.cfg.Clusters); err != nil {
-			s.log.Warn("jobs: leave worker registry", "worker", s.id, "err", err)
-		}
-		cancel()
 		if s.srv != nil {
 			s.srv.Shutdown()
 		}
+		_ = s.canceller.Stop(ctx)
 		_ = s.enq.Close()
 		if s.inspector != nil {
 			_ = s.inspector.Close()
@@ -215,6 +223,63 @@ func (s *Server) Shutdown() {
 		if s.ownRDB {
 			_ = s.st.rdb.Close()
 		}
+	})
+}
+
+// hold records, for the task's duration, that this worker runs it (see
+// Rescuer): a task whose worker dies is run again elsewhere. Plan tasks
+// hold from the moment their job's turn comes (handlePlan), so the many
+// retries of plans waiting for their view cost nothing here.
+func (s *Server) hold(h asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		if t.Type() == TypePlan {
+			return h.ProcessTask(ctx, t)
+		}
+		id, _ := asynq.GetTaskID(ctx)
+		task := logicalTask(id)
+		var p struct {
+			JobID string `json:"job_id"`
+		}
+		if task == "" || json.Unmarshal(t.Payload(), &p) != nil || p.JobID == "" {
+			return h.ProcessTask(ctx, t)
+		}
+		if err := s.st.hold(ctx, p.JobID, task, s.id); err != nil {
+			return err
+		}
+		defer s.st.release(context.WithoutCancel(ctx), p.JobID, task, s.id)
+		return h.ProcessTask(ctx, t)
+	})
+}
+
+// failOnLastAttempt fails the job (retryable) of a task that failed on its
+// last attempt with an error the handler did not settle (a Redis error,
+// say): asynq archives such a task, and its job must not stay RUNNING at
+// the head of its view's FIFO. When Redis still fails, the rescuer finds
+// the archived task later.
+func (s *Server) failOnLastAttempt(h asynq.Handler) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		err := h.ProcessTask(ctx, t)
+		if !isFailure(err) || errors.Is(err, asynq.SkipRetry) || !lastAttempt(ctx) {
+			return err
+		}
+		var p struct {
+			JobID string `json:"job_id"`
+		}
+		if json.Unmarshal(t.Payload(), &p) != nil || p.JobID == "" {
+			return err
+		}
+		bg := context.WithoutCancel(ctx)
+		j, jerr := s.st.job(bg, p.JobID)
+		if jerr != nil {
+			return err
+		}
+		n, _ := asynq.GetRetryCount(ctx)
+		msg := fmt.Sprintf("%s task failed after %d retries: %s", t.Type(), n, userMessage(err))
+		if r, ferr := s.st.fail(bg, j, Failure{Phase: j.Phase, Message: msg, Retryable: true}, 0); ferr == nil && r.code == 1 {
+			s.log.WarnContext(ctx, "jobs: job failed", "job_id", j.ID, "view", j.View, "phase", j.Phase, "retryable", true, "err", err)
+			s.stopped(bg, j.ID)
+		}
+		return err
 	})
 }
 
@@ -282,35 +347,7 @@ func protect[T any](fn func() (T, error)) (v T, err error) {
 // watch returns a context cancelled (cause errJobStopped) once the job is
 // no longer PENDING or RUNNING, and a stop func that ends the watch.
 func (s *Server) watch(ctx context.Context, jobID string) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(cancelPoll)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				st, err := s.st.state(ctx, jobID)
-				if err == nil && st != StatePending && st != StateRunning {
-					cancel(errJobStopped)
-					return
-				}
-			}
-		}
-	}()
-	var once sync.Once
-	return ctx, func() {
-		once.Do(func() {
-			close(done)
-			<-exited
-			cancel(nil)
-		})
-	}
+	return s.canceller.Watch(ctx, jobID)
 }
 
 // settle turns a failed step of job j into the task's answer. If the job

@@ -24,6 +24,7 @@ func planKey(id string) string    { return jobKey(id) + ":plan" }
 func resultsKey(id string) string { return jobKey(id) + ":results" }
 func succKey(id string) string    { return jobKey(id) + ":succ" }
 func activeKey(id string) string  { return jobKey(id) + ":active" }
+func holdersKey(id string) string { return jobKey(id) + ":holders" }
 
 // viewKey names a view in keys: its parts joined by "/", which no
 // identifier part may contain, so two views never share keys (a "$"-joined
@@ -32,6 +33,12 @@ func viewKey(view []string) string      { return strings.Join(view, "/") }
 func viewJobsKey(view []string) string  { return keyPrefix + "view:" + viewKey(view) + ":jobs" }
 func viewQueueKey(view []string) string { return keyPrefix + "view:" + viewKey(view) + ":queue" }
 func workersKey(cluster string) string  { return keyPrefix + "cluster:" + cluster + ":workers" }
+func liveJobsKey(cluster string) string { return keyPrefix + "cluster:" + cluster + ":unfinished" }
+func lockKey(name string) string        { return keyPrefix + "lock:" + name }
+
+// stoppedChannel is where a job's terminal transition publishes its id
+// (scriptTransition names it literally).
+const stoppedChannel = keyPrefix + "jobs:stopped"
 
 const allJobsKey = keyPrefix + "jobs"
 
@@ -96,8 +103,8 @@ type transitionResult struct {
 func (r transitionResult) applied() bool { return r.code == 1 || r.code == 2 }
 
 func (s *store) transition(ctx context.Context, j *Job, t transition) (transitionResult, error) {
-	keys := []string{jobKey(j.ID), eventsKey(j.ID), viewQueueKey(j.viewID),
-		planKey(j.ID), resultsKey(j.ID), succKey(j.ID), activeKey(j.ID)}
+	keys := []string{jobKey(j.ID), eventsKey(j.ID), viewQueueKey(j.viewID), liveJobsKey(j.Cluster),
+		planKey(j.ID), resultsKey(j.ID), succKey(j.ID), activeKey(j.ID), holdersKey(j.ID)}
 	jobTTL, dispTTL := 0, 0
 	if t.terminal {
 		jobTTL, dispTTL = int(JobRetention/time.Second), int(DispatchRetention/time.Second)
@@ -342,4 +349,86 @@ func sortedResults(rs []*refresh.ItemResult) []refresh.ItemResult {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
 	return out
+}
+
+// hold records that worker runs task (a logical task id: "plan:"+job,
+// "item:"+job+":"+index or "commit:"+job) of job, so the rescuer can run
+// it again elsewhere when the worker dies.
+func (s *store) hold(ctx context.Context, jobID, task, worker string) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, holdersKey(jobID), task, worker)
+		p.Expire(ctx, holdersKey(jobID), DispatchRetention)
+		return nil
+	})
+	if err != nil {
+		return redisErr("record task holder", err)
+	}
+	return nil
+}
+
+// release forgets that worker holds task, unless another worker took it
+// over meanwhile.
+func (s *store) release(ctx context.Context, jobID, task, worker string) {
+	scriptRelease.Run(ctx, s.rdb, []string{holdersKey(jobID)}, task, worker)
+}
+
+// holders returns task -> worker for the tasks of a job that are held.
+func (s *store) holders(ctx context.Context, jobID string) (map[string]string, error) {
+	m, err := s.rdb.HGetAll(ctx, holdersKey(jobID)).Result()
+	if err != nil {
+		return nil, redisErr("read task holders", err)
+	}
+	return m, nil
+}
+
+// workerAlive reports whether worker's heartbeat for cluster has not
+// expired.
+func (s *store) workerAlive(ctx context.Context, cluster, worker string) (bool, error) {
+	exp, err := s.rdb.ZScore(ctx, workersKey(cluster), worker).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, redisErr("worker registry", err)
+	}
+	return int64(exp) > time.Now().UnixMilli(), nil
+}
+
+// unfinished returns the ids of the cluster's PENDING and RUNNING jobs
+// (the backlog admission counts), oldest first.
+func (s *store) unfinished(ctx context.Context, cluster string) ([]string, error) {
+	ids, err := s.rdb.ZRange(ctx, liveJobsKey(cluster), 0, -1).Result()
+	if err != nil {
+		return nil, redisErr("unfinished jobs", err)
+	}
+	return ids, nil
+}
+
+// forgetUnfinished drops id from the cluster's unfinished jobs (its record
+// is gone or terminal).
+func (s *store) forgetUnfinished(ctx context.Context, cluster, id string) {
+	s.rdb.ZRem(ctx, liveJobsKey(cluster), id)
+}
+
+// lock takes the named lock for ttl when it is free; the token identifies
+// the holder for extend and unlock.
+func (s *store) lock(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
+	ok, err := s.rdb.SetNX(ctx, lockKey(name), token, ttl).Result()
+	if err != nil {
+		return false, redisErr("take lock "+name, err)
+	}
+	return ok, nil
+}
+
+// extend renews a lock the token holds; false when it no longer holds it.
+func (s *store) extend(ctx context.Context, name, token string, ttl time.Duration) (bool, error) {
+	n, err := scriptExtend.Run(ctx, s.rdb, []string{lockKey(name)}, token, ttl.Milliseconds()).Int()
+	if err != nil {
+		return false, redisErr("extend lock "+name, err)
+	}
+	return n == 1, nil
+}
+
+func (s *store) unlock(ctx context.Context, name, token string) {
+	scriptUnlock.Run(ctx, s.rdb, []string{lockKey(name)}, token)
 }

@@ -29,6 +29,12 @@ type Config struct {
 	QueryTimeout      time.Duration // MVQ_QUERY_TIMEOUT, default 60s: deadline of each SQL query
 	QueryQueueWait    time.Duration // MVQ_QUERY_QUEUE_WAIT, default 2s: API wait for a SQL session before 503
 	WriteTimeout      time.Duration // MVQ_WRITE_TIMEOUT, default 60s: longest stall of one response write
+
+	// Admission and maintenance (environment only).
+	MaxPendingJobs  int           // MVQ_MAX_PENDING_JOBS (API), default 1000; 0: no limit
+	JobStallTimeout time.Duration // MVQ_JOB_STALL_TIMEOUT (worker), default 30m
+	OrphanGrace     time.Duration // MVQ_ORPHAN_GRACE (worker), default 1h
+	JanitorInterval time.Duration // MVQ_JANITOR_INTERVAL (worker), default 10m
 }
 
 // Defaults returns the built-in configuration.
@@ -45,6 +51,10 @@ func Defaults() Config {
 		QueryTimeout:      duck.DefaultQueryTimeout,
 		QueryQueueWait:    2 * time.Second,
 		WriteTimeout:      60 * time.Second,
+		MaxPendingJobs:    1000,
+		JobStallTimeout:   30 * time.Minute,
+		OrphanGrace:       time.Hour,
+		JanitorInterval:   10 * time.Minute,
 	}
 }
 
@@ -79,6 +89,26 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	for i := range durations {
 		durations[i].val = durations[i].dst.String()
 		env(durations[i].env, &durations[i].val)
+	}
+
+	if v := getenv("MVQ_MAX_PENDING_JOBS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return cfg, fmt.Errorf("MVQ_MAX_PENDING_JOBS %q: want an integer >= 0 (0: no limit)", v)
+		}
+		cfg.MaxPendingJobs = n
+	}
+	for _, d := range []struct {
+		key string
+		dst *time.Duration
+	}{{"MVQ_JOB_STALL_TIMEOUT", &cfg.JobStallTimeout}, {"MVQ_ORPHAN_GRACE", &cfg.OrphanGrace}, {"MVQ_JANITOR_INTERVAL", &cfg.JanitorInterval}} {
+		if v := getenv(d.key); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x <= 0 {
+				return cfg, fmt.Errorf("%s %q: want a positive duration such as 30m", d.key, v)
+			}
+			*d.dst = x
+		}
 	}
 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)

@@ -39,8 +39,8 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 		return nil, nil, err
 	}
 	eng := refresh.NewEngine(core.Catalog)
-	client := jobs.NewClient(rdb, conn, eng)
-	return &httpapi.ViewRoutes{Engine: eng, Jobs: client}, func() {
+	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs))
+	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog}, func() {
 		client.Close()
 		rdb.Close()
 	}, nil

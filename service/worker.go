@@ -23,6 +23,11 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 		Redis: conn, RDB: rdb, Engine: refresh.NewEngine(core.Catalog),
 		Clusters: cfg.Clusters, Concurrency: cfg.WorkerConcurrency,
 		ShutdownTimeout: 20 * time.Second, Logger: slog.Default(),
+		Rescue: jobs.RescuerConfig{StallTimeout: cfg.JobStallTimeout},
+		// Compactor: table compaction is wired here once table.Compact
+		// exists (see jobs.Compactor); until then the janitor cleans and
+		// trims only.
+		Janitor: &jobs.JanitorConfig{Catalog: core.Catalog, Interval: cfg.JanitorInterval, OrphanGrace: cfg.OrphanGrace},
 	})
 	if err != nil {
 		rdb.Close()

@@ -21,6 +21,13 @@ type CleanupResult struct {
 // write-to-commit time, e.g. an hour). Readers are never affected: only
 // unreferenced files are removed.
 func (t *Table) CleanupOrphans(ctx context.Context, grace time.Duration) (CleanupResult, error) {
+	return t.CleanupOrphansKeep(ctx, grace, nil)
+}
+
+// CleanupOrphansKeep is CleanupOrphans that also keeps the orphans for
+// which keep (given the name under data/) returns true, whatever their
+// age: files a writer still working on them will commit. keep may be nil.
+func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, keep func(name string) bool) (CleanupResult, error) {
 	var res CleanupResult
 	// List the files first: a file written after this listing is not a
 	// candidate, and one committed after it is in a version read below.
@@ -49,7 +56,7 @@ func (t *Table) CleanupOrphans(ctx context.Context, grace time.Duration) (Cleanu
 		if f.IsDir || used[rel] {
 			continue
 		}
-		if f.ModTime.After(cutoff) {
+		if f.ModTime.After(cutoff) || (keep != nil && keep(f.Name)) {
 			res.Recent++
 			continue
 		}

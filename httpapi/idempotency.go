@@ -1,0 +1,204 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/jobs"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// IdempotencyHeader names the request header that makes a create or
+// refresh safe to retry.
+const IdempotencyHeader = "Idempotency-Key"
+
+// maxIdempotencyKey bounds the key's length.
+const maxIdempotencyKey = 255
+
+// maxReplayBody is the largest response stored for replay; a larger one
+// (none of the routes answers that much) frees the key instead.
+const maxReplayBody = 1 << 20
+
+// idemStore keeps idempotency records; *jobs.Client is the one in use.
+type idemStore interface {
+	BeginIdempotent(ctx context.Context, principal, key, fingerprint string) (jobs.IdemRecord, error)
+	FinishIdempotent(ctx context.Context, principal, key, fingerprint string, status int, contentType string, body []byte) error
+	AbandonIdempotent(ctx context.Context, principal, key, fingerprint string) error
+}
+
+var _ idemStore = (*jobs.Client)(nil)
+
+// idempotent serves the Idempotency-Key header on table create, view
+// create and refresh. A request with the same key from the same principal
+// (auth.PrincipalFrom) within jobs.IdempotencyTTL (24h) gets the first
+// request's status and body back (header Idempotent-Replayed: true) and
+// does nothing else. The key is bound to the request: method, path, query
+// and body; the same key with a different request is 422. While the first
+// request runs, another with the same key is 409 with Retry-After: 1 (it
+// is not queued). A first request answered 5xx is not stored, so a retry
+// runs again. Without a Redis store (no view layer configured) the header
+// is refused with 400 rather than silently ignored.
+func (s *Server) idempotent() gin.HandlerFunc {
+	var st idemStore
+	if p, ok := s.views.(interface{ idempotencyStore() idemStore }); ok {
+		st = p.idempotencyStore()
+	}
+	return idempotent(st)
+}
+
+func idempotent(st idemStore) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		vals := c.Request.Header.Values(IdempotencyHeader)
+		if len(vals) == 0 {
+			c.Next()
+			return
+		}
+		key := vals[0]
+		switch {
+		case len(vals) > 1:
+			fail(c, badInput("%s: give one value, not %d", IdempotencyHeader, len(vals)))
+			return
+		case !validIdemKey(key):
+			fail(c, badInput("%s: 1 to %d printable ASCII characters", IdempotencyHeader, maxIdempotencyKey))
+			return
+		case st == nil:
+			fail(c, badInput("%s: not supported by this server (it has no Redis to remember requests)", IdempotencyHeader))
+			return
+		}
+		body, err := io.ReadAll(c.Request.Body)
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if !errors.As(err, &mbe) {
+				err = badInput("read body: %v", err)
+			}
+			fail(c, err)
+			return
+		}
+		c.Request.Body = io.NopCloser(bytes.NewReader(body))
+		fp := fingerprint(c.Request, body)
+		principal := auth.PrincipalFrom(c.Request.Context())
+		ctx := c.Request.Context()
+		rec, err := st.BeginIdempotent(ctx, principal, key, fp)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		switch rec.State {
+		case jobs.IdemDone:
+			c.Header("Idempotent-Replayed", "true")
+			c.Data(rec.Status, rec.ContentType, rec.Body)
+			c.Abort()
+			return
+		case jobs.IdemInProgress:
+			c.Header("Retry-After", "1")
+			fail(c, table.Errorf(table.CodeInvalidTableState, "%s: a request with this key is still in progress; retry later", IdempotencyHeader))
+			return
+		case jobs.IdemMismatch:
+			problem(c, http.StatusUnprocessableEntity, "/errors/idempotency-key-reused", "Idempotency key reused",
+				IdempotencyHeader+": this key was used for a different request (method, path, query or body)")
+			return
+		}
+		rw := &recorder{ResponseWriter: c.Writer}
+		c.Writer = rw
+		c.Next()
+		bg := context.WithoutCancel(ctx)
+		status := c.Writer.Status()
+		if status >= 500 || rw.buf.Len() > maxReplayBody || rw.over {
+			_ = st.AbandonIdempotent(bg, principal, key, fp)
+			return
+		}
+		_ = st.FinishIdempotent(bg, principal, key, fp, status, c.Writer.Header().Get("Content-Type"), rw.buf.Bytes())
+	}
+}
+
+func validIdemKey(k string) bool {
+	if k == "" || len(k) > maxIdempotencyKey {
+		return false
+	}
+	for i := range len(k) {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// fingerprint identifies what a request does.
+func fingerprint(r *http.Request, body []byte) string {
+	h := sha256.New()
+	for _, s := range []string{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type")} {
+		h.Write([]byte(strconv.Itoa(len(s))))
+		h.Write([]byte{':'})
+		h.Write([]byte(s))
+	}
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// recorder keeps a copy of the response body (up to maxReplayBody).
+type recorder struct {
+	gin.ResponseWriter
+	buf  bytes.Buffer
+	over bool
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.keep(b)
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) WriteString(s string) (int, error) {
+	r.keep([]byte(s))
+	return r.ResponseWriter.WriteString(s)
+}
+
+func (r *recorder) keep(b []byte) {
+	if r.over || r.buf.Len()+len(b) > maxReplayBody {
+		r.over = true
+		return
+	}
+	r.buf.Write(b)
+}
+
+// problem writes a problem body with a status the code table has no entry
+// for.
+func problem(c *gin.Context, status int, typ, title, detail string) {
+	c.Header("Content-Type", "application/problem+json")
+	c.AbortWithStatusJSON(status, Problem{Type: typ, Title: title, Status: status, Detail: detail,
+		Instance: c.Request.URL.Path, Code: int(table.CodeInvalidInput), Error: detail})
+}
+
+// retryAfter sets Retry-After on an answer to a refused submit (the
+// cluster's backlog is full).
+func retryAfter(c *gin.Context, err error) {
+	if errors.Is(err, jobs.ErrBacklogFull) {
+		c.Header("Retry-After", strconv.Itoa(int(jobs.BacklogRetryAfter.Seconds())))
+	}
+}
+
+// dropped tells the view layer that table id (or, with ns, namespace id
+// and everything under it) was dropped, so the jobs of the views that went
+// with it are cancelled and their FIFOs removed. The drop itself has
+// happened: a failure here is logged, and the jobs' commits fail on their
+// own since their view is gone.
+func (s *Server) dropped(c *gin.Context, id []string, ns bool) {
+	d, ok := s.views.(interface {
+		dropped(ctx context.Context, id []string, ns bool) error
+	})
+	if !ok {
+		return
+	}
+	if err := d.dropped(context.WithoutCancel(c.Request.Context()), id, ns); err != nil {
+		slog.WarnContext(c.Request.Context(), "cancel the jobs of a dropped view", "id", table.JoinID(id), "err", err)
+	}
+}

@@ -1,0 +1,245 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Compactor rewrites a table or view that has many small fragments into
+// fewer, larger ones in a new version, preserving its content; it decides
+// itself whether id needs it and reports whether it wrote a version.
+type Compactor interface {
+	Compact(ctx context.Context, id []string) (bool, error)
+}
+
+// JanitorConfig configures a Janitor.
+type JanitorConfig struct {
+	// Interval between passes; default 10m. Env MVQ_JANITOR_INTERVAL.
+	Interval time.Duration
+	// OrphanGrace: unreferenced data files younger than this are kept (a
+	// writer may be about to commit them); default 1h. Staged files of a
+	// PENDING or RUNNING job are kept whatever their age. Env
+	// MVQ_ORPHAN_GRACE.
+	OrphanGrace time.Duration
+	// Catalog is walked for orphan cleanup and compaction; nil: the
+	// janitor only trims job indexes.
+	Catalog *table.Catalog
+	// Compactor compacts tables and views; nil: no compaction.
+	Compactor Compactor
+}
+
+func (c *JanitorConfig) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = 10 * time.Minute
+	}
+	if c.OrphanGrace <= 0 {
+		c.OrphanGrace = time.Hour
+	}
+}
+
+// janitorLockTTL bounds how long a janitor that died mid-pass keeps others
+// out; a live one extends it after each table.
+const janitorLockTTL = 2 * time.Minute
+
+// Janitor keeps state from growing without bound. Each pass, done by one
+// worker at a time across the deployment (a Redis lock):
+//
+//   - job indexes (mvq:jobs, mvq:view:*:jobs) lose the entries of jobs
+//     created more than JobRetention plus a day ago (the records expired);
+//   - every table and view loses the data files no version references
+//     that are older than OrphanGrace, except staged files of unfinished
+//     jobs — what killed writers, cancelled or lost refreshes (also after a
+//     Redis data loss, when no job claims them any more) left behind;
+//   - every table, and every view with no unfinished job, is offered to
+//     the Compactor.
+type Janitor struct {
+	st   *store
+	id   string
+	cfg  JanitorConfig
+	log  *slog.Logger
+	loop loop
+}
+
+// JanitorResult counts what one pass did.
+type JanitorResult struct {
+	Ran            bool  // false: another worker held the lock
+	IndexTrimmed   int64 // index entries removed
+	Tables         int   // tables and views visited
+	OrphansRemoved int
+	OrphanBytes    int64
+	Compacted      int
+}
+
+// NewJanitor returns a janitor over the job records in rdb; worker names
+// its lock holder.
+func NewJanitor(rdb redis.UniversalClient, worker string, cfg JanitorConfig, log *slog.Logger) *Janitor {
+	return newJanitor(&store{rdb: rdb}, worker, cfg, log)
+}
+
+func newJanitor(st *store, id string, cfg JanitorConfig, log *slog.Logger) *Janitor {
+	cfg.defaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Janitor{st: st, id: id, cfg: cfg, log: log}
+}
+
+// Start runs a pass now and then every Interval until Stop.
+func (j *Janitor) Start(ctx context.Context) error {
+	return j.loop.start(ctx, func(ctx context.Context) {
+		every(ctx, j.cfg.Interval, func(ctx context.Context) {
+			res, err := j.Pass(ctx)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				j.log.Warn("jobs: janitor pass failed", "worker", j.id, "err", err)
+			case res.Ran:
+				j.log.Info("jobs: janitor pass", "tables", res.Tables, "orphans_removed", res.OrphansRemoved,
+					"orphan_bytes", res.OrphanBytes, "compacted", res.Compacted, "index_trimmed", res.IndexTrimmed)
+			}
+		})
+	})
+}
+
+// Stop ends the passes (a pass under way stops at its next step).
+func (j *Janitor) Stop(ctx context.Context) error { return j.loop.stop(ctx) }
+
+// Pass runs one pass unless another janitor holds the lock.
+func (j *Janitor) Pass(ctx context.Context) (JanitorResult, error) {
+	var res JanitorResult
+	ok, err := j.st.lock(ctx, "janitor", j.id, janitorLockTTL)
+	if err != nil || !ok {
+		return res, err
+	}
+	defer j.st.unlock(context.WithoutCancel(ctx), "janitor", j.id)
+	res.Ran = true
+	var errs []error
+	n, err := j.trimIndexes(ctx, time.Now())
+	res.IndexTrimmed = n
+	errs = append(errs, err)
+	if j.cfg.Catalog != nil {
+		errs = append(errs, j.walk(ctx, nil, &res))
+	}
+	return res, errors.Join(errs...)
+}
+
+// trimIndexes drops index entries of jobs created more than a day past
+// the retention ago (ids are UUIDv7, so their text sorts by creation
+// time). Records expire on their own; List skips entries whose record is
+// gone.
+func (j *Janitor) trimIndexes(ctx context.Context, now time.Time) (int64, error) {
+	ms := now.Add(-JobRetention - 24*time.Hour).UnixMilli()
+	bound := fmt.Sprintf("(%08x-%04x", uint64(ms)>>16, uint64(ms)&0xffff)
+	n, err := j.st.rdb.ZRemRangeByLex(ctx, allJobsKey, "-", bound).Result()
+	if err != nil {
+		return 0, redisErr("trim job index", err)
+	}
+	iter := j.st.rdb.Scan(ctx, 0, keyPrefix+"view:*:jobs", 500).Iterator()
+	for iter.Next(ctx) {
+		m, err := j.st.rdb.ZRemRangeByLex(ctx, iter.Val(), "-", bound).Result()
+		if err != nil {
+			return n, redisErr("trim view job index", err)
+		}
+		n += m
+	}
+	if err := iter.Err(); err != nil {
+		return n, redisErr("find view job indexes", err)
+	}
+	return n, nil
+}
+
+// walk visits every table under ns, depth first.
+func (j *Janitor) walk(ctx context.Context, ns []string, res *JanitorResult) error {
+	cat := j.cfg.Catalog
+	tables, err := cat.ListTables(ctx, ns)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range tables {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if ok, err := j.st.extend(ctx, "janitor", j.id, janitorLockTTL); err != nil || !ok {
+			return errors.Join(err, errors.New("jobs: janitor lost its lock"))
+		}
+		id := append(append([]string{}, ns...), name)
+		res.Tables++
+		if err := j.table(ctx, id, res); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", table.JoinID(id), err))
+		}
+	}
+	children, err := cat.ListNamespaces(ctx, ns)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, c := range children {
+		errs = append(errs, j.walk(ctx, append(append([]string{}, ns...), c), res))
+	}
+	return errors.Join(errs...)
+}
+
+// table cleans and compacts one table or view.
+func (j *Janitor) table(ctx context.Context, id []string, res *JanitorResult) error {
+	t, err := j.cfg.Catalog.OpenTable(ctx, id)
+	if table.ErrorCode(err) == table.CodeTableNotFound {
+		return nil // dropped meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	var keepErr error
+	cr, err := t.CleanupOrphansKeep(ctx, j.cfg.OrphanGrace, func(name string) bool {
+		keep, err := j.stagedLive(ctx, name)
+		if err != nil {
+			keepErr = err
+			return true // unsure: keep
+		}
+		return keep
+	})
+	res.OrphansRemoved += cr.Removed
+	res.OrphanBytes += cr.Bytes
+	if err != nil || keepErr != nil {
+		return errors.Join(err, keepErr)
+	}
+	if j.cfg.Compactor == nil {
+		return nil
+	}
+	// A view with an unfinished refresh is left alone: its job planned
+	// against the current version.
+	if n, err := j.st.rdb.LLen(ctx, viewQueueKey(id)).Result(); err != nil {
+		return redisErr("read view queue", err)
+	} else if n > 0 {
+		return nil
+	}
+	ok, err := j.cfg.Compactor.Compact(ctx, id)
+	if ok {
+		res.Compacted++
+	}
+	return err
+}
+
+// stagedLive reports whether name (under data/) is a staged file of a
+// PENDING or RUNNING job: data/_staging-{job id}-….
+func (j *Janitor) stagedLive(ctx context.Context, name string) (bool, error) {
+	rest, ok := strings.CutPrefix(name, "_staging-")
+	if !ok {
+		return false, nil
+	}
+	// Job ids are UUIDs (36 characters); staged names go on with "-".
+	if len(rest) < 37 || rest[36] != '-' {
+		return false, nil
+	}
+	st, err := j.st.state(ctx, rest[:36])
+	if err != nil {
+		return false, redisErr("read job state", err)
+	}
+	return st == StatePending || st == StateRunning, nil
+}

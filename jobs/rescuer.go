@@ -1,0 +1,305 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// RescuerConfig configures a Rescuer.
+type RescuerConfig struct {
+	// Interval between passes; default 1s.
+	Interval time.Duration
+	// StallTimeout fails a RUNNING job whose last event (a state or phase
+	// change, or a finished work item) is older than this; default 30m
+	// (one attempt of a task is bounded by the same 30m). Env
+	// MVQ_JOB_STALL_TIMEOUT.
+	StallTimeout time.Duration
+	// ArchiveScanInterval is how often archived tasks are looked for;
+	// default 10s.
+	ArchiveScanInterval time.Duration
+}
+
+func (c *RescuerConfig) defaults() {
+	if c.Interval <= 0 {
+		c.Interval = time.Second
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = 30 * time.Minute
+	}
+	if c.ArchiveScanInterval <= 0 {
+		c.ArchiveScanInterval = 10 * time.Second
+	}
+}
+
+// rescueSep separates a logical task id from the suffix of a re-run
+// enqueued by the rescuer ("item:J:3~rescue~W"): asynq keeps the dead
+// worker's task under the logical id until its lease expires, so the
+// re-run needs an id of its own, and a deterministic one, so a second pass
+// does not enqueue it twice.
+const rescueSep = "~rescue~"
+
+// Rescuer keeps unfinished jobs moving when what runs them goes away. On
+// each pass, for every unfinished job of its clusters:
+//
+//   - a task (plan, work item or commit) held by a worker whose heartbeat
+//     expired is enqueued again under a rescue id, so another worker runs
+//     it within about the heartbeat TTL plus Interval of the death instead
+//     of waiting for asynq's lease (30s) and recovery; every task is
+//     idempotent, so the dead worker's copy running later is harmless;
+//   - a RUNNING job whose last event is older than StallTimeout fails,
+//     retryable, with that reason;
+//   - a job one of whose tasks asynq archived (retries used up, e.g. on
+//     Redis errors inside the handler) fails, retryable, with the task's
+//     last error.
+//
+// A failed job leaves its view's FIFO (the next job runs) and its staged
+// output is discarded. One worker per cluster does a pass at a time (a
+// Redis lock); passes are skipped while this worker's own heartbeat is
+// stale, since then the registry cannot tell dead workers from live ones.
+type Rescuer struct {
+	st        *store
+	enq       *asynq.Client
+	inspector *asynq.Inspector
+	hb        *Heartbeater
+	id        string
+	clusters  []string
+	cfg       RescuerConfig
+	log       *slog.Logger
+	stopped   func(ctx context.Context, jobID string)
+	loop      loop
+
+	lastArchiveScan time.Time
+}
+
+// RescueResult counts what one pass did.
+type RescueResult struct {
+	Rescued  int // tasks of dead workers enqueued again
+	Stalled  int // jobs failed for want of progress
+	Archived int // jobs failed because a task was archived
+}
+
+// Start runs passes every Interval until Stop.
+func (r *Rescuer) Start(ctx context.Context) error {
+	r.cfg.defaults()
+	return r.loop.start(ctx, func(ctx context.Context) {
+		every(ctx, r.cfg.Interval, func(ctx context.Context) {
+			if _, err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("jobs: rescuer pass failed", "worker", r.id, "err", err)
+			}
+		})
+	})
+}
+
+// Stop ends the passes.
+func (r *Rescuer) Stop(ctx context.Context) error { return r.loop.stop(ctx) }
+
+// Pass runs one pass over every cluster of the worker.
+func (r *Rescuer) Pass(ctx context.Context) (RescueResult, error) {
+	r.cfg.defaults()
+	var total RescueResult
+	scanArchive := time.Since(r.lastArchiveScan) >= r.cfg.ArchiveScanInterval
+	var errs []error
+	for _, c := range r.clusters {
+		res, err := r.pass(ctx, c, scanArchive)
+		total.Rescued += res.Rescued
+		total.Stalled += res.Stalled
+		total.Archived += res.Archived
+		errs = append(errs, err)
+	}
+	if scanArchive {
+		r.lastArchiveScan = time.Now()
+	}
+	return total, errors.Join(errs...)
+}
+
+func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (RescueResult, error) {
+	var res RescueResult
+	if r.hb != nil && !r.hb.alive(ctx, cluster) {
+		return res, nil
+	}
+	lock := "rescuer:" + cluster
+	ok, err := r.st.lock(ctx, lock, r.id, max(5*r.cfg.Interval, 10*time.Second))
+	if err != nil || !ok {
+		return res, err
+	}
+	defer r.st.unlock(context.WithoutCancel(ctx), lock, r.id)
+
+	ids, err := r.st.unfinished(ctx, cluster)
+	if err != nil {
+		return res, err
+	}
+	live := map[string]*Job{}
+	var errs []error
+	for _, id := range ids {
+		j, err := r.st.job(ctx, id)
+		switch {
+		case err == nil && !Terminal(j.State):
+			live[id] = j
+		case err == nil || table.ErrorCode(err) == table.CodeTransactionNotFound:
+			r.st.forgetUnfinished(ctx, cluster, id)
+			continue
+		default:
+			errs = append(errs, err)
+			continue
+		}
+		n, err := r.rescueHeld(ctx, j)
+		res.Rescued += n
+		errs = append(errs, err)
+		if j.State == StateRunning && !j.progressAt.IsZero() && time.Since(j.progressAt) > r.cfg.StallTimeout {
+			msg := fmt.Sprintf("no progress for %s (last event at %s); stalled jobs are failed after MVQ_JOB_STALL_TIMEOUT: submit the refresh again",
+				time.Since(j.progressAt).Round(time.Second), formatTime(j.progressAt))
+			if r.failJob(ctx, j, msg) {
+				res.Stalled++
+			}
+		}
+	}
+	if scanArchive && r.inspector != nil {
+		n, err := r.scanArchived(ctx, cluster, live)
+		res.Archived += n
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
+}
+
+// rescueHeld enqueues again the tasks of j held by dead workers.
+func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (int, error) {
+	held, err := r.st.holders(ctx, j.ID)
+	if err != nil || len(held) == 0 {
+		return 0, err
+	}
+	n := 0
+	alive := map[string]bool{}
+	for task, worker := range held {
+		ok, seen := alive[worker]
+		if !seen {
+			if ok, err = r.st.workerAlive(ctx, j.Cluster, worker); err != nil {
+				return n, err
+			}
+			alive[worker] = ok
+		}
+		if ok {
+			continue
+		}
+		t, err := rescueTask(task, worker, j.Cluster)
+		if err != nil {
+			r.log.Warn("jobs: unknown held task", "job_id", j.ID, "task", task, "err", err)
+			r.st.release(ctx, j.ID, task, worker)
+			continue
+		}
+		if err := enqueue(ctx, r.enq, t); err != nil {
+			return n, redisErr("enqueue rescued task", err)
+		}
+		r.st.release(ctx, j.ID, task, worker)
+		n++
+		r.log.Warn("jobs: re-ran a task of a dead worker", "job_id", j.ID, "task", task, "dead_worker", worker)
+	}
+	return n, nil
+}
+
+// rescueTask rebuilds the task named by a logical task id, under a rescue
+// id derived from the dead worker.
+func rescueTask(task, worker, cluster string) (*asynq.Task, error) {
+	kind, rest, _ := strings.Cut(task, ":")
+	id := task + rescueSep + worker
+	var (
+		typ     string
+		payload any
+	)
+	switch kind {
+	case "plan":
+		typ, payload = TypePlan, PlanPayload{JobID: rest}
+	case "commit":
+		typ, payload = TypeCommit, CommitPayload{JobID: rest}
+	case "item":
+		job, idx, ok := strings.Cut(rest, ":")
+		i, err := strconv.Atoi(idx)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("bad work item task %q", task)
+		}
+		typ, payload = TypeWorkItem, WorkItemPayload{JobID: job, Index: i}
+	default:
+		return nil, fmt.Errorf("bad task %q", task)
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return nil, err
+	}
+	return asynq.NewTaskWithHeaders(typ, b, stamp(nil), taskOptions(cluster, id)...), nil
+}
+
+// logicalTask strips a rescue suffix from an asynq task id.
+func logicalTask(id string) string {
+	base, _, _ := strings.Cut(id, rescueSep)
+	return base
+}
+
+// scanArchived fails the live jobs one of whose tasks asynq archived.
+func (r *Rescuer) scanArchived(ctx context.Context, cluster string, live map[string]*Job) (int, error) {
+	if len(live) == 0 {
+		return 0, nil
+	}
+	n := 0
+	const pageSize = 100
+	for page := 1; page <= 100; page++ {
+		tasks, err := r.inspector.ListArchivedTasks(QueueName(cluster), asynq.PageSize(pageSize), asynq.Page(page))
+		if err != nil {
+			if errors.Is(err, asynq.ErrQueueNotFound) {
+				return n, nil
+			}
+			return n, redisErr("list archived tasks", err)
+		}
+		for _, t := range tasks {
+			var p struct {
+				JobID string `json:"job_id"`
+			}
+			if json.Unmarshal(t.Payload, &p) != nil {
+				continue
+			}
+			j := live[p.JobID]
+			if j == nil {
+				continue
+			}
+			last := t.LastErr
+			if len(last) > 300 {
+				last = last[:300] + "…"
+			}
+			msg := fmt.Sprintf("task %s was archived after %d retries (last error: %s): submit the refresh again", logicalTask(t.ID), t.Retried, last)
+			if r.failJob(ctx, j, msg) {
+				n++
+			}
+			delete(live, p.JobID)
+		}
+		if len(tasks) < pageSize {
+			break
+		}
+	}
+	return n, nil
+}
+
+// failJob fails j, retryable, in its current phase, and discards its
+// staged output; it reports whether this call failed it.
+func (r *Rescuer) failJob(ctx context.Context, j *Job, msg string) bool {
+	res, err := r.st.fail(ctx, j, Failure{Phase: j.Phase, Message: msg, Retryable: true}, 0)
+	if err != nil {
+		r.log.Warn("jobs: rescuer could not fail a job", "job_id", j.ID, "err", err)
+		return false
+	}
+	if res.code != 1 {
+		return false
+	}
+	r.log.Warn("jobs: rescuer failed a job", "job_id", j.ID, "view", j.View, "reason", msg)
+	if r.stopped != nil {
+		r.stopped(context.WithoutCancel(ctx), j.ID)
+	}
+	return true
+}
