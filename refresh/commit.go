@@ -119,14 +119,23 @@ func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (
 	}
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if err != nil {
-		return Result{}, err
+		return Result{}, stateErr(err)
 	}
-	latest, err := t.LatestVersion(ctx)
+	latest, err := t.Load(ctx, 0)
 	if err != nil {
-		return Result{}, err
+		return Result{}, stateErr(err)
+	}
+	if plan.ViewUUID != "" {
+		id, err := identity(ctx, t, latest)
+		if err != nil {
+			return Result{}, err
+		}
+		if id != plan.ViewUUID {
+			return Result{}, viewReplaced(plan.View)
+		}
 	}
 	if res, ok, err := e.committed(ctx, t, plan, latest.Version); err != nil || ok {
-		return res, err
+		return res, stateErr(err)
 	}
 	if plan.Mode == ModeNoOp {
 		return Result{Mode: ModeNoOp, SourceVersion: plan.SourceVersion, ViewVersion: latest.Version}, nil
@@ -145,12 +154,24 @@ func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (
 	if err != nil {
 		return Result{}, err
 	}
+	// The source is checked afresh: the cached one is as the job first saw
+	// it.
+	if want := plan.sourceIdentity(); want != "" {
+		st, err := e.source(ctx, v)
+		if err != nil {
+			return Result{}, stateErr(err)
+		}
+		got, err := currentIdentity(ctx, st)
+		if err != nil {
+			return Result{}, err
+		}
+		if got != want {
+			return Result{}, sourceReplaced(plan.View, v.Def.Source)
+		}
+	}
 	src, err := e.planSource(ctx, plan, v)
 	if err != nil {
 		return Result{}, err
-	}
-	if plan.SourceCreated != 0 && sourceCreated(ctx, src.t) != plan.SourceCreated {
-		return Result{}, &table.Error{Code: table.CodeConcurrentModification, Message: fmt.Sprintf("source %s was dropped and created again during the refresh; refresh again", table.JoinID(v.Def.Source))}
 	}
 	b := &build{e: e, plan: plan, v: v, res: Result{Mode: plan.Mode, SourceVersion: plan.SourceVersion}}
 	defer b.release()
@@ -511,7 +532,7 @@ func (b *build) watermark(ctx context.Context, src *sourceVersion) *Watermark {
 	wm := &Watermark{
 		Source:        b.v.Def.Source,
 		SourceVersion: b.plan.SourceVersion,
-		SourceCreated: b.plan.SourceCreated,
+		SourceUUID:    b.plan.sourceIdentity(),
 		OutputLimit:   b.plan.Options.OutputLimit,
 	}
 	if b.rowwise() {
@@ -531,6 +552,9 @@ func (b *build) watermark(ctx context.Context, src *sourceVersion) *Watermark {
 // not the version the plan started from.
 func (b *build) op(wm *Watermark) table.Op {
 	return func(base *table.Manifest) (*table.Manifest, error) {
+		if b.plan.ViewUUID != "" && base.UUID != "" && base.UUID != b.plan.ViewUUID {
+			return nil, viewReplaced(b.plan.View)
+		}
 		if base.Version != b.plan.BaseViewVersion {
 			return nil, &table.Error{Code: table.CodeConcurrentModification, Message: fmt.Sprintf("view %s moved from version %d to %d since the refresh was planned", table.JoinID(b.plan.View), b.plan.BaseViewVersion, base.Version)}
 		}

@@ -91,8 +91,20 @@ func (e *Engine) planView(ctx context.Context, plan *Plan) (*View, error) {
 		return v.(*View), nil
 	}
 	v, err := e.loadView(ctx, plan.View, plan.BaseViewVersion)
+	if table.ErrorCode(err) == table.CodeTableVersionNotFound && plan.ViewUUID != "" {
+		return nil, viewReplaced(plan.View) // versions are never removed
+	}
 	if err != nil {
-		return nil, err
+		return nil, stateErr(err)
+	}
+	if plan.ViewUUID != "" {
+		id, err := identity(ctx, v.Table, v.Manifest)
+		if err != nil {
+			return nil, err
+		}
+		if id != plan.ViewUUID {
+			return nil, viewReplaced(plan.View)
+		}
 	}
 	e.cache.put(key, v)
 	return v, nil
@@ -114,11 +126,24 @@ func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVe
 	}
 	t, err := e.source(ctx, v)
 	if err != nil {
-		return nil, err
+		return nil, stateErr(err)
 	}
+	want := plan.sourceIdentity()
 	m, err := t.Load(ctx, plan.SourceVersion)
+	if table.ErrorCode(err) == table.CodeTableVersionNotFound && want != "" {
+		return nil, sourceReplaced(plan.View, v.Def.Source) // versions are never removed
+	}
 	if err != nil {
-		return nil, err
+		return nil, stateErr(err)
+	}
+	if want != "" {
+		id, err := identity(ctx, t, m)
+		if err != nil {
+			return nil, err
+		}
+		if id != want {
+			return nil, sourceReplaced(plan.View, v.Def.Source)
+		}
 	}
 	s := &sourceVersion{t: t, m: m, byID: make(map[uint32]table.Fragment, len(m.Fragments))}
 	for _, f := range m.Fragments {

@@ -21,9 +21,13 @@ const (
 type Watermark struct {
 	Source        []string `json:"source"`
 	SourceVersion uint64   `json:"source_version"`
-	// SourceCreated is the timestamp of the source's version 1: a source
-	// dropped and created again under the same name restarts its
-	// fragment ids, so a different value forces a full refresh.
+	// SourceUUID is the source's identity (table.Table.Identity): a
+	// source dropped and created again under the same name restarts its
+	// fragment ids, so a different identity forces a full refresh.
+	SourceUUID string `json:"source_uuid,omitempty"`
+	// SourceCreated is what watermarks written before identities were
+	// stored hold instead: the timestamp of the source's version 1. Read
+	// only, through sourceIdentity.
 	SourceCreated int64 `json:"source_created_millis,omitempty"`
 	// Fragments are the source fragments of SourceVersion, all of them
 	// expanded (or, past LimitCut, deliberately left out). Row-wise kinds.
@@ -38,6 +42,19 @@ type Watermark struct {
 	// come from (row-wise kinds), so a refresh rewrites only the view
 	// fragments that hold rows of removed source fragments.
 	Lineage []Lineage `json:"lineage,omitempty"`
+}
+
+// sourceIdentity is the identity of the source the watermark was made
+// from: SourceUUID, or the legacy identity of SourceCreated for an older
+// watermark; "" when it records neither (it then matches no source).
+func (w *Watermark) sourceIdentity() string {
+	switch {
+	case w.SourceUUID != "":
+		return w.SourceUUID
+	case w.SourceCreated != 0:
+		return table.LegacyIdentity(w.SourceCreated)
+	}
+	return ""
 }
 
 // Lineage says view fragment Fragment holds rows derived from source
