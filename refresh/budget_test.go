@@ -129,7 +129,7 @@ func TestHugeRowMemory(t *testing.T) {
 	if os.Getenv("MVQ_MEASURE_ITEM_MEMORY") == "" {
 		t.Skip("set MVQ_MEASURE_ITEM_MEMORY=1 to measure")
 	}
-	for _, mode := range []string{"baseline", "unbounded", "bounded"} {
+	for _, mode := range []string{"baseline", "unbounded", "bounded", "bounded/2", "bounded/3"} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHugeRowMemory$", "-test.v", "-test.count=1")
 		cmd.Env = append(os.Environ(), "MVQ_HUGE_ROW_CHILD="+mode)
 		out, err := cmd.CombinedOutput()
@@ -145,14 +145,19 @@ func TestHugeRowMemory(t *testing.T) {
 	}
 }
 
-// hugeRowChild: baseline sets up the source and view only.
+// hugeRowChild: baseline sets up the source and view only; bounded/N
+// uses chunk_size N (default 1).
 func hugeRowChild(t *testing.T, mode string) {
+	size := 1
+	if _, n, ok := strings.Cut(mode, "/"); ok {
+		fmt.Sscan(n, &size)
+	}
 	b := setup(t, table.Options{})
 	if mode == "unbounded" {
 		b.e = NewEngineWith(b.cat, EngineOptions{MaxItemOutputRows: 1 << 40, MaxItemOutputBytes: 1 << 40})
 	}
 	b.source(t, []article{{1, "Huge", "en", strings.Repeat("lorem ipsum dolor sit amet ", 8<<20/27)}})
-	id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$articles"`, UDTFSpec: chunkerEntry(chunkSpec(1, false))})
+	id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$articles"`, UDTFSpec: chunkerEntry(chunkSpec(size, false))})
 	runtime.GC()
 	if mode == "baseline" {
 		fmt.Printf("huge row: source and view set up, no refresh\n")
