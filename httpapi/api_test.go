@@ -149,6 +149,9 @@ func TestTableLifecycleOverHTTP(t *testing.T) {
 	if m["version"] != 2.0 {
 		t.Fatalf("describe: %v", m)
 	}
+	if u, _ := m["properties"].(map[string]any)["mvq.uuid"].(string); len(u) != 36 {
+		t.Fatalf("describe: no table identity in properties: %v", m["properties"])
+	}
 	fields := m["schema"].(map[string]any)["fields"].([]any)
 	if f := fields[0].(map[string]any); f["name"] != "id" || f["type"].(map[string]any)["type"] != "int64" {
 		t.Fatalf("schema field 0: %v", f)

@@ -216,6 +216,11 @@ func (s *Server) describeTable(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	ident, err := t.Identity(c, m)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	id := t.ID()
 	c.JSON(http.StatusOK, gin.H{
 		"table":     id[len(id)-1],
@@ -231,6 +236,7 @@ func (s *Server) describeTable(c *gin.Context) {
 			for k, v := range m.Properties {
 				out[k] = string(v)
 			}
+			out[table.IdentityProperty] = ident
 			return out
 		}(),
 	})

@@ -119,20 +119,30 @@ func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (
 	}
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if err != nil {
-		return Result{}, err
+		return Result{}, stateErr(err)
 	}
-	latest, err := t.LatestVersion(ctx)
+	latest, err := t.Load(ctx, 0)
 	if err != nil {
-		return Result{}, err
+		return Result{}, stateErr(err)
+	}
+	if plan.ViewUUID != "" {
+		id, err := identity(ctx, t, latest)
+		if err != nil {
+			return Result{}, err
+		}
+		if id != plan.ViewUUID {
+			return Result{}, viewReplaced(plan.View)
+		}
 	}
 	if res, ok, err := e.committed(ctx, t, plan, latest.Version); err != nil || ok {
-		return res, err
+		return res, stateErr(err)
 	}
 	if plan.Mode == ModeNoOp {
 		return Result{Mode: ModeNoOp, SourceVersion: plan.SourceVersion, ViewVersion: latest.Version}, nil
 	}
-	if latest.Version != plan.BaseViewVersion {
-		return Result{}, &table.Error{Code: table.CodeConcurrentModification, Message: fmt.Sprintf("view %s moved from version %d to %d since the refresh was planned", table.JoinID(plan.View), plan.BaseViewVersion, latest.Version)}
+	compactions, err := e.compactionsSince(ctx, t, plan, latest)
+	if err != nil {
+		return Result{}, err
 	}
 	if err := checkFilled(plan.Options); err != nil {
 		return Result{}, err
@@ -145,14 +155,26 @@ func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (
 	if err != nil {
 		return Result{}, err
 	}
+	// The source is checked afresh: the cached one is as the job first saw
+	// it.
+	if want := plan.sourceIdentity(); want != "" {
+		st, err := e.source(ctx, v)
+		if err != nil {
+			return Result{}, stateErr(err)
+		}
+		got, err := currentIdentity(ctx, st)
+		if err != nil {
+			return Result{}, err
+		}
+		if got != want {
+			return Result{}, sourceReplaced(plan.View, v.Def.Source)
+		}
+	}
 	src, err := e.planSource(ctx, plan, v)
 	if err != nil {
 		return Result{}, err
 	}
-	if plan.SourceCreated != 0 && sourceCreated(ctx, src.t) != plan.SourceCreated {
-		return Result{}, &table.Error{Code: table.CodeConcurrentModification, Message: fmt.Sprintf("source %s was dropped and created again during the refresh; refresh again", table.JoinID(v.Def.Source))}
-	}
-	b := &build{e: e, plan: plan, v: v, res: Result{Mode: plan.Mode, SourceVersion: plan.SourceVersion}}
+	b := &build{e: e, plan: plan, v: v, res: Result{Mode: plan.Mode, SourceVersion: plan.SourceVersion}, expect: latest.Version, compactions: compactions}
 	defer b.release()
 	if err := b.keepOld(ctx); err != nil {
 		return Result{}, err
@@ -238,6 +260,10 @@ type build struct {
 	pieces []*piece
 	cut    *uint32 // first source fragment with rows left out by output_limit
 	res    Result
+	// expect is the version the commit goes on top of: the plan's base,
+	// or the last of the compactions made since.
+	expect      uint64
+	compactions []*table.Manifest
 }
 
 func (b *build) release() {
@@ -511,7 +537,7 @@ func (b *build) watermark(ctx context.Context, src *sourceVersion) *Watermark {
 	wm := &Watermark{
 		Source:        b.v.Def.Source,
 		SourceVersion: b.plan.SourceVersion,
-		SourceCreated: b.plan.SourceCreated,
+		SourceUUID:    b.plan.sourceIdentity(),
 		OutputLimit:   b.plan.Options.OutputLimit,
 	}
 	if b.rowwise() {
@@ -531,14 +557,21 @@ func (b *build) watermark(ctx context.Context, src *sourceVersion) *Watermark {
 // not the version the plan started from.
 func (b *build) op(wm *Watermark) table.Op {
 	return func(base *table.Manifest) (*table.Manifest, error) {
-		if base.Version != b.plan.BaseViewVersion {
-			return nil, &table.Error{Code: table.CodeConcurrentModification, Message: fmt.Sprintf("view %s moved from version %d to %d since the refresh was planned", table.JoinID(b.plan.View), b.plan.BaseViewVersion, base.Version)}
+		if b.plan.ViewUUID != "" && base.UUID != "" && base.UUID != b.plan.ViewUUID {
+			return nil, viewReplaced(b.plan.View)
+		}
+		if base.Version != b.expect {
+			return nil, moved(b.plan, base.Version)
+		}
+		pieces, err := b.rebase()
+		if err != nil {
+			return nil, err
 		}
 		base.Operation = "refresh"
-		base.Fragments = make([]table.Fragment, 0, len(b.pieces))
+		base.Fragments = make([]table.Fragment, 0, len(pieces))
 		w := *wm
 		w.Lineage = nil
-		for _, p := range b.pieces {
+		for _, p := range pieces {
 			f := p.frag
 			if !p.old {
 				f.ID = base.NextFragmentID
@@ -566,6 +599,98 @@ func (b *build) op(wm *Watermark) table.Op {
 		base.Metadata = map[string]string{metaJobID: b.plan.JobID, metaResult: string(rawRes)}
 		return base, nil
 	}
+}
+
+// moved is the conflict of a commit that finds view version v on top of
+// the plan's base, made by something other than compaction.
+func moved(plan *Plan, v uint64) error {
+	return &table.Error{Code: table.CodeConcurrentModification, Message: fmt.Sprintf("view %s moved from version %d to %d since the refresh was planned", table.JoinID(plan.View), plan.BaseViewVersion, v)}
+}
+
+// compactionsSince answers the versions of view t after the plan's base
+// up to latest, which must all be compactions (table.Compact): a refresh
+// rebases on those, and conflicts with any other commit.
+func (e *Engine) compactionsSince(ctx context.Context, t *table.Table, plan *Plan, latest *table.Manifest) ([]*table.Manifest, error) {
+	var out []*table.Manifest
+	for v := plan.BaseViewVersion + 1; v <= latest.Version; v++ {
+		m := latest
+		if v != latest.Version {
+			var err error
+			if m, err = t.Load(ctx, v); err != nil {
+				return nil, stateErr(err)
+			}
+		}
+		if _, ok, err := m.Compaction(); err != nil {
+			return nil, stateErr(err)
+		} else if !ok {
+			return nil, moved(plan, latest.Version)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// rebase answers the pieces of the new version on top of the compactions
+// made since the plan's base: a merge of old fragments the refresh keeps
+// as they are becomes the merged fragment; a merge of fragments the
+// refresh drops or rewrites, all of them, goes with them; and a merge of
+// fragments some of which the refresh keeps and some not is undone: the
+// kept ones stay as they were in the base version (their files are still
+// there, under their ids). Compaction never changes content, so the new
+// version holds exactly what the refresh computed, and a compaction never
+// makes a refresh conflict.
+func (b *build) rebase() ([]*piece, error) {
+	pieces := b.pieces
+	for _, cm := range b.compactions {
+		merges, _, err := cm.Compaction()
+		if err != nil {
+			return nil, err
+		}
+		byID := make(map[uint32]table.Fragment, len(cm.Fragments))
+		for _, f := range cm.Fragments {
+			byID[f.ID] = f
+		}
+		owner := map[uint32]int{} // merged fragment id → its merge
+		for m, mg := range merges {
+			for _, id := range mg.From {
+				owner[id] = m
+			}
+		}
+		present := make([]int, len(merges))
+		for _, p := range pieces {
+			if m, ok := owner[p.frag.ID]; ok && p.old {
+				present[m]++
+			}
+		}
+		out := make([]*piece, 0, len(pieces))
+		for i := 0; i < len(pieces); {
+			p := pieces[i]
+			m, ok := owner[p.frag.ID]
+			if !ok || !p.old {
+				out = append(out, p)
+				i++
+				continue
+			}
+			mg := merges[m]
+			f, ok := byID[mg.To]
+			whole := ok && present[m] == len(mg.From) && i+len(mg.From) <= len(pieces)
+			merged := &piece{frag: f, old: true, rows: f.Rows, span: p.span}
+			for k := 0; whole && k < len(mg.From); k++ {
+				q := pieces[i+k]
+				whole = q.old && q.frag.ID == mg.From[k]
+				merged.span.Lo, merged.span.Hi = min(merged.span.Lo, q.span.Lo), max(merged.span.Hi, q.span.Hi)
+			}
+			if !whole {
+				out = append(out, p) // the merge is undone
+				i++
+				continue
+			}
+			out = append(out, merged)
+			i += len(mg.From)
+		}
+		pieces = out
+	}
+	return pieces, nil
 }
 
 // removeUnused deletes, after a commit, the job's staged files the new

@@ -76,8 +76,15 @@ type Plan struct {
 	Options                Options  `json:"options"`
 	// Reason says why the mode is full (empty otherwise).
 	Reason string `json:"reason,omitempty"`
-	// SourceCreated is the source's creation time as planned; a source
-	// dropped and created again before the commit makes the commit fail.
+	// ViewUUID and SourceUUID are the identities (table.Table.Identity)
+	// of the view and of its source the plan was made against. A view or
+	// source dropped and created again before the commit is another table:
+	// items and the commit then fail instead of writing into it.
+	ViewUUID   string `json:"view_uuid,omitempty"`
+	SourceUUID string `json:"source_uuid,omitempty"`
+	// SourceCreated is what plans made before identities were stored
+	// record instead of SourceUUID (the source's version 1 timestamp).
+	// Read only, through sourceIdentity.
 	SourceCreated int64 `json:"source_created_millis,omitempty"`
 }
 

@@ -65,11 +65,43 @@
 // a source created again under the same name, or a restore that brings
 // back fragments older than the kept ones.
 //
+// # Identity
+//
+// Every table and view has a UUID identity in its manifest, set at
+// creation and kept by every later version (table.Table.Identity; tables
+// from before identities were stored get one derived from their version
+// 1). The plan records the view's and the source's; the watermark the
+// source's. A different source identity makes the next refresh full. A
+// view or source dropped and created again under the same name while a
+// refresh runs is another table: its items and its commit fail with
+// CodeTableNotFound, which the orchestrator does not retry, and nothing
+// of the old job reaches the new table.
+//
+// State the engine cannot read (versions, manifests, the definition and
+// watermark, view fragments) fails the step, retryably
+// (CodeServiceUnavailable for what did not decode, uncoded I/O errors
+// as they are); it never changes what a refresh computes.
+//
+// # Bounds
+//
+// One work item's output is bounded (EngineOptions, MVQ_MAX_ITEM_OUTPUT_ROWS
+// and MVQ_MAX_ITEM_OUTPUT_BYTES): chunks are counted as they are cut,
+// and a row is checked against a lower bound of its chunks before it is
+// cut, so one huge row fails at once instead of filling the worker's
+// memory. The SQL output of an item is held to the same bounds. Past
+// them the item fails with CodeInvalidInput (a retry would do the same),
+// saying which option to change.
+//
 // # Concurrency
 //
 // One refresh per view runs at a time (jobs holds a per-view lock); Commit
 // still refuses, with CodeConcurrentModification, to commit over any
-// version but the one its plan started from. Items of one job run in
-// parallel anywhere; Expand splits its rows over intra_applier_concurrency
-// goroutines and joins their output in order.
+// version but the one its plan started from, except compactions
+// (table.Compact), which it rebases on: a merged run of fragments the
+// refresh keeps becomes the merged fragment, one it drops goes, and one
+// it partly changes is undone, so the commit holds exactly what the
+// refresh computed. Compaction rewrites the watermark's lineage with its
+// merges (a merged fragment spans its parts' source fragments). Items of
+// one job run in parallel anywhere; Expand splits its rows over
+// intra_applier_concurrency goroutines and joins their output in order.
 package refresh

@@ -15,7 +15,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 
 	"github.com/mvq-dev/mvq/chunker"
-	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -65,7 +64,7 @@ func (e *Engine) Expand(ctx context.Context, plan *Plan, index int) (ItemResult,
 	w := e.newFragWriter(v, itemPrefix(plan.JobID, index), plan.Options.MaxRowsPerFragment)
 	defer w.release()
 	if plan.Kind == KindUDTF {
-		err = e.expandUDTF(ctx, v, src, item, w)
+		err = e.expandUDTF(ctx, v, src, item, w, e.newBudget("output", plan, index, v))
 		if err == nil {
 			err = w.close(ctx)
 		}
@@ -91,8 +90,20 @@ func (e *Engine) planView(ctx context.Context, plan *Plan) (*View, error) {
 		return v.(*View), nil
 	}
 	v, err := e.loadView(ctx, plan.View, plan.BaseViewVersion)
+	if table.ErrorCode(err) == table.CodeTableVersionNotFound && plan.ViewUUID != "" {
+		return nil, viewReplaced(plan.View) // versions are never removed
+	}
 	if err != nil {
-		return nil, err
+		return nil, stateErr(err)
+	}
+	if plan.ViewUUID != "" {
+		id, err := identity(ctx, v.Table, v.Manifest)
+		if err != nil {
+			return nil, err
+		}
+		if id != plan.ViewUUID {
+			return nil, viewReplaced(plan.View)
+		}
 	}
 	e.cache.put(key, v)
 	return v, nil
@@ -114,11 +125,24 @@ func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVe
 	}
 	t, err := e.source(ctx, v)
 	if err != nil {
-		return nil, err
+		return nil, stateErr(err)
 	}
+	want := plan.sourceIdentity()
 	m, err := t.Load(ctx, plan.SourceVersion)
+	if table.ErrorCode(err) == table.CodeTableVersionNotFound && want != "" {
+		return nil, sourceReplaced(plan.View, v.Def.Source) // versions are never removed
+	}
 	if err != nil {
-		return nil, err
+		return nil, stateErr(err)
+	}
+	if want != "" {
+		id, err := identity(ctx, t, m)
+		if err != nil {
+			return nil, err
+		}
+		if id != want {
+			return nil, sourceReplaced(plan.View, v.Def.Source)
+		}
 	}
 	s := &sourceVersion{t: t, m: m, byID: make(map[uint32]table.Fragment, len(m.Fragments))}
 	for _, f := range m.Fragments {
@@ -147,7 +171,7 @@ func (s *sourceVersion) fragment(id uint32) (table.Fragment, error) {
 
 // expandUDTF runs the view's query over the whole source (the item's
 // fragments) and streams its output to w.
-func (e *Engine) expandUDTF(ctx context.Context, v *View, src *sourceVersion, item WorkItem, w *fragWriter) error {
+func (e *Engine) expandUDTF(ctx context.Context, v *View, src *sourceVersion, item WorkItem, w *fragWriter, bud *budget) error {
 	frags := make([]table.Fragment, 0, len(item.Ranges))
 	for _, r := range item.Ranges {
 		f, err := src.fragment(r.Fragment)
@@ -167,6 +191,9 @@ func (e *Engine) expandUDTF(ctx context.Context, v *View, src *sourceVersion, it
 	}
 	defer out.Release()
 	for out.Next() {
+		if err := bud.add(out.RecordBatch().NumRows(), recordBytes(out.RecordBatch())); err != nil {
+			return err
+		}
 		rec, err := table.Conform(ctx, out.RecordBatch(), v.Schema, e.mem)
 		if err != nil {
 			return err
@@ -194,7 +221,7 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 	}
 	actx, applySpan := tracer.Start(ctx, "refresh.apply", trace.WithAttributes(attribute.String("mvq.view_kind", string(plan.Kind)),
 		attribute.Int("mvq.intra_applier_concurrency", plan.Options.IntraApplierConcurrency)))
-	batches, err := e.apply(actx, plan, v, src, in)
+	batches, err := e.apply(actx, plan, res.Index, v, src, in)
 	endSpan(applySpan, err, recordsAttrs(batches)...)
 	defer func() {
 		for _, b := range batches {
@@ -217,9 +244,11 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 	return err
 }
 
-// apply runs the view's SQL over the item's rows, then the chunker (or
-// the projection) with intra_applier_concurrency goroutines. It releases in.
-func (e *Engine) apply(ctx context.Context, plan *Plan, v *View, src *sourceVersion, in []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+// apply runs the view's SQL over the rows of item index, then the chunker
+// (or the projection) with intra_applier_concurrency goroutines. The SQL
+// output and the chunks are each held to the item output bounds. It
+// releases in.
+func (e *Engine) apply(ctx context.Context, plan *Plan, index int, v *View, src *sourceVersion, in []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
 	rdr, err := array.NewRecordReader(src.input, in)
 	for _, r := range in {
 		r.Release()
@@ -233,7 +262,7 @@ func (e *Engine) apply(ctx context.Context, plan *Plan, v *View, src *sourceVers
 		return nil, sqlError(err)
 	}
 	schema := out.Schema()
-	recs, err := duck.Collect(out)
+	recs, err := collect(out, e.newBudget("SQL output", plan, index, v))
 	rdr.Release()
 	if err != nil {
 		return nil, sqlError(err)
@@ -244,7 +273,7 @@ func (e *Engine) apply(ctx context.Context, plan *Plan, v *View, src *sourceVers
 	}
 	defer q.Release()
 	if plan.Kind == KindChunker {
-		return e.chunkRows(ctx, v, q, plan.Options.IntraApplierConcurrency)
+		return e.chunkRows(ctx, v, q, plan.Options.IntraApplierConcurrency, e.newBudget("output", plan, index, v))
 	}
 	return e.projectRows(ctx, v, q)
 }
@@ -445,7 +474,9 @@ type texts interface {
 // chunkRows expands each row of q into its chunks. The rows are split into
 // workers contiguous parts chunked concurrently; the parts' outputs are
 // joined in order, so rows stay in (__source_row_id, __chunk_index) order.
-func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, workers int) ([]arrow.RecordBatch, error) {
+// The chunks count against bud as they are made; the first row past it
+// stops every part.
+func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, workers int, bud *budget) ([]arrow.RecordBatch, error) {
 	spec := v.Chunker
 	ch, err := chunker.New(*spec)
 	if err != nil {
@@ -483,7 +514,7 @@ func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, wo
 			from[i] = idx[0]
 		}
 	}
-	c := &chunkJob{e: e, v: v, q: q, ch: ch, txt: txt, from: from}
+	c := &chunkJob{e: e, v: v, q: q, ch: ch, txt: txt, from: from, bud: bud}
 	n := int(q.NumRows())
 	workers = max(min(workers, n), 1)
 	parts := make([][]arrow.RecordBatch, workers)
@@ -519,6 +550,41 @@ type chunkJob struct {
 	ch   chunker.Chunker
 	txt  texts
 	from []int
+	bud  *budget
+}
+
+// carry is the size of the query columns row r copies into each of its
+// chunks.
+func (c *chunkJob) carry(r int) int64 {
+	var n int64
+	for i, src := range c.from {
+		if i > 0 && src >= 0 {
+			n += valueBytes(c.q.Column(src), r)
+		}
+	}
+	return n
+}
+
+// admit counts the chunks of row r against the budget. Before the row is
+// cut (chunks nil) it checks a lower bound of what the row will make, so
+// a row far too large fails before the chunker allocates its chunks; the
+// bound is computed only when the row could matter.
+func (c *chunkJob) admit(r int, text string, chunks []string) error {
+	perRow := int64(chunkRowBytes) + c.carry(r)
+	if chunks == nil {
+		n := int64(len(text))
+		if c.bud.fits(n, n+n*perRow) == nil {
+			return nil
+		}
+		k, tb := minChunks(c.v.Chunker, text)
+		return c.bud.fits(k, tb+k*perRow)
+	}
+	var tb int64
+	for _, s := range chunks {
+		tb += int64(len(s))
+	}
+	k := int64(len(chunks))
+	return c.bud.add(k, tb+k*perRow)
 }
 
 // run chunks rows [lo, hi) of the query output into view batches.
@@ -568,7 +634,16 @@ func (c *chunkJob) run(ctx context.Context, lo, hi int) ([]arrow.RecordBatch, er
 		}
 		text := c.txt.Value(r)
 		textBytes -= len(text)
+		if c.bud.full() {
+			return fail(c.bud.fits(0, 0))
+		}
+		if err := c.admit(r, text, nil); err != nil {
+			return fail(err)
+		}
 		buf = c.ch.Chunk(text, buf[:0])
+		if err := c.admit(r, text, buf); err != nil {
+			return fail(err)
+		}
 		for k, s := range buf {
 			rows = append(rows, int64(r))
 			index = append(index, int32(k))

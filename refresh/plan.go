@@ -50,23 +50,30 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	}
 	v, err := e.View(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, stateErr(err)
 	}
 	if opts.OutputLimit != nil && v.Def.Kind != KindChunker {
 		return nil, invalid("output_limit: only chunker views take an output_limit")
 	}
+	viewID, err := identity(ctx, v.Table, v.Manifest)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), err)
+	}
 	src, err := e.source(ctx, v)
 	if err != nil {
-		return nil, err
+		return nil, stateErr(err)
 	}
 	sm, err := src.Load(ctx, opts.SrcVersion)
 	if err != nil {
-		if table.ErrorCode(err) == table.CodeTableVersionNotFound {
+		if opts.SrcVersion != 0 && table.ErrorCode(err) == table.CodeTableVersionNotFound {
 			return nil, invalid("src_version: source table %s has no version %d", table.JoinID(v.Def.Source), opts.SrcVersion)
 		}
+		return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
+	}
+	srcID, err := identity(ctx, src, sm)
+	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), err)
 	}
-	created := sourceCreated(ctx, src)
 	p := &Plan{
 		JobID:           jobID,
 		View:            v.ID,
@@ -74,14 +81,15 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		SourceVersion:   sm.Version,
 		BaseViewVersion: v.Manifest.Version,
 		Options:         opts,
-		SourceCreated:   created,
+		ViewUUID:        viewID,
+		SourceUUID:      srcID,
 	}
 	frags := slices.Clone(sm.Fragments)
 	slices.SortFunc(frags, func(a, b table.Fragment) int { return int(int64(a.ID) - int64(b.ID)) })
 
 	wm := v.Watermark
 	if v.Def.Kind == KindUDTF {
-		if wm != nil && wm.SourceVersion == sm.Version && wm.SourceCreated == created {
+		if wm != nil && wm.SourceVersion == sm.Version && wm.sourceIdentity() == srcID {
 			p.Mode = ModeNoOp
 			return p, nil
 		}
@@ -108,7 +116,7 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	switch {
 	case wm == nil:
 		p.Mode, p.Reason = ModeFull, "first refresh"
-	case wm.SourceCreated != created || table.JoinID(wm.Source) != table.JoinID(v.Def.Source):
+	case wm.sourceIdentity() != srcID || table.JoinID(wm.Source) != table.JoinID(v.Def.Source):
 		p.Mode, p.Reason = ModeFull, "the source table was created again"
 	case !sameLimit(wm.OutputLimit, opts.OutputLimit):
 		p.Mode, p.Reason = ModeFull, fmt.Sprintf("output_limit changed (%s to %s)", limitString(wm.OutputLimit), limitString(opts.OutputLimit))
@@ -140,7 +148,7 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		}
 		p.RemovedSourceFragments = []uint32(gone)
 		if existing, err = e.keptRows(ctx, v, gone); err != nil {
-			return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), err)
+			return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
 		}
 	}
 	p.Items = cutItems(expand, opts.SourceTaskSize, existing)
@@ -201,12 +209,64 @@ func limitString(l *int64) string {
 	return fmt.Sprint(*l)
 }
 
-// sourceCreated is the timestamp of the source's version 1 (0 when it is
-// gone): it tells a table created again under the same name apart.
-func sourceCreated(ctx context.Context, src *table.Table) int64 {
-	m, err := src.Load(ctx, 1)
-	if err != nil {
-		return 0
+// stateErr classifies an error met while reading the state a refresh
+// computes from (versions, manifests, the view's definition and
+// watermark, view fragments): such an error fails the step, and the job,
+// as retryable, never changes what the refresh computes. A manifest or
+// file that does not decode (CodeInvalidTableState) may be a torn or
+// half-synced read of an object store; it becomes CodeServiceUnavailable,
+// which the orchestrator retries. A version that vanished while being
+// read is the same. Uncoded I/O errors are retried already; coded answers
+// about what exists (not found, not a view) pass through.
+func stateErr(err error) error {
+	switch table.ErrorCode(err) {
+	case table.CodeInvalidTableState, table.CodeTableVersionNotFound:
+		return &table.Error{Code: table.CodeServiceUnavailable, Message: "reading table state failed; the step will be retried", Err: err}
 	}
-	return m.TimestampMillis
+	return err
+}
+
+// identity is the identity of table t (m is one of its versions); an
+// error reading it is a state error.
+func identity(ctx context.Context, t *table.Table, m *table.Manifest) (string, error) {
+	id, err := t.Identity(ctx, m)
+	if err != nil {
+		return "", stateErr(err)
+	}
+	return id, nil
+}
+
+// currentIdentity reads table t's latest version afresh (never from a
+// cache) and answers its identity.
+func currentIdentity(ctx context.Context, t *table.Table) (string, error) {
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return "", stateErr(err)
+	}
+	return identity(ctx, t, m)
+}
+
+// sourceIdentity is the identity of the source the plan was made
+// against: SourceUUID, or the legacy identity of SourceCreated for a plan
+// made before identities were stored; "" when it records neither.
+func (p *Plan) sourceIdentity() string {
+	switch {
+	case p.SourceUUID != "":
+		return p.SourceUUID
+	case p.SourceCreated != 0:
+		return table.LegacyIdentity(p.SourceCreated)
+	}
+	return ""
+}
+
+// viewReplaced and sourceReplaced are the errors of a job whose view or
+// source was dropped and created again after it was planned. They are
+// not retryable: the table the job worked for is gone, and a retry would
+// only find the same.
+func viewReplaced(view []string) error {
+	return table.Errorf(table.CodeTableNotFound, "view %s was dropped and created again since this refresh was planned; nothing of this refresh was written to the new view: refresh it again", table.JoinID(view))
+}
+
+func sourceReplaced(view, source []string) error {
+	return table.Errorf(table.CodeTableNotFound, "source %s of view %s was dropped and created again since this refresh was planned; nothing was committed: refresh again", table.JoinID(source), table.JoinID(view))
 }

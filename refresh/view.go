@@ -34,11 +34,16 @@ type Engine struct {
 	// request, larger ones with ranged reads of the row groups and pages
 	// needed.
 	wholeFileBytes int64
+	opts           EngineOptions
 }
 
-// NewEngine returns an engine over cat that evaluates SQL with cat.SQL().
-func NewEngine(cat *table.Catalog) *Engine {
-	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes}
+// NewEngine returns an engine over cat that evaluates SQL with cat.SQL(),
+// with the default EngineOptions.
+func NewEngine(cat *table.Catalog) *Engine { return NewEngineWith(cat, EngineOptions{}) }
+
+// NewEngineWith is NewEngine with options (zero fields: defaults).
+func NewEngineWith(cat *table.Catalog, opts EngineOptions) *Engine {
+	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults()}
 }
 
 // CreateRequest mirrors the API's CreateMaterializedViewRequest.

@@ -1,6 +1,7 @@
 package refresh
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -21,9 +22,13 @@ const (
 type Watermark struct {
 	Source        []string `json:"source"`
 	SourceVersion uint64   `json:"source_version"`
-	// SourceCreated is the timestamp of the source's version 1: a source
-	// dropped and created again under the same name restarts its
-	// fragment ids, so a different value forces a full refresh.
+	// SourceUUID is the source's identity (table.Table.Identity): a
+	// source dropped and created again under the same name restarts its
+	// fragment ids, so a different identity forces a full refresh.
+	SourceUUID string `json:"source_uuid,omitempty"`
+	// SourceCreated is what watermarks written before identities were
+	// stored hold instead: the timestamp of the source's version 1. Read
+	// only, through sourceIdentity.
 	SourceCreated int64 `json:"source_created_millis,omitempty"`
 	// Fragments are the source fragments of SourceVersion, all of them
 	// expanded (or, past LimitCut, deliberately left out). Row-wise kinds.
@@ -38,6 +43,73 @@ type Watermark struct {
 	// come from (row-wise kinds), so a refresh rewrites only the view
 	// fragments that hold rows of removed source fragments.
 	Lineage []Lineage `json:"lineage,omitempty"`
+}
+
+// sourceIdentity is the identity of the source the watermark was made
+// from: SourceUUID, or the legacy identity of SourceCreated for an older
+// watermark; "" when it records neither (it then matches no source).
+func (w *Watermark) sourceIdentity() string {
+	switch {
+	case w.SourceUUID != "":
+		return w.SourceUUID
+	case w.SourceCreated != 0:
+		return table.LegacyIdentity(w.SourceCreated)
+	}
+	return ""
+}
+
+func init() { table.RegisterPropertyRewriter(propWatermark, compactLineage) }
+
+// compactLineage keeps a watermark's lineage true after table.Compact
+// merged view fragments: a merged fragment draws from the union of its
+// parts' source spans, which, the parts being adjacent in row order, is
+// the span from the first part's Lo to the last part's Hi. A merge with a
+// part of unknown lineage leaves the merged fragment without one (a
+// refresh then reads it to see what it holds). Other fields are kept as
+// they are.
+func compactLineage(raw json.RawMessage, merges []table.Merge) (json.RawMessage, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	l, ok := doc["lineage"]
+	if !ok {
+		return raw, nil // no lineage: a refresh reads every fragment it must
+	}
+	var lineage []Lineage
+	if err := json.Unmarshal(l, &lineage); err != nil {
+		return nil, err
+	}
+	byFrag := make(map[uint32]Lineage, len(lineage))
+	for _, l := range lineage {
+		byFrag[l.Fragment] = l
+	}
+	for _, mg := range merges {
+		merged, known := Lineage{Fragment: mg.To}, true
+		for k, id := range mg.From {
+			l, ok := byFrag[id]
+			delete(byFrag, id)
+			known = known && ok
+			if k == 0 {
+				merged.Lo, merged.Hi = l.Lo, l.Hi
+			}
+			merged.Lo, merged.Hi = min(merged.Lo, l.Lo), max(merged.Hi, l.Hi)
+		}
+		if known {
+			byFrag[mg.To] = merged
+		}
+	}
+	lineage = lineage[:0]
+	for _, l := range byFrag {
+		lineage = append(lineage, l)
+	}
+	slices.SortFunc(lineage, func(a, b Lineage) int { return cmp.Compare(a.Fragment, b.Fragment) })
+	l, err := json.Marshal(lineage)
+	if err != nil {
+		return nil, err
+	}
+	doc["lineage"] = l
+	return json.Marshal(doc)
 }
 
 // Lineage says view fragment Fragment holds rows derived from source

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -35,26 +36,33 @@ type Config struct {
 	JobStallTimeout time.Duration // MVQ_JOB_STALL_TIMEOUT (worker), default 30m
 	OrphanGrace     time.Duration // MVQ_ORPHAN_GRACE (worker), default 1h
 	JanitorInterval time.Duration // MVQ_JANITOR_INTERVAL (worker), default 10m
+
+	// MVQ_MAX_ITEM_OUTPUT_ROWS and MVQ_MAX_ITEM_OUTPUT_BYTES (worker):
+	// bounds of one work item's output (refresh.EngineOptions).
+	MaxItemOutputRows  int64
+	MaxItemOutputBytes int64
 }
 
 // Defaults returns the built-in configuration.
 func Defaults() Config {
 	return Config{
-		Listen:            "127.0.0.1:2333",
-		Warehouse:         table.DefaultWarehouse,
-		RedisURL:          "redis://127.0.0.1:6379/0",
-		Clusters:          []string{"default"},
-		WorkerConcurrency: 8,
-		MetricsListen:     "127.0.0.1:9464",
-		MaxBodyBytes:      256 << 20,
-		LogLevel:          "info",
-		QueryTimeout:      duck.DefaultQueryTimeout,
-		QueryQueueWait:    2 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		MaxPendingJobs:    1000,
-		JobStallTimeout:   30 * time.Minute,
-		OrphanGrace:       time.Hour,
-		JanitorInterval:   10 * time.Minute,
+		Listen:             "127.0.0.1:2333",
+		Warehouse:          table.DefaultWarehouse,
+		RedisURL:           "redis://127.0.0.1:6379/0",
+		Clusters:           []string{"default"},
+		WorkerConcurrency:  8,
+		MetricsListen:      "127.0.0.1:9464",
+		MaxBodyBytes:       256 << 20,
+		LogLevel:           "info",
+		QueryTimeout:       duck.DefaultQueryTimeout,
+		QueryQueueWait:     2 * time.Second,
+		WriteTimeout:       60 * time.Second,
+		MaxPendingJobs:     1000,
+		JobStallTimeout:    30 * time.Minute,
+		OrphanGrace:        time.Hour,
+		JanitorInterval:    10 * time.Minute,
+		MaxItemOutputRows:  refresh.DefaultMaxItemOutputRows,
+		MaxItemOutputBytes: refresh.DefaultMaxItemOutputBytes,
 	}
 }
 
@@ -77,6 +85,10 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	env("MVQ_WORKER_CONCURRENCY", &conc)
 	maxBody := strconv.FormatInt(cfg.MaxBodyBytes, 10)
 	env("MVQ_MAX_BODY_BYTES", &maxBody)
+	itemRows := strconv.FormatInt(cfg.MaxItemOutputRows, 10)
+	env("MVQ_MAX_ITEM_OUTPUT_ROWS", &itemRows)
+	itemBytes := strconv.FormatInt(cfg.MaxItemOutputBytes, 10)
+	env("MVQ_MAX_ITEM_OUTPUT_BYTES", &itemBytes)
 	durations := []struct {
 		env, flag, usage string
 		dst              *time.Duration
@@ -147,6 +159,12 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	}
 	if cfg.MaxBodyBytes, err = strconv.ParseInt(maxBody, 10, 64); err != nil || cfg.MaxBodyBytes <= 0 {
 		return cfg, fmt.Errorf("max body bytes %q: want a positive integer", maxBody)
+	}
+	if cfg.MaxItemOutputRows, err = strconv.ParseInt(itemRows, 10, 64); err != nil || cfg.MaxItemOutputRows <= 0 {
+		return cfg, fmt.Errorf("MVQ_MAX_ITEM_OUTPUT_ROWS %q: want a positive integer", itemRows)
+	}
+	if cfg.MaxItemOutputBytes, err = strconv.ParseInt(itemBytes, 10, 64); err != nil || cfg.MaxItemOutputBytes <= 0 {
+		return cfg, fmt.Errorf("MVQ_MAX_ITEM_OUTPUT_BYTES %q: want a positive integer", itemBytes)
 	}
 	if len(cfg.Clusters) == 0 {
 		return cfg, fmt.Errorf("clusters: at least one is needed")

@@ -12,6 +12,10 @@ import (
 	"github.com/mvq-dev/mvq/telemetry"
 )
 
+func (cfg Config) engineOptions() refresh.EngineOptions {
+	return refresh.EngineOptions{MaxItemOutputRows: cfg.MaxItemOutputRows, MaxItemOutputBytes: cfg.MaxItemOutputBytes}
+}
+
 // startWorker starts an asynq server for cfg.Clusters, reports its queues
 // to the metrics, and returns its shutdown.
 func startWorker(cfg Config, core *Core) (func(), error) {
@@ -20,7 +24,7 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 		return nil, err
 	}
 	srv, err := jobs.NewServer(jobs.ServerConfig{
-		Redis: conn, RDB: rdb, Engine: refresh.NewEngine(core.Catalog),
+		Redis: conn, RDB: rdb, Engine: refresh.NewEngineWith(core.Catalog, cfg.engineOptions()),
 		Clusters: cfg.Clusters, Concurrency: cfg.WorkerConcurrency,
 		ShutdownTimeout: 20 * time.Second, Logger: slog.Default(),
 		Rescue: jobs.RescuerConfig{StallTimeout: cfg.JobStallTimeout},

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // NamingScheme names version manifests under _versions/.
@@ -66,7 +68,13 @@ type Fragment struct {
 
 // Manifest describes one immutable table version.
 type Manifest struct {
-	Version         uint64     `json:"version"`
+	Version uint64 `json:"version"`
+	// UUID is the table's identity: set when the table is created and
+	// carried unchanged to every later version, so a table dropped and
+	// created again under the same name is a different table. Tables
+	// created before identities were stored have none; see
+	// Table.Identity.
+	UUID            string     `json:"uuid,omitempty"`
 	ParentVersion   uint64     `json:"parent_version"`
 	TimestampMillis int64      `json:"timestamp_millis"`
 	Operation       string     `json:"operation"`
@@ -94,6 +102,31 @@ func refuseView(id []string, op string) error {
 	return Errorf(CodeInvalidInput, "%s is a materialized view: %s is not allowed; refresh it instead", JoinID(id), op)
 }
 
+// IdentityProperty is the key under which describe shows a table's
+// identity (Table.Identity) among its properties.
+const IdentityProperty = "mvq.uuid"
+
+// legacyIdentitySpace is the UUIDv5 name space of LegacyIdentity.
+var legacyIdentitySpace = uuid.MustParse("6f1c1b7e-3d1a-4c55-9a53-0d5b2f1e9c40")
+
+// LegacyIdentity is the identity of a table created before identities
+// were stored in manifests: a name-based UUID (v5) of the creation time of
+// its version 1, in milliseconds. It is stable (version 1 never changes)
+// and tells a table created again apart as well as that timestamp ever
+// did, which is what refresh used as identity before.
+func LegacyIdentity(createdMillis int64) string {
+	return uuid.NewSHA1(legacyIdentitySpace, []byte("v1-created-millis:"+strconv.FormatInt(createdMillis, 10))).String()
+}
+
+// newIdentity returns a fresh table identity: a UUIDv7 (time-ordered), or
+// a random v4 should the clock-based one fail.
+func newIdentity() string {
+	if u, err := uuid.NewV7(); err == nil {
+		return u.String()
+	}
+	return uuid.NewString()
+}
+
 // MaxManifestBytes bounds a manifest we agree to decode.
 const MaxManifestBytes = 64 << 20
 
@@ -109,6 +142,11 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 	}
 	if m.Schema == "" {
 		return nil, fmt.Errorf("manifest: no schema")
+	}
+	if m.UUID != "" {
+		if _, err := uuid.Parse(m.UUID); err != nil || len(m.UUID) != 36 {
+			return nil, fmt.Errorf("manifest: uuid %q is not a UUID", m.UUID)
+		}
 	}
 	seen := make(map[uint32]bool, len(m.Fragments))
 	for _, f := range m.Fragments {

@@ -156,6 +156,28 @@ func (t *Table) readManifest(ctx context.Context, vf VersionFile) (*Manifest, er
 	return m, nil
 }
 
+// Identity is the identity of the table m is a version of: the UUID
+// stored at creation, or, for a table created before identities were
+// stored, LegacyIdentity of its version 1's timestamp. Reading version 1
+// can fail; the error is returned, never guessed around: an identity that
+// could not be read must not look like another table's.
+func (t *Table) Identity(ctx context.Context, m *Manifest) (string, error) {
+	if m.UUID != "" {
+		return m.UUID, nil
+	}
+	v1 := m
+	if m.Version != 1 {
+		var err error
+		if v1, err = t.Load(ctx, 1); err != nil {
+			return "", fmt.Errorf("identity of %s: %w", JoinID(t.id), err)
+		}
+	}
+	if v1.UUID != "" {
+		return v1.UUID, nil
+	}
+	return LegacyIdentity(v1.TimestampMillis), nil
+}
+
 // Schema decodes the manifest's Arrow schema.
 func (m *Manifest) ArrowSchema() (*arrow.Schema, error) { return decodeSchema(m.Schema) }
 
@@ -205,6 +227,7 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		if err != nil {
 			return nil, err
 		}
+		next.UUID = base.UUID // no operation changes a table's identity
 		next.Version = base.Version + 1
 		next.ParentVersion = base.Version
 		next.TimestampMillis = time.Now().UnixMilli()
@@ -286,7 +309,7 @@ func (c *Catalog) CreateTable(ctx context.Context, id []string, schema *arrow.Sc
 	if err != nil {
 		return nil, nil, err
 	}
-	m := &Manifest{Version: 1, TimestampMillis: time.Now().UnixMilli(), Operation: "create", Schema: enc}
+	m := &Manifest{Version: 1, UUID: newIdentity(), TimestampMillis: time.Now().UnixMilli(), Operation: "create", Schema: enc}
 	m.Properties = rawProps(props)
 	assignIDs(m, frags)
 	data, err := m.Encode()

@@ -66,9 +66,11 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	if err != nil {
 		return VersionFile{}, nil, nil, err
 	}
-	if cur, err := t.readManifest(ctx, latest); err != nil {
+	cur, err := t.readManifest(ctx, latest)
+	if err != nil {
 		return VersionFile{}, nil, nil, err
-	} else if cur.IsView() {
+	}
+	if cur.IsView() {
 		return VersionFile{}, nil, nil, refuseView(t.id, "version create")
 	}
 	if v <= latest.Version {
@@ -77,8 +79,12 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	if v > latest.Version+1 {
 		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "version: %d would leave a gap after the latest version %d", v, latest.Version)
 	}
-	if metadata != nil {
-		m.Metadata = metadata
+	// The table keeps its identity whatever the staged manifest says.
+	if metadata != nil || m.UUID != cur.UUID {
+		if metadata != nil {
+			m.Metadata = metadata
+		}
+		m.UUID = cur.UUID
 		if data, err = m.Encode(); err != nil {
 			return VersionFile{}, nil, nil, err
 		}
