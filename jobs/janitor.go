@@ -243,3 +243,18 @@ func (j *Janitor) stagedLive(ctx context.Context, name string) (bool, error) {
 	}
 	return st == StatePending || st == StateRunning, nil
 }
+
+// TableCompactor is the Compactor over the catalog's own compaction
+// (table.Catalog.Compact): runs of adjacent small fragments are merged in
+// place in a new version, keeping content, row order and, for views, the
+// lineage that incremental refreshes rely on.
+type TableCompactor struct {
+	Catalog *table.Catalog
+	Options table.CompactOptions
+}
+
+// Compact compacts id when it has enough small fragments.
+func (c TableCompactor) Compact(ctx context.Context, id []string) (bool, error) {
+	res, err := c.Catalog.Compact(ctx, id, c.Options)
+	return res.Version != 0, err
+}

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -20,64 +18,22 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-// mergeCompactor is a small real compactor for the janitor's tests (the
-// table package's own compaction lives elsewhere): a table with at least
-// min fragments is rewritten as one fragment in a new version, which
-// conflicts when another commit came first.
-type mergeCompactor struct {
-	cat *table.Catalog
-	min int
+// recordingCompactor is the real TableCompactor, recording the ids the
+// janitor offered it.
+type recordingCompactor struct {
+	TableCompactor
 	mu  sync.Mutex
 	ids []string
 }
 
-func (m *mergeCompactor) Compact(ctx context.Context, id []string) (bool, error) {
+func (m *recordingCompactor) Compact(ctx context.Context, id []string) (bool, error) {
 	m.mu.Lock()
 	m.ids = append(m.ids, table.JoinID(id))
 	m.mu.Unlock()
-	t, err := m.cat.OpenTable(ctx, id)
-	if err != nil {
-		return false, err
-	}
-	man, err := t.Load(ctx, 0)
-	if err != nil || len(man.Fragments) < m.min {
-		return false, err
-	}
-	schema, err := man.ArrowSchema()
-	if err != nil {
-		return false, err
-	}
-	var recs []arrow.RecordBatch
-	for _, f := range man.Fragments {
-		rs, err := t.ReadFragment(ctx, f, nil, memory.DefaultAllocator)
-		if err != nil {
-			return false, err
-		}
-		for _, r := range rs {
-			recs = append(recs, array.NewRecordBatch(schema, r.Columns(), r.NumRows()))
-			r.Release()
-		}
-	}
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
-	frag, err := t.WriteFile(ctx, schema, recs)
-	if err != nil {
-		return false, err
-	}
-	over := table.OverwriteOp(schema, []table.Fragment{frag}, nil)
-	_, err = t.Commit(ctx, func(base *table.Manifest) (*table.Manifest, error) {
-		if base.Version != man.Version {
-			return nil, table.ErrConflict
-		}
-		return over(base)
-	})
-	return err == nil, err
+	return m.TableCompactor.Compact(ctx, id)
 }
 
-func (m *mergeCompactor) called() []string {
+func (m *recordingCompactor) called() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Clone(m.ids)
@@ -168,7 +124,7 @@ func TestJanitorCleansOrphansAndCompacts(t *testing.T) {
 	rec.Release()
 	viewBefore := w.rows(t)
 
-	comp := &mergeCompactor{cat: w.cat, min: 4}
+	comp := &recordingCompactor{TableCompactor: TableCompactor{Catalog: w.cat, Options: table.CompactOptions{MinFragments: 4}}}
 	j := newJanitor(b.client.st, "w1", JanitorConfig{Catalog: w.cat, OrphanGrace: time.Nanosecond, Compactor: comp}, testLogger)
 	res, err := j.Pass(ctx)
 	if err != nil {

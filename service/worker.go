@@ -28,10 +28,8 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 		Clusters: cfg.Clusters, Concurrency: cfg.WorkerConcurrency,
 		ShutdownTimeout: 20 * time.Second, Logger: slog.Default(),
 		Rescue: jobs.RescuerConfig{StallTimeout: cfg.JobStallTimeout},
-		// Compactor: table compaction is wired here once table.Compact
-		// exists (see jobs.Compactor); until then the janitor cleans and
-		// trims only.
-		Janitor: &jobs.JanitorConfig{Catalog: core.Catalog, Interval: cfg.JanitorInterval, OrphanGrace: cfg.OrphanGrace},
+		Janitor: &jobs.JanitorConfig{Catalog: core.Catalog, Interval: cfg.JanitorInterval, OrphanGrace: cfg.OrphanGrace,
+			Compactor: jobs.TableCompactor{Catalog: core.Catalog}},
 	})
 	if err != nil {
 		rdb.Close()
