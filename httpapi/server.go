@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -25,6 +26,9 @@ type Config struct {
 	Middleware []gin.HandlerFunc
 	// Metrics, when set, is served on GET /metrics.
 	Metrics http.Handler
+	// Auth authenticates requests (auth.go has the grant each route
+	// needs); nil is MVQ_AUTH=none: every request is allowed.
+	Auth auth.Authenticator
 }
 
 // Views is what the API needs of the view and job layer; nil disables
@@ -32,6 +36,8 @@ type Config struct {
 type Views interface {
 	routes(r gin.IRouter)
 	ping(ctx context.Context) error
+	// jobView returns the identifier of the view a job refreshes.
+	jobView(ctx context.Context, jobID string) ([]string, error)
 }
 
 // Server serves the API.
@@ -67,6 +73,8 @@ func (s *Server) Handler() http.Handler {
 			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
 		}
 	})
+	// After the body limit (it may read the body), before every handler.
+	r.Use(s.authenticate())
 	r.NoRoute(func(c *gin.Context) {
 		fail(c, table.Errorf(table.CodeUnsupported, "no route %s %s", c.Request.Method, c.Request.URL.Path))
 	})

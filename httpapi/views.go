@@ -24,6 +24,14 @@ var _ Views = (*ViewRoutes)(nil)
 
 func (v *ViewRoutes) ping(ctx context.Context) error { return v.Jobs.Ping(ctx) }
 
+func (v *ViewRoutes) jobView(ctx context.Context, jobID string) ([]string, error) {
+	job, err := v.Jobs.Get(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	return job.ViewID(), nil
+}
+
 func (v *ViewRoutes) routes(r gin.IRouter) {
 	r.POST("/materialized_view/:id/create", v.createView)
 	r.POST("/materialized_view/:id/refresh", v.refreshView)
@@ -246,7 +254,7 @@ func (v *ViewRoutes) listJobs(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	resp := gin.H{"jobs": list}
+	resp := gin.H{"jobs": visibleJobs(c, list)}
 	if next != "" {
 		resp["page_token"] = next
 	}
