@@ -117,9 +117,17 @@ func New(ctx context.Context, cfg Config) (Authenticator, error) {
 	case ModeNone:
 		return nil, nil
 	case ModeTokens:
-		return openTokens(cfg.TokensFile, cfg.ReloadInterval)
+		t, err := openTokens(cfg.TokensFile, cfg.ReloadInterval)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
 	case ModeJWT:
-		return openJWT(ctx, cfg)
+		j, err := openJWT(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return j, nil
 	}
 	return nil, fmt.Errorf("MVQ_AUTH=%q: want tokens, jwt or none", cfg.Mode)
 }

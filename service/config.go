@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -24,6 +25,10 @@ type Config struct {
 	MetricsListen     string   // MVQ_METRICS_LISTEN (worker), default 127.0.0.1:9464
 	MaxBodyBytes      int64    // MVQ_MAX_BODY_BYTES, default 256 MiB
 	LogLevel          string   // MVQ_LOG_LEVEL: debug, info (default), warn, error
+	// Auth is MVQ_AUTH and its settings (MVQ_AUTH_TOKENS_FILE,
+	// MVQ_AUTH_JWT_SECRET, MVQ_AUTH_JWKS, MVQ_ALLOW_UNAUTHENTICATED); the
+	// API refuses to start without a mode (Auth.Check).
+	Auth auth.Config
 }
 
 // Defaults returns the built-in configuration.
@@ -59,6 +64,12 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	env("MVQ_WORKER_CONCURRENCY", &conc)
 	maxBody := strconv.FormatInt(cfg.MaxBodyBytes, 10)
 	env("MVQ_MAX_BODY_BYTES", &maxBody)
+	env("MVQ_AUTH", &cfg.Auth.Mode)
+	env("MVQ_AUTH_TOKENS_FILE", &cfg.Auth.TokensFile)
+	env("MVQ_AUTH_JWT_SECRET", &cfg.Auth.JWTSecret)
+	env("MVQ_AUTH_JWKS", &cfg.Auth.JWKS)
+	allowUnauth := "false"
+	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -70,6 +81,9 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "worker /metrics and /healthz address (MVQ_METRICS_LISTEN)")
 	fs.StringVar(&maxBody, "max-body-bytes", maxBody, "largest request body accepted (MVQ_MAX_BODY_BYTES)")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (MVQ_LOG_LEVEL)")
+	fs.StringVar(&cfg.Auth.Mode, "auth", cfg.Auth.Mode, "API authentication: tokens, jwt or none (MVQ_AUTH)")
+	fs.StringVar(&cfg.Auth.TokensFile, "auth-tokens-file", cfg.Auth.TokensFile, "tokens file for -auth tokens (MVQ_AUTH_TOKENS_FILE)")
+	fs.StringVar(&cfg.Auth.JWKS, "auth-jwks", cfg.Auth.JWKS, "JWKS file or URL for -auth jwt with RS256/ES256 (MVQ_AUTH_JWKS)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -85,6 +99,9 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	}
 	if cfg.MaxBodyBytes, err = strconv.ParseInt(maxBody, 10, 64); err != nil || cfg.MaxBodyBytes <= 0 {
 		return cfg, fmt.Errorf("max body bytes %q: want a positive integer", maxBody)
+	}
+	if cfg.Auth.AllowUnauthenticated, err = strconv.ParseBool(allowUnauth); err != nil {
+		return cfg, fmt.Errorf("MVQ_ALLOW_UNAUTHENTICATED %q: want true or false", allowUnauth)
 	}
 	if len(cfg.Clusters) == 0 {
 		return cfg, fmt.Errorf("clusters: at least one is needed")
