@@ -1,10 +1,16 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/auth"
 )
 
 // TestEveryRouteHasARule: a route without a rule is closed to all but
@@ -54,5 +60,33 @@ func TestRemoveMembers(t *testing.T) {
 		if _, err := removeMembers([]byte(bad), isIdentityKey); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
+	}
+}
+
+// TestPrincipalInContext: handlers (and middleware registered after the
+// auth middleware, such as idempotency) see the authenticated principal in
+// the request context and through the gin context.
+func TestPrincipalInContext(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens.yaml")
+	doc := "tokens:\n  - token: root-token-0123456789\n    principal: root\n    grants: [{namespace: '*', actions: [admin]}]\n"
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(context.Background(), auth.Config{Mode: auth.ModeTokens, TokensFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	e := New(Config{Auth: a}, nil, nil).Handler().(*gin.Engine)
+	// Not in routeRules: only an admin of the root may call it.
+	e.GET("/v1/whoami", func(c *gin.Context) {
+		c.String(http.StatusOK, auth.PrincipalFrom(c.Request.Context())+"/"+auth.PrincipalFrom(c))
+	})
+	req := httptest.NewRequest("GET", "/v1/whoami", nil)
+	req.Header.Set("Authorization", "Bearer root-token-0123456789")
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, req)
+	if w.Code != 200 || w.Body.String() != "root/root" {
+		t.Fatalf("%d %q, want 200 root/root", w.Code, w.Body.String())
 	}
 }

@@ -16,9 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
@@ -40,6 +44,13 @@ type authServer struct {
 
 func startAuthServer(t *testing.T, a auth.Authenticator) *authServer {
 	t.Helper()
+	return startServer(t, httpapi.Config{Auth: a})
+}
+
+// startServer is startAuthServer with a whole configuration.
+func startServer(t *testing.T, cfg httpapi.Config) *authServer {
+	t.Helper()
+	a := cfg.Auth
 	wh, err := table.OpenWarehouse(context.Background(), "file://"+t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +71,7 @@ func startAuthServer(t *testing.T, a auth.Authenticator) *authServer {
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Auth: a}, cat, &httpapi.ViewRoutes{Engine: eng, Jobs: jc}).Handler())
+	srv := httptest.NewServer(httpapi.New(cfg, cat, &httpapi.ViewRoutes{Engine: eng, Jobs: jc}).Handler())
 	t.Cleanup(func() {
 		srv.Close()
 		worker.Shutdown()
@@ -335,10 +346,10 @@ func TestCredentialSources(t *testing.T) {
 	}
 }
 
-// TestTokensNeverLogged captures the log while requests with good, bad and
-// body credentials go through (including a failed reload of a tokens file
-// whose bad line holds a token) and finds no token in it, nor in any
-// answer.
+// TestTokensNeverLogged captures the log and the request spans (the API's
+// otelgin middleware) while requests with good, bad and body credentials
+// go through, including a failed reload of a tokens file whose bad line
+// holds a token, and finds no token in them, nor in any answer.
 func TestTokensNeverLogged(t *testing.T) {
 	var mu sync.Mutex
 	var logs bytes.Buffer
@@ -353,7 +364,9 @@ func TestTokensNeverLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := startAuthServer(t, a)
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	s := startServer(t, httpapi.Config{Auth: a, Middleware: []gin.HandlerFunc{otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tp))}})
 	var bodies []byte
 	for _, r := range []reply{
 		s.do("POST", "/v1/namespace/team_a/create", `{}`, bearer(good)...),
@@ -379,6 +392,12 @@ func TestTokensNeverLogged(t *testing.T) {
 	mu.Lock()
 	out := logs.String()
 	mu.Unlock()
+	if len(spans.Ended()) < 8 {
+		t.Fatalf("%d request spans, want one per request", len(spans.Ended()))
+	}
+	for _, sp := range spans.Ended() {
+		out += "\n" + sp.Name() + fmt.Sprint(sp.Attributes(), sp.Events(), sp.Status())
+	}
 	for _, tok := range []string{good, unknown} {
 		if strings.Contains(out, tok) {
 			t.Errorf("the log holds token %s:\n%s", tok, out)
