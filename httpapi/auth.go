@@ -97,6 +97,11 @@ type bodyFields struct {
 	SourceQuery *string `json:"source_query"`
 }
 
+// maxUnauthenticatedBody bounds the JSON body read to find credentials in
+// it when no header carries one: an anonymous client cannot make the API
+// buffer a large body before it is authenticated.
+const maxUnauthenticatedBody = 1 << 20
+
 // authenticate is the middleware that authenticates every request but the
 // open routes, rate-limits its principal, and checks its grant for the
 // route; the principal is in the request context (auth.PrincipalFrom)
@@ -112,23 +117,65 @@ func (s *Server) authenticate() gin.HandlerFunc {
 			return
 		}
 		rule, known := routeRules[c.Request.Method+" "+path]
-		var body bodyFields
-		if known && rule.jsonBody && c.Request.Body != nil {
-			var err error
-			if body, err = peekBody(c); err != nil {
-				fail(c, err)
-				return
-			}
-		}
+		peek := known && rule.jsonBody && c.Request.Body != nil
 		if s.cfg.Auth == nil {
+			if peek {
+				if _, err := peekBody(c, -1); err != nil {
+					fail(c, err)
+					return
+				}
+			}
 			c.Next()
 			return
 		}
-		id, err := s.identify(c, body)
-		if err != nil {
+		unauthorized := func(err error) {
 			c.Header("WWW-Authenticate", `Bearer realm="mvq"`)
 			fail(c, err)
+		}
+		// A header credential is checked before the body is read.
+		cred, err := headerCredential(c.Request.Header)
+		if err != nil {
+			unauthorized(err)
 			return
+		}
+		var id *auth.Identity
+		if cred != "" {
+			if id, err = s.authn(c, cred); err != nil {
+				unauthorized(err)
+				return
+			}
+		}
+		var body bodyFields
+		if peek {
+			limit := int64(-1)
+			if id == nil {
+				limit = maxUnauthenticatedBody
+			}
+			if body, err = peekBody(c, limit); err != nil {
+				if table.ErrorCode(err) == table.CodeUnauthenticated {
+					unauthorized(err)
+				} else {
+					fail(c, err)
+				}
+				return
+			}
+		}
+		bodyCred, err := body.credential()
+		switch {
+		case err != nil:
+			unauthorized(err)
+			return
+		case id != nil && bodyCred != "" && bodyCred != cred:
+			unauthorized(table.Errorf(table.CodeUnauthenticated, "several different credentials in one request; send one"))
+			return
+		case id == nil && bodyCred == "":
+			unauthorized(table.Errorf(table.CodeUnauthenticated, "missing credentials: send Authorization: Bearer <token>, an x-api-key header, or identity.api_key in the body"))
+			return
+		case id == nil:
+			if id, err = s.authn(c, bodyCred); err != nil {
+				unauthorized(err)
+				return
+			}
 		}
 		c.Request = c.Request.WithContext(auth.WithPrincipal(c.Request.Context(), id.Principal))
 		c.Set(identityKey, id)
@@ -159,43 +206,53 @@ func (s *Server) authenticate() gin.HandlerFunc {
 	}
 }
 
-// identify finds the request's credential (Authorization: Bearer,
-// x-api-key, or the body's identity.api_key / identity.auth_token; when
-// several are given they must be the same) and authenticates it. Errors
-// are CodeUnauthenticated and never contain the credential.
-func (s *Server) identify(c *gin.Context, body bodyFields) (*auth.Identity, error) {
+// headerCredential returns the credential of Authorization: Bearer or
+// x-api-key ("" when neither is sent). Both may be sent if they agree.
+// Errors are CodeUnauthenticated and never contain the credential.
+func headerCredential(h http.Header) (string, error) {
 	var creds []string
-	h := c.Request.Header
 	if v := h.Values("Authorization"); len(v) > 0 {
 		scheme, tok, _ := strings.Cut(strings.TrimSpace(v[0]), " ")
 		tok = strings.TrimSpace(tok)
 		if len(v) > 1 || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-			return nil, table.Errorf(table.CodeUnauthenticated, "malformed Authorization header: want one \"Bearer <token>\"")
+			return "", table.Errorf(table.CodeUnauthenticated, "malformed Authorization header: want one \"Bearer <token>\"")
 		}
 		creds = append(creds, tok)
 	}
 	if v := h.Values("X-Api-Key"); len(v) > 0 {
 		if len(v) > 1 || strings.TrimSpace(v[0]) == "" {
-			return nil, table.Errorf(table.CodeUnauthenticated, "malformed x-api-key header: want one non-empty key")
+			return "", table.Errorf(table.CodeUnauthenticated, "malformed x-api-key header: want one non-empty key")
 		}
 		creds = append(creds, strings.TrimSpace(v[0]))
 	}
-	if body.Identity != nil {
-		for _, v := range []string{body.Identity.APIKey, body.Identity.AuthToken} {
-			if v != "" {
-				creds = append(creds, v)
-			}
-		}
+	if len(creds) == 2 && creds[0] != creds[1] {
+		return "", table.Errorf(table.CodeUnauthenticated, "several different credentials in one request; send one")
 	}
 	if len(creds) == 0 {
-		return nil, table.Errorf(table.CodeUnauthenticated, "missing credentials: send Authorization: Bearer <token>, an x-api-key header, or identity.api_key in the body")
+		return "", nil
 	}
-	for _, v := range creds[1:] {
-		if v != creds[0] {
-			return nil, table.Errorf(table.CodeUnauthenticated, "several different credentials in one request; send one")
-		}
+	return creds[0], nil
+}
+
+// credential returns the body's identity.api_key or identity.auth_token
+// ("" when it has neither); both may be sent if they agree.
+func (b bodyFields) credential() (string, error) {
+	if b.Identity == nil {
+		return "", nil
 	}
-	id, err := s.cfg.Auth.Authenticate(c.Request.Context(), creds[0])
+	k, t := b.Identity.APIKey, b.Identity.AuthToken
+	if k != "" && t != "" && k != t {
+		return "", table.Errorf(table.CodeUnauthenticated, "several different credentials in one request; send one")
+	}
+	if k != "" {
+		return k, nil
+	}
+	return t, nil
+}
+
+// authn authenticates a credential; failures are CodeUnauthenticated.
+func (s *Server) authn(c *gin.Context, cred string) (*auth.Identity, error) {
+	id, err := s.cfg.Auth.Authenticate(c.Request.Context(), cred)
 	if err != nil {
 		var ae *auth.Error
 		if errors.As(err, &ae) {
@@ -289,14 +346,23 @@ func visibleJobs(c *gin.Context, list []*jobs.Job) []*jobs.Job {
 	return out
 }
 
-// peekBody reads a JSON object body (bounded by the body limit), decodes
-// the fields the middleware needs, and puts the body back with its
-// top-level identity members removed. An empty body is an empty object;
-// a body that does not decode is a 400, as the handler would answer.
-func peekBody(c *gin.Context) (bodyFields, error) {
+// peekBody reads a JSON object body (bounded by the body limit, and by
+// limit unless it is negative: past it, a 401 asking for a header
+// credential), decodes the fields the middleware needs, and puts the body
+// back with its top-level identity members removed. An empty body is an
+// empty object; a body that does not decode is a 400, as the handler
+// would answer.
+func peekBody(c *gin.Context, limit int64) (bodyFields, error) {
 	var f bodyFields
-	raw, err := io.ReadAll(c.Request.Body)
+	var r io.Reader = c.Request.Body
+	if limit >= 0 {
+		r = io.LimitReader(r, limit+1)
+	}
+	raw, err := io.ReadAll(r)
 	c.Request.Body.Close()
+	if err == nil && limit >= 0 && int64(len(raw)) > limit {
+		return f, table.Errorf(table.CodeUnauthenticated, "missing credentials: a body over %d bytes must come with Authorization: Bearer <token> or x-api-key", limit)
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

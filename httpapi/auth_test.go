@@ -320,25 +320,33 @@ func TestCredentialSources(t *testing.T) {
 	tok := mint(t, jwtSecret, "alice", time.Hour, grant("team_a", auth.Read, auth.Write))
 	other := mint(t, jwtSecret, "bob", time.Hour, grant("team_a", auth.Read))
 	mustStatus(t, s.do("POST", "/v1/namespace/team_a/create", `{}`, bearer(tok)...), 200)
+	pad := strings.Repeat(" ", 2<<20)
 	for name, c := range map[string]struct {
 		body string
 		hdr  []string
 		want int
 	}{
-		"x-api-key":                    {`{}`, []string{"x-api-key", tok}, 200},
-		"identity.api_key":             {`{"identity": {"api_key": "` + tok + `"}}`, nil, 200},
-		"identity.auth_token":          {`{"id": ["team_a"], "identity": {"auth_token": "` + tok + `"}}`, nil, 200},
-		"identity last member":         {`{"id": ["team_a"] , "identity" : {"auth_token": "` + tok + `"} }`, nil, 200},
-		"same in header and body":      {`{"identity": {"api_key": "` + tok + `"}}`, bearer(tok), 200},
-		"different header and body":    {`{"identity": {"api_key": "` + other + `"}}`, bearer(tok), 401},
-		"bearer and x-api-key differ":  {`{}`, append(bearer(tok), "x-api-key", other), 401},
-		"two Authorization headers":    {`{}`, append(bearer(tok), bearer(tok)...), 401},
-		"identity of the wrong type":   {`{"identity": "` + tok + `"}`, nil, 400},
-		"malformed body, header creds": {`{"id": `, bearer(tok), 400},
+		"x-api-key":                     {`{}`, []string{"x-api-key", tok}, 200},
+		"identity.api_key":              {`{"identity": {"api_key": "` + tok + `"}}`, nil, 200},
+		"identity.auth_token":           {`{"id": ["team_a"], "identity": {"auth_token": "` + tok + `"}}`, nil, 200},
+		"identity last member":          {`{"id": ["team_a"] , "identity" : {"auth_token": "` + tok + `"} }`, nil, 200},
+		"same in header and body":       {`{"identity": {"api_key": "` + tok + `"}}`, bearer(tok), 200},
+		"different header and body":     {`{"identity": {"api_key": "` + other + `"}}`, bearer(tok), 401},
+		"bearer and x-api-key differ":   {`{}`, append(bearer(tok), "x-api-key", other), 401},
+		"two Authorization headers":     {`{}`, append(bearer(tok), bearer(tok)...), 401},
+		"identity of the wrong type":    {`{"identity": "` + tok + `"}`, nil, 400},
+		"malformed body, header creds":  {`{"id": `, bearer(tok), 400},
+		"api_key and auth_token differ": {`{"identity": {"api_key": "` + tok + `", "auth_token": "` + other + `"}}`, nil, 401},
+		// An anonymous client cannot make the API buffer a large body.
+		"large body, body credential":   {`{"identity": {"api_key": "` + tok + `"}}` + pad, nil, 401},
+		"large body, header credential": {`{"identity": {"api_key": "` + tok + `"}}` + pad, bearer(tok), 200},
 	} {
 		r := s.do("POST", "/v1/namespace/team_a/describe", c.body, c.hdr...)
 		if r.status != c.want {
 			t.Errorf("%s: %d, want %d: %s", name, r.status, c.want, r.body)
+		}
+		if c.want == 401 && r.header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: 401 without WWW-Authenticate", name)
 		}
 		if strings.Contains(string(r.body), tok) || strings.Contains(string(r.body), other) {
 			t.Errorf("%s: the answer holds a token: %s", name, r.body)

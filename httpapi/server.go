@@ -22,7 +22,9 @@ const DefaultMaxBodyBytes = 256 << 20
 type Config struct {
 	// MaxBodyBytes caps request bodies; larger ones are a 413.
 	MaxBodyBytes int64
-	// Middleware runs before every handler (tracing, metrics).
+	// Middleware runs before every handler (tracing, metrics), and
+	// before authentication: it sees no principal. Middleware that needs
+	// auth.PrincipalFrom goes after s.authenticate() in Handler.
 	Middleware []gin.HandlerFunc
 	// Metrics, when set, is served on GET /metrics.
 	Metrics http.Handler
@@ -70,7 +72,13 @@ func (s *Server) Handler() http.Handler {
 	r.Use(s.cfg.Middleware...)
 	r.Use(func(c *gin.Context) {
 		if c.Request.Body != nil {
-			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+			// On a copy of the request: the server checks the original's
+			// body after the handler and closes a connection whose body
+			// was left unread, instead of reading the rest as the next
+			// request.
+			r := c.Request.WithContext(c.Request.Context())
+			r.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+			c.Request = r
 		}
 	})
 	// After the body limit (it may read the body), before every handler.
