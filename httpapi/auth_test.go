@@ -295,6 +295,20 @@ func TestAuthMatrix(t *testing.T) {
 		}
 		mustStatus(t, s.do("POST", "/v1/jobs/describe", `{"job_id": "nope"}`, bearer(alice)...), 404)
 	})
+	t.Run("body credentials stay out of job records", func(t *testing.T) {
+		r := s.do("POST", "/v1/materialized_view/team_a$v/refresh", `{"identity": {"auth_token": "`+alice+`"}, "concurrency": 1}`)
+		mustStatus(t, r, 202)
+		id := r.json["job_id"].(string)
+		for _, rec := range []reply{
+			s.do("GET", "/v1/job/"+id, ``, bearer(alice)...),
+			s.do("POST", "/v1/jobs/list", `{"view": "team_a$v"}`, bearer(alice)...),
+		} {
+			mustStatus(t, rec, 200)
+			if !strings.Contains(string(rec.body), id) || strings.Contains(string(rec.body), alice) {
+				t.Errorf("job record: %s", rec.body)
+			}
+		}
+	})
 	t.Run("open routes", func(t *testing.T) {
 		mustStatus(t, s.do("GET", "/healthz", ``), 200)
 		mustStatus(t, s.do("GET", "/readyz", ``), 200)
