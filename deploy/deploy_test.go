@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/mvq-dev/mvq/auth"
 )
 
 // The tests run in deploy/, so paths are relative to it, as in the compose
@@ -326,6 +328,21 @@ func TestComposeFile(t *testing.T) {
 		}
 		if l := env(api)["MVQ_LISTEN"]; l != "0.0.0.0:2333" {
 			t.Errorf("api: MVQ_LISTEN=%q, want 0.0.0.0:2333", l)
+		}
+		// The API listens on every interface: it must authenticate, with a
+		// tokens file that is mounted and loads.
+		ac := auth.Config{Mode: env(api)["MVQ_AUTH"], TokensFile: env(api)["MVQ_AUTH_TOKENS_FILE"], JWKS: env(api)["MVQ_AUTH_JWKS"]}
+		if err := ac.Check(env(api)["MVQ_LISTEN"]); err != nil || ac.Mode == auth.ModeNone {
+			t.Errorf("api: MVQ_AUTH=%q: %v", ac.Mode, err)
+		}
+		if ac.Mode == auth.ModeTokens {
+			if host, ok := c.resolve(t, "api", ac.TokensFile); !ok {
+				t.Errorf("api: MVQ_AUTH_TOKENS_FILE %s is not mounted", ac.TokensFile)
+			} else if data, err := os.ReadFile(host); err != nil {
+				t.Errorf("api: tokens file: %v", err)
+			} else if _, err := auth.ParseTokens(data); err != nil {
+				t.Errorf("api: tokens file %s: %v", host, err)
+			}
 		}
 		if !slices.Contains(strs(api["ports"]), "2333:2333") {
 			t.Errorf("api: ports %v lack 2333:2333", api["ports"])

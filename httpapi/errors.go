@@ -42,6 +42,13 @@ var (
 	tooLarge    = statusInfo{http.StatusRequestEntityTooLarge, "/errors/payload-too-large", "Request body too large"}
 )
 
+// Authentication, authorization and rate limiting (httpapi/auth.go).
+var (
+	unauthorized = statusInfo{http.StatusUnauthorized, "/errors/unauthorized-request", "No valid authentication credentials for the operation"}
+	forbidden    = statusInfo{http.StatusForbidden, "/errors/forbidden-request", "Not authorized to make this request"}
+	tooMany      = statusInfo{http.StatusTooManyRequests, "/errors/too-many-requests", "Request rate limit exceeded"}
+)
+
 // statusOf is the one table from domain codes to HTTP statuses.
 var statusOf = map[table.Code]statusInfo{
 	table.CodeUnsupported:            unsupported,
@@ -59,6 +66,9 @@ var statusOf = map[table.Code]statusInfo{
 	table.CodeInternal:               serverError,
 	table.CodeInvalidTableState:      conflict,
 	table.CodeSchemaValidation:       badRequest,
+	table.CodeUnauthenticated:        unauthorized,
+	table.CodePermissionDenied:       forbidden,
+	table.CodeThrottling:             tooMany,
 }
 
 // fail writes err as a problem body and aborts. Only internal errors are

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -21,10 +22,15 @@ const DefaultMaxBodyBytes = 256 << 20
 type Config struct {
 	// MaxBodyBytes caps request bodies; larger ones are a 413.
 	MaxBodyBytes int64
-	// Middleware runs before every handler (tracing, metrics).
+	// Middleware runs before every handler (tracing, metrics), and
+	// before authentication: it sees no principal. Middleware that needs
+	// auth.PrincipalFrom goes after s.authenticate() in Handler.
 	Middleware []gin.HandlerFunc
 	// Metrics, when set, is served on GET /metrics.
 	Metrics http.Handler
+	// Auth authenticates requests (auth.go has the grant each route
+	// needs); nil is MVQ_AUTH=none: every request is allowed.
+	Auth auth.Authenticator
 }
 
 // Views is what the API needs of the view and job layer; nil disables
@@ -32,6 +38,8 @@ type Config struct {
 type Views interface {
 	routes(r gin.IRouter)
 	ping(ctx context.Context) error
+	// jobView returns the identifier of the view a job refreshes.
+	jobView(ctx context.Context, jobID string) ([]string, error)
 }
 
 // Server serves the API.
@@ -64,9 +72,17 @@ func (s *Server) Handler() http.Handler {
 	r.Use(s.cfg.Middleware...)
 	r.Use(func(c *gin.Context) {
 		if c.Request.Body != nil {
-			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+			// On a copy of the request: the server checks the original's
+			// body after the handler and closes a connection whose body
+			// was left unread, instead of reading the rest as the next
+			// request.
+			r := c.Request.WithContext(c.Request.Context())
+			r.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
+			c.Request = r
 		}
 	})
+	// After the body limit (it may read the body), before every handler.
+	r.Use(s.authenticate())
 	r.NoRoute(func(c *gin.Context) {
 		fail(c, table.Errorf(table.CodeUnsupported, "no route %s %s", c.Request.Method, c.Request.URL.Path))
 	})

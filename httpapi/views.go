@@ -45,6 +45,14 @@ func (v *ViewRoutes) dropped(ctx context.Context, id []string, ns bool) error {
 	return err
 }
 
+func (v *ViewRoutes) jobView(ctx context.Context, jobID string) ([]string, error) {
+	job, err := v.Jobs.Get(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	return job.ViewID(), nil
+}
+
 func (v *ViewRoutes) routes(r gin.IRouter) {
 	idem := idempotent(v.Jobs)
 	r.POST("/materialized_view/:id/create", idem, v.createView)
@@ -289,7 +297,7 @@ func (v *ViewRoutes) listJobs(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	resp := gin.H{"jobs": list}
+	resp := gin.H{"jobs": visibleJobs(c, list)}
 	if next != "" {
 		resp["page_token"] = next
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
 
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/table"
@@ -78,6 +79,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, onDrain func(),
 // RunAPI serves the HTTP API until ctx ends. ready, when set, is called
 // with the bound address once the listener is up.
 func RunAPI(ctx context.Context, cfg Config, ready func(addr string)) error {
+	if err := cfg.Auth.Check(cfg.Listen); err != nil {
+		return err
+	}
 	core, tel, stop, err := boot(ctx, cfg, "mvq-api")
 	if err != nil {
 		return err
@@ -87,6 +91,18 @@ func RunAPI(ctx context.Context, cfg Config, ready func(addr string)) error {
 }
 
 func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Telemetry, ready func(addr string)) error {
+	if err := cfg.Auth.Check(cfg.Listen); err != nil {
+		return err
+	}
+	authn, err := auth.New(ctx, cfg.Auth)
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	if authn != nil {
+		defer authn.Close()
+	} else if !auth.Loopback(cfg.Listen) {
+		slog.Warn("MVQ_AUTH=none on a non-loopback address: every caller can do anything", "listen", cfg.Listen)
+	}
 	views, closeViews, err := openViews(ctx, cfg, core)
 	if err != nil {
 		return err
@@ -98,12 +114,13 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 		// The request span is the root of a refresh job's trace.
 		Middleware: []gin.HandlerFunc{otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tel.TracerProvider)), httpapi.Metrics(),
 			httpapi.WriteDeadlines(cfg.WriteTimeout), httpapi.QueryQueueWait(cfg.QueryQueueWait)},
+		Auth: authn,
 	}, core.Catalog, views)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
 	}
-	slog.Info("mvq api listening", "addr", ln.Addr().String(), "warehouse", core.wh.URI())
+	slog.Info("mvq api listening", "addr", ln.Addr().String(), "warehouse", core.wh.URI(), "auth", cfg.Auth.Mode)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
@@ -41,6 +42,11 @@ type Config struct {
 	// bounds of one work item's output (refresh.EngineOptions).
 	MaxItemOutputRows  int64
 	MaxItemOutputBytes int64
+
+	// Auth is MVQ_AUTH and its settings (MVQ_AUTH_TOKENS_FILE,
+	// MVQ_AUTH_JWT_SECRET, MVQ_AUTH_JWKS, MVQ_ALLOW_UNAUTHENTICATED); the
+	// API refuses to start without a mode (Auth.Check).
+	Auth auth.Config
 }
 
 // Defaults returns the built-in configuration.
@@ -122,6 +128,12 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 			*d.dst = x
 		}
 	}
+	env("MVQ_AUTH", &cfg.Auth.Mode)
+	env("MVQ_AUTH_TOKENS_FILE", &cfg.Auth.TokensFile)
+	env("MVQ_AUTH_JWT_SECRET", &cfg.Auth.JWTSecret)
+	env("MVQ_AUTH_JWKS", &cfg.Auth.JWKS)
+	allowUnauth := "false"
+	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -137,6 +149,9 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 		d := &durations[i]
 		fs.StringVar(&d.val, d.flag, d.val, d.usage+" ("+d.env+")")
 	}
+	fs.StringVar(&cfg.Auth.Mode, "auth", cfg.Auth.Mode, "API authentication: tokens, jwt or none (MVQ_AUTH)")
+	fs.StringVar(&cfg.Auth.TokensFile, "auth-tokens-file", cfg.Auth.TokensFile, "tokens file for -auth tokens (MVQ_AUTH_TOKENS_FILE)")
+	fs.StringVar(&cfg.Auth.JWKS, "auth-jwks", cfg.Auth.JWKS, "JWKS file or URL for -auth jwt with RS256/ES256 (MVQ_AUTH_JWKS)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -165,6 +180,9 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	}
 	if cfg.MaxItemOutputBytes, err = strconv.ParseInt(itemBytes, 10, 64); err != nil || cfg.MaxItemOutputBytes <= 0 {
 		return cfg, fmt.Errorf("MVQ_MAX_ITEM_OUTPUT_BYTES %q: want a positive integer", itemBytes)
+	}
+	if cfg.Auth.AllowUnauthenticated, err = strconv.ParseBool(allowUnauth); err != nil {
+		return cfg, fmt.Errorf("MVQ_ALLOW_UNAUTHENTICATED %q: want true or false", allowUnauth)
 	}
 	if len(cfg.Clusters) == 0 {
 		return cfg, fmt.Errorf("clusters: at least one is needed")

@@ -78,6 +78,8 @@ func runAPIProcess() {
 type env struct {
 	t         *testing.T
 	api       string
+	token     string        // sent as Authorization: Bearer when set
+	apiLogs   *lockedBuffer // the API process's output
 	redisURL  string
 	warehouse string
 	workers   []*exec.Cmd
@@ -89,15 +91,39 @@ type env struct {
 // start runs the API in-process and n worker processes, all on a real
 // redis-server and a warehouse in a temp dir.
 func start(t *testing.T, workers int, clusters string) *env {
+	return startAPI(t, workers, clusters)
+}
+
+// startAPI is start with extra environment for the API process (it runs
+// with MVQ_AUTH=none unless apiEnv says otherwise).
+func startAPI(t *testing.T, workers int, clusters string, apiEnv ...string) *env {
 	t.Helper()
 	r, db := testenv.SharedRedis(t)
 	e := &env{t: t, redisURL: r.URL(db), warehouse: "file://" + t.TempDir()}
 	for i := 0; i < workers; i++ {
 		e.startWorker(clusters)
 	}
-	addr := e.startProcess("api", "MVQ_TEST_API=1", "MVQ_LISTEN=127.0.0.1:0")
+	addr := e.startProcess("api", append([]string{"MVQ_TEST_API=1", "MVQ_LISTEN=127.0.0.1:0"}, apiEnv...)...)
 	e.api = "http://" + addr
 	return e
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func (e *env) startWorker(clusters string) *exec.Cmd {
@@ -112,10 +138,14 @@ func (e *env) startProcess(what string, extra ...string) string {
 	e.t.Helper()
 	ready := filepath.Join(e.t.TempDir(), "ready")
 	cmd := exec.Command(os.Args[0])
+	// Later entries win: extra may override MVQ_AUTH and MVQ_LOG_LEVEL.
 	cmd.Env = append(append(os.Environ(), "MVQ_READY_FILE="+ready, "MVQ_REDIS_URL="+e.redisURL,
-		"MVQ_WAREHOUSE="+e.warehouse, "MVQ_LOG_LEVEL=warn"), extra...)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+		"MVQ_WAREHOUSE="+e.warehouse, "MVQ_LOG_LEVEL=warn", "MVQ_AUTH=none"), extra...)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if what == "api" {
+		e.apiLogs = logs
+	}
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
@@ -159,6 +189,9 @@ func (e *env) post(path string, body any, out any) int {
 	req, _ := http.NewRequest("POST", e.api+path, strings.NewReader(raw))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
+	if e.token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -180,7 +213,11 @@ func (e *env) post(path string, body any, out any) int {
 
 func (e *env) job(id string) map[string]any {
 	e.t.Helper()
-	resp, err := http.Get(e.api + "/v1/job/" + id)
+	req, _ := http.NewRequest("GET", e.api+"/v1/job/"+id, nil)
+	if e.token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -335,9 +372,58 @@ func (e *env) assertView(view, source string, limit int) {
 	}
 }
 
+// e2eTokens are the tokens of the end-to-end test with MVQ_AUTH=tokens:
+// alice may do anything under docs, bob may only read other.
+const (
+	aliceToken = "e2e-alice-token-0123456789"
+	bobToken   = "e2e-bob-token-0123456789"
+)
+
+// startWithTokens starts the API with MVQ_AUTH=tokens (debug logging, so
+// the token-absence check sees every log line) and sends alice's token.
+func startWithTokens(t *testing.T, workers int) *env {
+	t.Helper()
+	sum := sha256.Sum256([]byte(aliceToken))
+	file := filepath.Join(t.TempDir(), "tokens.yaml")
+	yaml := "tokens:\n" +
+		"  - token_sha256: " + hex.EncodeToString(sum[:]) + "\n" +
+		"    principal: alice\n" +
+		"    grants: [{namespace: docs, actions: [read, write, refresh]}]\n" +
+		"  - token: " + bobToken + "\n" +
+		"    principal: bob\n" +
+		"    grants: [{namespace: other, actions: [read]}]\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := startAPI(t, workers, "default", "MVQ_AUTH=tokens", "MVQ_AUTH_TOKENS_FILE="+file, "MVQ_LOG_LEVEL=debug")
+	e.token = aliceToken
+	return e
+}
+
 func TestRefreshEndToEnd(t *testing.T) {
-	e := start(t, 2, "default")
-	e.post("/v1/namespace/docs/create", `{}`, nil)
+	e := startWithTokens(t, 2)
+	for _, c := range []struct {
+		token string
+		want  int
+	}{{"", 401}, {"not-a-token-of-this-api", 401}, {bobToken, 403}} {
+		e.token = c.token
+		if st := e.post("/v1/namespace/docs/create", `{}`, nil); st != c.want {
+			t.Fatalf("namespace create with token %q: %d, want %d", c.token, st, c.want)
+		}
+	}
+	e.token = aliceToken
+	if st := e.post("/v1/namespace/docs/create", `{}`, nil); st != 200 {
+		t.Fatalf("namespace create as alice: %d", st)
+	}
+	t.Cleanup(func() {
+		// Nothing the API logged, at debug level, holds a token.
+		logs := e.apiLogs.String()
+		for _, tok := range []string{aliceToken, bobToken} {
+			if strings.Contains(logs, tok) {
+				t.Errorf("the API log holds a token:\n%s", logs)
+			}
+		}
+	})
 	if st := e.post("/v1/table/docs$articles/create", docs(0, 60), nil); st != 200 {
 		t.Fatalf("create source: %d", st)
 	}

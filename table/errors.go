@@ -22,10 +22,13 @@ const (
 	CodeTableColumnNotFound    Code = 12
 	CodeInvalidInput           Code = 13
 	CodeConcurrentModification Code = 14
+	CodePermissionDenied       Code = 15
+	CodeUnauthenticated        Code = 16
 	CodeServiceUnavailable     Code = 17
 	CodeInternal               Code = 18
 	CodeInvalidTableState      Code = 19
 	CodeSchemaValidation       Code = 20
+	CodeThrottling             Code = 21
 )
 
 // Error is a domain error with a code and a message fit for users. Err, when

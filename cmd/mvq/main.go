@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/service"
 )
 
@@ -18,7 +19,8 @@ const usage = `usage: mvq <command> [flags]
 
 commands:
   dev    run the API and a worker in one process on an embedded Redis
-         (warehouse: MVQ_WAREHOUSE, default file://./warehouse)
+         (warehouse: MVQ_WAREHOUSE, default file://./warehouse; no
+         authentication unless MVQ_AUTH says otherwise, loopback only)
   demo   start the dev server, create a text table and a chunker view,
          refresh it, follow the job to DONE and print the view's rows
 `
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		cfg.Listen = "127.0.0.1:0"
 		cfg.LogLevel = "warn"
+		// The demo's client sends no credentials; it listens on loopback.
+		cfg.Auth = auth.Config{Mode: auth.ModeNone}
 		service.SetupLogging(cfg)
 		return demo(ctx, cfg, stdout)
 	case "help", "-h", "--help":

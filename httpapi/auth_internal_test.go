@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/auth"
+)
+
+// TestEveryRouteHasARule: a route without a rule is closed to all but
+// root admins; every route the server registers must say what it needs.
+func TestEveryRouteHasARule(t *testing.T) {
+	s := New(Config{Metrics: http.NotFoundHandler()}, nil, &ViewRoutes{})
+	seen := map[string]bool{}
+	for _, r := range s.Handler().(*gin.Engine).Routes() {
+		key := r.Method + " " + r.Path
+		seen[key] = true
+		if openRoutes[r.Path] {
+			continue
+		}
+		if _, ok := routeRules[key]; !ok {
+			t.Errorf("route %s has no entry in routeRules", key)
+		}
+	}
+	for key := range routeRules {
+		if !seen[key] {
+			t.Errorf("routeRules has %s, which is no route", key)
+		}
+	}
+}
+
+func TestRemoveMembers(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{}`, `{}`},
+		{`{"identity": {"api_key": "k"}}`, `{}`},
+		{` {"identity":{"api_key":"k"},"id":["a"]} `, ` {"id":["a"]} `},
+		{`{"id": ["a"], "identity": {"auth_token": "t"}}`, `{"id": ["a"]}`},
+		{`{"a": 1, "identity": null, "b": {"identity": 2}, "IDENTITY": 3}`, `{"a": 1,"b": {"identity": 2}}`},
+		{"{\n  \"identit\\u0079\": 1,\n  \"x\": \"identity\"\n}", "{\"x\": \"identity\"}"},
+		{`{"id": ["a"]}`, `{"id": ["a"]}`},
+		{`[1, 2]`, `[1, 2]`},
+		{`{"identity": 1} trailing`, `{} trailing`},
+	} {
+		got, err := removeMembers([]byte(c.in), isIdentityKey)
+		if err != nil {
+			t.Errorf("%s: %v", c.in, err)
+			continue
+		}
+		if string(got) != c.want {
+			t.Errorf("%s: got %s, want %s", c.in, got, c.want)
+		}
+	}
+	for _, bad := range []string{`{"identity": }`, `{"a": 1,}`, `{"a" 1}`} {
+		if _, err := removeMembers([]byte(bad), isIdentityKey); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+// TestPrincipalInContext: handlers (and middleware registered after the
+// auth middleware, such as idempotency) see the authenticated principal in
+// the request context and through the gin context.
+func TestPrincipalInContext(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens.yaml")
+	doc := "tokens:\n  - token: root-token-0123456789\n    principal: root\n    grants: [{namespace: '*', actions: [admin]}]\n"
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(context.Background(), auth.Config{Mode: auth.ModeTokens, TokensFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	e := New(Config{Auth: a}, nil, nil).Handler().(*gin.Engine)
+	// Not in routeRules: only an admin of the root may call it.
+	e.GET("/v1/whoami", func(c *gin.Context) {
+		c.String(http.StatusOK, auth.PrincipalFrom(c.Request.Context())+"/"+auth.PrincipalFrom(c))
+	})
+	req := httptest.NewRequest("GET", "/v1/whoami", nil)
+	req.Header.Set("Authorization", "Bearer root-token-0123456789")
+	w := httptest.NewRecorder()
+	e.ServeHTTP(w, req)
+	if w.Code != 200 || w.Body.String() != "root/root" {
+		t.Fatalf("%d %q, want 200 root/root", w.Code, w.Body.String())
+	}
+}
