@@ -17,13 +17,9 @@ import (
 // object. Wrong types, malformed JSON and trailing data are 400s naming the
 // field or offset; an oversized body is a 413.
 func bindJSON(c *gin.Context, v any) error {
-	body, err := io.ReadAll(c.Request.Body)
+	body, err := readBody(c)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return badInput("read body: %v", err)
+		return err
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
 		body = []byte("{}")
@@ -36,6 +32,23 @@ func bindJSON(c *gin.Context, v any) error {
 		return badInput("malformed JSON: data after the object")
 	}
 	return nil
+}
+
+// readBody reads the whole request body. Past the limit it returns the
+// *http.MaxBytesError (a 413 in fail); other read errors are 400s.
+func readBody(c *gin.Context) ([]byte, error) {
+	if c.Request.Body == nil {
+		return nil, nil
+	}
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, badInput("read body: %v", err)
+	}
+	return body, nil
 }
 
 func jsonErr(err error) error {
