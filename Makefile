@@ -48,7 +48,7 @@ lint: ## gofmt and go vet
 
 # Every fuzz target over input from outside: package:target.
 FUZZ_TARGETS := table:FuzzParseID table:FuzzDecodeManifest arrowjson:FuzzDecodeRows \
-	arrowjson:FuzzInferRows arrowjson:FuzzReadIPC httpapi:FuzzCheckJSON
+	arrowjson:FuzzInferRows arrowjson:FuzzReadIPC internal/strictjson:FuzzCheckJSON
 FUZZTIME ?= 20s
 
 .PHONY: fuzz
