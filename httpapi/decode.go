@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/text/unicode/norm"
 
 	"github.com/mvq-dev/mvq/internal/strictjson"
 	"github.com/mvq-dev/mvq/table"
@@ -208,10 +209,15 @@ func pathID(c *gin.Context) ([]string, error) {
 	return table.ParseID(c.Param("id"), c.Query("delimiter"))
 }
 
-// checkBodyID rejects a body id that disagrees with the path.
+// checkBodyID rejects a body id that disagrees with the path (compared in
+// Unicode NFC, the form ParseID gives the path).
 func checkBodyID(path, body []string) error {
 	if body == nil {
 		return nil
+	}
+	body = append([]string(nil), body...)
+	for i, p := range body {
+		body[i] = norm.NFC.String(p)
 	}
 	if strings.Join(body, "\x00") != strings.Join(path, "\x00") || len(body) != len(path) {
 		return badInput("id: body id %q disagrees with the path id %q", body, path)

@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -107,5 +109,63 @@ func TestStrictJSONOverHTTP(t *testing.T) {
 	} {
 		st, m := c.post(tc.path, tc.body)
 		c.want(st, m, tc.status, tc.detail)
+	}
+}
+
+// TestNamesOverHTTP: names too long for the warehouse, format and control
+// characters are 400s; NFC and NFD spellings are one name.
+func TestNamesOverHTTP(t *testing.T) {
+	t.Parallel()
+	c := setup(t, httpapi.Config{})
+	rows := []byte(`[{"id":1}]`)
+	long := strings.Repeat("n", 249)
+	if st, out := c.do("POST", "/v1/table/"+long+"/create", "application/json", rows); st != 200 {
+		t.Fatalf("249-byte name: %d %s", st, out)
+	}
+	for _, name := range []string{strings.Repeat("n", 250), strings.Repeat("n", 255), "evil\u202Etxt.exe", "zero\u200Bwidth", "tab%09name"} {
+		st, out := c.do("POST", "/v1/table/"+name+"/create", "application/json", rows)
+		if st != 400 {
+			t.Errorf("name %q: %d %s", name, st, out)
+		}
+	}
+	if st, out := c.do("POST", "/v1/table/caf\u00e9/create", "application/json", rows); st != 200 {
+		t.Fatalf("NFC name: %d %s", st, out)
+	}
+	if st, out := c.do("POST", "/v1/table/cafe\u0301/create", "application/json", rows); st != 409 {
+		t.Fatalf("NFD twin of an existing name: %d %s, want 409", st, out)
+	}
+	if st, out := c.do("POST", "/v1/table/cafe\u0301/count_rows", "application/json", nil); st != 200 || string(out) != "1" {
+		t.Fatalf("NFD spelling reads the NFC table: %d %s", st, out)
+	}
+	st, m := c.post("/v1/table/caf\u00e9/describe", map[string]any{"id": []string{"cafe\u0301"}})
+	c.want(st, m, 200, "")
+}
+
+// TestErrorsHideWarehousePaths: a store error that reaches the user names
+// warehouse-relative keys, never the server's directories.
+func TestErrorsHideWarehousePaths(t *testing.T) {
+	t.Parallel()
+	c := setup(t, httpapi.Config{})
+	if st, out := c.do("POST", "/v1/table/t/create", "application/json", []byte(`[{"id":1}]`)); st != 200 {
+		t.Fatalf("create: %d %s", st, out)
+	}
+	data, err := filepath.Glob(filepath.Join(c.dir, "t.lance", "data", "*.parquet"))
+	if err != nil || len(data) == 0 {
+		t.Fatalf("no data file: %v", err)
+	}
+	for _, f := range data {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, out := c.do("POST", "/v1/table/t/query", "application/json", []byte(`{}`), "Accept", "application/json")
+	if st < 400 {
+		t.Fatalf("query over a missing file: %d %s", st, out)
+	}
+	if strings.Contains(string(out), c.dir) {
+		t.Fatalf("error body shows the warehouse path %s: %s", c.dir, out)
+	}
+	if !strings.Contains(string(out), "t.lance/data/") {
+		t.Fatalf("error body does not name the file: %s", out)
 	}
 }
