@@ -46,11 +46,21 @@ lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# Every fuzz target over input from outside: package:target.
+FUZZ_TARGETS := table:FuzzParseID table:FuzzDecodeManifest arrowjson:FuzzDecodeRows \
+	arrowjson:FuzzInferRows arrowjson:FuzzReadIPC internal/strictjson:FuzzCheckJSON
+FUZZTIME ?= 20s
+
 .PHONY: fuzz
-fuzz: ## Fuzz identifier parsing, manifest decoding and JSON rows briefly
-	$(GO) test -run '^$$' -fuzz FuzzParseID -fuzztime 20s ./table
-	$(GO) test -run '^$$' -fuzz FuzzDecodeManifest -fuzztime 20s ./table
-	$(GO) test -run '^$$' -fuzz FuzzDecodeRows -fuzztime 20s ./arrowjson
+fuzz: ## Fuzz every decoder of outside input for FUZZTIME each (20s)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $$t"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*}; \
+	done
+
+.PHONY: fuzz-ci
+fuzz-ci: ## The fuzz targets for 10s each, as CI runs them after make test
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 
 .PHONY: clean
 clean: ## Remove build outputs and the local warehouse

@@ -654,6 +654,11 @@ func toFloat(v any, bits int, want string) (float64, *valueError) {
 		}
 		return 0, numErr(want, v, numOutOfRange)
 	}
+	// An integer must survive the conversion: 9007199254740993 in a
+	// float64 column would silently become ...992.
+	if s := string(num); !strings.ContainsAny(s, ".eE") && strconv.FormatFloat(f, 'f', -1, bits) != s {
+		return 0, &valueError{msg: "expected " + want + ", got " + describe(v) + " (not exactly representable; send it with an exponent to accept rounding)"}
+	}
 	return f, nil
 }
 

@@ -156,6 +156,8 @@ func TestDecodeRowsErrors(t *testing.T) {
 		{"float from string", `[{"id":1,"f64":"1.5"}]`, 0, "f64", `expected float64, got string "1.5"`},
 		{"float64 overflow", `[{"id":1,"f64":1e400}]`, 0, "f64", "out of range"},
 		{"float32 overflow", `[{"id":1,"f32":1e39}]`, 0, "f32", "out of range"},
+		{"float64 inexact integer", `[{"id":1,"f64":9007199254740993}]`, 0, "f64", "not exactly representable"},
+		{"float32 inexact integer", `[{"id":1,"f32":16777217}]`, 0, "f32", "not exactly representable"},
 		{"float16 overflow", `[{"id":1,"f16":70000}]`, 0, "f16", "out of range"},
 		{"bool from number", `[{"id":1,"b":1}]`, 0, "b", "expected bool, got number 1"},
 		{"bool from string", `[{"id":1,"b":"true"}]`, 0, "b", `got string "true"`},

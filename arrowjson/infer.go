@@ -20,7 +20,8 @@ import (
 // rows, and within nested objects); every inferred field is nullable.
 // true/false gives bool; a number written without fraction or exponent
 // that fits int64 gives int64, and a column that also holds any other
-// number (1.5, 1e3, 2.0, or an integer beyond int64) gives float64; a
+// number (1.5, 1e3, 2.0) gives float64 (an integer beyond int64 is an
+// error, not a float64 that would change its value); a
 // string gives utf8; an array gives a list whose element type is inferred
 // from all elements of all rows ("item", nullable); an object gives a
 // struct. A column (or list element, or struct child) with only nulls, or
@@ -102,15 +103,18 @@ type inferField struct {
 	t    *inferType
 }
 
-func numberKind(n json.Number) kind {
+// numberKind is kindFloat for a number with a fraction or exponent and
+// kindInt for an integer; an integer outside int64 is an error rather than
+// a float64 that would silently change its value.
+func numberKind(n json.Number) (kind, *valueError) {
 	s := string(n)
 	if strings.ContainsAny(s, ".eE") {
-		return kindFloat
+		return kindFloat, nil
 	}
 	if _, err := strconv.ParseInt(s, 10, 64); err != nil {
-		return kindFloat
+		return kindInt, &valueError{msg: "integer " + truncate(s) + " does not fit int64; send it with an exponent (such as 1.8e19) to store a float64, or create the table with a schema"}
 	}
-	return kindInt
+	return kindInt, nil
 }
 
 func (t *inferType) conflict(v any) *valueError {
@@ -137,7 +141,10 @@ func (t *inferType) merge(v any) *valueError {
 	case string:
 		return t.scalar(kindString, v)
 	case json.Number:
-		k := numberKind(x)
+		k, e := numberKind(x)
+		if e != nil {
+			return e
+		}
 		switch {
 		case t.kind == kindInt && k == kindFloat:
 			t.kind = kindFloat

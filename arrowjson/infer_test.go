@@ -30,7 +30,7 @@ func TestInferRows(t *testing.T) {
 		{"int then float", `[{"a":1},{"a":2.5},{"a":null}]`, sch(nf("a", f64)), ""},
 		{"float then int", `[{"a":2.5},{"a":1}]`, sch(nf("a", f64)), ""},
 		{"exponent is float", `[{"a":1},{"a":1e3}]`, sch(nf("a", f64)), `[{"a":1},{"a":1000}]`},
-		{"big integer is float", `[{"a":1},{"a":18446744073709551615}]`, sch(nf("a", f64)), `[{"a":1},{"a":18446744073709552000}]`},
+		{"big integer with an exponent is float", `[{"a":1},{"a":1.8446744073709552e19}]`, sch(nf("a", f64)), `[{"a":1},{"a":18446744073709552000}]`},
 		{"negative ints", `[{"a":-9223372036854775808}]`, sch(nf("a", i64)), ""},
 		{"all null", `[{"a":null},{"a":null}]`, sch(nf("a", str)), ""},
 		{"list", `[{"l":[1,2]},{"l":[]},{"l":null},{"l":[null,3.5]}]`, sch(nf("l", listOf(f64))), `[{"l":[1,2]},{"l":[]},{"l":null},{"l":[null,3.5]}]`},
@@ -99,6 +99,8 @@ func TestInferRowsErrors(t *testing.T) {
 		{"invalid JSON", `[{"a":1},{"a" 1}]`, 1, "", "invalid JSON"},
 		{"duplicate key", `[{"a":1,"a":1}]`, 0, "a", "duplicate key"},
 		{"float overflow", `[{"a":1.5},{"a":1e400}]`, 1, "a", "out of range"},
+		{"integer beyond int64", `[{"a":1},{"a":18446744073709551615}]`, 1, "a", "does not fit int64"},
+		{"integer beyond int64 in a float column", `[{"a":1.5},{"b":[{"c":-9223372036854775809}]}]`, 1, "b[0].c", "does not fit int64"},
 		{"too deep", `[{"a":` + strings.Repeat("[", 32) + strings.Repeat("]", 32) + `}]`, 0, "a" + strings.Repeat("[0]", 31), "nesting deeper than 32"},
 	}
 	for _, tc := range tests {

@@ -48,7 +48,9 @@ func DecodeIPCSchema(b64 string) (*arrow.Schema, error) {
 	case int(msgLen) > len(data)-hdr:
 		return nil, fmt.Errorf("arrowjson: IPC schema: truncated stream: schema message needs %d bytes, %d left", msgLen, len(data)-hdr)
 	}
-	rdr, err := ipc.NewReader(bytes.NewReader(data), ipc.WithAllocator(memory.DefaultAllocator))
+	// The schema message is FlatBuffer-verified before it is decoded (see
+	// ReadIPC); batches after it are not read.
+	rdr, err := readIPCStream(data, memory.DefaultAllocator)
 	if err != nil {
 		return nil, fmt.Errorf("arrowjson: IPC schema: not a valid Arrow IPC stream: %w", err)
 	}

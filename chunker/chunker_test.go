@@ -170,6 +170,7 @@ func TestValidationErrors(t *testing.T) {
 		{"empty", ``, "udtf", "empty"},
 		{"not object", `["fixed"]`, "udtf", "object"},
 		{"null", `null`, "udtf", "object"},
+		{"duplicate key", `{` + base + `,"chunk_size":5}`, "udtf", `duplicate key "chunk_size"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/mvq-dev/mvq/internal/strictjson"
 )
 
 // MaxChunkSize is the largest accepted chunk_size.
@@ -44,8 +46,8 @@ func fieldErr(field, format string, args ...any) error {
 }
 
 // Parse decodes a JSON spec strictly, fills defaults and validates it. Field
-// names match exactly (case-sensitive); unknown fields, type mismatches and
-// trailing data are rejected. Every error is a *FieldError.
+// names match exactly (case-sensitive); unknown fields, duplicate keys, type
+// mismatches and trailing data are rejected. Every error is a *FieldError.
 func Parse(data []byte) (Spec, error) {
 	var s Spec
 	trimmed := bytes.TrimSpace(data)
@@ -62,6 +64,10 @@ func Parse(data []byte) (Spec, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return s, fieldErr(docField, "invalid JSON: unexpected data after the object")
+	}
+	// A duplicate key would silently take its last value.
+	if err := strictjson.Check(trimmed, 8); err != nil {
+		return s, fieldErr(docField, "invalid JSON: %v", err)
 	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {

@@ -378,6 +378,15 @@ func peekBody(c *gin.Context, limit int64) (bodyFields, error) {
 		restore(raw)
 		return f, nil
 	}
+	// The strict checks the handler's decode makes (duplicate keys, the
+	// shape of identity and context) come first: identity is removed
+	// below, so a malformed one must be refused here.
+	if err := checkJSON(raw); err != nil {
+		return f, err
+	}
+	if _, err := takeEnvelope(raw, &struct{}{}); err != nil {
+		return f, err
+	}
 	if err := json.Unmarshal(raw, &f); err != nil {
 		return f, badInput("malformed JSON body: %v", strings.TrimPrefix(err.Error(), "json: "))
 	}

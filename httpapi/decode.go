@@ -1,46 +1,174 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/text/unicode/norm"
 
+	"github.com/mvq-dev/mvq/internal/strictjson"
 	"github.com/mvq-dev/mvq/table"
 )
 
-// bindJSON decodes a JSON object body into v. An empty body is an empty
-// object. Wrong types, malformed JSON and trailing data are 400s naming the
-// field or offset; an oversized body is a 413.
+// bindJSON decodes a JSON object body into v, strictly. An empty body is
+// an empty object. Malformed JSON, trailing data, a duplicate key at any
+// depth, an unknown field and a wrong type are 400s naming the field or
+// offset; an oversized body is a 413. The spec's identity object and
+// context map are accepted in every body (checked for shape, then left to
+// the code that reads them from the raw body) unless v declares them.
 func bindJSON(c *gin.Context, v any) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(body, v)
+}
+
+// decodeStrict is bindJSON on a body already read.
+func decodeStrict(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	if err := checkJSON(body); err != nil {
+		return err
+	}
+	body, err := takeEnvelope(body, v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonErr(err)
+	}
+	return nil
+}
+
+// MaxJSONDepth bounds how deeply a request body's objects and arrays nest.
+const MaxJSONDepth = 64
+
+// checkJSON refuses malformed JSON, data after the value, nesting deeper
+// than MaxJSONDepth and duplicate object keys at any depth (encoding/json
+// would keep the last one silently), naming the key and where it is.
+func checkJSON(body []byte) error {
+	err := strictjson.Check(body, MaxJSONDepth)
+	var se *strictjson.Error
+	if errors.As(err, &se) {
+		return badInput("%s", se.Msg)
+	}
+	if err != nil {
+		return jsonErr(err)
+	}
+	return nil
+}
+
+// identity is the spec's Identity object; the credentials are read from
+// the raw body by the authentication layer.
+type identity struct {
+	APIKey    *string `json:"api_key"`
+	AuthToken *string `json:"auth_token"`
+}
+
+// takeEnvelope checks the shape of the spec's identity and context members
+// of a body object and removes them when v does not declare them, so a
+// strict decode of v accepts them.
+func takeEnvelope(body []byte, v any) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil || obj == nil {
+		return body, nil // not an object: the decode of v says so
+	}
+	removed := false
+	for _, name := range []string{"identity", "context"} {
+		raw, ok := obj[name]
+		if !ok || declaresField(v, name) {
+			continue
+		}
+		if string(raw) != "null" {
+			if raw[0] != '{' {
+				return nil, badInput("%s: expected an object", name)
+			}
+			var err error
+			if name == "identity" {
+				dec := json.NewDecoder(bytes.NewReader(raw))
+				dec.DisallowUnknownFields()
+				err = dec.Decode(&identity{})
+			} else {
+				err = json.Unmarshal(raw, &map[string]string{})
+			}
+			if err != nil {
+				if name == "identity" {
+					return nil, prefixed("identity", jsonErr(err), "an object with api_key and auth_token strings")
+				}
+				return nil, badInput("context: expected an object of string values")
+			}
+		}
+		delete(obj, name)
+		removed = true
+	}
+	if !removed {
+		return body, nil
+	}
+	return json.Marshal(obj)
+}
+
+// prefixed puts field in front of a decode error's message.
+func prefixed(field string, err error, want string) error {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown field") || strings.Contains(msg, ": expected ") {
+		return badInput("%s: %s", field, msg)
+	}
+	return badInput("%s: expected %s", field, want)
+}
+
+// declaresField reports whether v (a pointer to a struct) has a member
+// with JSON name name.
+func declaresField(v any, name string) bool {
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		tag, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if tag == name || (tag == "" && strings.EqualFold(t.Field(i).Name, name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// readBody reads the whole request body. Past the limit it returns the
+// *http.MaxBytesError (a 413 in fail); other read errors are 400s.
+func readBody(c *gin.Context) ([]byte, error) {
+	if c.Request.Body == nil {
+		return nil, nil
+	}
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return err
+			return nil, err
 		}
-		return badInput("read body: %v", err)
+		return nil, badInput("read body: %v", err)
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
-		body = []byte("{}")
-	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	if err := dec.Decode(v); err != nil {
-		return jsonErr(err)
-	}
-	if dec.More() {
-		return badInput("malformed JSON: data after the object")
-	}
-	return nil
+	return body, nil
 }
 
 func jsonErr(err error) error {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return badInput("unknown field %s", name)
+	}
 	switch {
 	case errors.As(err, &te):
 		field := te.Field
@@ -81,10 +209,15 @@ func pathID(c *gin.Context) ([]string, error) {
 	return table.ParseID(c.Param("id"), c.Query("delimiter"))
 }
 
-// checkBodyID rejects a body id that disagrees with the path.
+// checkBodyID rejects a body id that disagrees with the path (compared in
+// Unicode NFC, the form ParseID gives the path).
 func checkBodyID(path, body []string) error {
 	if body == nil {
 		return nil
+	}
+	body = append([]string(nil), body...)
+	for i, p := range body {
+		body[i] = norm.NFC.String(p)
 	}
 	if strings.Join(body, "\x00") != strings.Join(path, "\x00") || len(body) != len(path) {
 		return badInput("id: body id %q disagrees with the path id %q", body, path)

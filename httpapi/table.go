@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -43,53 +44,48 @@ func (s *Server) openTable(c *gin.Context) (*table.Table, bool) {
 }
 
 // bodyRecords reads a create/insert body: an Arrow IPC stream (the
-// default), or a JSON array of row objects converted to schema (inferred
-// when schema is nil).
+// default) or file, or a JSON array of row objects converted to schema
+// (inferred when schema is nil). The body is read whole first, so one over
+// the limit is a 413 whatever its content type, and every length in an IPC
+// body is checked against the bytes actually sent (arrowjson.ReadIPC).
 func (s *Server) bodyRecords(c *gin.Context, schema *arrow.Schema) (array.RecordReader, error) {
+	body, err := readBody(c)
+	if err != nil {
+		return nil, err
+	}
 	ct, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	switch ct {
 	case mimeJSON:
 		var rec arrow.RecordBatch
-		var err error
 		if schema == nil {
-			rec, err = arrowjson.InferRows(c.Request.Body, s.cat.Options().Mem)
+			rec, err = arrowjson.InferRows(bytes.NewReader(body), s.cat.Options().Mem)
 		} else {
-			rec, err = arrowjson.DecodeRows(c.Request.Body, schema, s.cat.Options().Mem)
+			rec, err = arrowjson.DecodeRows(bytes.NewReader(body), schema, s.cat.Options().Mem)
 		}
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return nil, err
-			}
 			return nil, badInput("body: %v", err)
 		}
 		defer rec.Release()
 		return array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
-	case "", mimeArrowStream, "application/octet-stream":
-		r, err := ipc.NewReader(c.Request.Body, ipc.WithAllocator(s.cat.Options().Mem))
+	case "", mimeArrowStream, mimeArrowFile, "application/octet-stream":
+		// Decoded buffers (decompressed ones) may use as much memory as an
+		// uncompressed body could.
+		r, err := arrowjson.ReadIPC(body, s.cat.Options().Mem, s.cfg.MaxBodyBytes)
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return nil, err
-			}
-			return nil, badInput("body: not an Arrow IPC stream: %v", err)
+			return nil, badInput("body: not a valid Arrow IPC stream or file: %v", err)
 		}
-		return &ipcInput{Reader: r}, nil
+		return &ipcInput{RecordReader: r}, nil
 	default:
-		return nil, badInput("Content-Type %q: send %s or %s", ct, mimeArrowStream, mimeJSON)
+		return nil, badInput("Content-Type %q: send %s, %s or %s", ct, mimeArrowStream, mimeArrowFile, mimeJSON)
 	}
 }
 
 // ipcInput turns IPC decoding errors into 400s.
-type ipcInput struct{ *ipc.Reader }
+type ipcInput struct{ array.RecordReader }
 
 func (r *ipcInput) Err() error {
-	if err := r.Reader.Err(); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return err
-		}
-		return badInput("body: bad Arrow IPC stream: %v", err)
+	if err := r.RecordReader.Err(); err != nil {
+		return badInput("body: bad Arrow IPC data: %v", err)
 	}
 	return nil
 }

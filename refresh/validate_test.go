@@ -207,6 +207,7 @@ func TestPrepare(t *testing.T) {
 		{"unknown src_version", c, Options{SrcVersion: 9}, table.CodeInvalidInput, "src_version: source table docs$articles has no version 9"},
 		{"bad manifest", c, Options{Manifest: `{"pip":`}, table.CodeInvalidInput, "manifest: not a JSON object"},
 		{"manifest not an object", c, Options{Manifest: `[1]`}, table.CodeInvalidInput, "manifest: not a JSON object"},
+		{"manifest with a duplicate key", c, Options{Manifest: `{"pip":1,"pip":2}`}, table.CodeInvalidInput, "manifest: not a valid JSON object: duplicate key \"pip\""},
 		{"negative task size", c, Options{SourceTaskSize: -1}, table.CodeInvalidInput, "source_task_size: must be > 0"},
 		{"huge task size", c, Options{SourceTaskSize: 1<<20 + 1}, table.CodeInvalidInput, "source_task_size: must be > 0 and <= 1048576"},
 		{"huge concurrency", c, Options{Concurrency: 5000}, table.CodeInvalidInput, "concurrency: "},

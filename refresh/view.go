@@ -18,6 +18,7 @@ import (
 	"github.com/mvq-dev/mvq/arrowjson"
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/internal/strictjson"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -276,7 +277,7 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// checkManifest accepts a JSON object.
+// checkManifest accepts a JSON object without duplicate keys.
 func checkManifest(s string) error {
 	var obj map[string]json.RawMessage
 	dec := json.NewDecoder(strings.NewReader(s))
@@ -288,6 +289,9 @@ func checkManifest(s string) error {
 	}
 	if dec.More() {
 		return fmt.Errorf("unexpected data after the JSON object")
+	}
+	if err := strictjson.Check([]byte(s), 64); err != nil {
+		return fmt.Errorf("not a valid JSON object: %v", err)
 	}
 	return nil
 }

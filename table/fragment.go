@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -70,6 +71,10 @@ func storable(t arrow.DataType) error {
 	case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST:
 		return storable(t.(arrow.ListLikeType).Elem())
 	case arrow.STRUCT:
+		if t.(*arrow.StructType).NumFields() == 0 {
+			// Parquet has no empty groups, and rows of it would carry no bytes.
+			return fmt.Errorf("a struct needs at least one field")
+		}
 		for _, f := range t.(*arrow.StructType).Fields() {
 			if err := storable(f.Type); err != nil {
 				return fmt.Errorf("%s: %w", f.Name, err)
@@ -193,7 +198,11 @@ func (t *Table) WriteFragments(ctx context.Context, schema *arrow.Schema, rdr ar
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				f, err := t.WriteFile(ctx, schema, j.recs)
+				var f Fragment
+				err := Recover("write data file", func() (err error) {
+					f, err = t.WriteFile(ctx, schema, j.recs)
+					return err
+				})
 				for _, r := range j.recs {
 					r.Release()
 				}
@@ -265,6 +274,20 @@ func (t *Table) WriteFragments(ctx context.Context, schema *arrow.Schema, rdr ar
 		out = append(out, frags[i])
 	}
 	return out, nil
+}
+
+// Recover runs fn and turns a panic in it into an internal error (what
+// names the step; the panic value and stack are in the cause, which is
+// logged, never shown). Every goroutine that handles request or stored
+// data runs its work through Recover: a panic outside a request's own
+// goroutine would end the process.
+func Recover(what string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Code: CodeInternal, Message: what + " failed", Err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+		}
+	}()
+	return fn()
 }
 
 // LeafIndices returns the Parquet leaf columns of the given top-level

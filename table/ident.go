@@ -5,16 +5,27 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // DefaultDelimiter separates identifier parts when the request names none.
 const DefaultDelimiter = "$"
 
-// MaxNamePart is the longest identifier part accepted, in bytes.
-const MaxNamePart = 255
+// MaxNamePart is the longest identifier part accepted, in bytes: a file
+// name may have 255 bytes, and a table's folder adds ".lance".
+const MaxNamePart = 255 - len(tableSuffix)
 
-// ParseID splits an identifier string. An id equal to the delimiter is the
-// root namespace (an empty slice). Every part must pass ValidatePart.
+// MaxIDBytes is the longest identifier accepted, its parts joined by one
+// byte each: an object store key (1024 bytes on S3) must still have room
+// for the warehouse prefix and the table's own paths.
+const MaxIDBytes = 768
+
+// ParseID splits an identifier string and normalizes each part to Unicode
+// NFC, so two spellings of one name (composed é and e + U+0301) are one
+// identifier: the normalized parts are what is stored and looked up. An id
+// equal to the delimiter is the root namespace (an empty slice). Every part
+// must pass ValidatePart, and the whole id must be at most MaxIDBytes.
 func ParseID(s, delim string) ([]string, error) {
 	if delim == "" {
 		delim = DefaultDelimiter
@@ -26,18 +37,29 @@ func ParseID(s, delim string) ([]string, error) {
 		return nil, Errorf(CodeInvalidInput, "identifier is empty")
 	}
 	parts := strings.Split(s, delim)
-	for _, p := range parts {
-		if err := ValidatePart(p); err != nil {
-			return nil, Errorf(CodeInvalidInput, "identifier %q: %v", s, err)
+	n := len(parts) - 1
+	for i, p := range parts {
+		if utf8.ValidString(p) {
+			p = norm.NFC.String(p)
+			parts[i] = p
 		}
+		if err := ValidatePart(p); err != nil {
+			return nil, Errorf(CodeInvalidInput, "identifier %q: %v", truncateName(s), err)
+		}
+		n += len(p)
+	}
+	if n > MaxIDBytes {
+		return nil, Errorf(CodeInvalidInput, "identifier %q: longer than %d bytes", truncateName(s), MaxIDBytes)
 	}
 	return parts, nil
 }
 
-// ValidatePart checks one identifier part: non-empty valid UTF-8 of at most
-// MaxNamePart bytes, no slash, backslash or control character, not starting
-// with "." or "_" (reserved for table internals) and not ending in ".lance"
-// (the table folder suffix).
+// ValidatePart checks one identifier part: non-empty valid UTF-8 in NFC of
+// at most MaxNamePart bytes; no slash, backslash, control character,
+// Unicode format character (such as U+202E, which reorders what a reader
+// sees) or line/paragraph separator; not starting with "." or "_"
+// (reserved for table internals) and not ending in ".lance" (the table
+// folder suffix).
 func ValidatePart(p string) error {
 	switch {
 	case p == "":
@@ -46,17 +68,32 @@ func ValidatePart(p string) error {
 		return fmt.Errorf("name part longer than %d bytes", MaxNamePart)
 	case !utf8.ValidString(p):
 		return fmt.Errorf("name part is not valid UTF-8")
+	case !norm.NFC.IsNormalString(p):
+		return fmt.Errorf("name part %q is not in Unicode NFC", p)
 	case p[0] == '.' || p[0] == '_':
 		return fmt.Errorf("name part %q may not start with '.' or '_'", p)
 	case strings.HasSuffix(p, tableSuffix):
 		return fmt.Errorf("name part %q may not end in %q", p, tableSuffix)
 	}
 	for _, r := range p {
-		if r == '/' || r == '\\' || unicode.IsControl(r) {
-			return fmt.Errorf("name part %q contains %q", p, r)
+		if r == '/' || r == '\\' || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
+			return fmt.Errorf("name part %q contains %U", p, r)
 		}
 	}
 	return nil
+}
+
+// truncateName shortens a name for an error message.
+func truncateName(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
 
 // JoinID renders an identifier with the default delimiter.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 func TestParseID(t *testing.T) {
@@ -27,6 +29,17 @@ func TestParseID(t *testing.T) {
 		{in: "t.lance", bad: true},
 		{in: "a\x00b", bad: true},
 		{in: strings.Repeat("x", 256), bad: true},
+		{in: strings.Repeat("x", 250), bad: true},
+		{in: strings.Repeat("x", 249), want: []string{strings.Repeat("x", 249)}},
+		{in: strings.Repeat(strings.Repeat("x", 200)+"$", 3) + strings.Repeat("x", 200), bad: true},
+		{in: strings.Repeat(strings.Repeat("x", 200)+"$", 2) + strings.Repeat("x", 200), want: []string{strings.Repeat("x", 200), strings.Repeat("x", 200), strings.Repeat("x", 200)}},
+		{in: "abc\u202Egpj.exe", bad: true},
+		{in: "zero\u200Bwidth", bad: true},
+		{in: "line\u2028break", bad: true},
+		{in: "bom\uFEFF", bad: true},
+		{in: "cafe\u0301$t", want: []string{"caf\u00e9", "t"}},
+		{in: "caf\u00e9", want: []string{"caf\u00e9"}},
+		{in: "\u03A9\u0300", want: []string{"\u1FFA"}},
 		{in: "\xff", bad: true},
 	}
 	for _, c := range cases {
@@ -43,6 +56,16 @@ func TestParseID(t *testing.T) {
 	}
 }
 
+func TestValidatePartWantsNFC(t *testing.T) {
+	t.Parallel()
+	if err := ValidatePart("cafe\u0301"); err == nil || !strings.Contains(err.Error(), "NFC") {
+		t.Errorf("NFD part: %v", err)
+	}
+	if err := ValidatePart("caf\u00e9"); err != nil {
+		t.Errorf("NFC part: %v", err)
+	}
+}
+
 func FuzzParseID(f *testing.F) {
 	for _, s := range []string{"$", "a$b", "a..b", "x.lance", "_x", "a/b", "\xff"} {
 		f.Add(s, "$")
@@ -54,7 +77,7 @@ func FuzzParseID(f *testing.F) {
 			return
 		}
 		for _, p := range id {
-			if p == "" || strings.ContainsAny(p, "/\\") || !utf8.ValidString(p) || p[0] == '.' || p[0] == '_' {
+			if p == "" || strings.ContainsAny(p, "/\\") || !utf8.ValidString(p) || p[0] == '.' || p[0] == '_' || !norm.NFC.IsNormalString(p) || len(p) > MaxNamePart {
 				t.Fatalf("ParseID(%q, %q) accepted unsafe part %q", s, delim, p)
 			}
 			if len(id) > 0 {

@@ -174,7 +174,7 @@ func forEachFragment(ctx context.Context, frags []Fragment, fn func(ctx context.
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := fn(ctx, i, f); err != nil {
+			if err := Recover("fragment step", func() error { return fn(ctx, i, f) }); err != nil {
 				once.Do(func() { first = err; cancel() })
 			}
 		}()

@@ -70,10 +70,14 @@ func (t *Table) Scan(ctx context.Context, m *Manifest, opts ScanOptions) (array.
 	go func() {
 		defer close(ch)
 		for _, f := range frags {
-			recs, err := t.ReadFragment(ctx, f, idx, mem)
-			if err == nil && opts.RowAddr {
-				recs = withRowAddr(recs, out, f.ID, mem)
-			}
+			var recs []arrow.RecordBatch
+			err := Recover("read fragment", func() (err error) {
+				recs, err = t.ReadFragment(ctx, f, idx, mem)
+				if err == nil && opts.RowAddr {
+					recs = withRowAddr(recs, out, f.ID, mem)
+				}
+				return err
+			})
 			select {
 			case ch <- scanItem{recs, err}:
 			case <-ctx.Done():

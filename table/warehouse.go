@@ -108,7 +108,7 @@ func (w *Warehouse) Location(key string) string {
 func (w *Warehouse) Read(ctx context.Context, key string) ([]byte, error) {
 	b, err := w.bucket.ReadAll(ctx, key)
 	if err != nil {
-		return nil, notExist(err)
+		return nil, w.rel(notExist(err))
 	}
 	return b, nil
 }
@@ -117,14 +117,14 @@ func (w *Warehouse) Read(ctx context.Context, key string) ([]byte, error) {
 func (w *Warehouse) Open(ctx context.Context, key string) (*blob.Reader, error) {
 	r, err := w.bucket.NewReader(ctx, key, nil)
 	if err != nil {
-		return nil, notExist(err)
+		return nil, w.rel(notExist(err))
 	}
 	return r, nil
 }
 
 // Write stores an object; readers see either nothing or all of it.
 func (w *Warehouse) Write(ctx context.Context, key string, data []byte) error {
-	return w.bucket.WriteAll(ctx, key, data, nil)
+	return w.rel(w.bucket.WriteAll(ctx, key, data, nil))
 }
 
 // WriteFrom streams an object from fn; the object appears only when fn
@@ -134,14 +134,14 @@ func (w *Warehouse) WriteFrom(ctx context.Context, key string, fn func(io.Writer
 	defer cancel()
 	wr, err := w.bucket.NewWriter(cctx, key, nil)
 	if err != nil {
-		return err
+		return w.rel(err)
 	}
 	if err := fn(wr); err != nil {
 		cancel() // abort: the object is not created
 		_ = wr.Close()
-		return err
+		return w.rel(err)
 	}
-	return wr.Close()
+	return w.rel(wr.Close())
 }
 
 // PutIfNotExists creates key with data unless it exists; exactly one of any
@@ -149,13 +149,13 @@ func (w *Warehouse) WriteFrom(ctx context.Context, key string, fn func(io.Writer
 // others get ErrExists. Readers never see a partial object.
 func (w *Warehouse) PutIfNotExists(ctx context.Context, key string, data []byte) error {
 	if w.dir != "" {
-		return w.linkIfNotExists(key, data)
+		return w.rel(w.linkIfNotExists(key, data))
 	}
 	err := w.bucket.WriteAll(ctx, key, data, &blob.WriterOptions{IfNotExist: true})
 	if gcerrors.Code(err) == gcerrors.FailedPrecondition {
 		return ErrExists
 	}
-	return err
+	return w.rel(err)
 }
 
 // linkIfNotExists writes data to a temporary file beside the target and
@@ -199,14 +199,15 @@ func (w *Warehouse) linkIfNotExists(key string, data []byte) error {
 
 // Exists reports whether key exists.
 func (w *Warehouse) Exists(ctx context.Context, key string) (bool, error) {
-	return w.bucket.Exists(ctx, key)
+	ok, err := w.bucket.Exists(ctx, key)
+	return ok, w.rel(err)
 }
 
 // Size returns the size of an object.
 func (w *Warehouse) Size(ctx context.Context, key string) (int64, error) {
 	a, err := w.bucket.Attributes(ctx, key)
 	if err != nil {
-		return 0, notExist(err)
+		return 0, w.rel(notExist(err))
 	}
 	return a.Size, nil
 }
@@ -217,7 +218,7 @@ func (w *Warehouse) Delete(ctx context.Context, key string) error {
 	if gcerrors.Code(err) == gcerrors.NotFound {
 		return nil
 	}
-	return err
+	return w.rel(err)
 }
 
 // Entry is one item of a listing: a child object or a child "directory".
@@ -239,7 +240,7 @@ func (w *Warehouse) List(ctx context.Context, prefix string) ([]Entry, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, w.rel(err)
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(obj.Key, prefix), "/")
 		if name == "" || strings.HasPrefix(name, ".") {
@@ -259,7 +260,7 @@ func (w *Warehouse) DeletePrefix(ctx context.Context, prefix string) error {
 			break
 		}
 		if err != nil {
-			return err
+			return w.rel(err)
 		}
 		if err := w.Delete(ctx, obj.Key); err != nil {
 			return err
@@ -269,6 +270,45 @@ func (w *Warehouse) DeletePrefix(ctx context.Context, prefix string) error {
 		_ = os.RemoveAll(filepath.Join(w.dir, filepath.FromSlash(strings.TrimSuffix(prefix, "/"))))
 	}
 	return nil
+}
+
+// relErr is an error from the store with the warehouse root cut out of
+// its message, so what users see names warehouse-relative keys, never the
+// server's directories; errors.Is and errors.As see the cause.
+type relErr struct {
+	msg string
+	err error
+}
+
+func (e *relErr) Error() string { return e.msg }
+func (e *relErr) Unwrap() error { return e.err }
+
+// rel returns err with every mention of the warehouse root removed from
+// its message (err itself when there is none; nil for nil).
+func (w *Warehouse) rel(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	out := msg
+	for _, root := range w.roots() {
+		out = strings.ReplaceAll(out, root, "")
+	}
+	if out == msg {
+		return err
+	}
+	return &relErr{msg: out, err: err}
+}
+
+// roots are the spellings of the warehouse root in store errors, longest
+// first.
+func (w *Warehouse) roots() []string {
+	uri := strings.TrimRight(w.uri, "/")
+	out := []string{uri + "/", uri}
+	if len(w.dir) > 1 {
+		out = append(out, w.dir+string(filepath.Separator), w.dir)
+	}
+	return out
 }
 
 func notExist(err error) error {
