@@ -26,10 +26,21 @@ type Core struct {
 	wh      *table.Warehouse
 }
 
-// OpenCore opens the warehouse and the SQL engine.
+// OpenCore opens the warehouse and the SQL engine. An object-store
+// warehouse must honour conditional writes (table.CheckConditionalWrites)
+// and be reachable within 30 s, or OpenCore fails.
 func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 	wh, err := table.OpenWarehouse(ctx, cfg.Warehouse)
 	if err != nil {
+		return nil, err
+	}
+	// Commits are put-if-absent: a store that ignores the condition would
+	// let two writers commit the same version, so refuse to start on it.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = wh.CheckConditionalWrites(pctx)
+	cancel()
+	if err != nil {
+		wh.Close()
 		return nil, err
 	}
 	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout})

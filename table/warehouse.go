@@ -2,12 +2,13 @@ package table
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
-
 	"path/filepath"
 	"strings"
 	"time"
@@ -195,6 +196,45 @@ func (w *Warehouse) linkIfNotExists(key string, data []byte) error {
 		return err
 	}
 	return nil
+}
+
+// ErrNoConditionalWrites is returned by CheckConditionalWrites for a
+// store that accepts a second create-if-absent of the same key: on such a
+// store two writers can both commit the same table version, so mvq
+// refuses to run on it.
+var ErrNoConditionalWrites = errors.New("the store does not honour conditional writes (PUT with If-None-Match: *): a second create of an existing object succeeded, so concurrent commits could overwrite each other")
+
+// probeDir holds CheckConditionalWrites' objects; hidden from listings.
+const probeDir = ".mvq-probe/"
+
+// CheckConditionalWrites proves that PutIfNotExists is atomic here: it
+// creates a fresh probe object twice and wants the second create refused.
+// file:// (link(2)) and mem:// are checked by construction and return nil
+// at once; object stores are probed (one small object, deleted after). It
+// returns ErrNoConditionalWrites (wrapped with the warehouse URI) when the
+// store ignores the condition, or the store's error when it cannot be
+// reached.
+func (w *Warehouse) CheckConditionalWrites(ctx context.Context) error {
+	if w.dir != "" || strings.HasPrefix(w.uri, "mem://") {
+		return nil
+	}
+	var nonce [12]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return err
+	}
+	key := probeDir + hex.EncodeToString(nonce[:])
+	defer w.Delete(context.WithoutCancel(ctx), key)
+	if err := w.PutIfNotExists(ctx, key, []byte("1")); err != nil {
+		return fmt.Errorf("warehouse %s: conditional-write probe: %w", w.uri, err)
+	}
+	switch err := w.PutIfNotExists(ctx, key, []byte("2")); {
+	case errors.Is(err, ErrExists):
+		return nil
+	case err == nil:
+		return fmt.Errorf("warehouse %s: %w", w.uri, ErrNoConditionalWrites)
+	default:
+		return fmt.Errorf("warehouse %s: conditional-write probe: %w", w.uri, err)
+	}
 }
 
 // Exists reports whether key exists.
