@@ -22,7 +22,7 @@ import (
 type Config struct {
 	Listen            string        // MVQ_LISTEN, default 127.0.0.1:2333
 	Warehouse         string        // MVQ_WAREHOUSE, default file://./warehouse
-	RedisURL          string        // MVQ_REDIS_URL, default redis://127.0.0.1:6379/0
+	RedisURL          string        // MVQ_REDIS_URL, default redis://127.0.0.1:6379/0 (ParseRedisURL: also Sentinel and Cluster)
 	Clusters          []string      // MVQ_CLUSTERS, default "default"
 	WorkerConcurrency int           // MVQ_WORKER_CONCURRENCY, default 8
 	MetricsListen     string        // MVQ_METRICS_LISTEN (worker), default 127.0.0.1:9464
@@ -186,6 +186,9 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	}
 	if len(cfg.Clusters) == 0 {
 		return cfg, fmt.Errorf("clusters: at least one is needed")
+	}
+	if _, err := ParseRedisURL(cfg.RedisURL); err != nil {
+		return cfg, fmt.Errorf("MVQ_REDIS_URL: %w", err)
 	}
 	switch cfg.LogLevel {
 	case "debug", "info", "warn", "error":

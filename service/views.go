@@ -2,35 +2,11 @@ package service
 
 import (
 	"context"
-	"fmt"
-
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/extra/redisotel/v9"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 )
-
-// redisClients opens a go-redis client and the asynq connection options
-// for one URL.
-func redisClients(url string) (redis.UniversalClient, asynq.RedisConnOpt, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, nil, fmt.Errorf("redis url %q: %w", url, err)
-	}
-	conn, err := asynq.ParseRedisURI(url)
-	if err != nil {
-		return nil, nil, fmt.Errorf("redis url %q: %w", url, err)
-	}
-	rdb := redis.NewClient(opt)
-	if err := redisotel.InstrumentTracing(rdb); err != nil {
-		rdb.Close()
-		return nil, nil, fmt.Errorf("redis tracing: %w", err)
-	}
-	return rdb, conn, nil
-}
 
 // openViews wires the view engine and the job client for the API.
 func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func(), error) {
