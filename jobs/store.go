@@ -319,6 +319,7 @@ func (s *store) heartbeat(ctx context.Context, id string, clusters []string, ttl
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range clusters {
 			k := workersKey(c)
+			p.SAdd(ctx, clustersKey, c)
 			p.ZAdd(ctx, k, redis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: id})
 			p.ZRemRangeByScore(ctx, k, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
 			p.PExpire(ctx, k, ttl)

@@ -87,6 +87,10 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, onDrain func(),
 	return err
 }
 
+// APIDrainTimeout is how long the API drains requests after failing
+// /readyz on shutdown; a pod's grace period must exceed it.
+const APIDrainTimeout = 15 * time.Second
+
 // RunAPI serves the HTTP API until ctx ends. ready, when set, is called
 // with the bound address once the listener is up.
 func RunAPI(ctx context.Context, cfg Config, ready func(addr string)) error {
@@ -135,5 +139,5 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	return Serve(ctx, ln, api.Handler(), func() { api.SetReady(false) }, 15*time.Second, cfg.WriteTimeout)
+	return Serve(ctx, ln, api.Handler(), func() { api.SetReady(false) }, APIDrainTimeout, cfg.WriteTimeout)
 }

@@ -37,6 +37,9 @@ type Config struct {
 	JobStallTimeout time.Duration // MVQ_JOB_STALL_TIMEOUT (worker), default 30m
 	OrphanGrace     time.Duration // MVQ_ORPHAN_GRACE (worker), default 1h
 	JanitorInterval time.Duration // MVQ_JANITOR_INTERVAL (worker), default 10m
+	// HealthTimeout (MVQ_HEALTH_TIMEOUT, worker), default 60s: how long
+	// Redis or the warehouse may be unreachable before /healthz fails.
+	HealthTimeout time.Duration
 
 	// MVQ_MAX_ITEM_OUTPUT_ROWS and MVQ_MAX_ITEM_OUTPUT_BYTES (worker):
 	// bounds of one work item's output (refresh.EngineOptions).
@@ -67,6 +70,7 @@ func Defaults() Config {
 		JobStallTimeout:    30 * time.Minute,
 		OrphanGrace:        time.Hour,
 		JanitorInterval:    10 * time.Minute,
+		HealthTimeout:      time.Minute,
 		MaxItemOutputRows:  refresh.DefaultMaxItemOutputRows,
 		MaxItemOutputBytes: refresh.DefaultMaxItemOutputBytes,
 	}
@@ -119,7 +123,7 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	for _, d := range []struct {
 		key string
 		dst *time.Duration
-	}{{"MVQ_JOB_STALL_TIMEOUT", &cfg.JobStallTimeout}, {"MVQ_ORPHAN_GRACE", &cfg.OrphanGrace}, {"MVQ_JANITOR_INTERVAL", &cfg.JanitorInterval}} {
+	}{{"MVQ_JOB_STALL_TIMEOUT", &cfg.JobStallTimeout}, {"MVQ_ORPHAN_GRACE", &cfg.OrphanGrace}, {"MVQ_JANITOR_INTERVAL", &cfg.JanitorInterval}, {"MVQ_HEALTH_TIMEOUT", &cfg.HealthTimeout}} {
 		if v := getenv(d.key); v != "" {
 			x, err := time.ParseDuration(v)
 			if err != nil || x <= 0 {

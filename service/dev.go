@@ -34,7 +34,7 @@ func RunDev(ctx context.Context, cfg Config, ready func(addr string)) error {
 		return err
 	}
 	defer stopCore()
-	stop, err := startWorker(cfg, core)
+	stop, err := startWorker(cfg, core, false)
 	if err != nil {
 		return err
 	}

@@ -1,8 +1,12 @@
 package service_test
 
 import (
+	"bufio"
 	"fmt"
+	"net/http"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,4 +86,101 @@ func TestRedisSentinelFailover(t *testing.T) {
 	}
 	e.assertView("v", "src", -1)
 	t.Logf("failover: replica promoted %v after the master was killed; the job's next item finished %v after the kill", promoted.Round(time.Millisecond), resumed.Round(time.Millisecond))
+}
+
+// scrapeSamples returns the samples of one metric on a /metrics page,
+// keyed by their label sets as written ("{cluster=\"gpu\",state=\"pending\"}").
+func scrapeSamples(t *testing.T, url, metric string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		out[labelsOf(line[len(metric):i])] = v
+	}
+	return out
+}
+
+// labelsOf keeps the cluster and state labels of a label set, in that
+// order (the exporter adds others, such as otel_scope_name).
+func labelsOf(set string) string {
+	var keep []string
+	for _, kv := range strings.Split(strings.Trim(set, "{} "), ",") {
+		if strings.HasPrefix(kv, "cluster=") || strings.HasPrefix(kv, "state=") {
+			keep = append(keep, kv)
+		}
+	}
+	return "{" + strings.Join(keep, ",") + "}"
+}
+
+// TestQueueGaugesForEveryCluster: the API exports mvq_queue_depth and
+// mvq_workers_active for every cluster it knows (MVQ_CLUSTERS on the API,
+// and every cluster a worker ever served), so when the last worker of a
+// pool stops with work queued, its series stay, show the backlog and zero
+// workers: what MvqNoActiveWorkers and scale-from-zero read.
+func TestQueueGaugesForEveryCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops a worker pool mid-refresh")
+	}
+	e := startAPI(t, 0, "", "MVQ_CLUSTERS=default,spare")
+	e.startProcess("worker", "MVQ_TEST_WORKER=1", "MVQ_CLUSTERS=gpu", "MVQ_METRICS_LISTEN=127.0.0.1:0", "MVQ_WORKER_CONCURRENCY=1")
+	gpu := e.workers[0]
+	big := make([]map[string]any, 12)
+	for i := range big {
+		words := make([]string, 6000)
+		for w := range words {
+			words[w] = fmt.Sprintf("d%dw%d", i, w)
+		}
+		big[i] = map[string]any{"id": i, "lang": "en", "body": strings.Join(words, " ")}
+	}
+	if st := e.post("/v1/table/src/create", big, nil); st != 200 {
+		t.Fatalf("create source: %d", st)
+	}
+	e.createChunkerView("v", "src")
+	id := e.refresh("v", map[string]any{"cluster": "gpu", "source_task_size": 1, "concurrency": 4})
+	waitFor(t, 120*time.Second, "the gpu pool to start the refresh", func() bool {
+		p, _ := e.job(id)["progress"].(map[string]any)
+		return p != nil && num(p["work_items_done"]) >= 1
+	})
+	// The pool's only worker stops; the items released to it stay queued.
+	if err := gpu.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	gpu.Wait()
+	metrics := e.api + "/metrics"
+	var depth, workers map[string]float64
+	waitFor(t, 30*time.Second, "the gpu pool to show queued work and no worker", func() bool {
+		depth = scrapeSamples(t, metrics, "mvq_queue_depth")
+		workers = scrapeSamples(t, metrics, "mvq_workers_active")
+		w, ok := workers[`{cluster="gpu"}`]
+		return ok && w == 0 && depth[`{cluster="gpu",state="pending"}`] > 0
+	})
+	for _, c := range []string{"default", "spare", "gpu"} {
+		if _, ok := workers[`{cluster="`+c+`"}`]; !ok {
+			t.Errorf("no mvq_workers_active series for cluster %s: %v", c, workers)
+		}
+		for _, s := range []string{"pending", "active", "scheduled", "retry"} {
+			if _, ok := depth[`{cluster="`+c+`",state="`+s+`"}`]; !ok {
+				t.Errorf("no mvq_queue_depth series for cluster %s state %s", c, s)
+			}
+		}
+	}
+	if j := e.job(id); j["state"] != "RUNNING" {
+		t.Fatalf("job with its pool gone is %v, want RUNNING (waiting for a worker)", j["state"])
+	}
+	t.Logf("gpu pool after its last worker stopped: depth %v, workers %v", depth, workers)
 }

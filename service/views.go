@@ -6,6 +6,7 @@ import (
 	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/telemetry"
 )
 
 // openViews wires the view engine and the job client for the API.
@@ -16,7 +17,19 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 	}
 	eng := refresh.NewEngine(core.Catalog)
 	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs))
+	// The API reports the queue gauges of every known cluster (any ever
+	// served, plus cfg.Clusters), so a pool without workers has series.
+	stats := jobs.NewClusterStats(rdb, conn, cfg.Clusters)
+	unregister, err := telemetry.RegisterQueueGauges(stats.Read)
+	if err != nil {
+		stats.Close()
+		client.Close()
+		rdb.Close()
+		return nil, nil, err
+	}
 	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog}, func() {
+		unregister()
+		stats.Close()
 		client.Close()
 		rdb.Close()
 	}, nil
