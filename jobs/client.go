@@ -424,12 +424,11 @@ func (c *Client) CancelViewsUnder(ctx context.Context, ns []string, reason strin
 	prefix := keyPrefix + "view:" + viewKey(ns) + "/"
 	match := globEscape(prefix) + "*:queue"
 	var views [][]string
-	iter := c.st.rdb.Scan(ctx, 0, match, 500).Iterator()
-	for iter.Next(ctx) {
-		k := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), keyPrefix+"view:"), ":queue")
+	if err := c.st.scanKeys(ctx, match, func(key string) error {
+		k := strings.TrimSuffix(strings.TrimPrefix(key, keyPrefix+"view:"), ":queue")
 		views = append(views, strings.Split(k, "/"))
-	}
-	if err := iter.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return 0, redisErr("find view queues", err)
 	}
 	n := 0

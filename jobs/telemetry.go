@@ -113,8 +113,8 @@ func (s *Server) kindOf(jobID string) string {
 }
 
 func clusterOf(queue string) string {
-	if len(queue) > len(keyPrefix) && queue[:len(keyPrefix)] == keyPrefix {
-		return queue[len(keyPrefix):]
+	if len(queue) > len(queuePrefix) && queue[:len(queuePrefix)] == queuePrefix {
+		return queue[len(queuePrefix):]
 	}
 	return queue
 }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -13,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // The S3 test mode. `make test-s3` builds SeaweedFS's `weed` once into a
@@ -147,17 +152,20 @@ func StartWeed() (*Weed, error) {
 	return w, nil
 }
 
-// ready reports whether S3 serves the test bucket: an anonymous HEAD of
-// the bucket is refused (403) once the gateway and its identities are up,
-// and is 404 until the bucket exists.
+// ready reports whether S3 serves the test bucket to the test key: a
+// signed HeadBucket succeeds (weed creates the bucket after S3 answers).
 func ready(endpoint string) bool {
-	c := http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Head(endpoint + "/" + s3Bucket)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusOK
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	client := s3.New(s3.Options{
+		Region:       s3Region,
+		BaseEndpoint: aws.String(endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(s3KeyID, s3Secret, ""),
+		HTTPClient:   &http.Client{Timeout: 2 * time.Second},
+	})
+	_, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(s3Bucket)})
+	return err == nil
 }
 
 func tail(b []byte, n int) string {
