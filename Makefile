@@ -18,6 +18,7 @@ tools: ## Check that the tools the build and tests need are installed
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+ (https://go.dev/dl)"; exit 1; }
 	@command -v gcc >/dev/null || { echo "gcc not found: DuckDB needs cgo (apt-get install gcc)"; exit 1; }
 	@command -v redis-server >/dev/null || { echo "redis-server not found: the tests start their own (apt-get install redis-server)"; exit 1; }
+	@command -v redis-cli >/dev/null || { echo "redis-cli not found: the Redis Cluster test needs it (apt-get install redis-tools)"; exit 1; }
 
 .PHONY: build
 build: ## Build bin/api, bin/worker and bin/mvq
