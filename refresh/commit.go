@@ -272,7 +272,7 @@ func (b *build) release() {
 	}
 }
 
-func (b *build) rowwise() bool { return b.plan.Kind != KindUDTF }
+func (b *build) rowwise() bool { return traitsOf(b.plan.Kind).RowWise }
 
 func (b *build) cutAt(frag uint32) {
 	if b.cut == nil || frag < *b.cut {

@@ -36,8 +36,8 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 		return err
 	}
 	if opts.OutputLimit != nil {
-		if v.Def.Kind != KindChunker {
-			return invalid("output_limit: only chunker views take an output_limit (view %s is kind %s)", table.JoinID(id), v.Def.Kind)
+		if !traitsOf(v.Def.Kind).OutputLimit {
+			return invalid("output_limit: view %s is kind %s, which takes no output_limit", table.JoinID(id), v.Def.Kind)
 		}
 		if *opts.OutputLimit < 0 {
 			return invalid("output_limit: must be >= 0 (got %d)", *opts.OutputLimit)
