@@ -15,7 +15,9 @@ func init() { RegisterKind(KindQuery, queryKind{}) }
 
 type queryKind struct{}
 
-func (queryKind) Traits() Traits { return Traits{RowWise: true, Incremental: true, Spec: SpecForbidden} }
+func (queryKind) Traits() Traits {
+	return Traits{RowWise: true, Incremental: true, Spec: SpecForbidden}
+}
 
 func (queryKind) Bind(*UDTFEntry, []byte) (Binding, error) {
 	return queryBinding{}, nil
