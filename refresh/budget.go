@@ -11,6 +11,7 @@ import (
 
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/udf"
 )
 
 // Default bounds of one work item's output (EngineOptions). A worker runs
@@ -32,6 +33,9 @@ type EngineOptions struct {
 	// item is held to the same bounds.
 	MaxItemOutputRows  int64
 	MaxItemOutputBytes int64
+	// Runtimes are the operator's declared runtimes (MVQ_RUNTIMES_FILE);
+	// nil: none, and views or manifests naming one are refused.
+	Runtimes *udf.Registry
 }
 
 func (o EngineOptions) withDefaults() EngineOptions {

@@ -64,7 +64,9 @@ func (e *Engine) Expand(ctx context.Context, plan *Plan, index int) (ItemResult,
 	w := e.newFragWriter(v, itemPrefix(plan.JobID, index), plan.Options.MaxRowsPerFragment)
 	defer w.release()
 	if !traitsOf(plan.Kind).RowWise {
-		err = e.expandWhole(ctx, e.applyEnv(plan, index, v), src, item, w)
+		env := e.applyEnv(plan, index, v)
+		err = e.expandWhole(ctx, env, src, item, w)
+		res.SkippedPartitions = env.Skipped.Load()
 		if err == nil {
 			err = w.close(ctx)
 		}

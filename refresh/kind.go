@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -103,7 +104,12 @@ type ApplyEnv struct {
 	// Events receives lines for the job's events (user code's stderr);
 	// never nil.
 	Events func(string)
+	// Skipped counts input partitions an applier left out under its
+	// error handling (ItemResult.SkippedPartitions).
+	Skipped atomic.Int64
 }
+
+func (env *ApplyEnv) skipped(n int64) { env.Skipped.Add(n) }
 
 var kinds = struct {
 	sync.RWMutex

@@ -17,7 +17,21 @@ type udtfKind struct{}
 
 func (udtfKind) Traits() Traits { return Traits{} }
 
-func (udtfKind) Bind(*UDTFEntry, []byte) (Binding, error) { return sqlUDTFBinding{}, nil }
+// Bind: a udtf that is base64 of {"runtime": ...} runs user code
+// (kind_udtf_runtime.go); any other is stored as it is and the function
+// is the SQL.
+func (udtfKind) Bind(u *UDTFEntry, doc []byte) (Binding, error) {
+	if u != nil {
+		d, ok, err := parseUDFDoc(doc, "udtf_spec.udtf")
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return bindRuntimeUDTF(u, d)
+		}
+	}
+	return sqlUDTFBinding{}, nil
+}
 
 type sqlUDTFBinding struct{}
 

@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -182,7 +183,7 @@ func TestPrepare(t *testing.T) {
 	if err := b.e.Prepare(b.ctx, q, &o); err != nil {
 		t.Fatal(err)
 	}
-	if o != (Options{SourceTaskSize: 1024, Concurrency: 8, IntraApplierConcurrency: 1, MaxRowsPerFragment: 131072, Cluster: "default"}) {
+	if !reflect.DeepEqual(o, Options{SourceTaskSize: 1024, Concurrency: 8, IntraApplierConcurrency: 1, MaxRowsPerFragment: 131072, Cluster: "default"}) {
 		t.Fatalf("defaults %+v", o)
 	}
 	o = Options{}

@@ -19,6 +19,7 @@ import (
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/internal/strictjson"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/udf"
 )
 
 // Engine creates views and runs the steps of their refreshes against a
@@ -35,7 +36,13 @@ type Engine struct {
 	// needed.
 	wholeFileBytes int64
 	opts           EngineOptions
+	// udfs runs user code (subprocess pools, http limits); Close stops it.
+	udfs *udf.Manager
 }
+
+// Close stops the subprocesses user code runs in. The engine must not be
+// used after.
+func (e *Engine) Close() error { return e.udfs.Close() }
 
 // NewEngine returns an engine over cat that evaluates SQL with cat.SQL(),
 // with the default EngineOptions.
@@ -43,7 +50,7 @@ func NewEngine(cat *table.Catalog) *Engine { return NewEngineWith(cat, EngineOpt
 
 // NewEngineWith is NewEngine with options (zero fields: defaults).
 func NewEngineWith(cat *table.Catalog, opts EngineOptions) *Engine {
-	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults()}
+	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults(), udfs: udf.NewManager(cat.Options().Mem)}
 }
 
 // CreateRequest mirrors the API's CreateMaterializedViewRequest.
@@ -130,6 +137,22 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	if err != nil {
 		return nil, err
 	}
+	if u := req.UDTFSpec; u != nil && u.Manifest != nil && *u.Manifest != "" {
+		sum := ""
+		if u.ManifestChecksum != nil {
+			sum = *u.ManifestChecksum
+		}
+		if _, err := e.checkManifestText("udtf_spec.manifest", *u.Manifest, sum); err != nil {
+			return nil, err
+		}
+	}
+	if ru, ok := binding.(runtimeUser); ok {
+		for _, name := range ru.Runtimes() {
+			if _, ok := e.opts.Runtimes.Lookup(name); !ok {
+				return nil, invalid("udtf_spec.udtf: runtime %q is not a runtime of this deployment (declared: %s)", name, runtimeList(e.opts.Runtimes))
+			}
+		}
+	}
 	if req.UDTFSpec != nil {
 		if def.UDTFSpec, err = json.Marshal(req.UDTFSpec); err != nil {
 			return nil, err
@@ -175,11 +198,26 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	if err != nil {
 		return nil, err
 	}
-	schema, err := e.deriveSchema(ctx, rowwise, sq, binding, srcSchema)
-	if err != nil {
+	var schema *arrow.Schema
+	if tos, ok := binding.(takesOutputSchema); ok {
+		if req.OutputSchema == "" {
+			return nil, invalid("output_schema: required for a %s view that runs user code (its columns cannot be derived)", kind)
+		}
+		given, err := arrowjson.DecodeIPCSchema(req.OutputSchema)
+		if err != nil {
+			return nil, invalid("output_schema: not a base64 Arrow IPC schema (%s)", strings.TrimPrefix(err.Error(), "arrowjson: "))
+		}
+		sel, err := e.bind(ctx, sq.Name, srcSchema, sq.SQL)
+		if err != nil {
+			return nil, err
+		}
+		if err := tos.CheckOutputSchema(sel.Fields(), given); err != nil {
+			return nil, err
+		}
+		schema = given
+	} else if schema, err = e.deriveSchema(ctx, rowwise, sq, binding, srcSchema); err != nil {
 		return nil, err
-	}
-	if req.OutputSchema != "" {
+	} else if req.OutputSchema != "" {
 		given, err := arrowjson.DecodeIPCSchema(req.OutputSchema)
 		if err != nil {
 			return nil, invalid("output_schema: not a base64 Arrow IPC schema (%s)", strings.TrimPrefix(err.Error(), "arrowjson: "))
@@ -239,9 +277,6 @@ func bindEntry(kind Kind, u *UDTFEntry) (Binding, error) {
 	if u.Manifest != nil && *u.Manifest != "" {
 		if err := checkManifest(*u.Manifest); err != nil {
 			return nil, invalid("udtf_spec.manifest: %v", err)
-		}
-		if u.ManifestChecksum != nil && *u.ManifestChecksum != "" && !strings.EqualFold(*u.ManifestChecksum, sha256Hex(*u.Manifest)) {
-			return nil, invalid("udtf_spec.manifest_checksum: %q is not the SHA-256 of the manifest (%s)", *u.ManifestChecksum, sha256Hex(*u.Manifest))
 		}
 	}
 	return vk.Bind(u, doc)

@@ -40,11 +40,11 @@ type Duration time.Duration
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration such as \"30s\"")
+		return fmt.Errorf("timeout: want a duration such as \"30s\"")
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v <= 0 {
-		return fmt.Errorf("want a positive duration such as \"30s\", got %q", s)
+		return fmt.Errorf("timeout: want a positive duration such as \"30s\", got %q", s)
 	}
 	*d = Duration(v)
 	return nil
