@@ -15,7 +15,7 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 	if err != nil {
 		return nil, nil, err
 	}
-	eng := refresh.NewEngine(core.Catalog)
+	eng := refresh.NewEngineWith(core.Catalog, cfg.engineOptions())
 	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs))
 	// The API reports the queue gauges of every known cluster (any ever
 	// served, plus cfg.Clusters), so a pool without workers has series.
@@ -32,5 +32,6 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 		stats.Close()
 		client.Close()
 		rdb.Close()
+		_ = eng.Close()
 	}, nil
 }

@@ -23,7 +23,7 @@ const (
 )
 
 func (cfg Config) engineOptions() refresh.EngineOptions {
-	return refresh.EngineOptions{MaxItemOutputRows: cfg.MaxItemOutputRows, MaxItemOutputBytes: cfg.MaxItemOutputBytes}
+	return refresh.EngineOptions{MaxItemOutputRows: cfg.MaxItemOutputRows, MaxItemOutputBytes: cfg.MaxItemOutputBytes, Runtimes: cfg.Runtimes}
 }
 
 // startWorker starts an asynq server for cfg.Clusters, reports its queues
@@ -34,8 +34,9 @@ func startWorker(cfg Config, core *Core, gauges bool) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	eng := refresh.NewEngineWith(core.Catalog, cfg.engineOptions())
 	srv, err := jobs.NewServer(jobs.ServerConfig{
-		Redis: conn, RDB: rdb, Engine: refresh.NewEngineWith(core.Catalog, cfg.engineOptions()),
+		Redis: conn, RDB: rdb, Engine: eng,
 		Clusters: cfg.Clusters, Concurrency: cfg.WorkerConcurrency,
 		ShutdownTimeout: WorkerShutdownTimeout, Logger: slog.Default(),
 		Rescue: jobs.RescuerConfig{StallTimeout: cfg.JobStallTimeout},
@@ -62,6 +63,7 @@ func startWorker(cfg Config, core *Core, gauges bool) (func(), error) {
 		unregister()
 		srv.Shutdown()
 		rdb.Close()
+		_ = eng.Close() // stops the user-code subprocesses
 	}, nil
 }
 
