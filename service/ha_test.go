@@ -3,12 +3,16 @@ package service_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-yaml"
 
 	"github.com/mvq-dev/mvq/internal/testenv"
 )
@@ -156,6 +160,10 @@ func TestQueueGaugesForEveryCluster(t *testing.T) {
 		p, _ := e.job(id)["progress"].(map[string]any)
 		return p != nil && num(p["work_items_done"]) >= 1
 	})
+	// While the pool has its worker, MvqNoActiveWorkers does not fire.
+	if firing := alertFiring(t, e.api+"/metrics", "MvqNoActiveWorkers"); len(firing) != 0 {
+		t.Fatalf("MvqNoActiveWorkers fires with a live worker: %v", firing)
+	}
 	// The pool's only worker stops; the items released to it stay queued.
 	if err := gpu.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -178,6 +186,11 @@ func TestQueueGaugesForEveryCluster(t *testing.T) {
 				t.Errorf("no mvq_queue_depth series for cluster %s state %s", c, s)
 			}
 		}
+	}
+	// The alert's expression, evaluated on what the API serves, fires for
+	// gpu and only for it (Prometheus would wait its `for: 2m` first).
+	if firing := alertFiring(t, metrics, "MvqNoActiveWorkers"); len(firing) != 1 || firing[0] != "gpu" {
+		t.Fatalf("MvqNoActiveWorkers fires for %v, want [gpu]", firing)
 	}
 	if j := e.job(id); j["state"] != "RUNNING" {
 		t.Fatalf("job with its pool gone is %v, want RUNNING (waiting for a worker)", j["state"])
@@ -211,4 +224,55 @@ func TestRedisClusterRefresh(t *testing.T) {
 	e.post("/v1/table/src/insert", docs(300, 330), nil)
 	e.mustDone(e.refresh("v", `{"source_task_size": 10}`))
 	e.assertView("v", "src", -1)
+}
+
+// alertFiring evaluates alert rule name of deploy/prometheus/alerts.yml
+// on one scrape of url and returns the clusters it fires for.
+func alertFiring(t *testing.T, url, name string) []string {
+	t.Helper()
+	raw, err := os.ReadFile("../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	expr := ""
+	for _, g := range doc.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == name {
+				expr = r.Expr
+			}
+		}
+	}
+	if expr == "" {
+		t.Fatalf("no alert %s in alerts.yml", name)
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	data, err := parseExposition(string(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := promEval(expr, data)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var out []string
+	for _, s := range v {
+		out = append(out, s.labels["cluster"])
+	}
+	return out
 }
