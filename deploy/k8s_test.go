@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/service"
 )
 
@@ -307,6 +308,12 @@ func TestKubernetesManifests(t *testing.T) {
 			}
 			if !slices.Contains(pools, "default") {
 				t.Error("no worker pool for the default cluster")
+			}
+			// The API's tokens file, from the Secret, loads.
+			if sec := r.secrets["mvq-secrets"]; sec == nil {
+				t.Error("no Secret mvq-secrets")
+			} else if _, err := auth.ParseTokens([]byte(sec.StringData["tokens.yaml"])); err != nil {
+				t.Errorf("mvq-secrets tokens.yaml: %v", err)
 			}
 			if len(r.monitors) != 1 {
 				t.Fatalf("%d ServiceMonitors, want 1", len(r.monitors))
