@@ -317,6 +317,9 @@ func (d *DB) release(s *sql.DB, key string, keep, fresh bool) {
 	}()
 }
 
+// SessionsOpened is how many sessions the engine has opened so far.
+func (d *DB) SessionsOpened() int64 { return d.opened.Load() }
+
 // Saturated reports whether queries are being turned away or kept waiting
 // because every session is busy, with a reason for /readyz.
 func (d *DB) Saturated() (bool, string) {
