@@ -36,6 +36,7 @@ type Engine struct {
 	// needed.
 	wholeFileBytes int64
 	opts           EngineOptions
+	chunkHook      func() // tests: runs in each chunking goroutine
 }
 
 // NewEngine returns an engine over cat that evaluates SQL with cat.SQL(),
