@@ -123,7 +123,10 @@ func Open(opts Options) (*DB, error) {
 }
 
 // An idle session ran key to its end and may run key again, and nothing
-// else, until idleTTL passes. At most cap(slots) are kept.
+// else, until idleTTL passes. At most twice as many as queries may run at
+// once are kept, the most recently used (an idle session holds about
+// 3 MB): enough for a few texts each run in parallel, as the matching
+// and the rewrite of an update are.
 type idleSession struct {
 	key   string
 	db    *sql.DB
@@ -288,7 +291,7 @@ func (d *DB) release(s *sql.DB, key string, keep, fresh bool) {
 		d.mu.Lock()
 		d.idle = append(d.idle, idleSession{key: key, db: s, since: time.Now()})
 		var evicted []*sql.DB
-		for len(d.idle) > cap(d.slots) {
+		for len(d.idle) > 2*cap(d.slots) {
 			evicted = append(evicted, d.idle[0].db)
 			d.idle = d.idle[1:]
 		}
