@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -122,24 +124,26 @@ func taskHeaders(ctx context.Context) map[string]string {
 }
 
 // Submit validates a refresh of view, records it as a PENDING job and
-// enqueues its plan. It returns at once. Errors: the engine's validation
-// errors; CodeInvalidInput when no live worker serves the cluster;
-// CodeServiceUnavailable when Redis fails, or wrapping ErrBacklogFull when
-// the cluster has MaxPendingJobs unfinished jobs (then nothing is
-// recorded).
+// enqueues its plan. It returns at once. When the view has a PENDING job
+// (one that has not started, created less than a minute ago) with the
+// same effective options (defaults filled, manifest checksum, cluster),
+// Submit joins it instead: it returns that job with Coalesced set and
+// records nothing. A burst of identical requests so costs at most two jobs
+// (the running one and the one waiting for its turn). Errors: the engine's
+// validation errors; CodeInvalidInput when no live worker serves the
+// cluster; CodeServiceUnavailable when Redis fails, or wrapping
+// ErrBacklogFull when the cluster has MaxPendingJobs unfinished jobs (then
+// nothing is recorded).
 func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options) (*Job, error) {
+	return c.submit(ctx, view, opts, true)
+}
+
+func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options, join bool) (*Job, error) {
 	if err := c.eng.Prepare(ctx, view, &opts); err != nil {
 		return nil, err
 	}
 	if opts.Cluster == "" {
 		opts.Cluster = "default"
-	}
-	n, err := c.st.liveWorkers(ctx, opts.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return nil, table.Errorf(table.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
 	}
 	uid, err := uuid.NewV7()
 	if err != nil {
@@ -156,18 +160,47 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	if err != nil {
 		return nil, &table.Error{Code: table.CodeInternal, Message: "encode request", Err: err}
 	}
-	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID), liveJobsKey(j.Cluster)}
+	fp := ""
+	if join {
+		sum := sha256.Sum256(req)
+		fp = hex.EncodeToString(sum[:])
+	}
+	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
+		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}
 	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", c.maxPending, now.UnixMilli(),
+		fp, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
 		fTraceID, j.TraceID, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
-	switch n, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Int(); {
-	case err != nil:
+	res, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Result()
+	if err != nil {
 		return nil, redisErr("create job", err)
-	case n == -2:
-		return nil, backlogFull(j.Cluster, c.maxPending)
-	case n != 1:
-		return nil, &table.Error{Code: table.CodeInternal, Message: "job id " + j.ID + " exists"}
+	}
+	switch r := res.(type) {
+	case string: // joined a PENDING job
+		other, err := c.st.job(ctx, r)
+		if table.ErrorCode(err) == table.CodeTransactionNotFound {
+			// Expired between the script and this read: not possible
+			// for a PENDING job short of a flushed Redis.
+			return nil, redisErr("read joined job", err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		other.Coalesced = true
+		return other, nil
+	case int64:
+		switch r {
+		case 1:
+		case -2:
+			return nil, backlogFull(j.Cluster, c.maxPending)
+		case -3:
+			return nil, table.Errorf(table.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
+		default:
+			return nil, &table.Error{Code: table.CodeInternal, Message: "job id " + j.ID + " exists"}
+		}
+	default:
+		return nil, &table.Error{Code: table.CodeInternal, Message: fmt.Sprintf("create job: unexpected answer %v", res)}
 	}
 	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
 	if err == nil {
@@ -185,6 +218,11 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	}
 	return j, nil
 }
+
+// pendingIndexTTL bounds how long a view's index of PENDING jobs by
+// fingerprint lives after its last write (entries of jobs that started are
+// ignored; this only bounds the key's size).
+const pendingIndexTTL = 24 * time.Hour
 
 // Get returns a job; an unknown (or expired) one is CodeTransactionNotFound.
 func (c *Client) Get(ctx context.Context, jobID string) (*Job, error) {

@@ -32,8 +32,8 @@ func NewPlanTask(jobID, cluster string, headers map[string]string) (*asynq.Task,
 // handlePlan waits for the job's turn on its view (returning errWaitTurn,
 // which asynq retries soon without counting), moves the job to RUNNING,
 // plans it once (a retried plan reuses the stored plan), starts the
-// dispatch and enqueues the first Concurrency work items, or the commit
-// when there is nothing to expand.
+// dispatch, enqueues work items 1 to Concurrency-1 and expands item 0
+// itself, or commits in place when there is nothing to expand.
 func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	var p PlanPayload
 	if err := decodePayload(t, &p); err != nil {
@@ -72,6 +72,7 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	if !r.applied() && r.state != StateRunning {
 		return nil // cancelled meanwhile
 	}
+	j.State = StateRunning
 	wctx, stop := s.watch(ctx, j.ID)
 	defer stop()
 	plan, err := s.loadPlan(wctx, j.ID)
@@ -105,14 +106,18 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 		return nil
 	}
 	if total == 0 {
-		return s.enqueueCommit(ctx, j, t.Headers())
+		return s.commit(ctx, j)
 	}
-	for i := range first {
+	// Items 1..first-1 go to the queue; this task expands item 0 in
+	// place (a one-item job then runs plan, item and commit in this one
+	// task). A retried plan task finds item 0 done and only passes the
+	// baton again.
+	for i := 1; i < first; i++ {
 		if err := s.enqueueItem(ctx, j, i, t.Headers()); err != nil {
 			return err
 		}
 	}
-	return nil
+	return s.workItem(ctx, j, 0, t.Headers())
 }
 
 // lostPlanAge is how long a job may stay PENDING with no plan task before

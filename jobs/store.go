@@ -32,6 +32,9 @@ func holdersKey(id string) string { return jobKey(id) + ":holders" }
 func viewKey(view []string) string      { return strings.Join(view, "/") }
 func viewJobsKey(view []string) string  { return keyPrefix + "view:" + viewKey(view) + ":jobs" }
 func viewQueueKey(view []string) string { return keyPrefix + "view:" + viewKey(view) + ":queue" }
+func viewPendingKey(view []string) string {
+	return keyPrefix + "view:" + viewKey(view) + ":pending"
+}
 func workersKey(cluster string) string  { return keyPrefix + "cluster:" + cluster + ":workers" }
 func liveJobsKey(cluster string) string { return keyPrefix + "cluster:" + cluster + ":unfinished" }
 func lockKey(name string) string        { return keyPrefix + "lock:" + name }

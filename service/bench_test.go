@@ -135,6 +135,7 @@ type orchestrator struct {
 	cat     *table.Catalog
 	eng     *refresh.Engine
 	client  *jobs.Client
+	rdb     *redis.Client
 	srcFile string
 	dir     string
 	entry   *refresh.UDTFEntry
@@ -175,7 +176,7 @@ func newOrchestrator(b *testing.B, n int) *orchestrator {
 	client := jobs.NewClient(rdb, conn, eng)
 	b.Cleanup(func() { client.Close() })
 	sum := sha256.Sum256([]byte(benchSpec))
-	return &orchestrator{cat: cat, eng: eng, client: client, dir: dir,
+	return &orchestrator{cat: cat, eng: eng, client: client, rdb: rdb, dir: dir,
 		srcFile: filepath.Join(dir, "corpus.lance", filepath.FromSlash(m.Fragments[0].Path)),
 		entry:   &refresh.UDTFEntry{Kind: "chunker", UDTF: base64.StdEncoding.EncodeToString([]byte(benchSpec)), UDTFSha: hex.EncodeToString(sum[:]), UDTFName: "recursive", UDTFVersion: "1"}}
 }
