@@ -75,9 +75,13 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	j.State = StateRunning
 	wctx, stop := s.watch(ctx, j.ID)
 	defer stop()
-	plan, err := s.loadPlan(wctx, j.ID)
-	if err != nil {
-		return err
+	var plan *refresh.Plan
+	if r.code != 1 {
+		// Not the first start: a plan may be stored (a job moves to
+		// RUNNING once, before its plan is stored).
+		if plan, err = s.loadPlan(wctx, j.ID); err != nil {
+			return err
+		}
 	}
 	if plan == nil {
 		plan, err = protect(func() (*refresh.Plan, error) { return s.eng.Plan(wctx, j.viewID, j.ID, j.Request) })
@@ -91,9 +95,6 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 			return err
 		}
 		s.plans.put(j.ID, plan)
-		if err := s.st.rdb.HSet(ctx, jobKey(j.ID), fKind, string(plan.Kind)).Err(); err != nil {
-			return redisErr("record kind", err)
-		}
 	}
 	total := itemCount(plan)
 	first := min(max(j.Request.Concurrency, 1), total)

@@ -48,7 +48,7 @@ if ARGV[7] ~= '' then
 end
 local limit = tonumber(ARGV[5])
 if limit > 0 and redis.call('ZCARD', KEYS[6]) >= limit then return -2 end
-for i = 11, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1]) end
+redis.call('HSET', KEYS[1], unpack(ARGV, 11))
 redis.call('ZADD', KEYS[3], 0, ARGV[1])
 redis.call('ZADD', KEYS[4], 0, ARGV[1])
 redis.call('RPUSH', KEYS[5], ARGV[1])
