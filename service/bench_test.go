@@ -132,14 +132,14 @@ func plainLoop(b *testing.B, path, out string, write bool) int64 {
 // orchestrator is a source table of n documents, the view engine and a
 // worker pool (concurrency 8, in this process) behind a job client.
 type orchestrator struct {
-	cat     *table.Catalog
-	eng     *refresh.Engine
-	client  *jobs.Client
+	cat      *table.Catalog
+	eng      *refresh.Engine
+	client   *jobs.Client
 	rdb      *redis.Client
 	redisURL string
 	srcFile  string
-	dir     string
-	entry   *refresh.UDTFEntry
+	dir      string
+	entry    *refresh.UDTFEntry
 }
 
 func newOrchestrator(b *testing.B, n int) *orchestrator { return newOrchestratorWith(b, n, true) }
