@@ -221,6 +221,26 @@ func BenchmarkAPIControlPlane(b *testing.B) {
 			return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", e.url, i%views), []byte(`{"concurrency":3}`))
 		}, wantStatus(http.StatusAccepted))
 
+		// Where an accept's time goes, one caller at a time: the view
+		// lookup and validation, then all of Submit (that plus the create
+		// script and the enqueue).
+		const seq = 1000
+		t0 := time.Now()
+		for i := range seq {
+			o := refresh.Options{MaxRowsPerFragment: 1000 + i}
+			if err := e.eng.Prepare(context.Background(), []string{fmt.Sprintf("v%d", i%views)}, &o); err != nil {
+				b.Fatal(err)
+			}
+		}
+		prep := time.Since(t0) / seq
+		t0 = time.Now()
+		for i := range seq {
+			if _, err := e.client.Submit(context.Background(), []string{fmt.Sprintf("v%d", i%views)}, refresh.Options{MaxRowsPerFragment: 5_000_000 + base + i}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		submit := time.Since(t0) / seq
+		b.Logf("run %d, one caller: Prepare (view lookup, validation) %v, Submit %v (Prepare + create script + enqueue)", it, prep, submit)
 		b.Logf("run %d, %d clients:\n  GET /healthz           %s\n  POST refresh (accept)  %s  ratio %.2f (target >= 0.6, p99 < 10 ms)\n  POST refresh (joins)   %s  ratio %.2f\n  GET /v1/job/{id}       %s  ratio %.2f (target >= 0.9)",
 			it, benchClients, health, accept, accept.rate/health.rate, coalesced, coalesced.rate/health.rate, status, status.rate/health.rate)
 		b.ReportMetric(accept.rate/health.rate, "accept/healthz")
