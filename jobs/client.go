@@ -124,7 +124,8 @@ func taskHeaders(ctx context.Context) map[string]string {
 }
 
 // Submit validates a refresh of view, records it as a PENDING job and
-// enqueues its plan. It returns at once. When the view has a PENDING job
+// enqueues its plan task, both in one Redis script (one round trip; never
+// one without the other). It returns at once. When the view has a PENDING job
 // (one that has not started, created less than a minute ago) with the
 // same effective options (defaults filled, manifest checksum, cluster),
 // Submit joins it instead: it returns that job with Coalesced set and
@@ -165,10 +166,17 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		sum := sha256.Sum256(req)
 		fp = hex.EncodeToString(sum[:])
 	}
+	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
+	if err != nil {
+		return nil, &table.Error{Code: table.CodeInternal, Message: "plan task", Err: err}
+	}
+	queue, taskID := QueueName(j.Cluster), "plan:"+j.ID
 	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
-		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}
+		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID),
+		asynqTaskKey(queue, taskID), asynqPendingKey(queue), asynqAllQueues}
 	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", c.maxPending, now.UnixMilli(),
 		fp, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
+		encodeTaskMessage(task, taskID, queue, taskMaxRetry, taskTimeout), taskID, now.UnixNano(), queue,
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
 		fTraceID, j.TraceID, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
@@ -201,20 +209,6 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		}
 	default:
 		return nil, &table.Error{Code: table.CodeInternal, Message: fmt.Sprintf("create job: unexpected answer %v", res)}
-	}
-	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
-	if err == nil {
-		err = enqueue(ctx, c.enq, task)
-	}
-	if err != nil {
-		// The job must not sit at the head of its view's queue with no
-		// plan task to run it.
-		_, ferr := c.st.fail(context.WithoutCancel(ctx), j,
-			Failure{Message: "could not enqueue the plan task", Retryable: true}, 0)
-		if ferr != nil {
-			c.log.Error("jobs: job left pending without a plan task", "job_id", j.ID, "err", ferr)
-		}
-		return nil, redisErr("enqueue plan", err)
 	}
 	return j, nil
 }

@@ -122,8 +122,10 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 }
 
 // lostPlanAge is how long a job may stay PENDING with no plan task before
-// a job queued behind it declares the plan lost. Submit writes the record,
-// then enqueues the plan; only a process dying in between leaves this.
+// a job queued behind it declares the plan lost. Submit writes the record
+// and the plan task in one script; a plan task deleted by hand (or a
+// record written by an older version that enqueued separately) leaves
+// this.
 const lostPlanAge = time.Minute
 
 // healLostPlan fails the job ahead in a view's FIFO when it has been

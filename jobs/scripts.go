@@ -19,7 +19,8 @@ end
 `
 
 // scriptCreate writes a new job record, indexes it, joins the view's FIFO
-// and the cluster's set of unfinished jobs, and appends the first event.
+// and the cluster's set of unfinished jobs, enqueues its plan task and
+// appends the first event.
 // It refuses when no live worker serves the cluster. A view's PENDING job
 // with the same request fingerprint (the effective options) is joined
 // instead, unless it was created more than the join age ago (its plan task
@@ -30,10 +31,13 @@ end
 // cannot both create a job while one is PENDING.
 //
 // KEYS: job, events, all-jobs index, view index, view queue, cluster's
-// unfinished jobs, cluster's workers, view's pending jobs by fingerprint.
+// unfinished jobs, cluster's workers, view's pending jobs by fingerprint,
+// then the plan task's asynq keys: task, queue's pending list, all queues
+// (see asynqwire.go).
 // ARGV: id, now, maxlen, message, backlog limit (0: none), created (unix
 // ms), fingerprint ("": never join), pending TTL ms, job key prefix, join
-// age ms, then field/value pairs.
+// age ms, plan task message ("": none), task id, now (unix ns), queue,
+// then field/value pairs.
 // Returns 1 (created), 0 (the record exists), -2 (backlog full), -3 (no
 // live worker) or the id of the PENDING job joined.
 var scriptCreate = redis.NewScript(luaEmit + `
@@ -48,7 +52,7 @@ if ARGV[7] ~= '' then
 end
 local limit = tonumber(ARGV[5])
 if limit > 0 and redis.call('ZCARD', KEYS[6]) >= limit then return -2 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 11))
+redis.call('HSET', KEYS[1], unpack(ARGV, 15))
 redis.call('ZADD', KEYS[3], 0, ARGV[1])
 redis.call('ZADD', KEYS[4], 0, ARGV[1])
 redis.call('RPUSH', KEYS[5], ARGV[1])
@@ -56,6 +60,11 @@ redis.call('ZADD', KEYS[6], ARGV[6], ARGV[1])
 if ARGV[7] ~= '' then
   redis.call('HSET', KEYS[8], ARGV[7], ARGV[1])
   redis.call('PEXPIRE', KEYS[8], ARGV[8])
+end
+if ARGV[11] ~= '' and redis.call('EXISTS', KEYS[9]) == 0 then
+  redis.call('HSET', KEYS[9], 'msg', ARGV[11], 'state', 'pending', 'pending_since', ARGV[13])
+  redis.call('LPUSH', KEYS[10], ARGV[12])
+  redis.call('SADD', KEYS[11], ARGV[14])
 end
 emit(KEYS[1], KEYS[2], 'state', ARGV[4], ARGV[2], ARGV[3])
 return 1
