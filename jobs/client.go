@@ -185,13 +185,14 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		return nil, redisErr("create job", err)
 	}
 	switch r := res.(type) {
-	case string: // joined a PENDING job
-		other, err := c.st.job(ctx, r)
-		if table.ErrorCode(err) == table.CodeTransactionNotFound {
-			// Expired between the script and this read: not possible
-			// for a PENDING job short of a flushed Redis.
-			return nil, redisErr("read joined job", err)
+	case []any: // joined a PENDING job: its record
+		m := make(map[string]string, len(r)/2)
+		for i := 0; i+1 < len(r); i += 2 {
+			k, _ := r[i].(string)
+			v, _ := r[i+1].(string)
+			m[k] = v
 		}
+		other, err := decodeJob(m)
 		if err != nil {
 			return nil, err
 		}

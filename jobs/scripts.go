@@ -24,7 +24,7 @@ end
 // It refuses when no live worker serves the cluster. A view's PENDING job
 // with the same request fingerprint (the effective options) is joined
 // instead, unless it was created more than the join age ago (its plan task
-// may be lost: see healLostPlan): nothing is written and its id is
+// may be lost: see healLostPlan): nothing is written and its record is
 // returned. Otherwise the job is
 // refused when the cluster's backlog is full. Checks and writes are one
 // step, so a refused job leaves nothing behind and two identical requests
@@ -39,7 +39,7 @@ end
 // age ms, plan task message ("": none), task id, now (unix ns), queue,
 // then field/value pairs.
 // Returns 1 (created), 0 (the record exists), -2 (backlog full), -3 (no
-// live worker) or the id of the PENDING job joined.
+// live worker) or the record (HGETALL) of the PENDING job joined.
 var scriptCreate = redis.NewScript(luaEmit + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('ZCOUNT', KEYS[7], '(' .. ARGV[6], '+inf') == 0 then return -3 end
@@ -47,7 +47,9 @@ if ARGV[7] ~= '' then
   local other = redis.call('HGET', KEYS[8], ARGV[7])
   if other and redis.call('HGET', ARGV[9] .. other, 'state') == 'PENDING' then
     local created = tonumber(redis.call('ZSCORE', KEYS[6], other) or '0')
-    if created > tonumber(ARGV[6]) - tonumber(ARGV[10]) then return other end
+    if created > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
+      return redis.call('HGETALL', ARGV[9] .. other)
+    end
   end
 end
 local limit = tonumber(ARGV[5])
