@@ -15,6 +15,7 @@ import (
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/udf"
 )
 
 // Config is resolved once: defaults, then environment, then flags, then
@@ -42,6 +43,10 @@ type Config struct {
 	// bounds of one work item's output (refresh.EngineOptions).
 	MaxItemOutputRows  int64
 	MaxItemOutputBytes int64
+
+	// Runtimes is the file MVQ_RUNTIMES_FILE names, loaded (API and
+	// worker): the runtimes user code may run in. nil: none.
+	Runtimes *udf.Registry
 
 	// Auth is MVQ_AUTH and its settings (MVQ_AUTH_TOKENS_FILE,
 	// MVQ_AUTH_JWT_SECRET, MVQ_AUTH_JWKS, MVQ_ALLOW_UNAUTHENTICATED); the
@@ -180,6 +185,11 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	}
 	if cfg.MaxItemOutputBytes, err = strconv.ParseInt(itemBytes, 10, 64); err != nil || cfg.MaxItemOutputBytes <= 0 {
 		return cfg, fmt.Errorf("MVQ_MAX_ITEM_OUTPUT_BYTES %q: want a positive integer", itemBytes)
+	}
+	if p := getenv("MVQ_RUNTIMES_FILE"); p != "" {
+		if cfg.Runtimes, err = udf.Load(p); err != nil {
+			return cfg, fmt.Errorf("MVQ_RUNTIMES_FILE: %w", err)
+		}
 	}
 	if cfg.Auth.AllowUnauthenticated, err = strconv.ParseBool(allowUnauth); err != nil {
 		return cfg, fmt.Errorf("MVQ_ALLOW_UNAUTHENTICATED %q: want true or false", allowUnauth)
