@@ -49,9 +49,10 @@ type ClientOption func(*Client)
 // limit (the default).
 func MaxPendingJobs(n int) ClientOption { return func(c *Client) { c.maxPending = max(n, 0) } }
 
-// NewClient returns a client that keeps job records in rdb, enqueues tasks
-// through conn and validates requests with eng. Close closes what it opened
-// from conn; rdb stays the caller's.
+// NewClient returns a client that keeps job records in rdb and validates
+// requests with eng. rdb and conn must reach the same Redis database: the
+// create script writes a job's plan task into the workers' queues through
+// rdb. Close closes what it opened from conn; rdb stays the caller's.
 func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.Engine, opts ...ClientOption) *Client {
 	return newClient(rdb, conn, eng, opts...)
 }
