@@ -36,13 +36,24 @@ const DevStateDir = ".mvq-dev"
 // in-memory Redis (miniredis) is used and jobs are lost on exit, which is
 // logged; tables and views are in the warehouse either way.
 func RunDev(ctx context.Context, cfg Config, ready func(addr string)) error {
+	return runDev(ctx, cfg, ready, true)
+}
+
+// RunDevInMemory is RunDev on an embedded in-memory Redis always (mvq
+// demo: nothing to keep, and it may run beside an mvq dev on the same
+// warehouse).
+func RunDevInMemory(ctx context.Context, cfg Config, ready func(addr string)) error {
+	return runDev(ctx, cfg, ready, false)
+}
+
+func runDev(ctx context.Context, cfg Config, ready func(addr string), persist bool) error {
 	if cfg.Auth.Mode == "" {
 		cfg.Auth.Mode = auth.ModeNone
 	}
 	if err := cfg.Auth.Check(cfg.Listen); err != nil {
 		return err
 	}
-	url, stopRedis, err := devRedis(ctx, cfg.Warehouse)
+	url, stopRedis, err := devRedis(ctx, cfg.Warehouse, persist)
 	if err != nil {
 		return err
 	}
@@ -64,7 +75,14 @@ func RunDev(ctx context.Context, cfg Config, ready func(addr string)) error {
 
 // devRedis starts the dev server's Redis and returns its URL and a stop
 // function.
-func devRedis(ctx context.Context, warehouse string) (string, func(), error) {
+func devRedis(ctx context.Context, warehouse string, persist bool) (string, func(), error) {
+	mr := miniredis.NewMiniRedis()
+	if !persist {
+		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
+			return "", nil, fmt.Errorf("embedded redis: %w", err)
+		}
+		return "redis://" + mr.Addr() + "/0", mr.Close, nil
+	}
 	dir, persistent := devRedisDir(warehouse)
 	bin, lookErr := exec.LookPath("redis-server")
 	if persistent && lookErr == nil {
@@ -75,7 +93,6 @@ func devRedis(ctx context.Context, warehouse string) (string, func(), error) {
 		slog.Info("mvq dev: redis-server with AOF, jobs persist", "dir", dir)
 		return url, stop, nil
 	}
-	mr := miniredis.NewMiniRedis()
 	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
 		return "", nil, fmt.Errorf("embedded redis: %w", err)
 	}
