@@ -83,7 +83,7 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 	}
 	switch {
 	case req.Kind == nil || *req.Kind == "":
-		fail(c, badInput("kind: required (query, chunker or udtf)"))
+		fail(c, badInput("kind: required (%s)", strings.Join(refresh.KindNames(), ", ")))
 		return
 	case req.SourceQuery == nil || strings.TrimSpace(*req.SourceQuery) == "":
 		fail(c, badInput("source_query: required"))

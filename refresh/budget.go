@@ -11,6 +11,7 @@ import (
 
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/udf"
 )
 
 // Default bounds of one work item's output (EngineOptions). A worker runs
@@ -32,6 +33,9 @@ type EngineOptions struct {
 	// item is held to the same bounds.
 	MaxItemOutputRows  int64
 	MaxItemOutputBytes int64
+	// Runtimes are the operator's declared runtimes (MVQ_RUNTIMES_FILE);
+	// nil: none, and views or manifests naming one are refused.
+	Runtimes *udf.Registry
 }
 
 func (o EngineOptions) withDefaults() EngineOptions {
@@ -52,11 +56,13 @@ type budget struct {
 	what              string // "output" or "SQL output"
 	plan              *Plan
 	index             int
-	chunker           *chunker.Spec
+	advice            budgetAdvisor // nil: the generic advice
 }
 
 func (e *Engine) newBudget(what string, plan *Plan, index int, v *View) *budget {
-	return &budget{maxRows: e.opts.MaxItemOutputRows, maxBytes: e.opts.MaxItemOutputBytes, what: what, plan: plan, index: index, chunker: v.Chunker}
+	b := &budget{maxRows: e.opts.MaxItemOutputRows, maxBytes: e.opts.MaxItemOutputBytes, what: what, plan: plan, index: index}
+	b.advice, _ = v.Binding.(budgetAdvisor)
+	return b
 }
 
 // add counts rows of the given size; past a bound it answers the error
@@ -91,11 +97,10 @@ func (b *budget) exceeded(r, n int64, foreseen bool) error {
 	item := b.plan.Items[b.index]
 	var how string
 	switch {
-	case b.plan.Kind == KindUDTF:
-		how = "a udtf view is computed as one item over the whole source, so raise the bounds on the workers, or make it a row-wise view"
-	case b.chunker != nil && b.what == "output":
-		how = fmt.Sprintf("refresh with a smaller source_task_size (now %d; this item reads %d source rows) or use a larger chunk_size (now %d) so each row makes fewer chunks; a single row this large needs the larger chunk_size, or higher bounds on the workers",
-			b.plan.Options.SourceTaskSize, item.Rows, b.chunker.ChunkSize)
+	case !traitsOf(b.plan.Kind).RowWise:
+		how = fmt.Sprintf("a %s view is computed as one item over the whole source, so raise the bounds on the workers, or make it a row-wise view", b.plan.Kind)
+	case b.advice != nil && b.advice.BudgetAdvice(b.plan, b.index, b.what) != "":
+		how = b.advice.BudgetAdvice(b.plan, b.index, b.what)
 	default:
 		how = fmt.Sprintf("refresh with a smaller source_task_size (now %d; this item reads %d source rows), or raise the bounds on the workers", b.plan.Options.SourceTaskSize, item.Rows)
 	}

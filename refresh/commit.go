@@ -174,7 +174,10 @@ func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (
 	if err != nil {
 		return Result{}, err
 	}
-	b := &build{e: e, plan: plan, v: v, res: Result{Mode: plan.Mode, SourceVersion: plan.SourceVersion}, expect: latest.Version, compactions: compactions}
+	b := &build{e: e, plan: plan, v: v, res: Result{Mode: plan.Mode, SourceVersion: plan.SourceVersion, ManifestChecksum: plan.Options.ManifestChecksum}, expect: latest.Version, compactions: compactions}
+	for _, r := range results {
+		b.res.SkippedPartitions += r.SkippedPartitions
+	}
 	defer b.release()
 	if err := b.keepOld(ctx); err != nil {
 		return Result{}, err
@@ -272,7 +275,7 @@ func (b *build) release() {
 	}
 }
 
-func (b *build) rowwise() bool { return b.plan.Kind != KindUDTF }
+func (b *build) rowwise() bool { return traitsOf(b.plan.Kind).RowWise }
 
 func (b *build) cutAt(frag uint32) {
 	if b.cut == nil || frag < *b.cut {
@@ -597,6 +600,9 @@ func (b *build) op(wm *Watermark) table.Op {
 			return nil, err
 		}
 		base.Metadata = map[string]string{metaJobID: b.plan.JobID, metaResult: string(rawRes)}
+		if sum := b.plan.Options.ManifestChecksum; sum != "" {
+			base.Metadata[metaManifestChecksum] = sum
+		}
 		return base, nil
 	}
 }

@@ -37,7 +37,10 @@ type Options struct {
 	OutputLimit             *int64 `json:"output_limit,omitempty"`
 	Cluster                 string `json:"cluster"` // default "default"
 	Manifest                string `json:"manifest,omitempty"`
-	ManifestChecksum        string `json:"manifest_checksum,omitempty"` // hex sha256 of the manifest in force
+	ManifestChecksum        string `json:"manifest_checksum,omitempty"` // ManifestChecksum of the manifest in force
+	// ManifestNotHonoured lists the fields of the manifest in force this
+	// deployment records but cannot act on (pip, images, ...).
+	ManifestNotHonoured []string `json:"manifest_not_honoured,omitempty"`
 }
 
 // Range is a run of source rows [Start, End) of one source fragment.
@@ -103,6 +106,9 @@ type ItemResult struct {
 	// LimitCut is the source row address of the first output row the item
 	// left out because output_limit could not keep it (nil: none left out).
 	LimitCut *uint64 `json:"limit_cut,omitempty"`
+	// SkippedPartitions counts partitions of user code left out under
+	// error_handling skip.
+	SkippedPartitions int64 `json:"skipped_partitions,omitempty"`
 }
 
 // Result is the outcome of a committed (or no-op) refresh.
@@ -112,6 +118,12 @@ type Result struct {
 	ViewVersion   uint64 `json:"view_version"`
 	RowsAdded     int64  `json:"rows_added"`
 	RowsRemoved   int64  `json:"rows_removed"`
+	// SkippedPartitions counts the input partitions user code failed on
+	// and error_handling skip left out.
+	SkippedPartitions int64 `json:"skipped_partitions,omitempty"`
+	// ManifestChecksum is the checksum of the manifest the refresh ran
+	// with ("" when none); also in the version's metadata.
+	ManifestChecksum string `json:"manifest_checksum,omitempty"`
 }
 
 // Definition is a view's definition, kept in its manifest properties.

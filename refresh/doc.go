@@ -20,6 +20,11 @@
 //     __chunk_index, the other selected columns, and the chunk.
 //   - udtf: any SQL over the source (aggregates too), recomputed whole.
 //
+// Each kind is a ViewKind registered in its own file (kind.go): the
+// engine asks it whether it is row-wise and incremental, lets it validate
+// the udtf_spec and derive the columns, and hands the source query's
+// output to the Applier it makes for each work item.
+//
 // The source query names its table by identifier, FROM "ns$table"; the
 // engine hands the rows to DuckDB under that name and nothing else, so
 // the query can reach no other data.

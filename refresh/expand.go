@@ -63,8 +63,10 @@ func (e *Engine) Expand(ctx context.Context, plan *Plan, index int) (ItemResult,
 	}
 	w := e.newFragWriter(v, itemPrefix(plan.JobID, index), plan.Options.MaxRowsPerFragment)
 	defer w.release()
-	if plan.Kind == KindUDTF {
-		err = e.expandUDTF(ctx, v, src, item, w, e.newBudget("output", plan, index, v))
+	if !traitsOf(plan.Kind).RowWise {
+		env := e.applyEnv(plan, index, v)
+		err = e.expandWhole(ctx, env, src, item, w)
+		res.SkippedPartitions = env.Skipped.Load()
 		if err == nil {
 			err = w.close(ctx)
 		}
@@ -169,9 +171,17 @@ func (s *sourceVersion) fragment(id uint32) (table.Fragment, error) {
 	return f, nil
 }
 
-// expandUDTF runs the view's query over the whole source (the item's
-// fragments) and streams its output to w.
-func (e *Engine) expandUDTF(ctx context.Context, v *View, src *sourceVersion, item WorkItem, w *fragWriter, bud *budget) error {
+// applyEnv is the environment of the applier of item index.
+func (e *Engine) applyEnv(plan *Plan, index int, v *View) *ApplyEnv {
+	return &ApplyEnv{Engine: e, View: v, Plan: plan, Index: index, Mem: e.mem, Workers: plan.Options.IntraApplierConcurrency,
+		Output: e.newBudget("output", plan, index, v), Events: func(string) {}}
+}
+
+// expandWhole runs the view's query over the whole source (the item's
+// fragments), streams its output through the kind's applier and writes
+// what that makes to w.
+func (e *Engine) expandWhole(ctx context.Context, env *ApplyEnv, src *sourceVersion, item WorkItem, w *fragWriter) (err error) {
+	v, bud := env.View, env.Output
 	frags := make([]table.Fragment, 0, len(item.Ranges))
 	for _, r := range item.Ranges {
 		f, err := src.fragment(r.Fragment)
@@ -190,24 +200,47 @@ func (e *Engine) expandUDTF(ctx context.Context, v *View, src *sourceVersion, it
 		return sqlError(err)
 	}
 	defer out.Release()
+	a, err := v.Binding.NewApplier(env)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := a.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	write := func(recs []arrow.RecordBatch) error {
+		defer releaseAll(recs)
+		for _, rec := range recs {
+			if err := w.write(ctx, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for out.Next() {
 		if err := bud.add(out.RecordBatch().NumRows(), recordBytes(out.RecordBatch())); err != nil {
 			return err
 		}
-		rec, err := table.Conform(ctx, out.RecordBatch(), v.Schema, e.mem)
+		recs, err := a.Apply(ctx, out.RecordBatch())
 		if err != nil {
 			return err
 		}
-		err = w.write(ctx, rec)
-		rec.Release()
-		if err != nil {
+		if err := write(recs); err != nil {
 			return err
 		}
 	}
 	if err := out.Err(); err != nil {
 		return sqlError(err)
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	recs, err := a.Finish(ctx)
+	if err != nil {
+		return err
+	}
+	return write(recs)
 }
 
 // expandRows applies a row-wise view to the item's rows and writes the
@@ -244,8 +277,8 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 	return err
 }
 
-// apply runs the view's SQL over the rows of item index, then the chunker
-// (or the projection) with intra_applier_concurrency goroutines. The SQL
+// apply runs the view's SQL over the rows of item index, then the kind's
+// applier (the chunker uses intra_applier_concurrency goroutines). The SQL
 // output and the chunks are each held to the item output bounds. It
 // releases in.
 func (e *Engine) apply(ctx context.Context, plan *Plan, index int, v *View, src *sourceVersion, in []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
@@ -272,10 +305,7 @@ func (e *Engine) apply(ctx context.Context, plan *Plan, index int, v *View, src 
 		return nil, err
 	}
 	defer q.Release()
-	if plan.Kind == KindChunker {
-		return e.chunkRows(ctx, v, q, plan.Options.IntraApplierConcurrency, e.newBudget("output", plan, index, v))
-	}
-	return e.projectRows(ctx, v, q)
+	return runApplier(ctx, v.Binding, e.applyEnv(plan, index, v), q)
 }
 
 // writeBatches writes the view rows, stopping at output_limit's room.
@@ -440,31 +470,6 @@ func takeRecord(ctx context.Context, rec arrow.RecordBatch, idx arrow.Array) (ar
 	return array.NewRecordBatch(rec.Schema(), cols, int64(idx.Len())), nil
 }
 
-// projectRows shapes a query view's output: the selected columns without
-// any _rowaddr a star brought in, conformed to the view schema.
-func (e *Engine) projectRows(ctx context.Context, v *View, q arrow.RecordBatch) ([]arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, 0, q.NumCols())
-	for i, f := range q.Schema().Fields() {
-		if i == 0 || f.Name != table.RowAddrColumn {
-			cols = append(cols, q.Column(i))
-		}
-	}
-	if len(cols) != v.Schema.NumFields() {
-		return nil, table.Errorf(table.CodeSchemaValidation, "source_query now produces %d columns, the view has %d", len(cols), v.Schema.NumFields())
-	}
-	fields := make([]arrow.Field, len(cols))
-	for i, c := range cols {
-		fields[i] = arrow.Field{Name: v.Schema.Field(i).Name, Type: c.DataType(), Nullable: true}
-	}
-	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, q.NumRows())
-	defer rec.Release()
-	out, err := table.Conform(ctx, rec, v.Schema, e.mem)
-	if err != nil {
-		return nil, err
-	}
-	return []arrow.RecordBatch{out}, nil
-}
-
 // texts is what the chunker reads: utf8, large_utf8 and utf8_view arrays.
 type texts interface {
 	IsNull(int) bool
@@ -477,7 +482,7 @@ type texts interface {
 // The chunks count against bud as they are made; the first row past it
 // stops every part.
 func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, workers int, bud *budget) ([]arrow.RecordBatch, error) {
-	spec := v.Chunker
+	spec := v.chunkerSpec()
 	ch, err := chunker.New(*spec)
 	if err != nil {
 		return nil, err
@@ -524,7 +529,14 @@ func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, wo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			parts[p], errs[p] = c.run(ctx, n*p/workers, n*(p+1)/workers)
+			// A panic on a row fails the item, not the process.
+			errs[p] = table.Recover("chunk rows", func() (err error) {
+				if e.chunkHook != nil {
+					e.chunkHook()
+				}
+				parts[p], err = c.run(ctx, n*p/workers, n*(p+1)/workers)
+				return err
+			})
 		}()
 	}
 	wg.Wait()
@@ -576,7 +588,7 @@ func (c *chunkJob) admit(r int, text string, chunks []string) error {
 		if c.bud.fits(n, n+n*perRow) == nil {
 			return nil
 		}
-		k, tb := minChunks(c.v.Chunker, text)
+		k, tb := minChunks(c.v.chunkerSpec(), text)
 		return c.bud.fits(k, tb+k*perRow)
 	}
 	var tb int64

@@ -191,11 +191,11 @@ type fragWriter struct {
 // table; for row-wise kinds it records each file's source span.
 func (e *Engine) newFragWriter(v *View, prefix string, maxRows int) *fragWriter {
 	w := &fragWriter{e: e, t: v.Table, schema: v.Schema, prefix: prefix, max: int64(maxRows), addr: -1}
-	if v.Def.Kind != KindUDTF {
+	if traitsOf(v.Def.Kind).RowWise {
 		w.addr = 0
 	}
-	if v.Chunker != nil {
-		w.noDict = []string{v.Chunker.OutputColumn}
+	if nd, ok := v.Binding.(noDictionary); ok {
+		w.noDict = nd.NoDictionary()
 	}
 	return w
 }

@@ -22,11 +22,13 @@ const (
 )
 
 // Prepare fills defaults into opts and validates it against the view:
-// output_limit only for chunker views and >= 0; src_version must exist in
-// the source; sizes and concurrencies within their caps; an inline
-// manifest must be a JSON object. It sets ManifestChecksum to the hex
-// SHA-256 of the manifest in force (the inline one, else the view's, else
-// ""). Whether the cluster exists is for the orchestrator to check.
+// output_limit only for kinds that take it and >= 0; src_version must
+// exist in the source; sizes and concurrencies within their caps; an
+// inline manifest must be a valid manifest (ParseManifest) naming only
+// declared runtimes. It sets ManifestChecksum to the checksum of the
+// manifest in force (the inline one, else the view's, else "") and
+// ManifestNotHonoured to its fields this deployment records but cannot
+// act on. Whether the cluster exists is for the orchestrator to check.
 func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error {
 	v, err := e.View(ctx, id)
 	if err != nil {
@@ -36,22 +38,29 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 		return err
 	}
 	if opts.OutputLimit != nil {
-		if v.Def.Kind != KindChunker {
-			return invalid("output_limit: only chunker views take an output_limit (view %s is kind %s)", table.JoinID(id), v.Def.Kind)
+		if !traitsOf(v.Def.Kind).OutputLimit {
+			return invalid("output_limit: view %s is kind %s, which takes no output_limit", table.JoinID(id), v.Def.Kind)
 		}
 		if *opts.OutputLimit < 0 {
 			return invalid("output_limit: must be >= 0 (got %d)", *opts.OutputLimit)
 		}
 	}
+	// The inline manifest replaces the view's for this job only.
+	opts.ManifestChecksum, opts.ManifestNotHonoured = "", nil
 	if opts.Manifest != "" {
-		if err := checkManifest(opts.Manifest); err != nil {
-			return invalid("manifest: %v", err)
+		m, err := e.checkManifestText("manifest", opts.Manifest, "")
+		if err != nil {
+			return err
 		}
-		opts.ManifestChecksum = sha256Hex(opts.Manifest)
+		opts.ManifestChecksum, opts.ManifestNotHonoured = ManifestChecksum(opts.Manifest), m.NotHonoured()
 	} else if v.Def.Manifest != "" {
-		opts.ManifestChecksum = sha256Hex(v.Def.Manifest)
-	} else {
-		opts.ManifestChecksum = ""
+		opts.ManifestChecksum = ManifestChecksum(v.Def.Manifest)
+		if m, err := ParseManifest(v.Def.Manifest); err == nil {
+			opts.ManifestNotHonoured = m.NotHonoured()
+		}
+	}
+	if err := e.checkRuntimes(v, *opts); err != nil {
+		return err
 	}
 	if opts.SrcVersion != 0 {
 		src, err := e.source(ctx, v)

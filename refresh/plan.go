@@ -52,8 +52,8 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	if err != nil {
 		return nil, stateErr(err)
 	}
-	if opts.OutputLimit != nil && v.Def.Kind != KindChunker {
-		return nil, invalid("output_limit: only chunker views take an output_limit")
+	if opts.OutputLimit != nil && !traitsOf(v.Def.Kind).OutputLimit {
+		return nil, invalid("output_limit: view %s is kind %s, which takes no output_limit", table.JoinID(id), v.Def.Kind)
 	}
 	viewID, err := identity(ctx, v.Table, v.Manifest)
 	if err != nil {
@@ -88,7 +88,7 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	slices.SortFunc(frags, func(a, b table.Fragment) int { return int(int64(a.ID) - int64(b.ID)) })
 
 	wm := v.Watermark
-	if v.Def.Kind == KindUDTF {
+	if !traitsOf(v.Def.Kind).Incremental {
 		if wm != nil && wm.SourceVersion == sm.Version && wm.sourceIdentity() == srcID {
 			p.Mode = ModeNoOp
 			return p, nil
@@ -102,7 +102,7 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 				item.Rows += f.Rows
 			}
 		}
-		p.Mode, p.Reason, p.Items = ModeFull, "udtf views are recomputed from the whole source", []WorkItem{item}
+		p.Mode, p.Reason, p.Items = ModeFull, fmt.Sprintf("%s views are recomputed from the whole source", v.Def.Kind), []WorkItem{item}
 		return p, nil
 	}
 

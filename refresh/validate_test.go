@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -163,7 +164,7 @@ func TestViewLookup(t *testing.T) {
 	if err := json.Unmarshal(v.Def.UDTFSpec, &stored); err != nil {
 		t.Fatal(err)
 	}
-	if v.Def.Manifest != manifest || !v.Def.AutoRefresh || stored.UDTFSha != entry.UDTFSha || stored.Batch == nil || !*stored.Batch || v.Chunker.ChunkSize != 4 {
+	if v.Def.Manifest != manifest || !v.Def.AutoRefresh || stored.UDTFSha != entry.UDTFSha || stored.Batch == nil || !*stored.Batch || v.chunkerSpec().ChunkSize != 4 {
 		t.Fatalf("definition %+v, entry %+v", v.Def, stored)
 	}
 }
@@ -182,7 +183,7 @@ func TestPrepare(t *testing.T) {
 	if err := b.e.Prepare(b.ctx, q, &o); err != nil {
 		t.Fatal(err)
 	}
-	if o != (Options{SourceTaskSize: 1024, Concurrency: 8, IntraApplierConcurrency: 1, MaxRowsPerFragment: 131072, Cluster: "default"}) {
+	if !reflect.DeepEqual(o, Options{SourceTaskSize: 1024, Concurrency: 8, IntraApplierConcurrency: 1, MaxRowsPerFragment: 131072, Cluster: "default"}) {
 		t.Fatalf("defaults %+v", o)
 	}
 	o = Options{}
@@ -202,7 +203,7 @@ func TestPrepare(t *testing.T) {
 		code table.Code
 		msg  string
 	}{
-		{"limit on query view", q, Options{OutputLimit: &n}, table.CodeInvalidInput, "output_limit: only chunker views"},
+		{"limit on query view", q, Options{OutputLimit: &n}, table.CodeInvalidInput, "output_limit: view"},
 		{"negative limit", c, Options{OutputLimit: &neg}, table.CodeInvalidInput, "output_limit: must be >= 0"},
 		{"unknown src_version", c, Options{SrcVersion: 9}, table.CodeInvalidInput, "src_version: source table docs$articles has no version 9"},
 		{"bad manifest", c, Options{Manifest: `{"pip":`}, table.CodeInvalidInput, "manifest: not a JSON object"},

@@ -16,10 +16,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/arrowjson"
-	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/internal/strictjson"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/udf"
 )
 
 // Engine creates views and runs the steps of their refreshes against a
@@ -36,7 +36,14 @@ type Engine struct {
 	// needed.
 	wholeFileBytes int64
 	opts           EngineOptions
+	// udfs runs user code (subprocess pools, http limits); Close stops it.
+	udfs      *udf.Manager
+	chunkHook func() // tests: runs in each chunking goroutine
 }
+
+// Close stops the subprocesses user code runs in. The engine must not be
+// used after.
+func (e *Engine) Close() error { return e.udfs.Close() }
 
 // NewEngine returns an engine over cat that evaluates SQL with cat.SQL(),
 // with the default EngineOptions.
@@ -44,7 +51,7 @@ func NewEngine(cat *table.Catalog) *Engine { return NewEngineWith(cat, EngineOpt
 
 // NewEngineWith is NewEngine with options (zero fields: defaults).
 func NewEngineWith(cat *table.Catalog, opts EngineOptions) *Engine {
-	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults()}
+	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults(), udfs: udf.NewManager(cat.Options().Mem)}
 }
 
 // CreateRequest mirrors the API's CreateMaterializedViewRequest.
@@ -88,8 +95,9 @@ type View struct {
 	// Watermark is what the view was last refreshed from; nil when it
 	// never was.
 	Watermark *Watermark
-	// Chunker is the parsed chunker spec of a chunker view.
-	Chunker *chunker.Spec
+	// Binding is the view's kind bound to its udtf_spec: what derives
+	// its schema and applies it (see ViewKind).
+	Binding Binding
 
 	query *sourceQuery
 }
@@ -114,20 +122,37 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 		}
 	}
 	kind := Kind(req.Kind)
-	switch kind {
-	case KindQuery, KindChunker, KindUDTF:
-	case "":
-		return nil, invalid("kind: required (query, chunker or udtf)")
-	default:
-		return nil, invalid("kind: unknown kind %q (want query, chunker or udtf)", req.Kind)
+	if kind == "" {
+		return nil, invalid("kind: required (%s)", strings.Join(KindNames(), ", "))
 	}
+	vk, err := kindOf(kind)
+	if err != nil {
+		return nil, err
+	}
+	rowwise := vk.Traits().RowWise
 	if strings.TrimSpace(req.SourceQuery) == "" {
 		return nil, invalid("source_query: required")
 	}
 	def := Definition{Kind: kind, SourceQuery: req.SourceQuery, AutoRefresh: req.AutoRefresh}
-	spec, err := checkEntry(kind, req.UDTFSpec)
+	binding, err := bindEntry(kind, req.UDTFSpec)
 	if err != nil {
 		return nil, err
+	}
+	if u := req.UDTFSpec; u != nil && u.Manifest != nil && *u.Manifest != "" {
+		sum := ""
+		if u.ManifestChecksum != nil {
+			sum = *u.ManifestChecksum
+		}
+		if _, err := e.checkManifestText("udtf_spec.manifest", *u.Manifest, sum); err != nil {
+			return nil, err
+		}
+	}
+	if ru, ok := binding.(runtimeUser); ok {
+		for _, name := range ru.Runtimes() {
+			if _, ok := e.opts.Runtimes.Lookup(name); !ok {
+				return nil, invalid("udtf_spec.udtf: runtime %q is not a runtime of this deployment (declared: %s)", name, runtimeList(e.opts.Runtimes))
+			}
+		}
 	}
 	if req.UDTFSpec != nil {
 		if def.UDTFSpec, err = json.Marshal(req.UDTFSpec); err != nil {
@@ -137,11 +162,11 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 			def.Manifest = *req.UDTFSpec.Manifest
 		}
 	}
-	sq, err := analyzeQuery(req.SourceQuery, kind != KindUDTF)
+	sq, err := analyzeQuery(req.SourceQuery, rowwise)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkQuery(ctx, e.db, sq, kind != KindUDTF); err != nil {
+	if err := checkQuery(ctx, e.db, sq, rowwise); err != nil {
 		return nil, err
 	}
 	def.Source = sq.Source
@@ -174,11 +199,26 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	if err != nil {
 		return nil, err
 	}
-	schema, err := e.deriveSchema(ctx, kind, sq, spec, srcSchema)
-	if err != nil {
+	var schema *arrow.Schema
+	if tos, ok := binding.(takesOutputSchema); ok {
+		if req.OutputSchema == "" {
+			return nil, invalid("output_schema: required for a %s view that runs user code (its columns cannot be derived)", kind)
+		}
+		given, err := arrowjson.DecodeIPCSchema(req.OutputSchema)
+		if err != nil {
+			return nil, invalid("output_schema: not a base64 Arrow IPC schema (%s)", strings.TrimPrefix(err.Error(), "arrowjson: "))
+		}
+		sel, err := e.bind(ctx, sq.Name, srcSchema, sq.SQL)
+		if err != nil {
+			return nil, err
+		}
+		if err := tos.CheckOutputSchema(sel.Fields(), given); err != nil {
+			return nil, err
+		}
+		schema = given
+	} else if schema, err = e.deriveSchema(ctx, rowwise, sq, binding, srcSchema); err != nil {
 		return nil, err
-	}
-	if req.OutputSchema != "" {
+	} else if req.OutputSchema != "" {
 		given, err := arrowjson.DecodeIPCSchema(req.OutputSchema)
 		if err != nil {
 			return nil, invalid("output_schema: not a base64 Arrow IPC schema (%s)", strings.TrimPrefix(err.Error(), "arrowjson: "))
@@ -203,20 +243,20 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	return m, nil
 }
 
-// checkEntry validates udtf_spec for kind and returns the chunker spec of a
-// chunker view.
-func checkEntry(kind Kind, u *UDTFEntry) (*chunker.Spec, error) {
-	if kind == KindQuery {
-		if u != nil {
-			return nil, invalid("udtf_spec: must be null for kind query")
-		}
-		return nil, nil
+// bindEntry validates udtf_spec for kind (what every kind shares here,
+// the rest by the kind) and returns the kind bound to it.
+func bindEntry(kind Kind, u *UDTFEntry) (Binding, error) {
+	vk, err := kindOf(kind)
+	if err != nil {
+		return nil, err
 	}
-	if u == nil {
-		if kind == KindChunker {
-			return nil, invalid("udtf_spec: required for kind chunker")
-		}
-		return nil, nil // a udtf view's function is its SQL
+	switch use := vk.Traits().Spec; {
+	case u != nil && use == SpecForbidden:
+		return nil, invalid("udtf_spec: must be null for kind %s", kind)
+	case u == nil && use == SpecRequired:
+		return nil, invalid("udtf_spec: required for kind %s", kind)
+	case u == nil:
+		return vk.Bind(nil, nil)
 	}
 	if u.Kind != string(kind) {
 		return nil, invalid("udtf_spec.kind: %q must match the view kind %q", u.Kind, kind)
@@ -239,22 +279,8 @@ func checkEntry(kind Kind, u *UDTFEntry) (*chunker.Spec, error) {
 		if err := checkManifest(*u.Manifest); err != nil {
 			return nil, invalid("udtf_spec.manifest: %v", err)
 		}
-		if u.ManifestChecksum != nil && *u.ManifestChecksum != "" && !strings.EqualFold(*u.ManifestChecksum, sha256Hex(*u.Manifest)) {
-			return nil, invalid("udtf_spec.manifest_checksum: %q is not the SHA-256 of the manifest (%s)", *u.ManifestChecksum, sha256Hex(*u.Manifest))
-		}
 	}
-	if kind != KindChunker {
-		return nil, nil
-	}
-	spec, err := chunker.Parse(doc)
-	if err != nil {
-		var fe *chunker.FieldError
-		if errors.As(err, &fe) && fe.Field == "udtf" {
-			return nil, invalid("udtf_spec.udtf: %s", fe.Message)
-		}
-		return nil, invalid("udtf_spec.udtf: %v", err)
-	}
-	return &spec, nil
+	return vk.Bind(u, doc)
 }
 
 func decodeBase64(s string) ([]byte, error) {
@@ -374,24 +400,19 @@ func (e *Engine) bind(ctx context.Context, name string, schema *arrow.Schema, qu
 }
 
 // deriveSchema computes the view's output schema by binding its query over
-// an empty input of the source schema.
-func (e *Engine) deriveSchema(ctx context.Context, kind Kind, sq *sourceQuery, spec *chunker.Spec, src *arrow.Schema) (*arrow.Schema, error) {
-	if kind == KindUDTF {
+// an empty input of the source schema and handing the selected columns to
+// the kind.
+func (e *Engine) deriveSchema(ctx context.Context, rowwise bool, sq *sourceQuery, b Binding, src *arrow.Schema) (*arrow.Schema, error) {
+	if !rowwise {
 		out, err := e.bind(ctx, sq.Name, src, sq.SQL)
 		if err != nil {
 			return nil, err
 		}
-		if out.NumFields() == 0 {
-			return nil, invalid("source_query: selects no columns")
+		cols, err := b.Columns(out.Fields())
+		if err != nil {
+			return nil, err
 		}
-		seen := map[string]bool{}
-		for _, f := range out.Fields() {
-			if f.Name == "" || f.Name == table.RowAddrColumn || seen[f.Name] {
-				return nil, invalid("source_query: output column %q is empty, reserved or repeated; give each column a unique name with AS", f.Name)
-			}
-			seen[f.Name] = true
-		}
-		return arrow.NewSchema(out.Fields(), nil), nil
+		return arrow.NewSchema(cols, nil), nil
 	}
 	out, err := e.bind(ctx, sq.Name, withRowAddr(src), sq.Rowwise)
 	if err != nil {
@@ -411,33 +432,12 @@ func (e *Engine) deriveSchema(ctx context.Context, kind Kind, sq *sourceQuery, s
 		}
 		seen[lower] = true
 	}
+	rest, err := b.Columns(cols)
+	if err != nil {
+		return nil, err
+	}
 	fields := []arrow.Field{{Name: SourceRowIDColumn, Type: arrow.PrimitiveTypes.Uint64}}
-	if kind == KindQuery {
-		return arrow.NewSchema(append(fields, cols...), nil), nil
-	}
-	fields = append(fields, arrow.Field{Name: ChunkIndexColumn, Type: arrow.PrimitiveTypes.Int32})
-	in := -1
-	for i, f := range cols {
-		if strings.EqualFold(f.Name, spec.InputColumn) {
-			in = i
-		}
-		if strings.EqualFold(f.Name, spec.OutputColumn) {
-			return nil, invalid("udtf_spec.udtf: output_column %q clashes with a selected column", spec.OutputColumn)
-		}
-	}
-	if in < 0 {
-		return nil, invalid("source_query: must select the chunker's input_column %q", spec.InputColumn)
-	}
-	if !isText(cols[in].Type) {
-		return nil, invalid("source_query: the chunker's input_column %q must be text, it is %s", spec.InputColumn, cols[in].Type)
-	}
-	for i, f := range cols {
-		if i != in || spec.KeepInput {
-			fields = append(fields, f)
-		}
-	}
-	fields = append(fields, arrow.Field{Name: spec.OutputColumn, Type: arrow.BinaryTypes.String})
-	return arrow.NewSchema(fields, nil), nil
+	return arrow.NewSchema(append(fields, rest...), nil), nil
 }
 
 // selectedFields are the user's columns of a row-wise query result: all
@@ -503,17 +503,18 @@ func viewOf(t *table.Table, m *table.Manifest) (*View, error) {
 	if v.Schema, err = m.ArrowSchema(); err != nil {
 		return nil, corrupt("schema unreadable", err)
 	}
-	if v.query, err = analyzeQuery(v.Def.SourceQuery, v.Def.Kind != KindUDTF); err != nil {
+	if v.query, err = analyzeQuery(v.Def.SourceQuery, traitsOf(v.Def.Kind).RowWise); err != nil {
 		return nil, corrupt("source query", err)
 	}
-	if v.Def.Kind == KindChunker {
-		var u UDTFEntry
-		if err := json.Unmarshal(v.Def.UDTFSpec, &u); err != nil {
+	var u *UDTFEntry
+	if len(v.Def.UDTFSpec) > 0 && string(v.Def.UDTFSpec) != "null" {
+		u = new(UDTFEntry)
+		if err := json.Unmarshal(v.Def.UDTFSpec, u); err != nil {
 			return nil, corrupt("udtf_spec unreadable", err)
 		}
-		if v.Chunker, err = checkEntry(KindChunker, &u); err != nil {
-			return nil, corrupt("udtf_spec", err)
-		}
+	}
+	if v.Binding, err = bindEntry(v.Def.Kind, u); err != nil {
+		return nil, corrupt("udtf_spec", err)
 	}
 	return v, nil
 }

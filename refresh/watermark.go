@@ -11,10 +11,11 @@ import (
 
 // Manifest keys the engine owns.
 const (
-	propView      = table.ViewProperty // Properties: the Definition
-	propWatermark = "mvq.watermark"    // Properties: the Watermark of the last refresh
-	metaJobID     = "mvq.job_id"       // Metadata: the refresh job that made the version
-	metaResult    = "mvq.result"       // Metadata: that job's Result (JSON)
+	propView             = table.ViewProperty      // Properties: the Definition
+	propWatermark        = "mvq.watermark"         // Properties: the Watermark of the last refresh
+	metaJobID            = "mvq.job_id"            // Metadata: the refresh job that made the version
+	metaManifestChecksum = "mvq.manifest_checksum" // Metadata: the manifest the refresh ran with
+	metaResult           = "mvq.result"            // Metadata: that job's Result (JSON)
 )
 
 // Watermark records what a view was last refreshed from; the next refresh

@@ -16,6 +16,7 @@ import (
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/udf"
 )
 
 // Config is resolved once: defaults, then environment, then flags, then
@@ -43,6 +44,10 @@ type Config struct {
 	// bounds of one work item's output (refresh.EngineOptions).
 	MaxItemOutputRows  int64
 	MaxItemOutputBytes int64
+
+	// Runtimes is the file MVQ_RUNTIMES_FILE names, loaded (API and
+	// worker): the runtimes user code may run in. nil: none.
+	Runtimes *udf.Registry
 
 	// Auth is MVQ_AUTH and its settings (MVQ_AUTH_TOKENS_FILE,
 	// MVQ_AUTH_JWT_SECRET, MVQ_AUTH_JWKS, MVQ_ALLOW_UNAUTHENTICATED); the
@@ -158,6 +163,8 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
 	env("MVQ_TRACE_URL_TEMPLATE", &cfg.TraceURLTemplate)
+	runtimesFile := ""
+	env("MVQ_RUNTIMES_FILE", &runtimesFile)
 
 	// Each binary lists only the flags it reads; a flag is named after its
 	// variable (MVQ_WORKER_CONCURRENCY: -worker-concurrency).
@@ -190,6 +197,7 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	str("ad", &cfg.Auth.JWKS, "auth-jwks", "JWKS file or URL for -auth jwt with RS256/ES256", "MVQ_AUTH_JWKS")
 	str("ad", &allowUnauth, "allow-unauthenticated", "true: let -auth none listen on a non-loopback address", "MVQ_ALLOW_UNAUTHENTICATED")
 	str("ad", &cfg.TraceURLTemplate, "trace-url-template", "jobs console link to a job's trace, {trace_id} replaced", "MVQ_TRACE_URL_TEMPLATE")
+	str("awd", &runtimesFile, "runtimes-file", "YAML/JSON file declaring the runtimes user code runs in", "MVQ_RUNTIMES_FILE")
 	showVersion := fs.Bool("version", false, "print the version and commit, then exit")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -225,6 +233,11 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	}
 	if cfg.MaxItemOutputBytes, err = strconv.ParseInt(itemBytes, 10, 64); err != nil || cfg.MaxItemOutputBytes <= 0 {
 		return cfg, fmt.Errorf("MVQ_MAX_ITEM_OUTPUT_BYTES %q: want a positive integer", itemBytes)
+	}
+	if p := runtimesFile; p != "" {
+		if cfg.Runtimes, err = udf.Load(p); err != nil {
+			return cfg, fmt.Errorf("MVQ_RUNTIMES_FILE: %w", err)
+		}
 	}
 	if cfg.Auth.AllowUnauthenticated, err = strconv.ParseBool(allowUnauth); err != nil {
 		return cfg, fmt.Errorf("MVQ_ALLOW_UNAUTHENTICATED %q: want true or false", allowUnauth)

@@ -654,10 +654,10 @@ func TestViewKindsAndOptions(t *testing.T) {
 	// A chunker view refreshed to source version 1, on cluster gpu, with an
 	// inline manifest and 4 applier goroutines.
 	e.createChunkerView("c", "src")
-	manifest := `{"runtime": "builtin", "note": "one-off"}`
+	manifest := `{"version": "1", "name": "one-off"}`
 	id := e.refresh("c", map[string]any{"src_version": 1, "cluster": "gpu", "manifest": manifest, "intra_applier_concurrency": 4, "source_task_size": 7})
 	j := e.mustDone(id)
-	sum := sha256.Sum256([]byte(manifest))
+	sum := sha256.Sum256([]byte(`{"name":"one-off","version":"1"}`)) // canonical JSON
 	if j["cluster"] != "gpu" || j["manifest_checksum"] != hex.EncodeToString(sum[:]) {
 		t.Fatalf("job cluster/manifest: %v %v", j["cluster"], j["manifest_checksum"])
 	}

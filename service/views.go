@@ -38,10 +38,11 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 	if err != nil {
 		return nil, nil, err
 	}
-	eng := refresh.NewEngine(core.Catalog)
+	eng := refresh.NewEngineWith(core.Catalog, cfg.engineOptions())
 	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs))
 	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog}, func() {
 		client.Close()
 		rdb.Close()
+		_ = eng.Close()
 	}, nil
 }

@@ -13,7 +13,7 @@ import (
 )
 
 func (cfg Config) engineOptions() refresh.EngineOptions {
-	return refresh.EngineOptions{MaxItemOutputRows: cfg.MaxItemOutputRows, MaxItemOutputBytes: cfg.MaxItemOutputBytes}
+	return refresh.EngineOptions{MaxItemOutputRows: cfg.MaxItemOutputRows, MaxItemOutputBytes: cfg.MaxItemOutputBytes, Runtimes: cfg.Runtimes}
 }
 
 // startWorker starts an asynq server for cfg.Clusters, reports its queues
@@ -23,8 +23,9 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
+	eng := refresh.NewEngineWith(core.Catalog, cfg.engineOptions())
 	srv, err := jobs.NewServer(jobs.ServerConfig{
-		Redis: conn, RDB: rdb, Engine: refresh.NewEngineWith(core.Catalog, cfg.engineOptions()),
+		Redis: conn, RDB: rdb, Engine: eng,
 		Clusters: cfg.Clusters, Concurrency: cfg.WorkerConcurrency,
 		ShutdownTimeout: 20 * time.Second, Logger: slog.Default(),
 		Rescue: jobs.RescuerConfig{StallTimeout: cfg.JobStallTimeout},
@@ -47,6 +48,7 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 	return func() {
 		srv.Shutdown()
 		rdb.Close()
+		_ = eng.Close() // stops the user-code subprocesses
 	}, nil
 }
 

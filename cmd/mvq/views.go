@@ -78,9 +78,8 @@ The first refresh starts at once and its job id is printed (--no-data: none).`,
 					if err != nil {
 						return err
 					}
-					msum := sha256.Sum256(m)
+					// The server computes the checksum (of the canonical JSON).
 					entry["manifest"] = string(m)
-					entry["manifest_checksum"] = hex.EncodeToString(msum[:])
 				}
 				body["udtf_spec"] = entry
 			case "query", "udtf":
@@ -123,7 +122,7 @@ The first refresh starts at once and its job id is printed (--no-data: none).`,
 	f.IntVar(&overlap, "overlap", 0, "chunker: overlap between chunks in --unit")
 	f.StringVar(&unit, "unit", "chars", "chunker: chars or words")
 	f.BoolVar(&keepInput, "keep-input", false, "chunker: keep the input column in the view")
-	f.StringVar(&manifest, "manifest", "", "chunker: a JSON manifest file stored with the view (its SHA-256 is sent too)")
+	f.StringVar(&manifest, "manifest", "", "chunker: a JSON manifest file stored with the view")
 	f.BoolVar(&autoRefresh, "auto-refresh", false, "mark the view for refresh when its source changes")
 	f.BoolVar(&noData, "no-data", false, "create it empty, without the first refresh")
 

@@ -402,10 +402,13 @@ func TestSoak(t *testing.T) {
 	})
 	// Refreshers.
 	for w := 0; w < 2; w++ {
-		loop(300*time.Millisecond, func() {
+		loop(time.Second, func() {
 			vs := views()
 			v := vs[rand.IntN(len(vs))]
-			body := map[string]any{"source_task_size": 1 + rand.IntN(64), "concurrency": 1 + rand.IntN(4)}
+			// Work items of 8 to 264 rows: small enough that every job has
+			// several items to lose to a kill, large enough that the
+			// backlog drains on a loaded two-core machine.
+			body := map[string]any{"source_task_size": 8 + rand.IntN(256), "concurrency": 1 + rand.IntN(4)}
 			var r map[string]any
 			st, ok := s.call("/v1/materialized_view/"+v+"/refresh", body, &r)
 			if ok && st == 202 {
@@ -458,7 +461,7 @@ func TestSoak(t *testing.T) {
 	jobs := append([]string(nil), s.jobs...)
 	s.mu.Unlock()
 	stuck := 0
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(10 * time.Minute)
 	for _, id := range jobs {
 		var j map[string]any
 		for {
@@ -478,8 +481,14 @@ func TestSoak(t *testing.T) {
 			s.cancelled.Add(1)
 		default:
 			stuck++
-			t.Logf("job %s never ended: %v", id, j)
+			if stuck <= 3 || fmt.Sprint(j["state"]) == "RUNNING" {
+				t.Logf("job %s never ended: %v", id, j)
+				s.dumpJob(id)
+			}
 		}
+	}
+	if stuck > 0 {
+		s.dumpRedis()
 	}
 
 	// Final refresh of every view, then compare with the oracle.
@@ -614,6 +623,36 @@ func (s *soak) diff(view string, got, want []string) int {
 	}
 	s.t.Logf("%s: %d rows, %d expected, %d mismatches", view, len(got), len(want), bad)
 	return bad
+}
+
+// dumpJob logs what Redis holds about a job that never ended.
+func (s *soak) dumpJob(id string) {
+	for _, args := range [][]string{
+		{"HGETALL", "mvq:job:" + id},
+		{"XRANGE", "mvq:job:" + id + ":events", "-", "+"},
+		{"HGETALL", "mvq:job:" + id + ":active"},
+		{"HGETALL", "mvq:job:" + id + ":holders"},
+		{"HGETALL", "mvq:job:" + id + ":results"},
+	} {
+		s.t.Logf("redis %v:\n%s", args, s.redisCLI(args...))
+	}
+}
+
+// dumpRedis logs the keys and queues of the run.
+func (s *soak) dumpRedis() {
+	s.t.Logf("redis keys:\n%s", tail(s.redisCLI("--scan"), 6000))
+	for _, v := range views() {
+		key := "mvq:view:" + strings.ReplaceAll(v, "$", "/") + ":queue"
+		s.t.Logf("redis LRANGE %s:\n%s", key, tail(s.redisCLI("LRANGE", key, "0", "5"), 2000))
+	}
+}
+
+func (s *soak) redisCLI(args ...string) string {
+	out, err := exec.Command("redis-cli", append([]string{"-p", fmt.Sprint(s.redisPort)}, args...)...).CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%s (%v)", out, err)
+	}
+	return string(out)
 }
 
 func tail(s string, n int) string {

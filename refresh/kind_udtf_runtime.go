@@ -1,0 +1,409 @@
+package refresh
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+
+	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/udf"
+)
+
+// A udtf view whose udtf is base64 of {"runtime": "<name>"} runs user code:
+// the source query's output (its input_columns, all by default) goes to
+// the runtime whole, or one partition per distinct partition_by value, the
+// partitions run intra_applier_concurrency at a time; the rows it answers
+// are the view, recomputed at every refresh and committed at once. The
+// view's output_schema must be given. error_handling, an object
+// {"mode": "fail" | "retry" | "skip", "retries": N}, says what a failed
+// partition does: fail the refresh (default), be tried again up to N
+// times, or be left out and counted (ItemResult.SkippedPartitions).
+
+// runtimeUser is implemented by bindings that run declared runtimes.
+type runtimeUser interface{ Runtimes() []string }
+
+// takesOutputSchema is implemented by bindings that cannot derive their
+// columns: the create request's output_schema is the view's schema.
+type takesOutputSchema interface {
+	CheckOutputSchema(selected []arrow.Field, given *arrow.Schema) error
+}
+
+// udfDoc is the decoded udtf (or udf) of user code: the runtime to run.
+type udfDoc struct {
+	Runtime string `json:"runtime"`
+}
+
+// parseUDFDoc decodes doc as a runtime reference; ok is false when doc is
+// not one (a udtf view's SQL-only spec).
+func parseUDFDoc(doc []byte, field string) (d udfDoc, ok bool, err error) {
+	trimmed := bytes.TrimSpace(doc)
+	if len(trimmed) == 0 || trimmed[0] != '{' || !bytes.Contains(trimmed, []byte(`"runtime"`)) {
+		return d, false, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return d, true, invalid("%s: %v", field, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if d.Runtime == "" {
+		return d, true, invalid("%s: runtime: required", field)
+	}
+	return d, true, nil
+}
+
+// ErrorHandling is a udtf's error_handling.
+type ErrorHandling struct {
+	Mode    string `json:"mode"` // fail (default), retry, skip
+	Retries int    `json:"retries,omitempty"`
+}
+
+func parseErrorHandling(raw json.RawMessage) (ErrorHandling, error) {
+	eh := ErrorHandling{Mode: "fail"}
+	if len(raw) == 0 || string(raw) == "null" {
+		return eh, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&eh); err != nil {
+		return eh, invalid("udtf_spec.error_handling: %v (want {\"mode\": \"fail\" | \"retry\" | \"skip\", \"retries\": N})", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	switch eh.Mode {
+	case "", "fail":
+		eh.Mode = "fail"
+	case "retry":
+		if eh.Retries <= 0 || eh.Retries > 100 {
+			return eh, invalid("udtf_spec.error_handling.retries: must be 1 to 100 with mode retry")
+		}
+	case "skip":
+	default:
+		return eh, invalid("udtf_spec.error_handling.mode: %q (want fail, retry or skip)", eh.Mode)
+	}
+	return eh, nil
+}
+
+type runtimeUDTFBinding struct {
+	doc         udfDoc
+	input       []string // input_columns; nil: all
+	partitionBy string
+	onError     ErrorHandling
+}
+
+func bindRuntimeUDTF(u *UDTFEntry, d udfDoc) (Binding, error) {
+	b := &runtimeUDTFBinding{doc: d, input: u.InputColumns}
+	if u.PartitionBy != nil {
+		b.partitionBy = *u.PartitionBy
+	}
+	var err error
+	if b.onError, err = parseErrorHandling(u.ErrorHandling); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *runtimeUDTFBinding) Runtimes() []string { return []string{b.doc.Runtime} }
+
+func (b *runtimeUDTFBinding) Columns([]arrow.Field) ([]arrow.Field, error) {
+	return nil, invalid("output_schema: required for a udtf view that runs a runtime")
+}
+
+func (b *runtimeUDTFBinding) CheckOutputSchema(selected []arrow.Field, given *arrow.Schema) error {
+	has := map[string]bool{}
+	for _, f := range selected {
+		has[f.Name] = true
+	}
+	for _, c := range b.input {
+		if !has[c] {
+			return invalid("udtf_spec.input_columns: %q is not a column of source_query", c)
+		}
+	}
+	if b.partitionBy != "" && !has[b.partitionBy] {
+		return invalid("udtf_spec.partition_by: %q is not a column of source_query", b.partitionBy)
+	}
+	seen := map[string]bool{}
+	for _, f := range given.Fields() {
+		if f.Name == "" || strings.HasPrefix(f.Name, reservedPrefix) || seen[f.Name] {
+			return invalid("output_schema: column %q is empty, reserved or repeated", f.Name)
+		}
+		seen[f.Name] = true
+	}
+	return nil
+}
+
+func (b *runtimeUDTFBinding) NewApplier(env *ApplyEnv) (Applier, error) {
+	s, err := env.Engine.runtimeSettings(env.View, env.Plan.Options, b.doc.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	return &wholeApplier{b: b, env: env, settings: s}, nil
+}
+
+// wholeApplier gathers the whole input, then runs the partitions.
+type wholeApplier struct {
+	b        *runtimeUDTFBinding
+	env      *ApplyEnv
+	settings udf.Settings
+	in       []arrow.RecordBatch
+}
+
+func (a *wholeApplier) Apply(_ context.Context, in arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	in.Retain()
+	a.in = append(a.in, in)
+	return nil, nil
+}
+
+func (a *wholeApplier) Close() error {
+	releaseAll(a.in)
+	a.in = nil
+	return nil
+}
+
+func (a *wholeApplier) Finish(ctx context.Context) ([]arrow.RecordBatch, error) {
+	e := a.env.Engine
+	if len(a.in) == 0 {
+		return nil, nil
+	}
+	all, err := e.concatAll(a.in[0].Schema(), a.in)
+	if err != nil {
+		return nil, err
+	}
+	defer all.Release()
+	input, err := selectColumns(all, a.b.input)
+	if err != nil {
+		return nil, err
+	}
+	defer input.Release()
+	parts, err := a.partitions(ctx, all, input)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseAll(parts)
+	out := make([]arrow.RecordBatch, len(parts))
+	errs := make([]error, len(parts))
+	var skipped atomic.Int64
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range max(min(a.env.Workers, len(parts)), 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				// A panic on a partition fails the item, not the process.
+				errs[i] = table.Recover("udtf partition", func() (err error) {
+					out[i], err = a.runPartition(ctx, parts[i])
+					return err
+				})
+				if errs[i] != nil && a.b.onError.Mode == "skip" && udf.IsPermanent(errs[i]) || errs[i] != nil && a.b.onError.Mode == "skip" && isUDFError(errs[i]) {
+					a.env.Events(fmt.Sprintf("partition %d skipped: %v", i, errs[i]))
+					errs[i] = nil
+					skipped.Add(1)
+				}
+			}
+		}()
+	}
+	for i := range parts {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	a.env.skipped(skipped.Load())
+	for _, err := range errs {
+		if err != nil {
+			releaseAll(out)
+			return nil, err
+		}
+	}
+	var res []arrow.RecordBatch
+	for _, r := range out {
+		if r != nil {
+			res = append(res, r)
+		}
+	}
+	return res, nil
+}
+
+func isUDFError(err error) bool {
+	var ue *udf.Error
+	return errors.As(err, &ue)
+}
+
+// runPartition runs one partition, tried again per error_handling.
+func (a *wholeApplier) runPartition(ctx context.Context, in arrow.RecordBatch) (arrow.RecordBatch, error) {
+	tries := 1
+	if a.b.onError.Mode == "retry" {
+		tries += a.b.onError.Retries
+	}
+	var err error
+	for t := 0; t < tries; t++ {
+		var rec arrow.RecordBatch
+		rec, err = a.env.Engine.udfs.Run(ctx, udf.Call{Settings: a.settings, Mode: udf.Table, Events: a.env.Events}, in, a.env.View.Schema)
+		if err == nil {
+			defer rec.Release()
+			if err := a.env.Output.add(rec.NumRows(), recordBytes(rec)); err != nil {
+				return nil, err
+			}
+			return table.Conform(ctx, rec, a.env.View.Schema, a.env.Mem)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if t+1 < tries {
+			a.env.Events(fmt.Sprintf("runtime %s failed (try %d of %d): %v", a.settings.Name, t+1, tries, err))
+		}
+	}
+	return nil, udfErr(err)
+}
+
+// partitions cuts input into its partition_by groups (in order of first
+// appearance), or answers it whole.
+func (a *wholeApplier) partitions(ctx context.Context, all, input arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	if a.b.partitionBy == "" {
+		input.Retain()
+		return []arrow.RecordBatch{input}, nil
+	}
+	idx := all.Schema().FieldIndices(a.b.partitionBy)
+	if len(idx) == 0 {
+		return nil, table.Errorf(table.CodeSchemaValidation, "source_query no longer selects partition_by column %q", a.b.partitionBy)
+	}
+	col := all.Column(idx[0])
+	groups := map[string][]int64{}
+	var order []string
+	for i := 0; i < col.Len(); i++ {
+		k := "\x00null"
+		if !col.IsNull(i) {
+			k = col.ValueStr(i)
+		}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], int64(i))
+	}
+	ctx = compute.WithAllocator(ctx, a.env.Mem)
+	var out []arrow.RecordBatch
+	for _, k := range order {
+		ib := array.NewInt64Builder(a.env.Mem)
+		ib.AppendValues(groups[k], nil)
+		take := ib.NewArray()
+		ib.Release()
+		rec, err := takeRecord(ctx, input, take)
+		take.Release()
+		if err != nil {
+			releaseAll(out)
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// selectColumns is rec restricted to names (all when nil).
+func selectColumns(rec arrow.RecordBatch, names []string) (arrow.RecordBatch, error) {
+	if len(names) == 0 {
+		rec.Retain()
+		return rec, nil
+	}
+	cols := make([]arrow.Array, len(names))
+	fields := make([]arrow.Field, len(names))
+	for i, n := range names {
+		idx := rec.Schema().FieldIndices(n)
+		if len(idx) == 0 {
+			return nil, table.Errorf(table.CodeSchemaValidation, "input column %q is no longer produced", n)
+		}
+		cols[i], fields[i] = rec.Column(idx[0]), rec.Schema().Field(idx[0])
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows()), nil
+}
+
+// concatAll joins recs of schema s into one batch.
+func (e *Engine) concatAll(s *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	cols := make([]arrow.Array, s.NumFields())
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	for i := range cols {
+		parts := make([]arrow.Array, len(recs))
+		for j, r := range recs {
+			parts[j] = r.Column(i)
+		}
+		c, err := array.Concatenate(parts, e.mem)
+		if err != nil {
+			for _, c := range cols[:i] {
+				c.Release()
+			}
+			return nil, err
+		}
+		cols[i] = c
+	}
+	rec := array.NewRecordBatch(s, cols, n)
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec, nil
+}
+
+// udfErr classifies a user-code failure: permanent ones are
+// CodeInvalidInput (the orchestrator does not retry them), others stay
+// retryable.
+func udfErr(err error) error {
+	var ue *udf.Error
+	if errors.As(err, &ue) && ue.Permanent {
+		return &table.Error{Code: table.CodeInvalidInput, Err: err}
+	}
+	return err
+}
+
+// runtimeSettings resolves the runtime a view's user code runs with for
+// one job: the manifest in force (the job's inline one, else the view's)
+// may name another runtime and override its settings; its env_vars are
+// the subprocesses' environment.
+func (e *Engine) runtimeSettings(v *View, opts Options, name string) (udf.Settings, error) {
+	m, err := manifestInForce(v, opts)
+	if err != nil {
+		return udf.Settings{}, invalid("manifest: %v", err)
+	}
+	if rt := m.runtime(); rt != "" {
+		name = rt
+	}
+	rt, ok := e.opts.Runtimes.Lookup(name)
+	if !ok {
+		return udf.Settings{}, invalid("runtime %q is not a runtime of this deployment (declared: %s)", name, runtimeList(e.opts.Runtimes))
+	}
+	s := udf.Settings{Runtime: rt}
+	if m != nil {
+		if m.MVQ != nil {
+			if s.Runtime, err = m.MVQ.Overrides.Apply(rt); err != nil {
+				return udf.Settings{}, invalid("manifest: mvq.%v", err)
+			}
+		}
+		s.Env = m.EnvVars
+	}
+	return s, nil
+}
+
+// checkRuntimes refuses a refresh whose view would run an undeclared
+// runtime.
+func (e *Engine) checkRuntimes(v *View, opts Options) error {
+	ru, ok := v.Binding.(runtimeUser)
+	if !ok {
+		return nil
+	}
+	for _, name := range ru.Runtimes() {
+		if _, err := e.runtimeSettings(v, opts, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
