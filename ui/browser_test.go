@@ -187,6 +187,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible("#job-page"),
 		chromedp.WaitVisible("#job-state.state-DONE"),
 	)
+	// The result comes with the job record the page reads after the last event.
+	dctx, cancelD := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelD()
+	if _, err := chromedp.Run(dctx, chromedp.Poll[bool](`document.getElementById('job-result').textContent.includes('view_version')`)); err != nil {
+		fail("wait for the result", err)
+	}
 	jobURL := eval(`location.href`)
 	state, progress, result := text("#job-state"), text("#job-progress-text"), text("#job-result")
 	if !strings.Contains(jobURL, "#/job/") || state != "DONE" || !strings.Contains(progress, "1 / 1 work items") || !strings.Contains(result, `"view_version": 2`) {
@@ -232,6 +238,22 @@ func TestConsoleInBrowser(t *testing.T) {
 	if listStates := eval(`[...document.querySelectorAll('#jobs tbody tr')].map(r => r.dataset.state).join(',')`); listStates != "CANCELLED,DONE" {
 		t.Fatalf("jobs list states (newest first): %q", listStates)
 	}
+	// Retry the cancelled job: a new job with the same request.
+	step("open the cancelled job", chromedp.Click(`#jobs tr[data-state="CANCELLED"]`), chromedp.WaitVisible("#job-state.state-CANCELLED"))
+	cancelledID := text("#job-id")
+	step("retry it", chromedp.Click("#retry-btn"))
+	rctx, cancelR := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelR()
+	if _, err := chromedp.Run(rctx, chromedp.Poll[bool](`document.getElementById('job-id').textContent !== '`+cancelledID+`' && document.getElementById('job-id').textContent !== ''`)); err != nil {
+		fail("wait for the retried job", err)
+	}
+	if req := text("#job-request"); !strings.Contains(req, `"source_task_size": 1,`) || !strings.Contains(req, `"concurrency": 1,`) {
+		t.Fatalf("retried job's request: %s", req)
+	}
+	step("cancel the retry", chromedp.Click("#cancel-btn"), chromedp.WaitVisible("#job-state.state-CANCELLED"))
+	eval(`location.hash = '#/'`)
+	step("the list", chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`))
+
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 	if err != nil {
 		fail("screenshot", err)
