@@ -125,3 +125,20 @@ func TestReadmeBlocks(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 }
+
+// TestBuildWithoutTheTag: a plain go build (no duckdb_arrow tag) stops with
+// a message that says what to do, not only an undefined symbol.
+func TestBuildWithoutTheTag(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not on PATH")
+	}
+	cmd := exec.Command(goBin, "build", "./duck")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+	out, err := cmd.CombinedOutput()
+	first := strings.SplitN(strings.TrimPrefix(string(out), "# github.com/mvq-dev/mvq/duck\n"), "\n", 2)[0]
+	if err == nil || !strings.Contains(first, "mvq must be built with -tags=duckdb_arrow: run `make build`") {
+		t.Fatalf("go build without the tag: %v\n%s", err, out)
+	}
+}
