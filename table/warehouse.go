@@ -267,6 +267,7 @@ type Entry struct {
 	IsDir   bool
 	Size    int64
 	ModTime time.Time
+	MD5     []byte // content hash as listed, when the store has one (S3 ETag)
 }
 
 // List returns the direct children of prefix (a key ending in "/", or ""),
@@ -286,7 +287,7 @@ func (w *Warehouse) List(ctx context.Context, prefix string) ([]Entry, error) {
 		if name == "" || strings.HasPrefix(name, ".") {
 			continue
 		}
-		out = append(out, Entry{Name: name, IsDir: obj.IsDir, Size: obj.Size, ModTime: obj.ModTime})
+		out = append(out, Entry{Name: name, IsDir: obj.IsDir, Size: obj.Size, ModTime: obj.ModTime, MD5: obj.MD5})
 	}
 	return out, nil
 }
