@@ -125,7 +125,7 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 	}
 	if c.done >= int64(itemCount(plan)) {
 		if c.code == 1 {
-			return s.commit(ctx, j)
+			return s.commitInPlace(ctx, j)
 		}
 		return s.enqueueCommit(ctx, j, headers)
 	}
