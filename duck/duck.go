@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,22 +24,31 @@ import (
 )
 
 // DB runs user SQL in isolated in-memory DuckDB databases ("sessions").
-// A session serves one query and is then closed: DuckDB registers Arrow
-// inputs as views in a database-wide catalog, and whatever one query
+// A session never serves two different query texts: DuckDB registers
+// Arrow inputs as views in a database-wide catalog, and whatever one query
 // might leave behind (a macro, a table, an attachment, a setting) must not
-// reach the next. Fresh sessions are opened ahead in the background, so
-// the cost of opening one (about 10 ms) is mostly off the query's path.
-// Safe for concurrent use.
+// reach another. A session that ran a query text to its end cleanly may
+// be kept idle for a while and serve the very same text again (the next
+// work item of a refresh, the next fragment of an update): every text is
+// checked to be one SELECT, which cannot create catalog objects or change
+// settings, and whatever state a SELECT can touch (a random seed) could
+// only have been left by that same text, so no other SQL, and no other
+// tenant, can reach a query through it. Fresh sessions are opened ahead
+// in the background, so the cost of opening one (about 10 ms) is mostly
+// off the query's path. Safe for concurrent use.
 type DB struct {
 	settings []string
 	parser   *sql.DB       // parses user SQL (never runs it)
 	fresh    chan *sql.DB  // opened, never used
 	slots    chan struct{} // one per query running
-	seq      atomic.Uint64
 	timeout  time.Duration
-	waiting  atomic.Int64 // queries waiting for a slot
-	refused  atomic.Int64 // unix nanos of the last BusyError
-	opened   atomic.Int64 // sessions opened, for tests
+	verdicts verdictCache // CheckSelect's answers by SQL text
+	mu       sync.Mutex
+	idle     []idleSession // used sessions kept for their query text, oldest first
+	waiting  atomic.Int64  // queries waiting for a slot
+	refused  atomic.Int64  // unix nanos of the last BusyError
+	opened   atomic.Int64  // sessions opened, for tests
+	reused   atomic.Int64  // idle sessions taken again, for tests
 	closed   atomic.Bool
 	bg       sync.WaitGroup
 	// beforeRelease, when set (tests), runs on a session's connection
@@ -112,6 +122,19 @@ func Open(opts Options) (*DB, error) {
 	return d, nil
 }
 
+// An idle session ran key to its end and may run key again, and nothing
+// else, until idleTTL passes. At most twice as many as queries may run at
+// once are kept, the most recently used (an idle session holds about
+// 3 MB): enough for a few texts each run in parallel, as the matching
+// and the rewrite of an update are.
+type idleSession struct {
+	key   string
+	db    *sql.DB
+	since time.Time
+}
+
+const idleTTL = 30 * time.Second
+
 // openLocked opens an in-memory database whose first connection applies
 // settings (global ones, ending with lock_configuration).
 func openLocked(settings []string) (*sql.DB, error) {
@@ -181,8 +204,9 @@ func (e *TimeoutError) Error() string {
 }
 
 // acquire takes a slot (waiting as WithQueueWait and ctx allow) and a
-// fresh session, opening one when none is ready.
-func (d *DB) acquire(ctx context.Context) (*sql.DB, error) {
+// session for query text key: an idle one that ran exactly key, else a
+// fresh one (fresh true), opening one when none is ready.
+func (d *DB) acquire(ctx context.Context, key string) (s *sql.DB, fresh bool, err error) {
 	select {
 	case d.slots <- struct{}{}:
 	default:
@@ -199,33 +223,89 @@ func (d *DB) acquire(ctx context.Context) (*sql.DB, error) {
 		case d.slots <- struct{}{}:
 		case <-expired:
 			d.refused.Store(time.Now().UnixNano())
-			return nil, &BusyError{Sessions: cap(d.slots), Waited: wait}
+			return nil, false, &BusyError{Sessions: cap(d.slots), Waited: wait}
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		}
+	}
+	if s := d.takeIdle(key); s != nil {
+		return s, false, nil
 	}
 	select {
 	case s := <-d.fresh:
-		return s, nil
+		return s, true, nil
 	default:
 	}
-	s, err := d.open()
+	s, err = d.open()
 	if err != nil {
 		<-d.slots
-		return nil, err
+		return nil, false, err
 	}
-	return s, nil
+	return s, true, nil
 }
 
-// release closes a used session, frees its slot and opens a fresh one in
-// the background to take its place.
-func (d *DB) release(s *sql.DB) {
-	<-d.slots
+// takeIdle removes and returns an idle session that ran key, or nil; it
+// closes the sessions idle past idleTTL.
+func (d *DB) takeIdle(key string) *sql.DB {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	var stale []*sql.DB
+	for len(d.idle) > 0 && now.Sub(d.idle[0].since) > idleTTL {
+		stale = append(stale, d.idle[0].db)
+		d.idle = d.idle[1:]
+	}
+	d.closeAll(stale)
+	for i := len(d.idle) - 1; i >= 0; i-- {
+		if d.idle[i].key == key {
+			s := d.idle[i].db
+			d.idle = append(d.idle[:i], d.idle[i+1:]...)
+			d.reused.Add(1)
+			return s
+		}
+	}
+	return nil
+}
+
+// closeAll closes sessions in the background.
+func (d *DB) closeAll(ss []*sql.DB) {
+	if len(ss) == 0 {
+		return
+	}
 	d.bg.Add(1)
 	go func() {
 		defer d.bg.Done()
-		s.Close()
-		if d.closed.Load() || len(d.fresh) >= cap(d.fresh) {
+		for _, s := range ss {
+			s.Close()
+		}
+	}()
+}
+
+// release frees the slot of session s, which ran query text key. A
+// session that ran key cleanly to its end (keep) is kept idle for key;
+// any other is closed. When s came fresh, a fresh one is opened in the
+// background to take its place.
+func (d *DB) release(s *sql.DB, key string, keep, fresh bool) {
+	<-d.slots
+	if keep && !d.closed.Load() {
+		d.mu.Lock()
+		d.idle = append(d.idle, idleSession{key: key, db: s, since: time.Now()})
+		var evicted []*sql.DB
+		for len(d.idle) > 2*cap(d.slots) {
+			evicted = append(evicted, d.idle[0].db)
+			d.idle = d.idle[1:]
+		}
+		d.mu.Unlock()
+		d.closeAll(evicted)
+		s = nil
+	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		if s != nil {
+			s.Close()
+		}
+		if !fresh || d.closed.Load() || len(d.fresh) >= cap(d.fresh) {
 			return
 		}
 		ns, err := d.open()
@@ -239,6 +319,9 @@ func (d *DB) release(s *sql.DB) {
 		}
 	}()
 }
+
+// SessionsOpened is how many sessions the engine has opened so far.
+func (d *DB) SessionsOpened() int64 { return d.opened.Load() }
 
 // Saturated reports whether queries are being turned away or kept waiting
 // because every session is busy, with a reason for /readyz.
@@ -255,6 +338,12 @@ func (d *DB) Saturated() (bool, string) {
 func (d *DB) Close() error {
 	d.closed.Store(true)
 	d.bg.Wait()
+	d.mu.Lock()
+	for _, s := range d.idle {
+		s.db.Close()
+	}
+	d.idle = nil
+	d.mu.Unlock()
 	for {
 		select {
 		case s := <-d.fresh:
@@ -287,24 +376,32 @@ func (e *SQLError) Unwrap() error { return e.Err }
 // Each input is registered as a view under a generated name in the
 // query's own session and the query is prefixed with CTEs that give it the
 // name the SQL uses (a name such as "docs$articles" is no valid view name
-// for the Arrow scan).
+// for the Arrow scan). The generated names follow the input names' order,
+// so the same query over the same input names is the same text: its
+// check is answered from the cache and an idle session that ran it may
+// run it again.
 func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, query string) (array.RecordReader, error) {
 	type input struct {
 		unique string
 		rdr    array.RecordReader
 	}
+	names := make([]string, 0, len(inputs))
+	for name := range inputs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	ins := make([]input, 0, len(inputs))
 	ctes := make([]string, 0, len(inputs))
-	for name, rdr := range inputs {
-		unique := fmt.Sprintf("__mvq_in_%d", d.seq.Add(1))
-		ins = append(ins, input{unique, rdr})
+	for i, name := range names {
+		unique := fmt.Sprintf("__mvq_in_%d", i)
+		ins = append(ins, input{unique, inputs[name]})
 		ctes = append(ctes, fmt.Sprintf("%s AS (SELECT * FROM %s)", QuoteIdent(name), unique))
 	}
 	full := withCTEs(ctes, query)
 	if _, err := d.CheckSelect(ctx, full); err != nil {
 		return nil, err
 	}
-	sess, err := d.acquire(ctx)
+	sess, fresh, err := d.acquire(ctx, full)
 	if err != nil {
 		return nil, err
 	}
@@ -315,27 +412,33 @@ func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, qu
 	conn, err := sess.Conn(qctx)
 	if err != nil {
 		cancel()
-		d.release(sess)
+		d.release(sess, full, false, fresh)
 		return nil, d.queryErr(ctx, qctx, err)
 	}
 	var out array.RecordReader
 	var views []string
 	var releases []func()
-	cleanup := func() {
+	// cleanup gives the session up; clean says the query ran to its end
+	// without an error, so the session may serve the same text again.
+	cleanup := func(clean bool) {
 		if d.beforeRelease != nil {
 			d.beforeRelease(conn)
 		}
-		// The session is closed anyway; dropping the views first makes
-		// DuckDB let go of the exported streams before they are freed.
+		// Dropping the views first makes DuckDB let go of the exported
+		// streams before they are freed; a session whose views are not
+		// all gone is not kept.
 		for _, v := range views {
-			_, _ = conn.ExecContext(context.Background(), "DROP VIEW IF EXISTS "+v)
+			if _, err := conn.ExecContext(context.Background(), "DROP VIEW IF EXISTS "+v); err != nil {
+				clean = false
+			}
 		}
 		for _, r := range releases {
 			r()
 		}
 		conn.Close()
+		clean = clean && qctx.Err() == nil
 		cancel()
-		d.release(sess)
+		d.release(sess, full, clean, fresh)
 	}
 	err = conn.Raw(func(dc any) error {
 		ar, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
@@ -358,7 +461,7 @@ func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, qu
 		return nil
 	})
 	if err != nil {
-		cleanup()
+		cleanup(false)
 		return nil, err
 	}
 	return &connReader{RecordReader: out, cleanup: cleanup, err: func(err error) error { return d.queryErr(ctx, qctx, err) }}, nil
@@ -406,8 +509,9 @@ func cleanErr(err error) error {
 type connReader struct {
 	array.RecordReader
 	once    sync.Once
-	cleanup func()
+	cleanup func(clean bool)
 	err     func(error) error
+	done    bool // read to the end without an error
 }
 
 func (c *connReader) Next() bool {
@@ -416,6 +520,7 @@ func (c *connReader) Next() bool {
 		if err := c.RecordReader.Err(); err != nil {
 			return false
 		}
+		c.done = true
 	}
 	return ok
 }
@@ -430,7 +535,7 @@ func (c *connReader) Err() error {
 func (c *connReader) Release() {
 	c.once.Do(func() {
 		c.RecordReader.Release()
-		c.cleanup()
+		c.cleanup(c.done)
 	})
 }
 

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // DuckDB's own parser is the authority on what user SQL is: the text is
@@ -86,10 +88,26 @@ func firstLine(s string) string {
 // statement (a trailing ';' is fine) that calls no refused function and no
 // table function outside a short list of row generators. A refusal is a
 // *SQLError saying why; other errors are the engine's.
+//
+// The answer is a function of the text alone, so it is cached by text:
+// the work items of a refresh and the fragments of an update check the
+// same text once. The returned Statement is shared; callers only read it.
 func (d *DB) CheckSelect(ctx context.Context, q string) (*Statement, error) {
 	if len(q) > MaxSQLBytes {
 		return nil, &SQLError{Err: fmt.Errorf("longer than %d bytes", MaxSQLBytes)}
 	}
+	if v, ok := d.verdicts.get(q); ok {
+		return v.st, v.err
+	}
+	st, err := d.checkSelect(ctx, q)
+	var se *SQLError
+	if err == nil || errors.As(err, &se) {
+		d.verdicts.put(q, verdict{st, err}) // not the engine's errors, which may pass
+	}
+	return st, err
+}
+
+func (d *DB) checkSelect(ctx context.Context, q string) (*Statement, error) {
 	stmts, err := d.parse(ctx, q)
 	if err != nil {
 		return nil, err
@@ -105,6 +123,36 @@ func (d *DB) CheckSelect(ctx context.Context, q string) (*Statement, error) {
 		return nil, err
 	}
 	return &Statement{Node: node}, nil
+}
+
+// verdictCache holds CheckSelect's answers by SQL text, up to
+// maxVerdicts of them (then it starts over).
+type verdictCache struct {
+	mu sync.Mutex
+	m  map[string]verdict
+}
+
+type verdict struct {
+	st  *Statement
+	err error
+}
+
+const maxVerdicts = 4096
+
+func (c *verdictCache) get(q string) (verdict, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[q]
+	return v, ok
+}
+
+func (c *verdictCache) put(q string, v verdict) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxVerdicts {
+		c.m = make(map[string]verdict)
+	}
+	c.m[q] = v
 }
 
 // CheckExpression accepts expr only if it is one SQL expression: the text

@@ -275,3 +275,102 @@ func TestBusyAndSaturated(t *testing.T) {
 		t.Fatalf("after release: %q %v", v, err)
 	}
 }
+
+// TestSessionKeptOnlyForItsText: a session that ran a query text to its
+// end serves that same text again (the next work item, the next
+// fragment), never another text; a session whose query failed or was not
+// read to the end is closed. State planted in a session (past every
+// check, as in TestSessionCarriesNothing) never reaches a different text.
+func TestSessionKeptOnlyForItsText(t *testing.T) {
+	db, err := Open(Options{Threads: 1, Sessions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const same = `SELECT lower(title) FROM "docs$articles"`
+	planted := false
+	db.beforeRelease = func(c *sql.Conn) {
+		if !planted {
+			planted = true
+			if _, err := c.ExecContext(context.Background(), "CREATE OR REPLACE MACRO lower(x) AS 'pwned'"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if got, err := collectOne(t, db, same); err != nil || got != "t" {
+		t.Fatalf("first run = %q, %v", got, err)
+	}
+	reused := db.reused.Load()
+	// Another text, even one that differs only in case, gets a clean
+	// session: the macro planted after the first query is not there.
+	if got, err := collectOne(t, db, strings.Replace(same, "FROM", "from", 1)); err != nil || got != "t" {
+		t.Fatalf("other text = %q, %v; want t", got, err)
+	}
+	if db.reused.Load() != reused {
+		t.Fatal("a session kept for one text served another")
+	}
+	// The same text again takes its idle session.
+	for range 3 {
+		if _, err := collectOne(t, db, `SELECT id FROM "docs$articles"`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := db.reused.Load() - reused; n != 2 {
+		t.Fatalf("three runs of one text reused %d sessions, want 2", n)
+	}
+	// A query that fails at run time (a bad cast) leaves no session behind.
+	const bad = `SELECT CAST(title AS INTEGER) FROM "docs$articles"`
+	for range 2 {
+		if _, err := collectOne(t, db, bad); !isSQLError(err) {
+			t.Fatalf("bad cast: %v", err)
+		}
+	}
+	// Nor does a reader released before its end.
+	const big = "SELECT * FROM range(1000000)"
+	for range 2 {
+		rdr, err := db.Query(context.Background(), nil, big)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rdr.Next() {
+			t.Fatal(rdr.Err())
+		}
+		rdr.Release()
+	}
+	if n := db.reused.Load() - reused; n != 2 {
+		t.Fatalf("failed or unfinished queries left sessions to reuse (%d reuses)", n)
+	}
+}
+
+// TestVerdictsCached: the check of a text is DuckDB's parse once; the
+// same text is answered from the cache, refusals included.
+func TestVerdictsCached(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	ctx := context.Background()
+	a, err := db.CheckSelect(ctx, "SELECT 1 AS x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := db.CheckSelect(ctx, "SELECT 1 AS x")
+	if err != nil || a != b {
+		t.Fatalf("second check: %p %p %v; want the cached statement", a, b, err)
+	}
+	for range 2 {
+		if _, err := db.CheckSelect(ctx, "SELECT 1; DROP TABLE x"); !isSQLError(err) {
+			t.Fatalf("two statements: %v", err)
+		}
+		if _, err := db.CheckSelect(ctx, "SELECT query('SELECT 1')"); !isSQLError(err) {
+			t.Fatalf("query(): %v", err)
+		}
+	}
+	// A canceled context is no verdict on the text.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := db.CheckSelect(cctx, "SELECT 2 AS y"); err == nil || isSQLError(err) {
+		t.Fatalf("canceled check: %v", err)
+	}
+	if _, err := db.CheckSelect(ctx, "SELECT 2 AS y"); err != nil {
+		t.Fatalf("after a canceled check: %v", err)
+	}
+}

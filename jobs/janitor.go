@@ -172,7 +172,9 @@ func (j *Janitor) walk(ctx context.Context, ns []string, res *JanitorResult) err
 		}
 		id := append(append([]string{}, ns...), name)
 		res.Tables++
-		if err := j.table(ctx, id, res); err != nil {
+		// Compaction reads and rewrites user rows: a panic on one table
+		// is that table's error, not the worker's end.
+		if _, err := protect(func() (struct{}, error) { return struct{}{}, j.table(ctx, id, res) }); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", table.JoinID(id), err))
 		}
 	}

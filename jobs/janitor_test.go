@@ -301,3 +301,42 @@ func (h *hangUntil) Expand(ctx context.Context, p *refresh.Plan, i int) (refresh
 	<-h.release
 	return r, nil
 }
+
+// panickyCompactor panics on one table and compacts the others for real.
+type panickyCompactor struct {
+	recordingCompactor
+	on string
+}
+
+func (p *panickyCompactor) Compact(ctx context.Context, id []string) (bool, error) {
+	if table.JoinID(id) == p.on {
+		panic("bad row in " + p.on)
+	}
+	return p.recordingCompactor.Compact(ctx, id)
+}
+
+// TestJanitorSurvivesAPanic: a panic while a table is compacted is that
+// table's error in the pass; the worker lives and the other tables are
+// still cleaned and compacted.
+func TestJanitorSurvivesAPanic(t *testing.T) {
+	t.Parallel()
+	w := newWarehouse(t, 1)
+	b := setup(t, w.eng)
+	ctx := context.Background()
+	for range 4 {
+		w.insert(t, 1)
+	}
+	comp := &panickyCompactor{recordingCompactor: recordingCompactor{TableCompactor: TableCompactor{Catalog: w.cat, Options: table.CompactOptions{MinFragments: 2}}}, on: table.JoinID(w.view)}
+	j := newJanitor(b.client.st, "w1", JanitorConfig{Catalog: w.cat, OrphanGrace: time.Hour, Compactor: comp}, testLogger)
+	res, err := j.Pass(ctx)
+	if err == nil || table.ErrorCode(err) != table.CodeInternal {
+		t.Fatalf("pass err = %v, want the view's internal error", err)
+	}
+	if res.Tables != 2 || res.Compacted != 1 || !slices.Equal(comp.called(), []string{"docs$articles"}) {
+		t.Fatalf("pass %+v, compacted %v", res, comp.called())
+	}
+	src, _ := w.src.Load(ctx, 0)
+	if len(src.Fragments) != 1 {
+		t.Fatalf("source has %d fragments after the pass", len(src.Fragments))
+	}
+}

@@ -533,7 +533,14 @@ func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, wo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			parts[p], errs[p] = c.run(ctx, n*p/workers, n*(p+1)/workers)
+			// A panic on a row fails the item, not the process.
+			errs[p] = table.Recover("chunk rows", func() (err error) {
+				if e.chunkHook != nil {
+					e.chunkHook()
+				}
+				parts[p], err = c.run(ctx, n*p/workers, n*(p+1)/workers)
+				return err
+			})
 		}()
 	}
 	wg.Wait()

@@ -196,7 +196,11 @@ func (a *wholeApplier) Finish(ctx context.Context) ([]arrow.RecordBatch, error) 
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				out[i], errs[i] = a.runPartition(ctx, parts[i])
+				// A panic on a partition fails the item, not the process.
+				errs[i] = table.Recover("udtf partition", func() (err error) {
+					out[i], err = a.runPartition(ctx, parts[i])
+					return err
+				})
 				if errs[i] != nil && a.b.onError.Mode == "skip" && udf.IsPermanent(errs[i]) || errs[i] != nil && a.b.onError.Mode == "skip" && isUDFError(errs[i]) {
 					a.env.Events(fmt.Sprintf("partition %d skipped: %v", i, errs[i]))
 					errs[i] = nil

@@ -37,7 +37,8 @@ type Engine struct {
 	wholeFileBytes int64
 	opts           EngineOptions
 	// udfs runs user code (subprocess pools, http limits); Close stops it.
-	udfs *udf.Manager
+	udfs      *udf.Manager
+	chunkHook func() // tests: runs in each chunking goroutine
 }
 
 // Close stops the subprocesses user code runs in. The engine must not be

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -555,5 +556,47 @@ func TestUnsupportedTypesRefused(t *testing.T) {
 		if _, _, err := c.CreateTable(context.Background(), []string{"t"}, s, nil, "", nil); ErrorCode(err) != CodeSchemaValidation {
 			t.Errorf("create with %s: %v", typ, err)
 		}
+	}
+}
+
+// TestFragmentQueriesShareSessions: delete, update and count_rows run one
+// query per fragment, all of the same text, so they reuse the sessions
+// the first fragments opened instead of opening one per fragment.
+func TestFragmentQueriesShareSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := duck.Open(duck.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	wh, err := OpenWarehouse(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	c := NewCatalog(wh, db, Options{MaxRowsPerFragment: 10})
+	frags := max(40, 10*runtime.GOMAXPROCS(0))
+	tb, _, err := c.CreateTable(ctx, []string{"t"}, testSchema, rows(t, 0, 10*frags), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := db.SessionsOpened()
+	if n, err := tb.CountRows(ctx, 0, "id % 10 = 3"); err != nil || n != int64(frags) {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	if _, n, err := tb.Update(ctx, "id % 10 = 4", [][2]string{{"score", "score + 1"}}); err != nil || n != int64(frags) {
+		t.Fatalf("update = %d, %v", n, err)
+	}
+	if _, n, err := tb.Delete(ctx, "id % 10 = 5"); err != nil || n != int64(frags) {
+		t.Fatalf("delete = %d, %v", n, err)
+	}
+	// 5 query texts, one fragment query per fragment for count, two for
+	// update and for delete: 5*frags queries.
+	if opened := db.SessionsOpened() - before; opened >= int64(frags) {
+		t.Fatalf("%d sessions opened for 5×%d fragment queries", opened, frags)
+	}
+	if n, err := tb.CountRows(ctx, 0, "id % 10 = 5"); err != nil || n != 0 {
+		t.Fatalf("after delete: %d, %v", n, err)
 	}
 }
