@@ -120,7 +120,9 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 		}
 		rec := rr.RecordBatch()
 		n := min(rec.NumRows(), need)
-		out = append(out, rec.NewSlice(0, n))
+		s := rec.NewSlice(0, n)
+		out = append(out, table.FromStorage(s, e.mem))
+		s.Release()
 		need -= n
 	}
 	return out, nil
