@@ -7,11 +7,18 @@ BIN     ?= bin
 PKGS    := ./...
 TESTTIMEOUT ?= 20m
 
+# --version of every binary prints these (internal/version; a build
+# without them falls back to Go's build info).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -X github.com/mvq-dev/mvq/internal/version.Version=$(VERSION) \
+	-X github.com/mvq-dev/mvq/internal/version.Commit=$(COMMIT)
+
 .DEFAULT_GOAL := help
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
 tools: ## Check that the tools the build and tests need are installed
@@ -22,15 +29,19 @@ tools: ## Check that the tools the build and tests need are installed
 .PHONY: build
 build: ## Build bin/api, bin/worker and bin/mvq
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+"; exit 1; }
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+.PHONY: version
+version: ## Print the version and commit make build stamps into the binaries
+	@echo "$(VERSION) (commit $(COMMIT))"
 
 .PHONY: run
-run: ## Run `mvq dev`: API + worker + embedded Redis, warehouse in ./warehouse
-	$(GO) run ./cmd/mvq dev
+run: ## Run `mvq dev`: API + worker + a local Redis, warehouse and job records in ./warehouse
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mvq dev
 
 .PHONY: demo
 demo: ## Create a text table and a chunker view, refresh it, print the rows
-	$(GO) run ./cmd/mvq demo
+	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mvq demo
 
 .PHONY: test
 test: tools ## Run every test (starts its own redis-server on a free port)
@@ -63,8 +74,17 @@ fuzz-ci: ## The fuzz targets for 10s each, as CI runs them after make test
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 
 .PHONY: clean
-clean: ## Remove build outputs and the local warehouse
-	rm -rf $(BIN) warehouse
+clean: ## Remove build outputs (never the warehouse: see clean-warehouse)
+	rm -rf $(BIN)
+
+.PHONY: clean-warehouse
+clean-warehouse: ## Delete ./warehouse, your local tables, views and dev job records (asks first; CONFIRM=yes skips)
+	@if [ ! -e warehouse ]; then echo "no ./warehouse"; exit 0; fi; \
+	if [ "$(CONFIRM)" != yes ]; then \
+		printf 'Delete ./warehouse (%s) with every table, view and job record in it? [y/N] ' "$$(du -sh warehouse | cut -f1)"; \
+		read ans; case "$$ans" in y|Y|yes) ;; *) echo "kept ./warehouse"; exit 1;; esac; \
+	fi; \
+	rm -rf warehouse && echo "deleted ./warehouse"
 
 .PHONY: soak
 soak: ## Minutes of concurrent refreshes, inserts and deletes through two APIs and two workers with SIGKILLs and a Redis restart (MVQ_SOAK_DURATION=3m)

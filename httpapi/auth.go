@@ -81,7 +81,9 @@ var routeRules = map[string]routeRule{
 }
 
 // openRoutes need no credentials; they carry no tenant data.
-var openRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+// The jobs console's files are static (its data comes from API calls that
+// carry the user's token).
+var openRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/ui": true, "/ui/*file": true}
 
 // identityKey holds the request's *auth.Identity in the gin context.
 const identityKey = "mvq.auth.identity"
@@ -187,7 +189,7 @@ func (s *Server) authenticate() gin.HandlerFunc {
 			return
 		}
 		if path == "" {
-			c.Next() // no such route: the 406 says so
+			c.Next() // no such route (or method): the 404 (405) says so
 			return
 		}
 		if !known {

@@ -315,7 +315,7 @@ func TestAuthMatrix(t *testing.T) {
 	})
 	t.Run("unknown route needs credentials", func(t *testing.T) {
 		mustStatus(t, s.do("POST", "/v1/nothing", `{}`), 401)
-		mustStatus(t, s.do("POST", "/v1/nothing", `{}`, bearer(alice)...), 406)
+		mustStatus(t, s.do("POST", "/v1/nothing", `{}`, bearer(alice)...), 404)
 	})
 }
 

@@ -7,12 +7,14 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/ui"
 )
 
 // DefaultMaxBodyBytes bounds request bodies unless configured.
@@ -31,6 +33,9 @@ type Config struct {
 	// Auth authenticates requests (auth.go has the grant each route
 	// needs); nil is MVQ_AUTH=none: every request is allowed.
 	Auth auth.Authenticator
+	// TraceURLTemplate (MVQ_TRACE_URL_TEMPLATE) is the link from a job to
+	// its trace in the jobs console; "{trace_id}" is replaced.
+	TraceURLTemplate string
 }
 
 // Views is what the API needs of the view and job layer; nil disables
@@ -84,12 +89,25 @@ func (s *Server) Handler() http.Handler {
 	// After the body limit (it may read the body), before every handler.
 	r.Use(s.authenticate())
 	r.NoRoute(func(c *gin.Context) {
-		fail(c, table.Errorf(table.CodeUnsupported, "no route %s %s", c.Request.Method, c.Request.URL.Path))
+		routerProblem(c, routeNotFound, table.CodeUnsupported, "no route "+c.Request.Method+" "+c.Request.URL.Path+"; the API is under /v1 (docs/ARCHITECTURE.md#api), the jobs console at /ui/")
 	})
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) {
-		fail(c, table.Errorf(table.CodeUnsupported, "method %s not allowed on %s", c.Request.Method, c.Request.URL.Path))
+		if allow := allowedMethods(r, c.Request.URL.Path); allow != "" {
+			c.Header("Allow", allow)
+		}
+		routerProblem(c, methodNotAllowed, table.CodeUnsupported, "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
 	})
+
+	// The jobs console: static files, no tenant data (openRoutes); what it
+	// shows comes from API calls made with the user's token.
+	console := ui.Handler(ui.Config{TraceURLTemplate: s.cfg.TraceURLTemplate, NotFound: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := gin.CreateTestContext(w)
+		c.Request = r
+		routerProblem(c, routeNotFound, table.CodeUnsupported, "no file "+r.URL.Path)
+	})})
+	r.GET("/ui", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, ui.Prefix) })
+	r.GET(ui.Prefix+"*file", gin.WrapH(console))
 
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", s.readyz)
@@ -129,6 +147,51 @@ func (s *Server) Handler() http.Handler {
 		s.views.routes(v1)
 	}
 	return r
+}
+
+// Answers of the router itself: no route, or a route without this method.
+var (
+	routeNotFound    = statusInfo{http.StatusNotFound, "/errors/not-found-error", "Not found Error"}
+	methodNotAllowed = statusInfo{http.StatusMethodNotAllowed, "/errors/method-not-allowed", "Method not allowed"}
+)
+
+// routerProblem writes a problem body with the given status and code and aborts.
+func routerProblem(c *gin.Context, info statusInfo, code table.Code, msg string) {
+	c.Header("Content-Type", "application/problem+json")
+	c.AbortWithStatusJSON(info.status, Problem{
+		Type: info.typ, Title: info.title, Status: info.status, Detail: msg,
+		Instance: c.Request.URL.Path, Code: int(code), Error: msg,
+	})
+}
+
+// allowedMethods lists the methods that have a route matching path, for
+// the Allow header of a 405.
+func allowedMethods(r *gin.Engine, path string) string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		for _, rt := range r.Routes() {
+			if rt.Method == m && routeMatches(rt.Path, path) {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// routeMatches reports whether a gin route pattern (":param" segments, a
+// trailing "*rest") matches path.
+func routeMatches(pattern, path string) bool {
+	ps, xs := strings.Split(pattern, "/"), strings.Split(path, "/")
+	for i, p := range ps {
+		if strings.HasPrefix(p, "*") {
+			return true
+		}
+		if i >= len(xs) || (!strings.HasPrefix(p, ":") && p != xs[i]) || (strings.HasPrefix(p, ":") && xs[i] == "") {
+			return false
+		}
+	}
+	return len(ps) == len(xs)
 }
 
 func (s *Server) readyz(c *gin.Context) {

@@ -290,22 +290,22 @@ type queryRequest struct {
 		ColumnNames   []string          `json:"column_names"`
 		ColumnAliases map[string]string `json:"column_aliases"`
 	} `json:"columns"`
-	Filter    string   `json:"filter"`
-	K         *int64   `json:"k"`
-	Limit     *int64   `json:"limit"`
-	Offset    *int64   `json:"offset"`
-	Version   *int64   `json:"version"`
-	WithRowID bool     `json:"with_row_id"`
-	Vector    any      `json:"vector"`
-	FullText  any      `json:"full_text_query"`
-	Prefilter *bool    `json:"prefilter"`
+	Filter    string `json:"filter"`
+	K         *int64 `json:"k"`
+	Limit     *int64 `json:"limit"`
+	Offset    *int64 `json:"offset"`
+	Version   *int64 `json:"version"`
+	WithRowID bool   `json:"with_row_id"`
+	Vector    any    `json:"vector"`
+	FullText  any    `json:"full_text_query"`
+	Prefilter *bool  `json:"prefilter"`
 	// Vector search (vector.go).
 	DistanceType      *string  `json:"distance_type"`
 	VectorColumn      *string  `json:"vector_column"`
 	LowerBound        *float32 `json:"lower_bound"`
 	UpperBound        *float32 `json:"upper_bound"`
 	BypassVectorIndex *bool    `json:"bypass_vector_index"`
-	Extra     []string `json:"-"`
+	Extra             []string `json:"-"`
 }
 
 func (s *Server) queryTable(c *gin.Context) {

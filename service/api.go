@@ -114,7 +114,8 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 		// The request span is the root of a refresh job's trace.
 		Middleware: []gin.HandlerFunc{otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tel.TracerProvider)), httpapi.Metrics(),
 			httpapi.WriteDeadlines(cfg.WriteTimeout), httpapi.QueryQueueWait(cfg.QueryQueueWait)},
-		Auth: authn,
+		Auth:             authn,
+		TraceURLTemplate: cfg.TraceURLTemplate,
 	}, core.Catalog, views)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

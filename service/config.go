@@ -3,6 +3,7 @@
 package service
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,6 +53,27 @@ type Config struct {
 	// MVQ_AUTH_JWT_SECRET, MVQ_AUTH_JWKS, MVQ_ALLOW_UNAUTHENTICATED); the
 	// API refuses to start without a mode (Auth.Check).
 	Auth auth.Config
+
+	// TraceURLTemplate (MVQ_TRACE_URL_TEMPLATE, API): the jobs console's
+	// link from a job to its trace, "{trace_id}" replaced; empty: no link.
+	TraceURLTemplate string
+}
+
+// ErrVersion is what LoadConfig returns for -version: the caller prints
+// version.String and exits 0.
+var ErrVersion = errors.New("version requested")
+
+// roleOf maps a LoadConfig name to the flags it lists: "a" (api), "w"
+// (worker) or "d" (mvq dev, mvq demo).
+func roleOf(name string) string {
+	switch name {
+	case "api":
+		return "a"
+	case "worker":
+		return "w"
+	default:
+		return "d"
+	}
 }
 
 // Defaults returns the built-in configuration.
@@ -101,13 +123,13 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	itemBytes := strconv.FormatInt(cfg.MaxItemOutputBytes, 10)
 	env("MVQ_MAX_ITEM_OUTPUT_BYTES", &itemBytes)
 	durations := []struct {
-		env, flag, usage string
-		dst              *time.Duration
-		val              string
+		env, flag, usage, roles string
+		dst                     *time.Duration
+		val                     string
 	}{
-		{"MVQ_QUERY_TIMEOUT", "query-timeout", "deadline of each SQL query", &cfg.QueryTimeout, ""},
-		{"MVQ_QUERY_QUEUE_WAIT", "query-queue-wait", "how long an API request waits for a SQL session before 503", &cfg.QueryQueueWait, ""},
-		{"MVQ_WRITE_TIMEOUT", "write-timeout", "longest a response write may stall before the connection is cut", &cfg.WriteTimeout, ""},
+		{"MVQ_QUERY_TIMEOUT", "query-timeout", "deadline of each SQL query", "awd", &cfg.QueryTimeout, ""},
+		{"MVQ_QUERY_QUEUE_WAIT", "query-queue-wait", "how long an API request waits for a SQL session before 503", "ad", &cfg.QueryQueueWait, ""},
+		{"MVQ_WRITE_TIMEOUT", "write-timeout", "longest a response write may stall before the connection is cut", "awd", &cfg.WriteTimeout, ""},
 	}
 	for i := range durations {
 		durations[i].val = durations[i].dst.String()
@@ -140,25 +162,51 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	allowUnauth := "false"
 	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
+	env("MVQ_TRACE_URL_TEMPLATE", &cfg.TraceURLTemplate)
+	runtimesFile := ""
+	env("MVQ_RUNTIMES_FILE", &runtimesFile)
+
+	// Each binary lists only the flags it reads; a flag is named after its
+	// variable (MVQ_WORKER_CONCURRENCY: -worker-concurrency).
+	role := roleOf(name)
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "API listen address (MVQ_LISTEN)")
-	fs.StringVar(&cfg.Warehouse, "warehouse", cfg.Warehouse, "warehouse root URI: file://, mem://, s3://, gs:// (MVQ_WAREHOUSE)")
-	fs.StringVar(&cfg.RedisURL, "redis-url", cfg.RedisURL, "Redis URL (MVQ_REDIS_URL)")
-	fs.StringVar(&clusters, "clusters", clusters, "comma-separated clusters this worker serves (MVQ_CLUSTERS)")
-	fs.StringVar(&conc, "concurrency", conc, "work items one worker runs at once (MVQ_WORKER_CONCURRENCY)")
-	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "worker /metrics and /healthz address (MVQ_METRICS_LISTEN)")
-	fs.StringVar(&maxBody, "max-body-bytes", maxBody, "largest request body accepted (MVQ_MAX_BODY_BYTES)")
-	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error (MVQ_LOG_LEVEL)")
+	str := func(roles string, dst *string, flagName, usage, envName string) {
+		if strings.Contains(roles, role) {
+			fs.StringVar(dst, flagName, *dst, usage+" ("+envName+")")
+		}
+	}
+	// Roles: a = api, w = worker, d = mvq dev and demo (API and worker in
+	// one process, on their own Redis).
+	str("ad", &cfg.Listen, "listen", "API listen address", "MVQ_LISTEN")
+	str("awd", &cfg.Warehouse, "warehouse", "warehouse root URI: file://, mem://, s3://, gs://", "MVQ_WAREHOUSE")
+	str("aw", &cfg.RedisURL, "redis-url", "Redis URL", "MVQ_REDIS_URL")
+	str("wd", &clusters, "clusters", "comma-separated clusters this worker serves", "MVQ_CLUSTERS")
+	str("wd", &conc, "worker-concurrency", "work items one worker runs at once", "MVQ_WORKER_CONCURRENCY")
+	str("w", &cfg.MetricsListen, "metrics-listen", "worker /metrics and /healthz address", "MVQ_METRICS_LISTEN")
+	str("ad", &maxBody, "max-body-bytes", "largest request body accepted", "MVQ_MAX_BODY_BYTES")
+	str("wd", &itemRows, "max-item-output-rows", "most view rows one work item may produce", "MVQ_MAX_ITEM_OUTPUT_ROWS")
+	str("wd", &itemBytes, "max-item-output-bytes", "most bytes one work item may produce", "MVQ_MAX_ITEM_OUTPUT_BYTES")
+	str("awd", &cfg.LogLevel, "log-level", "debug, info, warn or error", "MVQ_LOG_LEVEL")
 	for i := range durations {
 		d := &durations[i]
-		fs.StringVar(&d.val, d.flag, d.val, d.usage+" ("+d.env+")")
+		str(d.roles, &d.val, d.flag, d.usage, d.env)
 	}
-	fs.StringVar(&cfg.Auth.Mode, "auth", cfg.Auth.Mode, "API authentication: tokens, jwt or none (MVQ_AUTH)")
-	fs.StringVar(&cfg.Auth.TokensFile, "auth-tokens-file", cfg.Auth.TokensFile, "tokens file for -auth tokens (MVQ_AUTH_TOKENS_FILE)")
-	fs.StringVar(&cfg.Auth.JWKS, "auth-jwks", cfg.Auth.JWKS, "JWKS file or URL for -auth jwt with RS256/ES256 (MVQ_AUTH_JWKS)")
+	str("ad", &cfg.Auth.Mode, "auth", "API authentication: tokens, jwt or none", "MVQ_AUTH")
+	str("ad", &cfg.Auth.TokensFile, "auth-tokens-file", "tokens file for -auth tokens", "MVQ_AUTH_TOKENS_FILE")
+	str("ad", &cfg.Auth.JWKS, "auth-jwks", "JWKS file or URL for -auth jwt with RS256/ES256", "MVQ_AUTH_JWKS")
+	str("ad", &allowUnauth, "allow-unauthenticated", "true: let -auth none listen on a non-loopback address", "MVQ_ALLOW_UNAUTHENTICATED")
+	str("ad", &cfg.TraceURLTemplate, "trace-url-template", "jobs console link to a job's trace, {trace_id} replaced", "MVQ_TRACE_URL_TEMPLATE")
+	str("awd", &runtimesFile, "runtimes-file", "YAML/JSON file declaring the runtimes user code runs in", "MVQ_RUNTIMES_FILE")
+	showVersion := fs.Bool("version", false, "print the version and commit, then exit")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	if *showVersion {
+		return cfg, ErrVersion
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected argument %q (flags only; -h lists them)", fs.Arg(0))
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(d.val)
@@ -186,7 +234,7 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	if cfg.MaxItemOutputBytes, err = strconv.ParseInt(itemBytes, 10, 64); err != nil || cfg.MaxItemOutputBytes <= 0 {
 		return cfg, fmt.Errorf("MVQ_MAX_ITEM_OUTPUT_BYTES %q: want a positive integer", itemBytes)
 	}
-	if p := getenv("MVQ_RUNTIMES_FILE"); p != "" {
+	if p := runtimesFile; p != "" {
 		if cfg.Runtimes, err = udf.Load(p); err != nil {
 			return cfg, fmt.Errorf("MVQ_RUNTIMES_FILE: %w", err)
 		}

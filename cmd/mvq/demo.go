@@ -30,7 +30,7 @@ func demo(ctx context.Context, cfg service.Config, out io.Writer) error {
 	defer cancel()
 	addrc := make(chan string, 1)
 	errc := make(chan error, 1)
-	go func() { errc <- service.RunDev(ctx, cfg, func(a string) { addrc <- a }) }()
+	go func() { errc <- service.RunDevInMemory(ctx, cfg, func(a string) { addrc <- a }) }()
 	var base string
 	select {
 	case a := <-addrc:

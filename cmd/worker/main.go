@@ -4,18 +4,28 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/mvq-dev/mvq/internal/version"
 	"github.com/mvq-dev/mvq/service"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv); err != nil {
+	err := run(ctx, os.Args[1:], os.Getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return // -h: the flags were listed
+	case errors.Is(err, service.ErrVersion):
+		fmt.Println(version.String("mvq worker"))
+		return
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "mvq worker:", err)
 		os.Exit(1)
 	}

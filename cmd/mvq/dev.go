@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/internal/version"
+	"github.com/mvq-dev/mvq/service"
+)
+
+func (a *app) devCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "dev [flags]",
+		Short: "Run the API and a worker in one process (the local API the other commands use)",
+		Long: `Runs the API and a worker in one process, on 127.0.0.1:2333 by default, over the
+warehouse in MVQ_WAREHOUSE (default file://./warehouse). With redis-server on PATH
+and a file:// warehouse, job records persist across restarts in a redis-server
+with AOF under <warehouse>/.mvq-dev/redis; otherwise an in-memory Redis is used
+and jobs are lost on exit. No authentication (MVQ_AUTH=none) unless MVQ_AUTH says
+otherwise; then it listens on loopback only. Flags (-h lists them) override the
+MVQ_* variables of the same name.`,
+		Example:            "  mvq dev\n  mvq dev -listen 127.0.0.1:8080 -warehouse file:///tmp/wh\n  MVQ_AUTH=tokens MVQ_AUTH_TOKENS_FILE=tokens.yaml mvq dev",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := service.LoadConfig("mvq dev", args, a.getenv, a.stderr)
+			if done, err := configDone(a, err); done {
+				return err
+			}
+			service.SetupLogging(cfg)
+			ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return service.RunDev(ctx, cfg, func(addr string) {
+				fmt.Fprintf(a.stdout, "mvq dev: API on http://%s, jobs console http://%s/ui/ (warehouse %s)\n", addr, addr, cfg.Warehouse)
+				service.ReadyFile(a.getenv)(addr)
+			})
+		},
+	}
+}
+
+func (a *app) demoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "demo [flags]",
+		Short:              "Start a dev server, create a table and a chunker view, refresh it and print the rows",
+		Example:            "  mvq demo\n  mvq demo -warehouse file:///tmp/demo",
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := service.LoadConfig("mvq demo", args, a.getenv, a.stderr)
+			if done, err := configDone(a, err); done {
+				return err
+			}
+			cfg.Listen = "127.0.0.1:0"
+			cfg.LogLevel = "warn"
+			// The demo's client sends no credentials; it listens on loopback.
+			cfg.Auth = auth.Config{Mode: auth.ModeNone}
+			service.SetupLogging(cfg)
+			ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return demo(ctx, cfg, a.stdout)
+		},
+	}
+}
+
+// configDone handles LoadConfig's -h and -version answers: done is true
+// when the command should return err at once.
+func configDone(a *app, err error) (bool, error) {
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, flag.ErrHelp):
+		return true, nil
+	case errors.Is(err, service.ErrVersion):
+		fmt.Fprintln(a.stdout, version.String("mvq"))
+		return true, nil
+	}
+	return true, &exitError{code: exitCancelled, msg: err.Error()}
+}

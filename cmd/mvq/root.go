@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/mvq-dev/mvq/internal/version"
+)
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitFailed    = 1 // an error, or the job FAILED
+	exitCancelled = 2 // the job was CANCELLED, or the command line is wrong
+)
+
+// DefaultURL is the API mvq talks to without --url or MVQ_URL: the one
+// `mvq dev` serves.
+const DefaultURL = "http://127.0.0.1:2333"
+
+// app is one run of the command line.
+type app struct {
+	ctx    context.Context
+	getenv func(string) string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+
+	url   string
+	token string
+}
+
+// exitError ends the run with code after printing msg (when not empty).
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitCancelled, msg: fmt.Sprintf(format, args...)}
+}
+
+// run executes the command line and returns the exit code.
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{ctx: ctx, getenv: getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, "mvq:", ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "mvq:", err)
+	// Cobra's own errors are about the command line.
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "invalid argument", "accepts ", "requires ", "flag needs", "required flag", "if any flags in the group"} {
+		if strings.HasPrefix(err.Error(), p) {
+			fmt.Fprintln(stderr, "Run 'mvq --help' for usage.")
+			return exitCancelled
+		}
+	}
+	return exitFailed
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	v, c := version.Info()
+	root := &cobra.Command{
+		Use:   "mvq",
+		Short: "mvq: materialized-view refreshes as asynchronous jobs",
+		Long: `mvq talks to an mvq API (--url, MVQ_URL; default ` + DefaultURL + `, what ` + "`mvq dev`" + ` serves)
+with the token in --token or MVQ_TOKEN when the API needs one.
+
+Exit codes: 0 success (a waited-for job is DONE), 1 an error (or the job FAILED),
+2 the job was CANCELLED or the command line is wrong.`,
+		Example: `  mvq dev &                                   # API + worker on 127.0.0.1:2333
+  mvq ns create docs
+  mvq table create 'docs$articles' --from articles.ndjson
+  mvq view create 'docs$chunks' --source 'docs$articles' --chunker fixed --input body --output chunk --size 200 --overlap 20
+  mvq refresh 'docs$chunks' --wait
+  mvq query 'docs$chunks' --limit 5`,
+		Version:       fmt.Sprintf("%s (commit %s)", v, c),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			a.url = strings.TrimRight(a.url, "/")
+			if !strings.HasPrefix(a.url, "http://") && !strings.HasPrefix(a.url, "https://") {
+				return usageErr("--url %q: want http://host:port or https://…", a.url)
+			}
+			return nil
+		},
+	}
+	root.SetVersionTemplate("mvq {{.Version}}\n")
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &exitError{code: exitCancelled, msg: err.Error() + "\nRun '" + cmd.CommandPath() + " --help' for usage."}
+	})
+	root.CompletionOptions.HiddenDefaultCmd = true
+	url := a.getenv("MVQ_URL")
+	if url == "" {
+		url = DefaultURL
+	}
+	root.PersistentFlags().StringVar(&a.url, "url", url, "the mvq API (MVQ_URL)")
+	root.PersistentFlags().StringVar(&a.token, "token", a.getenv("MVQ_TOKEN"), "API token, sent as Authorization: Bearer (MVQ_TOKEN)")
+	root.AddCommand(a.nsCmd(), a.tableCmd(), a.queryCmd(), a.viewCmd(), a.refreshCmd(), a.jobsCmd(),
+		a.devCmd(), a.demoCmd(), a.versionCmd())
+	return root
+}
+
+func (a *app) client() *client {
+	return &client{base: a.url, token: a.token, hc: &http.Client{}}
+}
+
+func (a *app) versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print the version and commit of this build",
+		Example: "  mvq version\n  mvq --version",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(a.stdout, version.String("mvq"))
+			return nil
+		},
+	}
+}
+
+// isTerminal reports whether w is a terminal (progress bars and aligned
+// tables go to terminals; plain lines and JSON elsewhere).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// terminalWidth is w's width in columns, 80 when unknown.
+func terminalWidth(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil && cols > 0 {
+			return cols
+		}
+	}
+	return 80
+}
+
+// exactArgs is cobra.ExactArgs naming what is missing.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usageErr("%s takes %s (got %d argument(s)); see --help", cmd.CommandPath(), strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}

@@ -1,0 +1,311 @@
+package ui_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/service"
+)
+
+const token = "console-test-token"
+
+// chromium finds Debian's chromium (or another Chrome). Outside CI a
+// machine without one skips the test; in CI (.ci/run installs it) a
+// missing browser fails it.
+func chromium(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("chromium is not installed: .ci/run installs it (apt-get install -y chromium)")
+	}
+	t.Skip("chromium is not installed (apt-get install -y chromium; .ci/run installs it): the jobs console test needs a real browser")
+	return ""
+}
+
+// startDev runs mvq dev in this process with token authentication and
+// returns its base URL.
+func startDev(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.yaml")
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - token: "+token+"\n    principal: alice\n    grants:\n      - namespace: \"*\"\n        actions: [read, write, refresh, admin]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := service.LoadConfig("mvq dev", nil, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	cfg.Warehouse = "file://" + filepath.Join(dir, "warehouse")
+	cfg.Auth = auth.Config{Mode: auth.ModeTokens, TokensFile: tokens}
+	cfg.LogLevel = "warn"
+	cfg.TraceURLTemplate = "http://tempo.invalid/explore?trace={trace_id}"
+	service.SetupLogging(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- service.RunDev(ctx, cfg, func(a string) { addr <- a }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-errc:
+		case <-time.After(30 * time.Second):
+			t.Error("mvq dev did not stop")
+		}
+	})
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("mvq dev did not start")
+	}
+	return ""
+}
+
+func post(t *testing.T, base, path, ctype, body string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", ctype)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+	}
+}
+
+// TestConsoleInBrowser opens the jobs console in headless Chromium, pastes
+// a token, starts a refresh and watches it reach DONE on the page, then
+// cancels a running one, and saves a screenshot.
+func TestConsoleInBrowser(t *testing.T) {
+	exe := chromium(t)
+	base := startDev(t)
+	post(t, base, "/v1/namespace/web/create", "application/json", `{}`)
+	var rows bytes.Buffer
+	rows.WriteString("[")
+	for i := range 400 {
+		if i > 0 {
+			rows.WriteString(",")
+		}
+		fmt.Fprintf(&rows, `{"id": %d, "body": "%s"}`, i, strings.Repeat("word ", 20))
+	}
+	rows.WriteString("]")
+	post(t, base, "/v1/table/web$docs/create", "application/json", rows.String())
+	view := `{"kind": "query", "source_query": "SELECT id, body FROM \"web$docs\"", "output_schema": "", "with_no_data": true}`
+	post(t, base, "/v1/materialized_view/web$fast/create", "application/json", view)
+	post(t, base, "/v1/materialized_view/web$slow/create", "application/json", view)
+
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	var consoleErrs bytes.Buffer
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithErrorf(func(f string, a ...any) { fmt.Fprintf(&consoleErrs, f+"\n", a...) }))
+	defer cancelCtx()
+	// The first call starts the browser, on a context without a deadline.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	fail := func(what string, err error) {
+		t.Helper()
+		html, _ := chromedp.Run(ctx, chromedp.OuterHTML("body"))
+		t.Fatalf("%s: %v\npage: %s\nbrowser errors: %s", what, err, html, consoleErrs.String())
+	}
+	step := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
+			fail(what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(sel))
+		if err != nil {
+			fail("text of "+sel, err)
+		}
+		return v
+	}
+	eval := func(expr string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			fail(expr, err)
+		}
+		return v
+	}
+
+	// Without a token the page says what to do.
+	step("open the console", chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible("#error"))
+	if errText := text("#error"); !strings.Contains(errText, "paste a valid token") {
+		t.Fatalf("error without a token: %q", errText)
+	}
+	// Paste the token: it is kept for this tab.
+	step("use a token", chromedp.SendKeys("#token", token), chromedp.Click("#save-token"), chromedp.WaitNotVisible("#error"))
+	if stored := eval(`sessionStorage.getItem('mvq.token')`); stored != token {
+		t.Fatalf("sessionStorage token %q", stored)
+	}
+	// Start a refresh from the page and watch it reach DONE there.
+	step("refresh web$fast from the page",
+		chromedp.SendKeys("#refresh-view", "web$fast"),
+		chromedp.Click("#refresh-btn"),
+		chromedp.WaitVisible("#job-page"),
+		chromedp.WaitVisible("#job-state.state-DONE"),
+	)
+	// The result comes with the job record the page reads after the last event.
+	dctx, cancelD := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelD()
+	if _, err := chromedp.Run(dctx, chromedp.Poll[bool](`document.getElementById('job-result').textContent.includes('view_version')`)); err != nil {
+		fail("wait for the result", err)
+	}
+	jobURL := eval(`location.href`)
+	state, progress, result := text("#job-state"), text("#job-progress-text"), text("#job-result")
+	if !strings.Contains(jobURL, "#/job/") || state != "DONE" || !strings.Contains(progress, "1 / 1 work items") || !strings.Contains(result, `"view_version": 2`) {
+		t.Fatalf("job page: url %s state %q progress %q result %q", jobURL, state, progress, result)
+	}
+	traceHref := eval(`document.getElementById('job-trace').href`)
+	if !strings.HasPrefix(traceHref, "http://tempo.invalid/explore?trace=") || len(traceHref) < len("http://tempo.invalid/explore?trace=")+32 {
+		t.Fatalf("trace link %q", traceHref)
+	}
+
+	// A long refresh (one source row per work item, one item at a time),
+	// started through the API (the page's button uses the default options),
+	// opened from the page's jobs list and cancelled there while it runs.
+	// Hash changes are same-document navigations: no load event to wait for.
+	eval(`location.hash = '#/'`)
+	step("back to the list", chromedp.WaitVisible("#list-page"))
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/materialized_view/web$slow/refresh", strings.NewReader(`{"source_task_size": 1, "concurrency": 1}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("slow refresh: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	step("open the running job from the list",
+		chromedp.WaitVisible(`#jobs tr[data-state="RUNNING"]`),
+		chromedp.Click(`#jobs tr[data-state="RUNNING"]`),
+		chromedp.WaitVisible("#job-page"),
+	)
+	pctx, cancelP := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelP()
+	if _, err := chromedp.Run(pctx, chromedp.Poll[bool](`document.getElementById('job-phase').textContent === 'expanding'`)); err != nil {
+		fail("wait for expanding", err)
+	}
+	step("cancel it", chromedp.Click("#cancel-btn"), chromedp.WaitVisible("#job-state.state-CANCELLED"))
+	if st := text("#job-state"); st != "CANCELLED" {
+		t.Fatalf("after cancel: %q", st)
+	}
+	eval(`location.hash = '#/'`)
+	step("the list shows both",
+		chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`),
+		chromedp.WaitVisible(`#views tr[data-view="web$fast"]`),
+	)
+	if listStates := eval(`[...document.querySelectorAll('#jobs tbody tr')].map(r => r.dataset.state).join(',')`); listStates != "CANCELLED,DONE" {
+		t.Fatalf("jobs list states (newest first): %q", listStates)
+	}
+	// Retry the cancelled job: a new job with the same request.
+	step("open the cancelled job", chromedp.Click(`#jobs tr[data-state="CANCELLED"]`), chromedp.WaitVisible("#job-state.state-CANCELLED"))
+	cancelledID := text("#job-id")
+	step("retry it", chromedp.Click("#retry-btn"))
+	rctx, cancelR := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelR()
+	if _, err := chromedp.Run(rctx, chromedp.Poll[bool](`document.getElementById('job-id').textContent !== '`+cancelledID+`' && document.getElementById('job-id').textContent !== ''`)); err != nil {
+		fail("wait for the retried job", err)
+	}
+	if req := text("#job-request"); !strings.Contains(req, `"source_task_size": 1,`) || !strings.Contains(req, `"concurrency": 1,`) {
+		t.Fatalf("retried job's request: %s", req)
+	}
+	step("cancel the retry", chromedp.Click("#cancel-btn"), chromedp.WaitVisible("#job-state.state-CANCELLED"))
+	eval(`location.hash = '#/'`)
+	step("the list", chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`))
+
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		fail("screenshot", err)
+	}
+	path := filepath.Join(t.TempDir(), "console.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if len(shot) < 1000 {
+		t.Fatalf("screenshot of %d bytes", len(shot))
+	}
+	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
+	// MVQ_CONSOLE_SCREENSHOT=path keeps a copy (to look at the page).
+	if keep := os.Getenv("MVQ_CONSOLE_SCREENSHOT"); keep != "" {
+		_ = os.WriteFile(keep, shot, 0o644)
+	}
+}
+
+// TestConsoleFiles: the console is served without credentials, with a
+// strict content security policy, and carries no tenant data.
+func TestConsoleFiles(t *testing.T) {
+	base := startDev(t)
+	for _, c := range []struct {
+		path, ctype, want string
+		status            int
+	}{
+		{"/ui/", "text/html", `<script src="app.js" defer></script>`, 200},
+		{"/ui/app.js", "text/javascript", "sessionStorage", 200},
+		{"/ui/style.css", "text/css", "font-family", 200},
+		{"/ui/config.json", "application/json", `"trace_url_template":"http://tempo.invalid/explore?trace={trace_id}"`, 200},
+		{"/ui/missing.js", "application/problem+json", `"status":404`, 404},
+		{"/ui/../v1/namespace/$/list", "application/problem+json", "no file", 404}, // no way out of /ui/
+	} {
+		resp, err := http.Get(base + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), c.ctype) || !strings.Contains(string(b), c.want) {
+			t.Errorf("GET %s: %d %s %.200s", c.path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+		}
+		if c.status == 200 && !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Errorf("GET %s: no CSP", c.path)
+		}
+	}
+	resp, err := http.Get(base + "/ui")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Request.URL.Path != "/ui/" {
+		t.Errorf("/ui redirects to %s", resp.Request.URL.Path)
+	}
+}
