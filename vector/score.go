@@ -91,14 +91,27 @@ func (s *scorer) distance(x []float32) float32 {
 func (s *scorer) scan(vs *vectors, base uint64, h *topK) {
 	dim, n := vs.dim, vs.rows()
 	bound := h.bound()
-	for i := 0; i < n; i++ {
-		if vs.valid != nil && !vs.valid[i] {
-			continue
-		}
-		d := s.distance(vs.flat[i*dim : i*dim+dim : i*dim+dim])
-		if d <= bound && s.keep(d) {
+	bounded := s.lower != nil || s.upper != nil
+	offer := func(i int, d float32) {
+		if d <= bound && (!bounded && d == d || s.keep(d)) {
 			h.offer(d, base+uint64(i))
 			bound = h.bound()
+		}
+	}
+	switch {
+	case vs.valid == nil && s.metric == L2:
+		for i := 0; i < n; i++ {
+			offer(i, l2(s.q, vs.flat[i*dim:i*dim+dim]))
+		}
+	case vs.valid == nil && s.metric == Dot:
+		for i := 0; i < n; i++ {
+			offer(i, 1-dot(s.q, vs.flat[i*dim:i*dim+dim]))
+		}
+	default:
+		for i := 0; i < n; i++ {
+			if vs.valid == nil || vs.valid[i] {
+				offer(i, s.distance(vs.flat[i*dim:i*dim+dim]))
+			}
 		}
 	}
 }

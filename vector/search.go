@@ -123,7 +123,7 @@ func Search(ctx context.Context, t *table.Table, q Query, mem memory.Allocator) 
 	if err != nil {
 		return nil, err
 	}
-	return fetch(ctx, t, m, schema, out, q, hits, mem)
+	return fetch(ctx, t, m, schema, out, q, hits, col, dim, mem)
 }
 
 // vectorColumn finds the searched column: name, or the only
@@ -221,7 +221,8 @@ func searchFiltered(ctx context.Context, t *table.Table, m *table.Manifest, name
 }
 
 // fetch reads the answered columns of the hits and adds _distance.
-func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *arrow.Schema, q Query, hits []hit, mem memory.Allocator) (arrow.RecordBatch, error) {
+// The vector column comes from the decoded vectors, not the files.
+func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *arrow.Schema, q Query, hits []hit, vcol, dim int, mem memory.Allocator) (arrow.RecordBatch, error) {
 	fields := append(slices.Clone(out.Fields()), arrow.Field{Name: DistanceColumn, Type: arrow.PrimitiveTypes.Float32})
 	// Source columns read, in out's order (without _rowaddr).
 	var idx []int
@@ -232,6 +233,15 @@ func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *
 	} else {
 		for _, c := range q.Columns {
 			idx = append(idx, schema.FieldIndices(c)[0])
+		}
+	}
+	var read []int // idx without the vector column
+	at := make([]int, len(idx))
+	for c, i := range idx {
+		at[c] = -1
+		if i != vcol {
+			at[c] = len(read)
+			read = append(read, i)
 		}
 	}
 	byFrag := map[uint32][]int{} // fragment → hit positions
@@ -253,11 +263,11 @@ func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *
 	cctx := compute.WithAllocator(ctx, mem)
 	var base int64
 	for id, pos := range byFrag {
-		recs, err := t.ReadFragment(ctx, frags[id], idx, mem)
+		recs, err := t.ReadFragment(ctx, frags[id], read, mem)
 		if err != nil {
 			return nil, err
 		}
-		all, err := concat(recs, mem)
+		all, err := concat(recs, frags[id].Rows, mem)
 		for _, r := range recs {
 			r.Release()
 		}
@@ -292,9 +302,17 @@ func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *
 	ib.Release()
 	defer perm.Release()
 	for c := range idx {
+		if at[c] < 0 {
+			col, err := hitVectors(ctx, t, frags, hits, vcol, dim, out.Field(c).Type, mem)
+			if err != nil {
+				return nil, err
+			}
+			cols = append(cols, col)
+			continue
+		}
 		var chunks []arrow.Array
 		for _, p := range parts {
-			chunks = append(chunks, p.Column(c))
+			chunks = append(chunks, p.Column(at[c]))
 		}
 		var joined arrow.Array
 		if len(chunks) == 0 {
@@ -334,7 +352,31 @@ func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *
 	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(hits))), nil
 }
 
-func concat(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+// hitVectors builds the vector column of the hits from the decoded
+// vectors of their fragments.
+func hitVectors(ctx context.Context, t *table.Table, frags map[uint32]table.Fragment, hits []hit, vcol, dim int, typ arrow.DataType, mem memory.Allocator) (arrow.Array, error) {
+	fl := typ.(*arrow.FixedSizeListType)
+	b := array.NewFixedSizeListBuilderWithField(mem, fl.Len(), fl.ElemField())
+	defer b.Release()
+	vb := b.ValueBuilder().(*array.Float32Builder)
+	for _, h := range hits {
+		vs, err := fragmentVectors(ctx, t, frags[uint32(h.addr>>32)], vcol, dim, mem)
+		if err != nil {
+			return nil, err
+		}
+		r := int(uint32(h.addr))
+		if vs.valid != nil && !vs.valid[r] {
+			b.AppendNull()
+			continue
+		}
+		b.Append(true)
+		vb.AppendValues(vs.flat[r*dim:(r+1)*dim], nil)
+	}
+	return b.NewArray(), nil
+}
+
+// concat joins recs (no columns: rows rows of nothing).
+func concat(recs []arrow.RecordBatch, rows int64, mem memory.Allocator) (arrow.RecordBatch, error) {
 	if len(recs) == 1 {
 		recs[0].Retain()
 		return recs[0], nil
