@@ -196,9 +196,16 @@ func TestBackfillKilledMidwayResumes(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "two committed fragments", func() bool { return filled() >= 40 })
 	holder := ""
-	waitFor(t, 10*time.Second, "the item's holder", func() bool {
-		holder, _ = rdb.HGet(ctx, "mvq:job:"+id+":holders", "item:"+id+":0").Result()
-		return holder != ""
+	waitFor(t, 10*time.Second, "the worker running the item", func() bool {
+		// The item runs in its own task or in place, in the plan's.
+		held, _ := rdb.HGetAll(ctx, "mvq:job:"+id+":holders").Result()
+		for _, w := range []string{held["item:"+id+":0"], held["plan:"+id]} {
+			if w != "" {
+				holder = w
+				return true
+			}
+		}
+		return false
 	})
 	parts := strings.Split(holder, ":")
 	pid, _ := strconv.Atoi(parts[len(parts)-2])
