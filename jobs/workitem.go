@@ -144,6 +144,7 @@ func (s *Server) expand(ctx context.Context, j *Job, plan *refresh.Plan, index i
 	if skip {
 		return refresh.ItemResult{Index: index, Skipped: true}, nil
 	}
+	ctx = s.withLog(ctx, j.ID)
 	res, err := protect(func() (refresh.ItemResult, error) { return s.eng.Expand(ctx, plan, index) })
 	res.Index = index
 	return res, err
