@@ -153,7 +153,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	}
 	now := time.Now().UTC()
 	j := &Job{
-		ID: uid.String(), Type: JobTypeRefresh, View: table.JoinID(view), State: StatePending,
+		ID: uid.String(), Type: jobType(opts), View: table.JoinID(view), State: StatePending,
 		CreatedAt: now, Request: opts, Cluster: opts.Cluster, ManifestChecksum: opts.ManifestChecksum, TraceID: traceID(ctx),
 		viewID: append([]string(nil), view...),
 	}
