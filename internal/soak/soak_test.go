@@ -643,7 +643,7 @@ func (s *soak) dumpJob(id string) {
 func (s *soak) dumpRedis() {
 	s.t.Logf("redis keys:\n%s", tail(s.redisCLI("--scan"), 6000))
 	for _, v := range views() {
-		key := "mvq:view:" + strings.ReplaceAll(v, "$", "/") + ":queue"
+		key := jobs.RedisKey("view:" + strings.ReplaceAll(v, "$", "/") + ":queue")
 		s.t.Logf("redis LRANGE %s:\n%s", key, tail(s.redisCLI("LRANGE", key, "0", "5"), 2000))
 	}
 }
