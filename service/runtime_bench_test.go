@@ -79,11 +79,12 @@ func BenchmarkHTTPRuntimeWorkers(b *testing.B) {
 			Fields: []arrowjson.Field{{Name: "item", Type: arrowjson.DataType{Type: "float32"}, Nullable: true}}}}},
 		UDF: base64.StdEncoding.EncodeToString([]byte(`{"runtime": "embed"}`)), UDFName: "e", UDFVersion: "1"}}
 	// The janitor (a pass as each worker starts) would compact the 125-row
-	// fragments, the backfill's work items: this holds its lock (mvq:lock:janitor).
-	if err := o.rdb.Set(ctx, "mvq:lock:janitor", "benchmark", 0).Err(); err != nil {
+	// fragments, the backfill's work items: this holds its lock.
+	lock := jobs.RedisKey("lock:janitor")
+	if err := o.rdb.Set(ctx, lock, "benchmark", 0).Err(); err != nil {
 		b.Fatal(err)
 	}
-	defer o.rdb.Del(ctx, "mvq:lock:janitor")
+	defer o.rdb.Del(ctx, lock)
 	rate := map[int]float64{}
 	for it := 0; it < b.N; it++ {
 		for _, n := range []int{1, 2, 4} {
