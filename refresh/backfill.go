@@ -278,9 +278,19 @@ func (e *Engine) expandBackfill(ctx context.Context, plan *Plan, index int) (Ite
 	for _, rg := range plan.Items[index].Ranges {
 		f, ok := byID[rg.Fragment]
 		if !ok {
-			// Rewritten since (by this job, before a retry, or by an
-			// update): nothing of it to fill here.
-			continue
+			// Rewritten since it was planned. By this job before a retry
+			// (a commit the killed attempt made): done. By anything else
+			// (a compaction, an update): its rows are in other fragments
+			// this plan does not name, so the job cannot finish them.
+			ours, err := e.replacedByJob(ctx, t, plan)
+			if err != nil {
+				return res, err
+			}
+			if ours[rg.Fragment] {
+				continue
+			}
+			return res, table.Errorf(table.CodeConcurrentModification,
+				"fragment %d of %s was rewritten (compacted or updated) since the backfill was planned: backfill again (filled fragments are kept)", rg.Fragment, table.JoinID(plan.View))
 		}
 		wasFilled := filled[b.Name][strconv.FormatUint(uint64(f.ID), 10)] == b.Version()
 		rw, read, computed, err := e.backfillFragment(ctx, t, plan, f, b, schema, wasFilled, cc)
@@ -549,18 +559,24 @@ func (e *Engine) commitRewrites(ctx context.Context, t *table.Table, plan *Plan,
 			return nil, err
 		}
 		remap := map[uint32]uint32{}
+		var replaced []string
 		ids := map[string][]uint32{}
 		carried := map[string]map[string]string{}
 		for _, r := range reps {
 			i, ok := pos[r.old]
 			if !ok {
-				continue
+				// Rewritten by another commit (a compaction, an update)
+				// since this item read it: its computed values would be
+				// lost, so the item fails and runs again on what is there.
+				return nil, table.Errorf(table.CodeConcurrentModification,
+					"fragment %d of %s was rewritten (compacted or updated) while it was backfilled: the item runs again", r.old, table.JoinID(plan.View))
 			}
 			nf := r.frag
 			nf.ID = base.NextFragmentID
 			base.NextFragmentID++
 			base.Fragments[i] = nf
 			remap[r.old] = nf.ID
+			replaced = append(replaced, fmt.Sprintf("%d:%d", r.old, nf.ID))
 			if r.filled {
 				ids[b.Name] = append(ids[b.Name], nf.ID)
 			}
@@ -594,7 +610,8 @@ func (e *Engine) commitRewrites(ctx context.Context, t *table.Table, plan *Plan,
 			return nil, err
 		}
 		base.Operation = "backfill"
-		base.Metadata = map[string]string{metaJobID: plan.JobID, "mvq.backfill_column": b.Name, "mvq.udf_version": b.Version()}
+		base.Metadata = map[string]string{metaJobID: plan.JobID, "mvq.backfill_column": b.Name, "mvq.udf_version": b.Version(),
+			metaBackfillReplaced: strings.Join(replaced, ",")}
 		if sum := plan.Options.ManifestChecksum; sum != "" {
 			base.Metadata[metaManifestChecksum] = sum
 		}
@@ -684,4 +701,37 @@ func (e *Engine) discardBackfill(ctx context.Context, plan *Plan) error {
 		}
 	}
 	return nil
+}
+
+// metaBackfillReplaced lists, on a version a backfill committed, the
+// fragments it replaced as "old:new" pairs.
+const metaBackfillReplaced = "mvq.backfill_replaced"
+
+// replacedByJob returns the fragment ids the job's own commits replaced
+// since it was planned.
+func (e *Engine) replacedByJob(ctx context.Context, t *table.Table, plan *Plan) (map[uint32]bool, error) {
+	vfs, err := t.Versions(ctx)
+	if err != nil {
+		return nil, stateErr(err)
+	}
+	out := map[uint32]bool{}
+	for _, vf := range vfs {
+		if vf.Version <= plan.BaseViewVersion {
+			continue
+		}
+		m, err := t.LoadFile(ctx, vf)
+		if err != nil {
+			return nil, stateErr(err)
+		}
+		if m.Metadata[metaJobID] != plan.JobID {
+			continue
+		}
+		for _, pair := range strings.Split(m.Metadata[metaBackfillReplaced], ",") {
+			old, _, ok := strings.Cut(pair, ":")
+			if n, err := strconv.ParseUint(old, 10, 32); ok && err == nil {
+				out[uint32(n)] = true
+			}
+		}
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package refresh
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -269,4 +270,39 @@ func TestBackfillResumesAfterKill(t *testing.T) {
 		t.Fatalf("the retry computed %d rows, want the 2 of the second fragment", r.RowsWritten)
 	}
 	eqRows(t, "resumed", b.rows(t, srcID)[4:], []string{"5|Eps|en|eeeeffff|EEEEFFFF|8", "6|Zeta|en|g|G|1"})
+}
+
+// TestBackfillRacingACompaction: a compaction that merges the fragments a
+// planned backfill names fails the backfill's item (retryable conflict)
+// instead of letting the job end DONE with rows it never filled; a new
+// backfill then fills every row.
+func TestBackfillRacingACompaction(t *testing.T) {
+	b := shoutBundle(t)
+	b.source(t, frag0, frag1)
+	if _, _, err := b.e.AddColumns(b.ctx, srcID, []AddColumnEntry{shoutColumn("1", "")}); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{SourceTaskSize: 100, Backfill: &BackfillOptions{Column: "loud"}}
+	if err := b.e.Prepare(b.ctx, srcID, &opts); err != nil {
+		t.Fatal(err)
+	}
+	p, err := b.e.Plan(b.ctx, srcID, "raced", opts)
+	if err != nil || len(p.Items) != 1 || len(p.Items[0].Ranges) != 2 {
+		t.Fatalf("plan %+v %v", p, err)
+	}
+	before := b.rows(t, srcID)
+	if res, err := b.cat.Compact(b.ctx, srcID, table.CompactOptions{MinFragments: 2}); err != nil || res.Version == 0 {
+		t.Fatalf("compact: %+v %v", res, err)
+	}
+	_, err = b.e.Expand(b.ctx, p, 0)
+	if table.ErrorCode(err) != table.CodeConcurrentModification || !strings.Contains(fmt.Sprint(err), "backfill again") {
+		t.Fatalf("expand after a compaction: %v", err)
+	}
+	eqRows(t, "nothing filled by the raced item", b.rows(t, srcID), before)
+	b.backfill(t, srcID, "again", Options{SourceTaskSize: 100, Backfill: &BackfillOptions{Column: "loud"}})
+	for _, r := range b.rows(t, srcID) {
+		if parts := strings.Split(r, "|"); parts[3] != "∅" && parts[4] == "∅" {
+			t.Fatalf("row left unfilled after the second backfill: %s", r)
+		}
+	}
 }
