@@ -37,6 +37,7 @@ type Client struct {
 	eng        engine
 	log        *slog.Logger
 	maxPending int
+	auto       AutoConfig
 }
 
 // ClientOption tunes a Client.
@@ -55,7 +56,7 @@ func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.
 }
 
 func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, opts ...ClientOption) *Client {
-	c := &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default()}
+	c := &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default(), auto: AutoConfig{}.withDefaults()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -128,6 +129,20 @@ func taskHeaders(ctx context.Context) map[string]string {
 // the cluster has MaxPendingJobs unfinished jobs (then nothing is
 // recorded).
 func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options) (*Job, error) {
+	return c.submit(ctx, view, opts, submitMeta{cause: CauseAPI})
+}
+
+// submitMeta is what a job records besides its options: its id (""
+// makes one), cause and trigger, and how long its plan waits before it
+// first runs.
+type submitMeta struct {
+	id      string
+	cause   string
+	trigger *Trigger
+	delay   time.Duration
+}
+
+func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options, meta submitMeta) (*Job, error) {
 	if err := c.eng.Prepare(ctx, view, &opts); err != nil {
 		return nil, err
 	}
@@ -141,15 +156,24 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	if n == 0 {
 		return nil, table.Errorf(table.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
 	}
-	uid, err := uuid.NewV7()
-	if err != nil {
-		return nil, &table.Error{Code: table.CodeInternal, Message: "job id", Err: err}
+	if meta.id == "" {
+		uid, err := uuid.NewV7()
+		if err != nil {
+			return nil, &table.Error{Code: table.CodeInternal, Message: "job id", Err: err}
+		}
+		meta.id = uid.String()
 	}
 	now := time.Now().UTC()
 	j := &Job{
-		ID: uid.String(), Type: JobTypeRefresh, View: table.JoinID(view), State: StatePending,
+		ID: meta.id, Type: JobTypeRefresh, View: table.JoinID(view), State: StatePending,
 		CreatedAt: now, Request: opts, Cluster: opts.Cluster, ManifestChecksum: opts.ManifestChecksum, TraceID: traceID(ctx),
+		Cause: meta.cause, Trigger: meta.trigger,
 		viewID: append([]string(nil), view...),
+	}
+	trig := ""
+	if meta.trigger != nil {
+		b, _ := json.Marshal(meta.trigger)
+		trig = string(b)
 	}
 	viewID, _ := json.Marshal(j.viewID)
 	req, err := json.Marshal(opts)
@@ -160,7 +184,7 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", c.maxPending, now.UnixMilli(),
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
-		fTraceID, j.TraceID, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
+		fTraceID, j.TraceID, fCause, j.Cause, fTrigger, trig, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
 	switch n, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Int(); {
 	case err != nil:
 		return nil, redisErr("create job", err)
@@ -169,7 +193,11 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	case n != 1:
 		return nil, &table.Error{Code: table.CodeInternal, Message: "job id " + j.ID + " exists"}
 	}
-	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
+	var wait []asynq.Option
+	if meta.delay > 0 {
+		wait = append(wait, asynq.ProcessIn(meta.delay))
+	}
+	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)), wait...)
 	if err == nil {
 		err = enqueue(ctx, c.enq, task)
 	}

@@ -55,6 +55,9 @@
 //	                                  fingerprint, state and response
 //	mvq:lock:{name}            string a service's lock (janitor,
 //	                                  rescuer:{cluster}) -> holder
+//	mvq:deps:{table}           set    views reading table (auto.go)
+//	mvq:viewreg:{view}         hash   the view's source, auto_refresh flag
+//	                                  and its automatic job claim (auto.go)
 //
 // A job record's progress_at is stamped by every event; the rescuer fails
 // a RUNNING job whose progress_at is older than the stall timeout. Terminal

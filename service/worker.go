@@ -36,17 +36,27 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 		rdb.Close()
 		return nil, err
 	}
+	// Views over views: a view this worker commits is a change of the
+	// views that read it.
+	trig := jobs.NewClient(rdb, conn, eng, jobs.AutoRefresh(cfg.autoConfig()))
+	core.Catalog.OnCommit(trig.CommitHook())
 	if err := srv.Start(); err != nil {
+		core.Catalog.OnCommit(nil)
+		trig.Close()
 		rdb.Close()
 		return nil, err
 	}
 	if err := telemetry.RegisterQueueGauges(srv.QueueStats); err != nil {
 		srv.Shutdown()
+		core.Catalog.OnCommit(nil)
+		trig.Close()
 		rdb.Close()
 		return nil, err
 	}
 	return func() {
 		srv.Shutdown()
+		core.Catalog.OnCommit(nil)
+		trig.Close()
 		rdb.Close()
 		_ = eng.Close() // stops the user-code subprocesses
 	}, nil
