@@ -211,11 +211,17 @@ redis.call('HSET', KEYS[1], 'pending', ARGV[1], 'claimed_at', now, 'last_auto', 
 return {1, at - now}
 `)
 
-// scriptAutoUnclaim drops a claim whose job could not be created.
-// KEYS: view registry hash. ARGV: job id.
+// scriptAutoUnclaim replaces a claim whose job was not created: by the
+// PENDING job it joined, or by nothing.
+// KEYS: view registry hash. ARGV: claimed job id, joined job id ("": none).
 var scriptAutoUnclaim = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'pending') == ARGV[1] then redis.call('HDEL', KEYS[1], 'pending', 'claimed_at') end
-return 0
+if redis.call('HGET', KEYS[1], 'pending') ~= ARGV[1] then return 0 end
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'pending', ARGV[2])
+else
+  redis.call('HDEL', KEYS[1], 'pending', 'claimed_at')
+end
+return 1
 `)
 
 // autoClaimTTL is how long a claim without a job record holds (the
@@ -228,7 +234,8 @@ const autoClaimTTL = 10 * time.Second
 // then it returns (nil, nil). Causes other than CauseSchedule need the
 // view's auto_refresh. The job takes the view's default options on the
 // AutoConfig's cluster and refreshes to the source's latest version when
-// its plan runs.
+// its plan runs. A PENDING job of the view with the same (default)
+// options, a refresh request's, is joined instead of adding one.
 func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, trig *Trigger) (*Job, error) {
 	uid, err := uuid.NewV7()
 	if err != nil {
@@ -253,11 +260,17 @@ func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, tr
 	}
 	delay, _ := res[1].(int64)
 	j, err := c.submit(ctx, view, refresh.Options{Cluster: c.auto.Cluster}, submitMeta{
-		id: id, cause: cause, trigger: trig, delay: time.Duration(delay) * time.Millisecond,
+		join: true, id: id, cause: cause, trigger: trig, delay: time.Duration(delay) * time.Millisecond,
 	})
 	if err != nil {
-		_ = scriptAutoUnclaim.Run(context.WithoutCancel(ctx), c.st.rdb, []string{viewRegKey(view)}, id).Err()
+		_ = scriptAutoUnclaim.Run(context.WithoutCancel(ctx), c.st.rdb, []string{viewRegKey(view)}, id, "").Err()
 		return nil, err
+	}
+	if j.Coalesced {
+		// Joined a PENDING job with the same options (a refresh request's):
+		// it is the view's pending automatic refresh now.
+		_ = scriptAutoUnclaim.Run(context.WithoutCancel(ctx), c.st.rdb, []string{viewRegKey(view)}, id, j.ID).Err()
+		return nil, nil
 	}
 	return j, nil
 }
