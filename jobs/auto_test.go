@@ -197,6 +197,9 @@ func TestAutoRefreshBurstCoalesces(t *testing.T) {
 	for i, v := range c.levels {
 		js := c.autoJobs(t, v)
 		if len(js) == 0 || len(js) > 2 {
+			for _, j := range js {
+				t.Logf("job %s created %s started %v trigger %+v result %+v", j.ID, j.CreatedAt.Format("15:04:05.000"), j.StartedAt, j.Trigger, j.Result)
+			}
 			t.Fatalf("level %d (%s): %d automatic refreshes for one burst, want 1 or 2", i+1, table.JoinID(v), len(js))
 		}
 		for _, j := range js {

@@ -68,11 +68,11 @@ type Job struct {
 	// Cause is what submitted the job (CauseAPI, CauseAuto, CauseSchedule,
 	// CauseNotification); Trigger, for automatic jobs, the source version
 	// that caused it (the job refreshes to the latest one when it plans).
-	Cause   string   `json:"cause"`
-	Trigger *Trigger `json:"trigger,omitempty"`
-	Progress         Progress        `json:"progress"`
-	Result           *refresh.Result `json:"result,omitempty"`
-	Failure          *Failure        `json:"failure,omitempty"`
+	Cause    string          `json:"cause"`
+	Trigger  *Trigger        `json:"trigger,omitempty"`
+	Progress Progress        `json:"progress"`
+	Result   *refresh.Result `json:"result,omitempty"`
+	Failure  *Failure        `json:"failure,omitempty"`
 	// Coalesced is set on the job Submit returns when the request joined
 	// this PENDING job instead of creating one (not stored).
 	Coalesced bool `json:"-"`
