@@ -47,6 +47,34 @@ func (v *ViewRoutes) dropped(ctx context.Context, id []string, ns bool) error {
 	return errors.Join(err, ferr)
 }
 
+// dependents are the views that read table id now: registered for it
+// and, read from the warehouse, still defined over it (a stale registry
+// entry is dropped).
+func (v *ViewRoutes) dependents(ctx context.Context, id []string) ([][]string, error) {
+	reg, err := v.Jobs.Dependents(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]string
+	for _, d := range reg {
+		vw, err := v.Engine.View(ctx, d)
+		switch {
+		case table.ErrorCode(err) == table.CodeTableNotFound:
+			_ = v.Jobs.ForgetView(ctx, d)
+			continue
+		case err == nil && table.JoinID(vw.Def.Source) != table.JoinID(id):
+			_ = v.Jobs.Unlink(ctx, id, d) // created again over another table
+			continue
+		case table.ErrorCode(err) == table.CodeInvalidInput:
+			continue // no longer a view (dropped and created as a table)
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
 func (v *ViewRoutes) jobView(ctx context.Context, jobID string) ([]string, error) {
 	job, err := v.Jobs.Get(ctx, jobID)
 	if err != nil {
@@ -59,6 +87,8 @@ func (v *ViewRoutes) routes(r gin.IRouter) {
 	idem := idempotent(v.Jobs)
 	r.POST("/materialized_view/:id/create", idem, v.createView)
 	r.POST("/materialized_view/:id/refresh", idem, v.refreshView)
+	r.GET("/materialized_view/:id/status", v.viewStatus)
+	r.POST("/materialized_view/list", v.listViews)
 	r.GET("/job/:job_id", v.getJob)
 	r.GET("/job/:job_id/events", v.jobEvents)
 	r.POST("/jobs/describe", v.describeJob)

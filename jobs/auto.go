@@ -97,8 +97,7 @@ func (c *Client) RegisterView(ctx context.Context, view, source []string, auto b
 	return nil
 }
 
-// ForgetView removes a dropped view from the registry, and every view
-// registered under it when it is a namespace (prefix true).
+// ForgetView removes a dropped view from the registry.
 func (c *Client) ForgetView(ctx context.Context, view []string) error {
 	src, err := c.st.rdb.HGet(ctx, viewRegKey(view), "source").Result()
 	if errors.Is(err, redis.Nil) {
@@ -118,6 +117,15 @@ func (c *Client) ForgetView(ctx context.Context, view []string) error {
 	})
 	if err != nil {
 		return redisErr("forget view", err)
+	}
+	return nil
+}
+
+// Unlink removes view from the dependents of source only (a view created
+// again over another table).
+func (c *Client) Unlink(ctx context.Context, source, view []string) error {
+	if err := c.st.rdb.SRem(ctx, depsKey(source), viewKey(view)).Err(); err != nil {
+		return redisErr("unlink view", err)
 	}
 	return nil
 }
