@@ -50,6 +50,7 @@ test: tools ## Run every test (starts its own redis-server on a free port)
 .PHONY: bench
 bench: ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000)
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh
+	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./vector
 	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead' -benchtime 3x -timeout 60m ./service
 	@# The control plane: accept, job status, fixed cost, small jobs, cancel
 	@# (each repeats inside one run and logs its ratios with -v).

@@ -69,6 +69,8 @@ var routeRules = map[string]routeRule{
 	"POST /v1/table/:id/version/list":        {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/version/describe":    {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/version/create":      {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/add_columns":         {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/backfill_column":     {auth.Refresh, targetPath, true, false},
 	"POST /v1/materialized_view/:id/create":  {auth.Write, targetPath, true, true},
 	"POST /v1/materialized_view/:id/refresh": {auth.Refresh, targetPath, true, false},
 	"GET /v1/materialized_view/:id/status":   {auth.Read, targetPath, false, false},

@@ -169,7 +169,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	}
 	now := time.Now().UTC()
 	j := &Job{
-		ID: meta.id, Type: JobTypeRefresh, View: table.JoinID(view), State: StatePending,
+		ID: meta.id, Type: jobType(opts), View: table.JoinID(view), State: StatePending,
 		CreatedAt: now, Request: opts, Cluster: opts.Cluster, ManifestChecksum: opts.ManifestChecksum, TraceID: traceID(ctx),
 		Cause: meta.cause, Trigger: meta.trigger,
 		viewID: append([]string(nil), view...),

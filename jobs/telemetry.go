@@ -61,6 +61,7 @@ func (s *Server) tracing(h asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		headers := t.Headers()
 		ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(headers))
+		ctx = context.WithValue(ctx, taskParentKey{}, trace.SpanContextFromContext(ctx))
 		var p struct {
 			JobID string `json:"job_id"`
 			Index *int   `json:"index"`
@@ -153,4 +154,19 @@ func (s *Server) QueueStats(ctx context.Context) []telemetry.QueueStats {
 		out = append(out, q)
 	}
 	return out
+}
+
+// taskParentKey holds the span context a task's headers carried (the
+// job's HTTP span): a step run in place inside another task's handler
+// (the commit) starts its span there, so every step of a job stays a
+// child of the request that started it.
+type taskParentKey struct{}
+
+// startInPlace starts the span of a job step that runs inside another
+// task's handler, as a sibling of that task's span.
+func startInPlace(ctx context.Context, taskType string) (context.Context, trace.Span) {
+	if sc, ok := ctx.Value(taskParentKey{}).(trace.SpanContext); ok {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+	}
+	return tracer.Start(ctx, spanNames[taskType], trace.WithSpanKind(trace.SpanKindConsumer))
 }

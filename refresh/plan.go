@@ -48,6 +48,9 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	if err := e.fillDefaults(&opts); err != nil {
 		return nil, err
 	}
+	if opts.Backfill != nil {
+		return e.planBackfill(ctx, id, jobID, opts)
+	}
 	v, err := e.View(ctx, id)
 	if err != nil {
 		return nil, stateErr(err)

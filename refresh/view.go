@@ -99,8 +99,12 @@ type View struct {
 	// Binding is the view's kind bound to its udtf_spec: what derives
 	// its schema and applies it (see ViewKind).
 	Binding Binding
+	// Columns are the virtual and computed columns added to the view
+	// (add_columns); a refresh computes them for the rows it adds.
+	Columns []ColumnBinding
 
 	query *sourceQuery
+	kind  *View // the view without Columns (kindView)
 }
 
 func invalid(format string, args ...any) error {
@@ -594,6 +598,9 @@ func viewOf(t *table.Table, m *table.Manifest) (*View, error) {
 	}
 	if v.Binding, err = bindEntry(v.Def.Kind, u); err != nil {
 		return nil, corrupt("udtf_spec", err)
+	}
+	if err := v.splitColumns(); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
