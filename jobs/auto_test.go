@@ -239,3 +239,29 @@ func TestAutoRefreshOffAndForgotten(t *testing.T) {
 		t.Fatalf("an unregistered view got job %+v (%v)", j, err)
 	}
 }
+
+func TestStalenessReporter(t *testing.T) {
+	t.Parallel()
+	c := newChain(t, 5, AutoConfig{MinInterval: -1})
+	ctx := context.Background()
+	r1 := c.b.client.NewStalenessReporter(c.eng, time.Minute)
+	r2 := c.b.client.NewStalenessReporter(c.eng, time.Minute)
+	// Never refreshed: the namespace is as stale as its source's first
+	// version is old.
+	got, err := r1.Pass(ctx)
+	if err != nil || len(got) != 1 || got["docs"] <= 0 {
+		t.Fatalf("first pass: %v %v", got, err)
+	}
+	if got, err := r2.Pass(ctx); err != nil || got != nil || r2.Values(ctx) != nil {
+		t.Fatalf("a second reporter computed while the first holds the lock: %v %v", got, err)
+	}
+	j, err := c.b.client.Submit(ctx, c.levels[0], refresh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.b.waitState(t, j.ID, StateDone)
+	c.settled(t, 5) // the levels above follow automatically
+	if got, err := r1.Pass(ctx); err != nil || got["docs"] != 0 || r1.Values(ctx)["docs"] != 0 {
+		t.Fatalf("after every level refreshed: %v %v", got, err)
+	}
+}

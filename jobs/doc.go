@@ -58,7 +58,7 @@
 //	mvq:idem:{sha256}          hash   an Idempotency-Key's request
 //	                                  fingerprint, state and response
 //	mvq:lock:{name}            string a service's lock (janitor,
-//	                                  rescuer:{cluster}) -> holder
+//	                                  rescuer:{cluster}, staleness) -> holder
 //	mvq:deps:{table}           set    views reading table (auto.go)
 //	mvq:viewreg:{view}         hash   the view's source, auto_refresh flag
 //	                                  and its automatic job claim (auto.go)

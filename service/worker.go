@@ -46,7 +46,18 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 		rdb.Close()
 		return nil, err
 	}
+	stale := trig.NewStalenessReporter(eng, 0)
+	_ = stale.Start(context.Background())
+	if err := telemetry.RegisterStalenessGauge(stale.Values); err != nil {
+		_ = stale.Stop(context.Background())
+		srv.Shutdown()
+		core.Catalog.OnCommit(nil)
+		trig.Close()
+		rdb.Close()
+		return nil, err
+	}
 	if err := telemetry.RegisterQueueGauges(srv.QueueStats); err != nil {
+		_ = stale.Stop(context.Background())
 		srv.Shutdown()
 		core.Catalog.OnCommit(nil)
 		trig.Close()
@@ -54,6 +65,7 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 		return nil, err
 	}
 	return func() {
+		_ = stale.Stop(context.Background())
 		srv.Shutdown()
 		core.Catalog.OnCommit(nil)
 		trig.Close()

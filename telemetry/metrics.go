@@ -89,3 +89,21 @@ func RegisterQueueGauges(read func(ctx context.Context) []QueueStats) error {
 	}, depth, latency, workers)
 	return err
 }
+
+// RegisterStalenessGauge reports mvq_view_staleness_seconds per
+// view_namespace from read (called at each collection; nil or empty:
+// nothing).
+func RegisterStalenessGauge(read func(ctx context.Context) map[string]float64) error {
+	g, err := meter.Float64ObservableGauge("mvq_view_staleness_seconds", metric.WithUnit("s"),
+		metric.WithDescription("Largest time, over the views of a namespace, since the oldest source commit a view has not refreshed from."))
+	if err != nil {
+		return err
+	}
+	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		for ns, v := range read(ctx) {
+			o.ObserveFloat64(g, v, Attrs(attribute.String("view_namespace", ns)))
+		}
+		return nil
+	}, g)
+	return err
+}
