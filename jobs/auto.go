@@ -133,12 +133,11 @@ func (c *Client) Unlink(ctx context.Context, source, view []string) error {
 // ForgetViewsUnder forgets every registered view under namespace ns.
 func (c *Client) ForgetViewsUnder(ctx context.Context, ns []string) error {
 	match := globEscape(keyPrefix+"viewreg:"+viewKey(ns)+"/") + "*"
-	iter := c.st.rdb.Scan(ctx, 0, match, 500).Iterator()
 	var views [][]string
-	for iter.Next(ctx) {
-		views = append(views, strings.Split(strings.TrimPrefix(iter.Val(), keyPrefix+"viewreg:"), "/"))
-	}
-	if err := iter.Err(); err != nil {
+	if err := c.st.scanKeys(ctx, match, func(k string) error {
+		views = append(views, strings.Split(strings.TrimPrefix(k, keyPrefix+"viewreg:"), "/"))
+		return nil
+	}); err != nil {
 		return redisErr("find registered views", err)
 	}
 	for _, v := range views {

@@ -129,11 +129,10 @@ func (r *StalenessReporter) Pass(ctx context.Context) (map[string]float64, error
 // registered lists the registered views, sorted by key.
 func (r *StalenessReporter) registered(ctx context.Context) ([][]string, error) {
 	var keys []string
-	iter := r.st.rdb.Scan(ctx, 0, keyPrefix+"viewreg:*", 500).Iterator()
-	for iter.Next(ctx) {
-		keys = append(keys, strings.TrimPrefix(iter.Val(), keyPrefix+"viewreg:"))
-	}
-	if err := iter.Err(); err != nil {
+	if err := r.st.scanKeys(ctx, globEscape(keyPrefix+"viewreg:")+"*", func(k string) error {
+		keys = append(keys, strings.TrimPrefix(k, keyPrefix+"viewreg:"))
+		return nil
+	}); err != nil {
 		return nil, redisErr("list registered views", err)
 	}
 	sort.Strings(keys)

@@ -114,8 +114,8 @@ func (s *Server) kindOf(jobID string) string {
 }
 
 func clusterOf(queue string) string {
-	if len(queue) > len(keyPrefix) && queue[:len(keyPrefix)] == keyPrefix {
-		return queue[len(keyPrefix):]
+	if len(queue) > len(queuePrefix) && queue[:len(queuePrefix)] == queuePrefix {
+		return queue[len(queuePrefix):]
 	}
 	return queue
 }
@@ -141,19 +141,7 @@ func (s *Server) QueueStats(ctx context.Context) []telemetry.QueueStats {
 	if s.inspector == nil {
 		return nil
 	}
-	out := make([]telemetry.QueueStats, 0, len(s.cfg.Clusters))
-	for _, c := range s.cfg.Clusters {
-		q := telemetry.QueueStats{Cluster: c}
-		if info, err := s.inspector.GetQueueInfo(QueueName(c)); err == nil {
-			q.Pending, q.Active, q.Scheduled, q.Retry = int64(info.Pending), int64(info.Active), int64(info.Scheduled), int64(info.Retry)
-			q.LatencySeconds = info.Latency.Seconds()
-		}
-		if n, err := s.st.liveWorkers(ctx, c); err == nil {
-			q.Workers = n
-		}
-		out = append(out, q)
-	}
-	return out
+	return queueStats(ctx, s.st, s.inspector, s.cfg.Clusters)
 }
 
 // taskParentKey holds the span context a task's headers carried (the

@@ -1,6 +1,7 @@
 package refresh
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -511,7 +512,7 @@ func (e *Engine) View(ctx context.Context, id []string) (*View, error) {
 }
 
 func sameFile(a, b table.VersionFile) bool {
-	return a.Version == b.Version && a.Name == b.Name && a.Size == b.Size && a.ModTime.Equal(b.ModTime)
+	return a.Version == b.Version && a.Name == b.Name && a.Size == b.Size && a.ModTime.Equal(b.ModTime) && bytes.Equal(a.MD5, b.MD5)
 }
 
 // viewCache holds the latest decoded version of recently used views.

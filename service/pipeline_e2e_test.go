@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/jobs"
 )
 
 const embedDim = 16
@@ -198,7 +200,7 @@ func TestBackfillKilledMidwayResumes(t *testing.T) {
 	holder := ""
 	waitFor(t, 10*time.Second, "the worker running the item", func() bool {
 		// The item runs in its own task or in place, in the plan's.
-		held, _ := rdb.HGetAll(ctx, "mvq:job:"+id+":holders").Result()
+		held, _ := rdb.HGetAll(ctx, jobs.RedisKey("job:"+id+":holders")).Result()
 		for _, w := range []string{held["item:"+id+":0"], held["plan:"+id]} {
 			if w != "" {
 				holder = w

@@ -62,21 +62,22 @@ type QueueStats struct {
 }
 
 // RegisterQueueGauges reports mvq_queue_depth, mvq_queue_latency_seconds
-// and mvq_workers_active from read (called at each collection).
-func RegisterQueueGauges(read func(ctx context.Context) []QueueStats) error {
+// and mvq_workers_active from read (called at each collection) until the
+// returned unregister is called.
+func RegisterQueueGauges(read func(ctx context.Context) []QueueStats) (unregister func(), err error) {
 	depth, err := meter.Int64ObservableGauge("mvq_queue_depth", metric.WithDescription("Tasks in a cluster's queue by state."))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	latency, err := meter.Float64ObservableGauge("mvq_queue_latency_seconds", metric.WithUnit("s"), metric.WithDescription("Age of the oldest pending task of a cluster."))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	workers, err := meter.Int64ObservableGauge("mvq_workers_active", metric.WithDescription("Live worker processes serving a cluster."))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	reg, err := meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		for _, q := range read(ctx) {
 			c := attribute.String("cluster", q.Cluster)
 			for state, n := range map[string]int64{"pending": q.Pending, "active": q.Active, "scheduled": q.Scheduled, "retry": q.Retry} {
@@ -87,23 +88,29 @@ func RegisterQueueGauges(read func(ctx context.Context) []QueueStats) error {
 		}
 		return nil
 	}, depth, latency, workers)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = reg.Unregister() }, nil
 }
 
 // RegisterStalenessGauge reports mvq_view_staleness_seconds per
 // view_namespace from read (called at each collection; nil or empty:
-// nothing).
-func RegisterStalenessGauge(read func(ctx context.Context) map[string]float64) error {
+// nothing). unregister stops the reports.
+func RegisterStalenessGauge(read func(ctx context.Context) map[string]float64) (unregister func(), err error) {
 	g, err := meter.Float64ObservableGauge("mvq_view_staleness_seconds", metric.WithUnit("s"),
 		metric.WithDescription("Largest time, over the views of a namespace, since the oldest source commit a view has not refreshed from."))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	reg, err := meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		for ns, v := range read(ctx) {
 			o.ObserveFloat64(g, v, Attrs(attribute.String("view_namespace", ns)))
 		}
 		return nil
 	}, g)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = reg.Unregister() }, nil
 }
