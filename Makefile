@@ -74,7 +74,7 @@ test-s3: tools weed ## Run the table and refresh suites, the commit race and the
 bench: ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000)
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh
 	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./vector
-	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead' -benchtime 3x -timeout 60m ./service
+	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead|HTTPRuntimeWorkers' -benchtime 3x -timeout 60m ./service
 	@# The control plane: accept, job status, fixed cost, small jobs, cancel
 	@# (each repeats inside one run and logs its ratios with -v).
 	$(GO) test -run '^$$' -bench 'APIControlPlane|JobFixedCost|SmallJobs' -benchtime 1x -timeout 30m -v ./service

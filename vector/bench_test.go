@@ -9,13 +9,14 @@ import (
 )
 
 // benchVectors is the table size of BenchmarkSearch: MVQ_BENCH_VECTORS,
-// default 200000 (1M × 384 floats is 1.5 GB held three times over: the
-// table's files, the search's cache and the baseline's slice).
+// default 1M (1M × 384 floats is 1.5 GB, held several times over while
+// the table is built, the search's cache and the baseline's slice: about
+// 10 GB peak resident; set a smaller size on a smaller machine).
 func benchVectors() int {
 	if n, err := strconv.Atoi(os.Getenv("MVQ_BENCH_VECTORS")); err == nil && n > 0 {
 		return n
 	}
-	return 200_000
+	return 1_000_000
 }
 
 // BenchmarkSearch: exact k=10 search (l2) over n × 384 vectors in a table

@@ -263,27 +263,12 @@ func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *
 	cctx := compute.WithAllocator(ctx, mem)
 	var base int64
 	for id, pos := range byFrag {
-		recs, err := t.ReadFragment(ctx, frags[id], read, mem)
-		if err != nil {
-			return nil, err
-		}
-		all, err := concat(recs, frags[id].Rows, mem)
-		for _, r := range recs {
-			r.Release()
-		}
-		if err != nil {
-			return nil, err
-		}
-		ib := array.NewInt64Builder(mem)
+		rows := make([]int64, len(pos))
 		for k, p := range pos {
-			ib.Append(int64(uint32(hits[p].addr)))
+			rows[k] = int64(uint32(hits[p].addr))
 			order[p] = base + int64(k)
 		}
-		take := ib.NewArray()
-		ib.Release()
-		got, err := takeRecord(cctx, all, take)
-		take.Release()
-		all.Release()
+		got, err := readRows(ctx, t, frags[id], read, rows, mem)
 		if err != nil {
 			return nil, err
 		}

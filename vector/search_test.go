@@ -22,6 +22,11 @@ import (
 // null vector.
 func vecTable(t testing.TB, n, per, dim int, vec func(i int) []float32) *table.Table {
 	t.Helper()
+	return vecTableOpts(t, n, dim, vec, table.Options{MaxRowsPerFragment: per})
+}
+
+func vecTableOpts(t testing.TB, n, dim int, vec func(i int) []float32, opts table.Options) *table.Table {
+	t.Helper()
 	ctx := context.Background()
 	wh, err := table.OpenWarehouse(ctx, "file://"+t.TempDir())
 	if err != nil {
@@ -33,7 +38,7 @@ func vecTable(t testing.TB, n, per, dim int, vec func(i int) []float32) *table.T
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: per})
+	cat := table.NewCatalog(wh, db, opts)
 	if err := cat.CreateNamespace(ctx, []string{"ns"}, "", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +157,50 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 	defer rec.Release()
 	if got := ids(t, rec); !slices.Equal(got, []int64{42}) || rec.NumCols() != 3 || rec.Column(2).(*array.Float32).Value(0) != 0 {
 		t.Fatalf("self: %v", rec)
+	}
+}
+
+// TestSearchReadsHitRows: a data file larger than one request
+// (wholeFileBytes) with many row groups; the hits' rows are read back
+// from the row groups that hold them, in hit order, column by column.
+func TestSearchReadsHitRows(t *testing.T) {
+	const n, dim, k = 12000, 128, 60
+	vec := randVec(11, dim)
+	tb := vecTableOpts(t, n, dim, vec, table.Options{MaxRowsPerFragment: 9000, RowGroupRows: 1000})
+	q := randVec(12, dim)(0)
+	want := brute(n, vec, q, k, L2, func(int) bool { return true })
+	ctx := context.Background()
+	for _, cols := range [][]string{nil, {"tag", "emb", "id"}, {"emb"}} {
+		rec, err := Search(ctx, tb, Query{Vector: q, K: k, Columns: cols, RowAddr: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sch := rec.Schema()
+		col := func(name string) arrow.Array { return rec.Column(sch.FieldIndices(name)[0]) }
+		addrs := col("_rowaddr").(*array.Uint64).Uint64Values()
+		ids := make([]int64, len(addrs))
+		for i, a := range addrs { // fragments hold 9000 rows
+			ids[i] = int64(a>>32)*9000 + int64(uint32(a))
+		}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("%v: rows %v, want %v", cols, ids, want)
+		}
+		if cols == nil || len(cols) == 3 {
+			idc, tag := col("id").(*array.Int64), col("tag").(*array.String)
+			for i, id := range want {
+				if idc.Value(i) != id || tag.Value(i) != []string{"a", "b"}[id%2] {
+					t.Fatalf("%v: hit %d is id %d tag %q, want %d", cols, i, idc.Value(i), tag.Value(i), id)
+				}
+			}
+		}
+		emb := col("emb").(*array.FixedSizeList)
+		vals := emb.ListValues().(*array.Float32).Float32Values()
+		for i, id := range want {
+			if !slices.Equal(vals[i*dim:(i+1)*dim], vec(int(id))) {
+				t.Fatalf("%v: hit %d vector is not row %d's", cols, i, id)
+			}
+		}
+		rec.Release()
 	}
 }
 
