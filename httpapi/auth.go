@@ -23,10 +23,11 @@ import (
 type targetKind int
 
 const (
-	targetPath     targetKind = iota // the :id path parameter
-	targetJobParam                   // the view of the job :job_id names
-	targetJobBody                    // the view of the job the body's job_id names
-	targetJobList                    // the body's view; without one, the list is filtered
+	targetPath      targetKind = iota // the :id path parameter
+	targetJobParam                    // the view of the job :job_id names
+	targetJobBody                     // the view of the job the body's job_id names
+	targetJobList                     // the body's view; without one, the list is filtered
+	targetNamespace                   // the body's namespace (the root without one)
 )
 
 // routeRule is what a route needs: an action on a target. jsonBody marks
@@ -72,6 +73,8 @@ var routeRules = map[string]routeRule{
 	"POST /v1/table/:id/backfill_column":     {auth.Refresh, targetPath, true, false},
 	"POST /v1/materialized_view/:id/create":  {auth.Write, targetPath, true, true},
 	"POST /v1/materialized_view/:id/refresh": {auth.Refresh, targetPath, true, false},
+	"GET /v1/materialized_view/:id/status":   {auth.Read, targetPath, false, false},
+	"POST /v1/materialized_view/list":        {auth.Read, targetNamespace, true, false},
 
 	"GET /v1/job/:job_id":        {auth.Read, targetJobParam, false, false},
 	"GET /v1/job/:job_id/events": {auth.Read, targetJobParam, false, false},
@@ -98,6 +101,7 @@ type bodyFields struct {
 	} `json:"identity"`
 	JobID       *string `json:"job_id"`
 	View        *string `json:"view"`
+	Namespace   *string `json:"namespace"`
 	SourceQuery *string `json:"source_query"`
 }
 
@@ -305,6 +309,14 @@ func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, bo
 			return badInput("view: %v", err)
 		}
 		target = t
+	case targetNamespace:
+		if body.Namespace != nil && *body.Namespace != "" {
+			t, err := table.ParseID(*body.Namespace, c.Query("delimiter"))
+			if err != nil {
+				return badInput("namespace: %v", err)
+			}
+			target = t
+		}
 	}
 	action := rule.action
 	if len(target) == 0 {

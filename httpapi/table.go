@@ -218,7 +218,7 @@ func (s *Server) describeTable(c *gin.Context) {
 		return
 	}
 	id := t.ID()
-	c.JSON(http.StatusOK, gin.H{
+	resp := gin.H{
 		"table":     id[len(id)-1],
 		"namespace": id[:len(id)-1],
 		"version":   m.Version,
@@ -235,7 +235,16 @@ func (s *Server) describeTable(c *gin.Context) {
 			out[table.IdentityProperty] = ident
 			return out
 		}(),
-	})
+	}
+	if dv, ok := s.views.(viewDescriber); ok && m.IsView() {
+		st, err := dv.describeView(c, t, m)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		resp["materialized_view"] = st
+	}
+	c.JSON(http.StatusOK, resp)
 }
 
 func (s *Server) tableExists(c *gin.Context) {
@@ -534,13 +543,27 @@ func (s *Server) updateTable(c *gin.Context) {
 }
 
 func (s *Server) dropTable(c *gin.Context) {
-	id, err := pathID(c)
+	var req dropRequest
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	id := t.ID()
+	cascade, err := req.cascade()
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	t, err := s.cat.OpenTable(c, id)
+	views, direct, err := s.viewsToDrop(c, id)
 	if err != nil {
+		fail(c, err)
+		return
+	}
+	if len(direct) > 0 && !cascade {
+		fail(c, table.Errorf(table.CodeInvalidTableState, "table %s has views that read it: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), joinIDs(direct)))
+		return
+	}
+	if err := s.dropDependents(c, views); err != nil {
 		fail(c, err)
 		return
 	}

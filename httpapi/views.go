@@ -36,13 +36,43 @@ func (v *ViewRoutes) idempotencyStore() idemStore { return v.Jobs }
 // none) or, with ns set, of every view under a dropped namespace.
 func (v *ViewRoutes) dropped(ctx context.Context, id []string, ns bool) error {
 	const reason = "the view was dropped"
-	var err error
+	var err, ferr error
 	if ns {
 		_, err = v.Jobs.CancelViewsUnder(ctx, id, reason)
+		ferr = v.Jobs.ForgetViewsUnder(ctx, id)
 	} else {
 		_, err = v.Jobs.CancelView(ctx, id, reason)
+		ferr = v.Jobs.ForgetView(ctx, id)
 	}
-	return err
+	return errors.Join(err, ferr)
+}
+
+// dependents are the views that read table id now: registered for it
+// and, read from the warehouse, still defined over it (a stale registry
+// entry is dropped).
+func (v *ViewRoutes) dependents(ctx context.Context, id []string) ([][]string, error) {
+	reg, err := v.Jobs.Dependents(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]string
+	for _, d := range reg {
+		vw, err := v.Engine.View(ctx, d)
+		switch {
+		case table.ErrorCode(err) == table.CodeTableNotFound:
+			_ = v.Jobs.ForgetView(ctx, d)
+			continue
+		case err == nil && table.JoinID(vw.Def.Source) != table.JoinID(id):
+			_ = v.Jobs.Unlink(ctx, id, d) // created again over another table
+			continue
+		case table.ErrorCode(err) == table.CodeInvalidInput:
+			continue // no longer a view (dropped and created as a table)
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 func (v *ViewRoutes) jobView(ctx context.Context, jobID string) ([]string, error) {
@@ -57,6 +87,8 @@ func (v *ViewRoutes) routes(r gin.IRouter) {
 	idem := idempotent(v.Jobs)
 	r.POST("/materialized_view/:id/create", idem, v.createView)
 	r.POST("/materialized_view/:id/refresh", idem, v.refreshView)
+	r.GET("/materialized_view/:id/status", v.viewStatus)
+	r.POST("/materialized_view/list", v.listViews)
 	r.GET("/job/:job_id", v.getJob)
 	r.GET("/job/:job_id/events", v.jobEvents)
 	r.POST("/jobs/describe", v.describeJob)
@@ -117,17 +149,18 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if err := v.register(c, id, m); err != nil {
+		v.undoCreate(c, id)
+		fail(c, err)
+		return
+	}
 	resp := gin.H{"version": m.Version}
 	if withData {
 		job, err := v.Jobs.Submit(c, id, opts)
 		if errors.Is(err, jobs.ErrBacklogFull) {
 			// Filled up since Admit: undo the create, so nothing is
 			// half-accepted.
-			if v.Catalog != nil {
-				if derr := v.Catalog.DropTable(context.WithoutCancel(c), id); derr != nil {
-					slog.WarnContext(c, "drop a view whose initial refresh was refused", "view", table.JoinID(id), "err", derr)
-				}
-			}
+			v.undoCreate(c, id)
 			retryAfter(c, err)
 		}
 		if err != nil {
@@ -137,6 +170,29 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 		resp["job_id"] = job.ID
 	}
 	c.JSON(http.StatusCreated, resp)
+}
+
+// register records a new view in the dependency registry (what
+// auto-refresh and drop checks read).
+func (v *ViewRoutes) register(ctx context.Context, id []string, m *table.Manifest) error {
+	var def refresh.Definition
+	if err := json.Unmarshal(m.Properties[table.ViewProperty], &def); err != nil {
+		return &table.Error{Code: table.CodeInternal, Message: "read the new view's definition", Err: err}
+	}
+	return v.Jobs.RegisterView(ctx, id, def.Source, def.AutoRefresh)
+}
+
+// undoCreate drops a view whose create cannot complete, so nothing is
+// half-accepted.
+func (v *ViewRoutes) undoCreate(c *gin.Context, id []string) {
+	if v.Catalog == nil {
+		return
+	}
+	ctx := context.WithoutCancel(c.Request.Context())
+	if err := v.Catalog.DropTable(ctx, id); err != nil {
+		slog.WarnContext(ctx, "drop a view whose create could not complete", "view", table.JoinID(id), "err", err)
+	}
+	_ = v.Jobs.ForgetView(ctx, id)
 }
 
 type refreshViewRequest struct {

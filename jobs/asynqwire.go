@@ -20,6 +20,11 @@ import (
 func asynqTaskKey(queue, id string) string { return "asynq:{" + queue + "}:t:" + id }
 func asynqPendingKey(queue string) string  { return "asynq:{" + queue + "}:pending" }
 
+// asynqScheduledKey is the queue's zset of tasks to run later (score: unix
+// seconds); a delayed plan task goes there with state scheduled, and
+// asynq's forwarder moves it to pending when due.
+func asynqScheduledKey(queue string) string { return "asynq:{" + queue + "}:scheduled" }
+
 const asynqAllQueues = "asynq:queues"
 
 // encodeTaskMessage is asynq's encoding of a task with the given id,

@@ -39,6 +39,7 @@ type Client struct {
 	eng        engine
 	log        *slog.Logger
 	maxPending int
+	auto       AutoConfig
 }
 
 // ClientOption tunes a Client.
@@ -58,7 +59,7 @@ func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.
 }
 
 func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, opts ...ClientOption) *Client {
-	c := &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default()}
+	c := &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default(), auto: AutoConfig{}.withDefaults()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -137,25 +138,50 @@ func taskHeaders(ctx context.Context) map[string]string {
 // ErrBacklogFull when the cluster has MaxPendingJobs unfinished jobs (then
 // nothing is recorded).
 func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options) (*Job, error) {
-	return c.submit(ctx, view, opts, true)
+	return c.submit(ctx, view, opts, submitMeta{join: true, cause: CauseAPI})
 }
 
-func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options, join bool) (*Job, error) {
+// submitMeta is how a job is submitted besides its options: whether it
+// may join a PENDING job with the same options, its id ("" makes one),
+// cause and trigger, and how long its plan waits before it first runs
+// (rounded up to whole seconds, asynq's resolution for scheduled tasks).
+type submitMeta struct {
+	join    bool
+	id      string
+	cause   string
+	trigger *Trigger
+	delay   time.Duration
+}
+
+func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options, meta submitMeta) (*Job, error) {
 	if err := c.eng.Prepare(ctx, view, &opts); err != nil {
 		return nil, err
 	}
 	if opts.Cluster == "" {
 		opts.Cluster = "default"
 	}
-	uid, err := uuid.NewV7()
-	if err != nil {
-		return nil, &table.Error{Code: table.CodeInternal, Message: "job id", Err: err}
+	if meta.id == "" {
+		uid, err := uuid.NewV7()
+		if err != nil {
+			return nil, &table.Error{Code: table.CodeInternal, Message: "job id", Err: err}
+		}
+		meta.id = uid.String()
 	}
 	now := time.Now().UTC()
 	j := &Job{
-		ID: uid.String(), Type: jobType(opts), View: table.JoinID(view), State: StatePending,
+		ID: meta.id, Type: jobType(opts), View: table.JoinID(view), State: StatePending,
 		CreatedAt: now, Request: opts, Cluster: opts.Cluster, ManifestChecksum: opts.ManifestChecksum, TraceID: traceID(ctx),
+		Cause: meta.cause, Trigger: meta.trigger,
 		viewID: append([]string(nil), view...),
+	}
+	trig := ""
+	if meta.trigger != nil {
+		b, _ := json.Marshal(meta.trigger)
+		trig = string(b)
+	}
+	runAt := int64(0) // unix seconds; 0: now
+	if meta.delay > 0 {
+		runAt = (now.Add(meta.delay).UnixMilli() + 999) / 1000
 	}
 	viewID, _ := json.Marshal(j.viewID)
 	req, err := json.Marshal(opts)
@@ -163,7 +189,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		return nil, &table.Error{Code: table.CodeInternal, Message: "encode request", Err: err}
 	}
 	fp := ""
-	if join {
+	if meta.join {
 		sum := sha256.Sum256(req)
 		fp = hex.EncodeToString(sum[:])
 	}
@@ -173,7 +199,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	}
 	queue, taskID := QueueName(j.Cluster), "plan:"+j.ID
 	msg := encodeTaskMessage(task, taskID, queue, taskMaxRetry, taskTimeout)
-	taskKeys := []string{asynqTaskKey(queue, taskID), asynqPendingKey(queue), asynqAllQueues}
+	taskKeys := []string{asynqTaskKey(queue, taskID), asynqPendingKey(queue), asynqAllQueues, asynqScheduledKey(queue)}
 	// In Redis Cluster asynq's keys are in other slots than mvq's {mvq}
 	// one, so the script cannot enqueue the plan task: it records the job
 	// (with placeholder keys of its slot, untouched without a message) and
@@ -182,17 +208,17 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	// view fails after lostPlanAge (plan.go).
 	_, cluster := c.st.rdb.(*redis.ClusterClient)
 	if cluster {
-		taskKeys = []string{RedisKey("unused:1"), RedisKey("unused:2"), RedisKey("unused:3")}
+		taskKeys = []string{RedisKey("unused:1"), RedisKey("unused:2"), RedisKey("unused:3"), RedisKey("unused:4")}
 		msg = nil
 	}
 	keys := append([]string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
 		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}, taskKeys...)
 	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", c.maxPending, now.UnixMilli(),
 		fp, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
-		string(msg), taskID, now.UnixNano(), queue,
+		string(msg), taskID, now.UnixNano(), queue, runAt,
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
-		fTraceID, j.TraceID, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
+		fTraceID, j.TraceID, fCause, j.Cause, fTrigger, trig, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
 	res, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Result()
 	if err != nil {
 		return nil, redisErr("create job", err)
@@ -215,8 +241,11 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		switch r {
 		case 1:
 			if cluster {
-				if _, err := c.enq.EnqueueContext(ctx, task, asynq.Queue(queue), asynq.TaskID(taskID),
-					asynq.MaxRetry(taskMaxRetry), asynq.Timeout(taskTimeout)); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+				opts := []asynq.Option{asynq.Queue(queue), asynq.TaskID(taskID), asynq.MaxRetry(taskMaxRetry), asynq.Timeout(taskTimeout)}
+				if runAt > 0 {
+					opts = append(opts, asynq.ProcessAt(time.Unix(runAt, 0)))
+				}
+				if _, err := c.enq.EnqueueContext(ctx, task, opts...); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
 					return nil, redisErr("enqueue plan", err)
 				}
 			}

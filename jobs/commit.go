@@ -136,7 +136,8 @@ func (s *Server) commit(ctx context.Context, j *Job) error {
 // wakeNext runs at once the plan task of the job now first in j's view
 // FIFO: it waits for its turn in asynq's retry set, where a retry's time
 // is rounded to whole seconds, and the view is free now. A task that is
-// not waiting (pending, running, gone) is left alone.
+// not waiting for its turn (pending, scheduled, running, gone) is left
+// alone.
 func (s *Server) wakeNext(ctx context.Context, j *Job) {
 	if s.inspector == nil {
 		return
@@ -146,8 +147,14 @@ func (s *Server) wakeNext(ctx context.Context, j *Job) {
 		return
 	}
 	for _, id := range ids {
-		if id != j.ID {
-			_ = s.inspector.RunTask(QueueName(j.Cluster), "plan:"+id)
+		if id == j.ID {
+			continue
+		}
+		// Only a plan waiting for its turn (retry): a scheduled one waits
+		// out an automatic refresh's minimum interval or debounce.
+		q := QueueName(j.Cluster)
+		if info, err := s.inspector.GetTaskInfo(q, "plan:"+id); err == nil && info.State == asynq.TaskStateRetry {
+			_ = s.inspector.RunTask(q, "plan:"+id)
 		}
 	}
 }

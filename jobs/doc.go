@@ -64,9 +64,12 @@
 //	mvq:idem:{sha256}          hash   an Idempotency-Key's request
 //	                                  fingerprint, state and response
 //	mvq:lock:{name}            string a service's lock (janitor,
-//	                                  rescuer:{cluster}) -> holder
+//	                                  rescuer:{cluster}, staleness) -> holder
 //	mvq:clusters               set    every cluster a worker ever served
 //	                                  (heartbeats add; the API's gauges)
+//	mvq:deps:{table}           set    views reading table (auto.go)
+//	mvq:viewreg:{view}         hash   the view's source, auto_refresh flag
+//	                                  and its automatic job claim (auto.go)
 //
 // A job record's progress_at is stamped by every event; the rescuer fails
 // a RUNNING job whose progress_at is older than the stall timeout. Terminal

@@ -65,9 +65,14 @@ type Job struct {
 	Cluster          string          `json:"cluster"`
 	ManifestChecksum string          `json:"manifest_checksum"`
 	TraceID          string          `json:"trace_id,omitempty"`
-	Progress         Progress        `json:"progress"`
-	Result           *refresh.Result `json:"result,omitempty"`
-	Failure          *Failure        `json:"failure,omitempty"`
+	// Cause is what submitted the job (CauseAPI, CauseAuto, CauseSchedule,
+	// CauseNotification); Trigger, for automatic jobs, the source version
+	// that caused it (the job refreshes to the latest one when it plans).
+	Cause    string          `json:"cause"`
+	Trigger  *Trigger        `json:"trigger,omitempty"`
+	Progress Progress        `json:"progress"`
+	Result   *refresh.Result `json:"result,omitempty"`
+	Failure  *Failure        `json:"failure,omitempty"`
 	// Coalesced is set on the job Submit returns when the request joined
 	// this PENDING job instead of creating one (not stored).
 	Coalesced bool `json:"-"`
@@ -132,6 +137,8 @@ const (
 	fChecksum    = "manifest_checksum"
 	fTraceID     = "trace_id"
 	fKind        = "kind"
+	fCause       = "cause"
+	fTrigger     = "trigger" // JSON Trigger ("" for none)
 	fResult      = "result"  // JSON refresh.Result
 	fFailure     = "failure" // JSON Failure
 	fTotal       = "items_total"
@@ -168,6 +175,7 @@ func decodeJob(m map[string]string) (*Job, error) {
 		ManifestChecksum: m[fChecksum],
 		TraceID:          m[fTraceID],
 		Kind:             m[fKind],
+		Cause:            m[fCause],
 		Progress: Progress{
 			WorkItemsTotal:  parseCount(m[fTotal]),
 			WorkItemsDone:   parseCount(m[fDone]),
@@ -201,6 +209,15 @@ func decodeJob(m map[string]string) (*Job, error) {
 	}
 	if err := json.Unmarshal([]byte(m[fRequest]), &j.Request); err != nil {
 		return nil, bad(fRequest, err)
+	}
+	if j.Cause == "" {
+		j.Cause = CauseAPI // jobs recorded before causes were
+	}
+	if s := m[fTrigger]; s != "" {
+		j.Trigger = new(Trigger)
+		if err := json.Unmarshal([]byte(s), j.Trigger); err != nil {
+			return nil, bad(fTrigger, err)
+		}
 	}
 	if s := m[fResult]; s != "" {
 		j.Result = new(refresh.Result)

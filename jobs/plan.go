@@ -22,8 +22,8 @@ type PlanPayload struct {
 }
 
 // NewPlanTask returns the plan task of a job (task ID "plan:"+jobID) for the
-// cluster's queue.
-func NewPlanTask(jobID, cluster string, headers map[string]string) (*asynq.Task, error) {
+// cluster's queue; extra options (a delay) are added.
+func NewPlanTask(jobID, cluster string, headers map[string]string, extra ...asynq.Option) (*asynq.Task, error) {
 	b, err := json.Marshal(PlanPayload{JobID: jobID})
 	if err != nil {
 		return nil, err

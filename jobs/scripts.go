@@ -32,12 +32,13 @@ end
 //
 // KEYS: job, events, all-jobs index, view index, view queue, cluster's
 // unfinished jobs, cluster's workers, view's pending jobs by fingerprint,
-// then the plan task's asynq keys: task, queue's pending list, all queues
-// (see asynqwire.go).
+// then the plan task's asynq keys: task, queue's pending list, all queues,
+// queue's scheduled set (see asynqwire.go).
 // ARGV: id, now, maxlen, message, backlog limit (0: none), created (unix
 // ms), fingerprint ("": never join), pending TTL ms, job key prefix, join
 // age ms, plan task message ("": none), task id, now (unix ns), queue,
-// then field/value pairs.
+// run at (unix s; 0: now, else the task is scheduled), then field/value
+// pairs.
 // Returns 1 (created), 0 (the record exists), -2 (backlog full), -3 (no
 // live worker) or the record (HGETALL) of the PENDING job joined.
 var scriptCreate = redis.NewScript(luaEmit + `
@@ -54,7 +55,7 @@ if ARGV[7] ~= '' then
 end
 local limit = tonumber(ARGV[5])
 if limit > 0 and redis.call('ZCARD', KEYS[6]) >= limit then return -2 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 15))
+redis.call('HSET', KEYS[1], unpack(ARGV, 16))
 redis.call('ZADD', KEYS[3], 0, ARGV[1])
 redis.call('ZADD', KEYS[4], 0, ARGV[1])
 redis.call('RPUSH', KEYS[5], ARGV[1])
@@ -64,8 +65,13 @@ if ARGV[7] ~= '' then
   redis.call('PEXPIRE', KEYS[8], ARGV[8])
 end
 if ARGV[11] ~= '' and redis.call('EXISTS', KEYS[9]) == 0 then
-  redis.call('HSET', KEYS[9], 'msg', ARGV[11], 'state', 'pending', 'pending_since', ARGV[13])
-  redis.call('LPUSH', KEYS[10], ARGV[12])
+  if tonumber(ARGV[15]) > 0 then
+    redis.call('HSET', KEYS[9], 'msg', ARGV[11], 'state', 'scheduled')
+    redis.call('ZADD', KEYS[12], ARGV[15], ARGV[12])
+  else
+    redis.call('HSET', KEYS[9], 'msg', ARGV[11], 'state', 'pending', 'pending_since', ARGV[13])
+    redis.call('LPUSH', KEYS[10], ARGV[12])
+  end
   redis.call('SADD', KEYS[11], ARGV[14])
 end
 emit(KEYS[1], KEYS[2], 'state', ARGV[4], ARGV[2], ARGV[3])

@@ -468,8 +468,8 @@ func TestCancelViewStopsItsJobs(t *testing.T) {
 	}
 	jc := &Job{ID: "00000000-0000-7000-8000-000000000001", Cluster: "default", viewID: view}
 	if err := scriptCreate.Run(ctx, b.rdb, []string{jobKey(jc.ID), eventsKey(jc.ID), allJobsKey, viewJobsKey(view), viewQueueKey(view), liveJobsKey("default"),
-		workersKey("default"), viewPendingKey(view), "unused", "unused", "unused"},
-		jc.ID, formatTime(time.Now()), eventsMaxLen, "submitted", 0, time.Now().UnixMilli(), "", 0, jobKey(""), 0, "", "", 0, "", fID, jc.ID, fState, StateRunning, fPhase, PhaseCommitting,
+		workersKey("default"), viewPendingKey(view), "unused", "unused", "unused", "unused"},
+		jc.ID, formatTime(time.Now()), eventsMaxLen, "submitted", 0, time.Now().UnixMilli(), "", 0, jobKey(""), 0, "", "", 0, "", 0, fID, jc.ID, fState, StateRunning, fPhase, PhaseCommitting,
 		fCreated, formatTime(time.Now()), fViewID, `["ns","v"]`, fRequest, "{}", fCluster, "default").Err(); err != nil {
 		t.Fatal(err)
 	}

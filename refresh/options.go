@@ -72,11 +72,14 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 	if err := e.checkColumns(v.Columns, v.Schema, opts.Manifest); err != nil {
 		return err
 	}
+	src, err := e.cat.OpenTable(ctx, v.Def.Source)
+	if table.ErrorCode(err) == table.CodeTableNotFound {
+		return sourceGone(id, v.Def.Source)
+	}
+	if err != nil {
+		return err
+	}
 	if opts.SrcVersion != 0 {
-		src, err := e.source(ctx, v)
-		if err != nil {
-			return err
-		}
 		if _, err := src.Version(ctx, opts.SrcVersion); err != nil {
 			if table.ErrorCode(err) == table.CodeTableVersionNotFound {
 				return invalid("src_version: source table %s has no version %d", table.JoinID(v.Def.Source), opts.SrcVersion)

@@ -190,6 +190,9 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	if table.JoinID(sq.Source) == table.JoinID(id) {
 		return nil, invalid("source_query: a view cannot read itself")
 	}
+	if err := e.checkChain(ctx, id, sq.Source); err != nil {
+		return nil, err
+	}
 	src, err := e.cat.OpenTable(ctx, sq.Source)
 	if err != nil {
 		if table.ErrorCode(err) == table.CodeTableNotFound {

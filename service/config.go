@@ -43,6 +43,10 @@ type Config struct {
 	// Redis or the warehouse may be unreachable before /healthz fails.
 	HealthTimeout time.Duration
 
+	// Automatic refresh (API and worker, environment only).
+	AutoMinInterval time.Duration // MVQ_AUTO_REFRESH_MIN_INTERVAL, default 1s; 0: none
+	AutoDebounce    time.Duration // MVQ_AUTO_REFRESH_DEBOUNCE, default 0
+
 	// MVQ_MAX_ITEM_OUTPUT_ROWS and MVQ_MAX_ITEM_OUTPUT_BYTES (worker):
 	// bounds of one work item's output (refresh.EngineOptions).
 	MaxItemOutputRows  int64
@@ -98,6 +102,7 @@ func Defaults() Config {
 		OrphanGrace:        time.Hour,
 		JanitorInterval:    10 * time.Minute,
 		HealthTimeout:      time.Minute,
+		AutoMinInterval:    time.Second,
 		MaxItemOutputRows:  refresh.DefaultMaxItemOutputRows,
 		MaxItemOutputBytes: refresh.DefaultMaxItemOutputBytes,
 	}
@@ -155,6 +160,18 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 			x, err := time.ParseDuration(v)
 			if err != nil || x <= 0 {
 				return cfg, fmt.Errorf("%s %q: want a positive duration such as 30m", d.key, v)
+			}
+			*d.dst = x
+		}
+	}
+	for _, d := range []struct {
+		key string
+		dst *time.Duration
+	}{{"MVQ_AUTO_REFRESH_MIN_INTERVAL", &cfg.AutoMinInterval}, {"MVQ_AUTO_REFRESH_DEBOUNCE", &cfg.AutoDebounce}} {
+		if v := getenv(d.key); v != "" {
+			x, err := time.ParseDuration(v)
+			if err != nil || x < 0 {
+				return cfg, fmt.Errorf("%s %q: want a duration >= 0 such as 1s", d.key, v)
 			}
 			*d.dst = x
 		}

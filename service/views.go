@@ -16,7 +16,7 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 		return nil, nil, err
 	}
 	eng := refresh.NewEngineWith(core.Catalog, cfg.engineOptions())
-	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs))
+	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs), jobs.AutoRefresh(cfg.autoConfig()))
 	// The API reports the queue gauges of every known cluster (any ever
 	// served, plus cfg.Clusters), so a pool without workers has series.
 	stats := jobs.NewClusterStats(rdb, conn, cfg.Clusters)
@@ -27,11 +27,22 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 		rdb.Close()
 		return nil, nil, err
 	}
+	core.Catalog.OnCommit(client.CommitHook())
 	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog}, func() {
+		core.Catalog.OnCommit(nil)
 		unregister()
 		stats.Close()
 		client.Close()
 		rdb.Close()
 		_ = eng.Close()
 	}, nil
+}
+
+// autoConfig is the automatic refresh settings (MVQ_AUTO_REFRESH_*).
+func (cfg Config) autoConfig() jobs.AutoConfig {
+	a := jobs.AutoConfig{MinInterval: cfg.AutoMinInterval, Debounce: cfg.AutoDebounce}
+	if a.MinInterval == 0 {
+		a.MinInterval = -1 // none
+	}
+	return a
 }

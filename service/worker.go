@@ -47,21 +47,46 @@ func startWorker(cfg Config, core *Core, gauges bool) (func(), error) {
 		rdb.Close()
 		return nil, err
 	}
+	// Views over views: a view this worker commits is a change of the
+	// views that read it.
+	trig := jobs.NewClient(rdb, conn, eng, jobs.AutoRefresh(cfg.autoConfig()))
+	core.Catalog.OnCommit(trig.CommitHook())
 	if err := srv.Start(); err != nil {
+		core.Catalog.OnCommit(nil)
+		trig.Close()
+		rdb.Close()
+		return nil, err
+	}
+	stale := trig.NewStalenessReporter(eng, 0)
+	_ = stale.Start(context.Background())
+	unregisterStale, err := telemetry.RegisterStalenessGauge(stale.Values)
+	if err != nil {
+		_ = stale.Stop(context.Background())
+		srv.Shutdown()
+		core.Catalog.OnCommit(nil)
+		trig.Close()
 		rdb.Close()
 		return nil, err
 	}
 	unregister := func() {}
 	if gauges {
 		if unregister, err = telemetry.RegisterQueueGauges(srv.QueueStats); err != nil {
+			unregisterStale()
+			_ = stale.Stop(context.Background())
 			srv.Shutdown()
+			core.Catalog.OnCommit(nil)
+			trig.Close()
 			rdb.Close()
 			return nil, err
 		}
 	}
 	return func() {
 		unregister()
+		unregisterStale()
+		_ = stale.Stop(context.Background())
 		srv.Shutdown()
+		core.Catalog.OnCommit(nil)
+		trig.Close()
 		rdb.Close()
 		_ = eng.Close() // stops the user-code subprocesses
 	}, nil

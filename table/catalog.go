@@ -7,6 +7,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -44,6 +45,32 @@ type Catalog struct {
 	wh   *Warehouse
 	sql  *duck.DB
 	opts Options
+	hook atomic.Pointer[CommitHook]
+}
+
+// CommitHook is told of every version this process commits to a table
+// (insert, update, delete, restore, version create, overwrite, a view's
+// refresh, a compaction): id, and the manifest committed. It runs after
+// the commit, synchronously, with a context that is not cancelled with
+// the request; it must not fail the commit, so it returns nothing (the
+// hook logs its own errors). Auto-refresh is built on it.
+type CommitHook func(ctx context.Context, id []string, m *Manifest)
+
+// OnCommit installs fn as the catalog's commit hook (nil removes it); it
+// replaces any earlier one.
+func (c *Catalog) OnCommit(fn CommitHook) {
+	if fn == nil {
+		c.hook.Store(nil)
+		return
+	}
+	c.hook.Store(&fn)
+}
+
+// committed runs the commit hook, if any.
+func (c *Catalog) committed(ctx context.Context, id []string, m *Manifest) {
+	if h := c.hook.Load(); h != nil && m != nil {
+		(*h)(context.WithoutCancel(ctx), append([]string(nil), id...), m)
+	}
 }
 
 // NewCatalog returns a catalog over wh that evaluates SQL with db.

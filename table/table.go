@@ -224,6 +224,7 @@ func (t *Table) Commit(ctx context.Context, op Op) (*Manifest, error) {
 		return nil, err
 	}
 	span.SetAttributes(attribute.Int64("mvq.version", int64(m.Version)), attribute.Int64("mvq.rows", m.NumRows()), attribute.Int("mvq.fragments", len(m.Fragments)))
+	t.c.committed(ctx, t.id, m)
 	return m, nil
 }
 

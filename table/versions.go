@@ -107,5 +107,6 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	if err != nil {
 		return VersionFile{}, nil, nil, fmt.Errorf("create version %d: %w", v, err)
 	}
+	t.c.committed(ctx, t.id, m)
 	return VersionFile{Version: v, Scheme: scheme, Name: name, Size: int64(len(data))}, m, data, nil
 }

@@ -93,3 +93,24 @@ func RegisterQueueGauges(read func(ctx context.Context) []QueueStats) (unregiste
 	}
 	return func() { _ = reg.Unregister() }, nil
 }
+
+// RegisterStalenessGauge reports mvq_view_staleness_seconds per
+// view_namespace from read (called at each collection; nil or empty:
+// nothing). unregister stops the reports.
+func RegisterStalenessGauge(read func(ctx context.Context) map[string]float64) (unregister func(), err error) {
+	g, err := meter.Float64ObservableGauge("mvq_view_staleness_seconds", metric.WithUnit("s"),
+		metric.WithDescription("Largest time, over the views of a namespace, since the oldest source commit a view has not refreshed from."))
+	if err != nil {
+		return nil, err
+	}
+	reg, err := meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		for ns, v := range read(ctx) {
+			o.ObserveFloat64(g, v, Attrs(attribute.String("view_namespace", ns)))
+		}
+		return nil
+	}, g)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = reg.Unregister() }, nil
+}

@@ -1,0 +1,100 @@
+package httpapi
+
+import (
+	"context"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// dependentsLister is what the view layer tells a table drop: the views
+// that read a table now (registered and still defined over it).
+type dependentsLister interface {
+	dependents(ctx context.Context, id []string) ([][]string, error)
+}
+
+// dropRequest is a table drop's body. cascade (at the top, or "true" under
+// context or properties, the Lance request's string maps) also drops the
+// views that read the table, and theirs; without it a table with such
+// views is a 409 listing them.
+type dropRequest struct {
+	ID         []string          `json:"id"`
+	Cascade    *bool             `json:"cascade"`
+	Context    map[string]string `json:"context"`
+	Properties map[string]string `json:"properties"`
+}
+
+func (r dropRequest) cascade() (bool, error) {
+	on := r.Cascade != nil && *r.Cascade
+	for name, m := range map[string]map[string]string{"context": r.Context, "properties": r.Properties} {
+		for k, v := range m {
+			if k != "cascade" {
+				return false, badInput("%s.%s: unknown key (a drop takes only cascade)", name, k)
+			}
+			switch strings.ToLower(v) {
+			case "true":
+				on = true
+			case "false":
+			default:
+				return false, badInput("%s.cascade: want \"true\" or \"false\", got %q", name, v)
+			}
+		}
+	}
+	return on, nil
+}
+
+// viewsToDrop returns the views that read table id, transitively, deepest
+// first (each after every view that reads it), and the direct ones. No
+// view layer: none.
+func (s *Server) viewsToDrop(ctx context.Context, id []string) (all, direct [][]string, err error) {
+	dl, ok := s.views.(dependentsLister)
+	if !ok {
+		return nil, nil, nil
+	}
+	seen := map[string]bool{table.JoinID(id): true}
+	var visit func(t []string, depth int) error
+	visit = func(t []string, depth int) error {
+		deps, err := dl.dependents(ctx, t)
+		if err != nil {
+			return err
+		}
+		if depth == 0 {
+			direct = deps
+		}
+		for _, d := range deps {
+			k := table.JoinID(d)
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if err := visit(d, depth+1); err != nil {
+				return err
+			}
+			all = append(all, d)
+		}
+		return nil
+	}
+	return all, direct, visit(id, 0)
+}
+
+// dropDependents drops the views views (deepest first) for a cascading
+// drop, cancelling their jobs; a view gone meanwhile is skipped.
+func (s *Server) dropDependents(c *gin.Context, views [][]string) error {
+	for _, v := range views {
+		if err := s.cat.DropTable(c, v); err != nil && table.ErrorCode(err) != table.CodeTableNotFound {
+			return err
+		}
+		s.dropped(c, v, false)
+	}
+	return nil
+}
+
+func joinIDs(ids [][]string) string {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = table.JoinID(id)
+	}
+	return strings.Join(parts, ", ")
+}
