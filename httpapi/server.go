@@ -157,7 +157,7 @@ var (
 
 // routerProblem writes a problem body with the given status and code and aborts.
 func routerProblem(c *gin.Context, info statusInfo, code table.Code, msg string) {
-	c.Header("Content-Type", "application/problem+json")
+	c.Header("Content-Type", errorContentType)
 	c.AbortWithStatusJSON(info.status, Problem{
 		Type: info.typ, Title: info.title, Status: info.status, Detail: msg,
 		Instance: c.Request.URL.Path, Code: int(code), Error: msg,
