@@ -88,9 +88,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	// After the body limit (it may read the body), before every handler.
 	r.Use(s.authenticate())
-	r.NoRoute(func(c *gin.Context) {
-		routerProblem(c, routeNotFound, table.CodeUnsupported, "no route "+c.Request.Method+" "+c.Request.URL.Path+"; the API is under /v1 (docs/ARCHITECTURE.md#api), the jobs console at /ui/")
-	})
+	r.NoRoute(noRoute)
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) {
 		if allow := allowedMethods(r, c.Request.URL.Path); allow != "" {
