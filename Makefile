@@ -50,7 +50,16 @@ test: tools ## Run every test (starts its own redis-server on a free port)
 .PHONY: bench
 bench: ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000)
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh
-	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m ./service
+	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead' -benchtime 3x -timeout 60m ./service
+	@# The control plane: accept, job status, fixed cost, small jobs, cancel
+	@# (each repeats inside one run and logs its ratios with -v).
+	$(GO) test -run '^$$' -bench 'APIControlPlane|JobFixedCost|SmallJobs' -benchtime 1x -timeout 30m -v ./service
+	$(GO) test -run '^$$' -bench CancelLatency -benchtime 1x -timeout 10m -v ./jobs
+
+.PHONY: bench-scale
+bench-scale: ## One large chunker refresh with 1, 2, 4, 8, 16 worker processes, one core each (a 16-core machine; ~15 min; MVQ_SCALE_WORKERS, MVQ_SCALE_DOCS)
+	MVQ_SCALE_WORKERS=$${MVQ_SCALE_WORKERS:-1,2,4,8,16} MVQ_SCALE_DOCS=$${MVQ_SCALE_DOCS:-400000} \
+		$(GO) test -run '^$$' -bench ScaleWorkers -benchtime 1x -timeout 15m -v ./service
 
 .PHONY: lint
 lint: ## gofmt and go vet

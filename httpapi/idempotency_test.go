@@ -159,22 +159,25 @@ func TestRefreshIdempotencyAndBacklog(t *testing.T) {
 	c, rdb := setupViews(t, 2)
 	c.source()
 	c.expect(201, "/v1/materialized_view/docs$v/create", chunkerView())
-	refresh := func(key string) (int, map[string]any, http.Header) {
+	// Each key gets its own options: identical ones would join the
+	// PENDING job (coalescing), which the backlog does not refuse.
+	refreshWith := func(key, body string) (int, map[string]any, http.Header) {
 		var hdr []string
 		if key != "" {
 			hdr = []string{"Idempotency-Key", key}
 		}
-		st, b, h := c.postH("/v1/materialized_view/docs$v/refresh", `{}`, hdr...)
+		st, b, h := c.postH("/v1/materialized_view/docs$v/refresh", body, hdr...)
 		var m map[string]any
 		_ = json.Unmarshal([]byte(b), &m)
 		return st, m, h
 	}
+	refresh := func(key string) (int, map[string]any, http.Header) { return refreshWith(key, `{}`) }
 	st, a1, _ := refresh("A")
 	st2, a2, h2 := refresh("A")
 	if st != 202 || st2 != 202 || a1["job_id"] != a2["job_id"] || h2.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("refresh A: %d %v, again %d %v", st, a1, st2, a2)
 	}
-	st, b1, _ := refresh("")
+	st, b1, _ := refreshWith("", `{"concurrency":2}`)
 	if st != 202 {
 		t.Fatalf("second job %d %v", st, b1)
 	}
@@ -182,10 +185,16 @@ func TestRefreshIdempotencyAndBacklog(t *testing.T) {
 	// Full: 503 with Retry-After, for a plain refresh, a keyed one and a
 	// view create with its initial refresh.
 	for _, key := range []string{"", "B"} {
-		st, m, h := refresh(key)
+		st, m, h := refreshWith(key, `{"concurrency":3}`)
 		if st != 503 || h.Get("Retry-After") != "5" {
 			t.Fatalf("refresh over the backlog (key %q): %d %v %v", key, st, m, h)
 		}
+	}
+	// A request identical to a PENDING job joins it, full backlog or not.
+	if st, m, _ := c.postH("/v1/materialized_view/docs$v/refresh", `{"concurrency":2}`); st != 202 || m == "" {
+		t.Fatalf("identical refresh over the backlog: %d %s", st, m)
+	} else if !strings.Contains(m, `"coalesced":true`) || !strings.Contains(m, b1["job_id"].(string)) {
+		t.Fatalf("identical refresh over the backlog did not join job %v: %s", b1["job_id"], m)
 	}
 	vc := chunkerView()
 	vc["with_no_data"] = false
@@ -198,7 +207,7 @@ func TestRefreshIdempotencyAndBacklog(t *testing.T) {
 	}
 	// Free one slot; key B, refused before, now runs.
 	c.expect(200, "/v1/jobs/cancel", map[string]any{"job_id": a1["job_id"]})
-	st, bB, _ := refresh("B")
+	st, bB, _ := refreshWith("B", `{"concurrency":3}`)
 	if st != 202 {
 		t.Fatalf("refresh B after the backlog freed: %d %v", st, bB)
 	}

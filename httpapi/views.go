@@ -219,7 +219,12 @@ func (v *ViewRoutes) refreshView(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusAccepted, gin.H{"job_id": job.ID})
+	resp := gin.H{"job_id": job.ID}
+	if job.Coalesced {
+		// Joined the view's PENDING job with the same options.
+		resp["coalesced"] = true
+	}
+	c.JSON(http.StatusAccepted, resp)
 }
 
 func (v *ViewRoutes) getJob(c *gin.Context) {

@@ -2,6 +2,8 @@ package jobs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,9 +49,10 @@ type ClientOption func(*Client)
 // limit (the default).
 func MaxPendingJobs(n int) ClientOption { return func(c *Client) { c.maxPending = max(n, 0) } }
 
-// NewClient returns a client that keeps job records in rdb, enqueues tasks
-// through conn and validates requests with eng. Close closes what it opened
-// from conn; rdb stays the caller's.
+// NewClient returns a client that keeps job records in rdb and validates
+// requests with eng. rdb and conn must reach the same Redis database: the
+// create script writes a job's plan task into the workers' queues through
+// rdb. Close closes what it opened from conn; rdb stays the caller's.
 func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.Engine, opts ...ClientOption) *Client {
 	return newClient(rdb, conn, eng, opts...)
 }
@@ -122,24 +125,27 @@ func taskHeaders(ctx context.Context) map[string]string {
 }
 
 // Submit validates a refresh of view, records it as a PENDING job and
-// enqueues its plan. It returns at once. Errors: the engine's validation
-// errors; CodeInvalidInput when no live worker serves the cluster;
-// CodeServiceUnavailable when Redis fails, or wrapping ErrBacklogFull when
-// the cluster has MaxPendingJobs unfinished jobs (then nothing is
-// recorded).
+// enqueues its plan task, both in one Redis script (one round trip; never
+// one without the other). It returns at once. When the view has a PENDING job
+// (one that has not started, created less than a minute ago) with the
+// same effective options (defaults filled, manifest checksum, cluster),
+// Submit joins it instead: it returns that job with Coalesced set and
+// records nothing. A burst of identical requests so costs at most two jobs
+// (the running one and the one waiting for its turn). Errors: the engine's
+// validation errors; CodeInvalidInput when no live worker serves the
+// cluster; CodeServiceUnavailable when Redis fails, or wrapping
+// ErrBacklogFull when the cluster has MaxPendingJobs unfinished jobs (then
+// nothing is recorded).
 func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options) (*Job, error) {
+	return c.submit(ctx, view, opts, true)
+}
+
+func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options, join bool) (*Job, error) {
 	if err := c.eng.Prepare(ctx, view, &opts); err != nil {
 		return nil, err
 	}
 	if opts.Cluster == "" {
 		opts.Cluster = "default"
-	}
-	n, err := c.st.liveWorkers(ctx, opts.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	if n == 0 {
-		return nil, table.Errorf(table.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
 	}
 	uid, err := uuid.NewV7()
 	if err != nil {
@@ -156,35 +162,63 @@ func (c *Client) Submit(ctx context.Context, view []string, opts refresh.Options
 	if err != nil {
 		return nil, &table.Error{Code: table.CodeInternal, Message: "encode request", Err: err}
 	}
-	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID), liveJobsKey(j.Cluster)}
+	fp := ""
+	if join {
+		sum := sha256.Sum256(req)
+		fp = hex.EncodeToString(sum[:])
+	}
+	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
+	if err != nil {
+		return nil, &table.Error{Code: table.CodeInternal, Message: "plan task", Err: err}
+	}
+	queue, taskID := QueueName(j.Cluster), "plan:"+j.ID
+	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
+		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID),
+		asynqTaskKey(queue, taskID), asynqPendingKey(queue), asynqAllQueues}
 	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", c.maxPending, now.UnixMilli(),
+		fp, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
+		encodeTaskMessage(task, taskID, queue, taskMaxRetry, taskTimeout), taskID, now.UnixNano(), queue,
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
 		fTraceID, j.TraceID, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
-	switch n, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Int(); {
-	case err != nil:
-		return nil, redisErr("create job", err)
-	case n == -2:
-		return nil, backlogFull(j.Cluster, c.maxPending)
-	case n != 1:
-		return nil, &table.Error{Code: table.CodeInternal, Message: "job id " + j.ID + " exists"}
-	}
-	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
-	if err == nil {
-		err = enqueue(ctx, c.enq, task)
-	}
+	res, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Result()
 	if err != nil {
-		// The job must not sit at the head of its view's queue with no
-		// plan task to run it.
-		_, ferr := c.st.fail(context.WithoutCancel(ctx), j,
-			Failure{Message: "could not enqueue the plan task", Retryable: true}, 0)
-		if ferr != nil {
-			c.log.Error("jobs: job left pending without a plan task", "job_id", j.ID, "err", ferr)
+		return nil, redisErr("create job", err)
+	}
+	switch r := res.(type) {
+	case []any: // joined a PENDING job: its record
+		m := make(map[string]string, len(r)/2)
+		for i := 0; i+1 < len(r); i += 2 {
+			k, _ := r[i].(string)
+			v, _ := r[i+1].(string)
+			m[k] = v
 		}
-		return nil, redisErr("enqueue plan", err)
+		other, err := decodeJob(m)
+		if err != nil {
+			return nil, err
+		}
+		other.Coalesced = true
+		return other, nil
+	case int64:
+		switch r {
+		case 1:
+		case -2:
+			return nil, backlogFull(j.Cluster, c.maxPending)
+		case -3:
+			return nil, table.Errorf(table.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
+		default:
+			return nil, &table.Error{Code: table.CodeInternal, Message: "job id " + j.ID + " exists"}
+		}
+	default:
+		return nil, &table.Error{Code: table.CodeInternal, Message: fmt.Sprintf("create job: unexpected answer %v", res)}
 	}
 	return j, nil
 }
+
+// pendingIndexTTL bounds how long a view's index of PENDING jobs by
+// fingerprint lives after its last write (entries of jobs that started are
+// ignored; this only bounds the key's size).
+const pendingIndexTTL = 24 * time.Hour
 
 // Get returns a job; an unknown (or expired) one is CodeTransactionNotFound.
 func (c *Client) Get(ctx context.Context, jobID string) (*Job, error) {

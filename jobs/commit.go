@@ -52,6 +52,13 @@ func (s *Server) handleCommit(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
+	return s.commit(ctx, j)
+}
+
+// commit is the commit task's work for job j (j.State as last read); the
+// plan or work item task that finishes a job's last step calls it in place
+// instead of enqueueing the commit task, saving a queue hop.
+func (s *Server) commit(ctx context.Context, j *Job) error {
 	switch j.State {
 	case StateDone:
 		return nil
@@ -108,5 +115,25 @@ func (s *Server) handleCommit(ctx context.Context, t *asynq.Task) error {
 	if _, err := s.st.finish(context.WithoutCancel(ctx), j, StateDone, []string{StateRunning}, "", msg, fResult, string(b)); err != nil {
 		return err // the retried commit finds its version and succeeds
 	}
+	s.wakeNext(context.WithoutCancel(ctx), j)
 	return nil
+}
+
+// wakeNext runs at once the plan task of the job now first in j's view
+// FIFO: it waits for its turn in asynq's retry set, where a retry's time
+// is rounded to whole seconds, and the view is free now. A task that is
+// not waiting (pending, running, gone) is left alone.
+func (s *Server) wakeNext(ctx context.Context, j *Job) {
+	if s.inspector == nil {
+		return
+	}
+	ids, err := s.st.rdb.LRange(ctx, viewQueueKey(j.viewID), 0, 1).Result()
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
+		if id != j.ID {
+			_ = s.inspector.RunTask(QueueName(j.Cluster), "plan:"+id)
+		}
+	}
 }

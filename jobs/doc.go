@@ -45,6 +45,10 @@
 //	mvq:view:{view}:jobs       zset   the same, per view ({view}: its parts joined with "/")
 //	mvq:view:{view}:queue      list   FIFO of the view's unfinished jobs; the
 //	                                  head is the one allowed to run
+//	mvq:view:{view}:pending    hash   request fingerprint -> id of the job
+//	                                  created with it; a new request with
+//	                                  that fingerprint joins the job while it
+//	                                  is PENDING (coalescing)
 //	mvq:cluster:{name}:workers zset   live worker ids -> heartbeat expiry
 //	                                  (unix ms); the key itself expires
 //	                                  when heartbeats stop

@@ -102,7 +102,7 @@ type bundle struct {
 	eng    *probe
 }
 
-func setup(t *testing.T, eng engine) *bundle {
+func setup(t testing.TB, eng engine) *bundle {
 	t.Helper()
 	r, db := testenv.SharedRedis(t)
 	conn := asynq.RedisClientOpt{Addr: r.Addr, DB: db}
@@ -118,7 +118,7 @@ var testLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Le
 
 // newServer builds a worker for clusters (default "default") without
 // starting it.
-func (b *bundle) newServer(t *testing.T, clusters ...string) *Server {
+func (b *bundle) newServer(t testing.TB, clusters ...string) *Server {
 	t.Helper()
 	s, err := NewServer(ServerConfig{Redis: b.conn, RDB: b.rdb, Clusters: clusters, Concurrency: 4,
 		ShutdownTimeout: 5 * time.Second, Logger: testLogger, engine: b.eng})
@@ -129,7 +129,7 @@ func (b *bundle) newServer(t *testing.T, clusters ...string) *Server {
 	return s
 }
 
-func (b *bundle) startServer(t *testing.T, clusters ...string) *Server {
+func (b *bundle) startServer(t testing.TB, clusters ...string) *Server {
 	t.Helper()
 	s := b.newServer(t, clusters...)
 	if err := s.Start(); err != nil {

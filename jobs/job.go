@@ -68,6 +68,9 @@ type Job struct {
 	Progress         Progress        `json:"progress"`
 	Result           *refresh.Result `json:"result,omitempty"`
 	Failure          *Failure        `json:"failure,omitempty"`
+	// Coalesced is set on the job Submit returns when the request joined
+	// this PENDING job instead of creating one (not stored).
+	Coalesced bool `json:"-"`
 
 	viewID     []string
 	progressAt time.Time // last event; zero when unknown

@@ -32,8 +32,8 @@ func NewPlanTask(jobID, cluster string, headers map[string]string) (*asynq.Task,
 // handlePlan waits for the job's turn on its view (returning errWaitTurn,
 // which asynq retries soon without counting), moves the job to RUNNING,
 // plans it once (a retried plan reuses the stored plan), starts the
-// dispatch and enqueues the first Concurrency work items, or the commit
-// when there is nothing to expand.
+// dispatch, enqueues work items 1 to Concurrency-1 and expands item 0
+// itself, or commits in place when there is nothing to expand.
 func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	var p PlanPayload
 	if err := decodePayload(t, &p); err != nil {
@@ -72,11 +72,16 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	if !r.applied() && r.state != StateRunning {
 		return nil // cancelled meanwhile
 	}
+	j.State = StateRunning
 	wctx, stop := s.watch(ctx, j.ID)
 	defer stop()
-	plan, err := s.loadPlan(wctx, j.ID)
-	if err != nil {
-		return err
+	var plan *refresh.Plan
+	if r.code != 1 {
+		// Not the first start: a plan may be stored (a job moves to
+		// RUNNING once, before its plan is stored).
+		if plan, err = s.loadPlan(wctx, j.ID); err != nil {
+			return err
+		}
 	}
 	if plan == nil {
 		plan, err = protect(func() (*refresh.Plan, error) { return s.eng.Plan(wctx, j.viewID, j.ID, j.Request) })
@@ -90,9 +95,6 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 			return err
 		}
 		s.plans.put(j.ID, plan)
-		if err := s.st.rdb.HSet(ctx, jobKey(j.ID), fKind, string(plan.Kind)).Err(); err != nil {
-			return redisErr("record kind", err)
-		}
 	}
 	total := itemCount(plan)
 	first := min(max(j.Request.Concurrency, 1), total)
@@ -105,19 +107,25 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 		return nil
 	}
 	if total == 0 {
-		return s.enqueueCommit(ctx, j, t.Headers())
+		return s.commit(ctx, j)
 	}
-	for i := range first {
+	// Items 1..first-1 go to the queue; this task expands item 0 in
+	// place (a one-item job then runs plan, item and commit in this one
+	// task). A retried plan task finds item 0 done and only passes the
+	// baton again.
+	for i := 1; i < first; i++ {
 		if err := s.enqueueItem(ctx, j, i, t.Headers()); err != nil {
 			return err
 		}
 	}
-	return nil
+	return s.workItem(ctx, j, 0, t.Headers())
 }
 
 // lostPlanAge is how long a job may stay PENDING with no plan task before
-// a job queued behind it declares the plan lost. Submit writes the record,
-// then enqueues the plan; only a process dying in between leaves this.
+// a job queued behind it declares the plan lost. Submit writes the record
+// and the plan task in one script; a plan task deleted by hand (or a
+// record written by an older version that enqueued separately) leaves
+// this.
 const lostPlanAge = time.Minute
 
 // healLostPlan fails the job ahead in a view's FIFO when it has been

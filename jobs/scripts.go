@@ -19,24 +19,55 @@ end
 `
 
 // scriptCreate writes a new job record, indexes it, joins the view's FIFO
-// and the cluster's set of unfinished jobs, and appends the first event,
-// unless the cluster's backlog is full: the admission check and the record
-// are one step, so a refused job leaves nothing behind.
+// and the cluster's set of unfinished jobs, enqueues its plan task and
+// appends the first event.
+// It refuses when no live worker serves the cluster. A view's PENDING job
+// with the same request fingerprint (the effective options) is joined
+// instead, unless it was created more than the join age ago (its plan task
+// may be lost: see healLostPlan): nothing is written and its record is
+// returned. Otherwise the job is
+// refused when the cluster's backlog is full. Checks and writes are one
+// step, so a refused job leaves nothing behind and two identical requests
+// cannot both create a job while one is PENDING.
 //
 // KEYS: job, events, all-jobs index, view index, view queue, cluster's
-// unfinished jobs.
+// unfinished jobs, cluster's workers, view's pending jobs by fingerprint,
+// then the plan task's asynq keys: task, queue's pending list, all queues
+// (see asynqwire.go).
 // ARGV: id, now, maxlen, message, backlog limit (0: none), created (unix
-// ms), then field/value pairs.
-// Returns 1 (created), 0 (the record exists) or -2 (backlog full).
+// ms), fingerprint ("": never join), pending TTL ms, job key prefix, join
+// age ms, plan task message ("": none), task id, now (unix ns), queue,
+// then field/value pairs.
+// Returns 1 (created), 0 (the record exists), -2 (backlog full), -3 (no
+// live worker) or the record (HGETALL) of the PENDING job joined.
 var scriptCreate = redis.NewScript(luaEmit + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('ZCOUNT', KEYS[7], '(' .. ARGV[6], '+inf') == 0 then return -3 end
+if ARGV[7] ~= '' then
+  local other = redis.call('HGET', KEYS[8], ARGV[7])
+  if other and redis.call('HGET', ARGV[9] .. other, 'state') == 'PENDING' then
+    local created = tonumber(redis.call('ZSCORE', KEYS[6], other) or '0')
+    if created > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
+      return redis.call('HGETALL', ARGV[9] .. other)
+    end
+  end
+end
 local limit = tonumber(ARGV[5])
 if limit > 0 and redis.call('ZCARD', KEYS[6]) >= limit then return -2 end
-for i = 7, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1]) end
+redis.call('HSET', KEYS[1], unpack(ARGV, 15))
 redis.call('ZADD', KEYS[3], 0, ARGV[1])
 redis.call('ZADD', KEYS[4], 0, ARGV[1])
 redis.call('RPUSH', KEYS[5], ARGV[1])
 redis.call('ZADD', KEYS[6], ARGV[6], ARGV[1])
+if ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[8], ARGV[7], ARGV[1])
+  redis.call('PEXPIRE', KEYS[8], ARGV[8])
+end
+if ARGV[11] ~= '' and redis.call('EXISTS', KEYS[9]) == 0 then
+  redis.call('HSET', KEYS[9], 'msg', ARGV[11], 'state', 'pending', 'pending_since', ARGV[13])
+  redis.call('LPUSH', KEYS[10], ARGV[12])
+  redis.call('SADD', KEYS[11], ARGV[14])
+end
 emit(KEYS[1], KEYS[2], 'state', ARGV[4], ARGV[2], ARGV[3])
 return 1
 `)

@@ -30,6 +30,13 @@ const (
 	waitRetryDelay = 200 * time.Millisecond
 )
 
+// TaskCheckInterval is how often an idle worker polls its queues (asynq
+// sleeps between half and one and a half of it after an empty poll): a
+// job's first task waits about this long for an idle worker, which
+// dominates small refreshes. One poll per worker process, not per slot;
+// about 200 cheap Redis calls a second per idle worker.
+const TaskCheckInterval = 5 * time.Millisecond
+
 // errWaitTurn is a plan's answer while an earlier job of its view runs. It
 // is not a failure: asynq retries it soon without counting a retry.
 var errWaitTurn = errors.New("jobs: an earlier refresh of the view is still running")
@@ -173,13 +180,10 @@ func (s *Server) Start() error {
 		RetryDelayFunc:           retryDelay,
 		IsFailure:                isFailure,
 		DelayedTaskCheckInterval: 100 * time.Millisecond,
-		// An idle worker polls its queues this often: each hop of a job
-		// (plan → items → commit) can wait this long, which dominates
-		// small incremental refreshes. One poll per worker, not per slot.
-		TaskCheckInterval: 25 * time.Millisecond,
-		ShutdownTimeout:   s.cfg.ShutdownTimeout,
-		Logger:            asynqLogger{s.log},
-		LogLevel:          asynq.WarnLevel,
+		TaskCheckInterval:        TaskCheckInterval,
+		ShutdownTimeout:          s.cfg.ShutdownTimeout,
+		Logger:                   asynqLogger{s.log},
+		LogLevel:                 asynq.WarnLevel,
 	})
 	s.inspector = asynq.NewInspector(s.cfg.Redis)
 	s.rescuer.inspector = s.inspector

@@ -100,7 +100,7 @@ func TestCancellerPublishAndPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j2, err := b.client.Submit(ctx, []string{"v"}, refresh.Options{})
+	j2, err := b.client.Submit(ctx, []string{"v"}, refresh.Options{Concurrency: 2}) // not identical: would join j1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestRedisErrorInHandlerDoesNotBlockView(t *testing.T) {
 	if err := b.rdb.Set(ctx, resultsKey(j1.ID), "not a hash", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	j2, err := b.client.Submit(ctx, view, refresh.Options{SourceTaskSize: 10})
+	j2, err := b.client.Submit(ctx, view, refresh.Options{SourceTaskSize: 10, Concurrency: 2}) // not identical: would join j1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestCancelViewStopsItsJobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j2, err := b.client.Submit(ctx, view, refresh.Options{SourceTaskSize: 10})
+	j2, err := b.client.Submit(ctx, view, refresh.Options{SourceTaskSize: 10, Concurrency: 2}) // not identical: would join j1
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,8 +467,9 @@ func TestCancelViewStopsItsJobs(t *testing.T) {
 		t.Fatalf("submit to a missing view: %v %v", j4, err)
 	}
 	jc := &Job{ID: "00000000-0000-7000-8000-000000000001", Cluster: "default", viewID: view}
-	if err := scriptCreate.Run(ctx, b.rdb, []string{jobKey(jc.ID), eventsKey(jc.ID), allJobsKey, viewJobsKey(view), viewQueueKey(view), liveJobsKey("default")},
-		jc.ID, formatTime(time.Now()), eventsMaxLen, "submitted", 0, 0, fID, jc.ID, fState, StateRunning, fPhase, PhaseCommitting,
+	if err := scriptCreate.Run(ctx, b.rdb, []string{jobKey(jc.ID), eventsKey(jc.ID), allJobsKey, viewJobsKey(view), viewQueueKey(view), liveJobsKey("default"),
+		workersKey("default"), viewPendingKey(view), "unused", "unused", "unused"},
+		jc.ID, formatTime(time.Now()), eventsMaxLen, "submitted", 0, time.Now().UnixMilli(), "", 0, jobKey(""), 0, "", "", 0, "", fID, jc.ID, fState, StateRunning, fPhase, PhaseCommitting,
 		fCreated, formatTime(time.Now()), fViewID, `["ns","v"]`, fRequest, "{}", fCluster, "default").Err(); err != nil {
 		t.Fatal(err)
 	}

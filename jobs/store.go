@@ -32,6 +32,9 @@ func holdersKey(id string) string { return jobKey(id) + ":holders" }
 func viewKey(view []string) string      { return strings.Join(view, "/") }
 func viewJobsKey(view []string) string  { return keyPrefix + "view:" + viewKey(view) + ":jobs" }
 func viewQueueKey(view []string) string { return keyPrefix + "view:" + viewKey(view) + ":queue" }
+func viewPendingKey(view []string) string {
+	return keyPrefix + "view:" + viewKey(view) + ":pending"
+}
 func workersKey(cluster string) string  { return keyPrefix + "cluster:" + cluster + ":workers" }
 func liveJobsKey(cluster string) string { return keyPrefix + "cluster:" + cluster + ":unfinished" }
 func lockKey(name string) string        { return keyPrefix + "lock:" + name }
@@ -196,16 +199,21 @@ func (s *store) plan(ctx context.Context, id string) (*refresh.Plan, error) {
 
 // savePlan stores p unless a plan is stored already, and returns the one
 // stored: a retried plan task keeps the plan its items were released from.
+// The job record gets the view's kind in the same round trip.
 func (s *store) savePlan(ctx context.Context, p *refresh.Plan) (*refresh.Plan, error) {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, err
 	}
-	ok, err := s.rdb.SetNX(ctx, planKey(p.JobID), b, 0).Result()
-	if err != nil {
+	var set *redis.BoolCmd
+	if _, err := s.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		set = pl.SetNX(ctx, planKey(p.JobID), b, 0)
+		pl.HSet(ctx, jobKey(p.JobID), fKind, string(p.Kind))
+		return nil
+	}); err != nil {
 		return nil, redisErr("store plan", err)
 	}
-	if ok {
+	if set.Val() {
 		return p, nil
 	}
 	stored, err := s.plan(ctx, p.JobID)

@@ -61,6 +61,15 @@ func (s *Server) handleWorkItem(ctx context.Context, t *asynq.Task) error {
 	if err != nil {
 		return err
 	}
+	return s.workItem(ctx, j, p.Index, t.Headers())
+}
+
+// workItem is the work item task's work for item index of job j (j.State
+// as last read). The completion that records a job's last item commits in
+// place (no commit task, no queue hop); a repeated completion enqueues the
+// commit task instead, which runs once however many ask for it.
+func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[string]string) error {
+	p := WorkItemPayload{JobID: j.ID, Index: index}
 	if j.State != StateRunning {
 		if Terminal(j.State) {
 			s.stopped(ctx, j.ID)
@@ -110,12 +119,15 @@ func (s *Server) handleWorkItem(ctx context.Context, t *asynq.Task) error {
 		return nil
 	}
 	if c.released >= 0 {
-		if err := s.enqueueItem(ctx, j, c.released, t.Headers()); err != nil {
+		if err := s.enqueueItem(ctx, j, c.released, headers); err != nil {
 			return err
 		}
 	}
 	if c.done >= int64(itemCount(plan)) {
-		return s.enqueueCommit(ctx, j, t.Headers())
+		if c.code == 1 {
+			return s.commit(ctx, j)
+		}
+		return s.enqueueCommit(ctx, j, headers)
 	}
 	return nil
 }

@@ -31,6 +31,7 @@ type Engine struct {
 	db    *duck.DB
 	mem   memory.Allocator
 	cache cache
+	views viewCache // decoded latest view versions (View)
 	// wholeFileBytes: source fragments up to this size are read with one
 	// request, larger ones with ranged reads of the row groups and pages
 	// needed.
@@ -462,9 +463,84 @@ func isText(t arrow.DataType) bool {
 }
 
 // View loads a view's definition and latest version. A table that is not
-// a view is CodeInvalidInput; a missing one CodeTableNotFound.
+// a view is CodeInvalidInput; a missing one CodeTableNotFound. The decoded
+// view is cached, keyed by the identifier and checked on every call
+// against the latest version file the warehouse lists (number, name, size,
+// modification time): one listing per call, and the manifest is read and
+// decoded again only when a commit, drop or re-create changed it. A *View
+// is shared and must not be modified.
 func (e *Engine) View(ctx context.Context, id []string) (*View, error) {
-	return e.loadView(ctx, id, 0)
+	key := strings.Join(id, "\x00")
+	e.views.mu.Lock()
+	ent, ok := e.views.m[key]
+	e.views.mu.Unlock()
+	t := ent.t
+	if !ok {
+		var err error
+		if t, err = e.cat.OpenTable(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	vf, err := t.LatestVersion(ctx)
+	if err != nil {
+		if ok && table.ErrorCode(err) == table.CodeTableNotFound {
+			e.views.drop(key)
+		}
+		return nil, err
+	}
+	if ok && sameFile(ent.vf, vf) {
+		return ent.v, nil
+	}
+	m, err := t.LoadFile(ctx, vf)
+	if err != nil {
+		return nil, err
+	}
+	v, err := viewOf(t, m)
+	if err != nil {
+		return nil, err
+	}
+	e.views.put(key, viewEntry{t: t, vf: vf, v: v})
+	return v, nil
+}
+
+func sameFile(a, b table.VersionFile) bool {
+	return a.Version == b.Version && a.Name == b.Name && a.Size == b.Size && a.ModTime.Equal(b.ModTime)
+}
+
+// viewCache holds the latest decoded version of recently used views.
+type viewCache struct {
+	mu sync.Mutex
+	m  map[string]viewEntry
+}
+
+type viewEntry struct {
+	t  *table.Table
+	vf table.VersionFile
+	v  *View
+}
+
+// viewCacheSize bounds the cache; past it an arbitrary entry goes.
+const viewCacheSize = 4096
+
+func (c *viewCache) put(key string, ent viewEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]viewEntry{}
+	}
+	if _, ok := c.m[key]; !ok && len(c.m) >= viewCacheSize {
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[key] = ent
+}
+
+func (c *viewCache) drop(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
 }
 
 // loadView loads version v of a view (0: the latest).

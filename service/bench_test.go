@@ -132,15 +132,21 @@ func plainLoop(b *testing.B, path, out string, write bool) int64 {
 // orchestrator is a source table of n documents, the view engine and a
 // worker pool (concurrency 8, in this process) behind a job client.
 type orchestrator struct {
-	cat     *table.Catalog
-	eng     *refresh.Engine
-	client  *jobs.Client
-	srcFile string
-	dir     string
-	entry   *refresh.UDTFEntry
+	cat      *table.Catalog
+	eng      *refresh.Engine
+	client   *jobs.Client
+	rdb      *redis.Client
+	redisURL string
+	srcFile  string
+	dir      string
+	entry    *refresh.UDTFEntry
 }
 
-func newOrchestrator(b *testing.B, n int) *orchestrator {
+func newOrchestrator(b *testing.B, n int) *orchestrator { return newOrchestratorWith(b, n, true) }
+
+// newOrchestratorWith is newOrchestrator; worker false starts no worker
+// in this process (the caller starts worker processes).
+func newOrchestratorWith(b *testing.B, n int, worker bool) *orchestrator {
 	service.TuneGC() // as a worker process runs
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -164,18 +170,20 @@ func newOrchestrator(b *testing.B, n int) *orchestrator {
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr, DB: rdbNum})
 	b.Cleanup(func() { rdb.Close() })
 	eng := refresh.NewEngine(cat)
-	srv, err := jobs.NewServer(jobs.ServerConfig{Redis: conn, RDB: rdb, Engine: eng, Concurrency: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
+	if worker {
+		srv, err := jobs.NewServer(jobs.ServerConfig{Redis: conn, RDB: rdb, Engine: eng, Concurrency: 8, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := srv.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(srv.Shutdown)
 	}
-	if err := srv.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(srv.Shutdown)
 	client := jobs.NewClient(rdb, conn, eng)
 	b.Cleanup(func() { client.Close() })
 	sum := sha256.Sum256([]byte(benchSpec))
-	return &orchestrator{cat: cat, eng: eng, client: client, dir: dir,
+	return &orchestrator{cat: cat, eng: eng, client: client, rdb: rdb, redisURL: r.URL(rdbNum), dir: dir,
 		srcFile: filepath.Join(dir, "corpus.lance", filepath.FromSlash(m.Fragments[0].Path)),
 		entry:   &refresh.UDTFEntry{Kind: "chunker", UDTF: base64.StdEncoding.EncodeToString([]byte(benchSpec)), UDTFSha: hex.EncodeToString(sum[:]), UDTFName: "recursive", UDTFVersion: "1"}}
 }

@@ -501,7 +501,8 @@ func TestTwoConcurrentRefreshesAndCancel(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id := e.refresh("v", `{"source_task_size": 3}`)
+			// Options differ: identical ones would join one PENDING job.
+			id := e.refresh("v", fmt.Sprintf(`{"source_task_size": %d}`, 3+i))
 			mu.Lock()
 			ids = append(ids, id)
 			mu.Unlock()

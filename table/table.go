@@ -72,6 +72,7 @@ type VersionFile struct {
 	Scheme  NamingScheme
 	Name    string // file name under _versions/
 	Size    int64
+	ModTime time.Time // as the warehouse lists it (caches key on it)
 }
 
 // Versions lists the table's versions in ascending order. Where a version
@@ -93,7 +94,7 @@ func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
 		if old, dup := byVersion[v]; dup && old.Scheme == NamingV2 {
 			continue
 		}
-		byVersion[v] = VersionFile{Version: v, Scheme: scheme, Name: e.Name, Size: e.Size}
+		byVersion[v] = VersionFile{Version: v, Scheme: scheme, Name: e.Name, Size: e.Size, ModTime: e.ModTime}
 	}
 	out := make([]VersionFile, 0, len(byVersion))
 	for _, vf := range byVersion {
@@ -140,6 +141,12 @@ func (t *Table) Load(ctx context.Context, v uint64) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	return t.readManifest(ctx, vf)
+}
+
+// LoadFile reads the version a listing (Versions, LatestVersion) returned,
+// without listing again.
+func (t *Table) LoadFile(ctx context.Context, vf VersionFile) (*Manifest, error) {
 	return t.readManifest(ctx, vf)
 }
 

@@ -1,0 +1,104 @@
+package jobs
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mvq-dev/mvq/refresh"
+)
+
+// TestCoalesceBurst: 3,000 identical refresh requests while the view's
+// first job runs cost two jobs: the running one and one PENDING job that
+// every later request joins (Coalesced). Requests with other options
+// queue their own job. All end DONE, in order, with every row once.
+func TestCoalesceBurst(t *testing.T) {
+	t.Parallel()
+	fe := newFakeEngine()
+	view := []string{"v"}
+	fe.addSource(view, 10)
+	b := setup(t, fe)
+	release := make(chan struct{})
+	started := make(chan struct{}, 16)
+	b.eng.beforeExpand = func(ctx context.Context, _ *refresh.Plan, _ int) error {
+		started <- struct{}{}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	b.startServer(t)
+	ctx := context.Background()
+	first, err := b.client.Submit(ctx, view, refresh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first job did not start")
+	}
+	fe.addSource(view, 10)
+	const burst = 3000
+	var mu sync.Mutex
+	ids := map[string]int{}
+	joined := 0
+	var wg sync.WaitGroup
+	errc := make(chan error, 16)
+	for g := range 16 {
+		wg.Go(func() {
+			for i := g; i < burst; i += 16 {
+				j, err := b.client.Submit(ctx, view, refresh.Options{})
+				if err != nil {
+					errc <- err
+					return
+				}
+				mu.Lock()
+				ids[j.ID]++
+				if j.Coalesced {
+					joined++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[first.ID] != 0 || joined != burst-1 {
+		t.Fatalf("burst of %d: jobs %v, %d joined; want one new job joined by all but its creator", burst, ids, joined)
+	}
+	var second string
+	for id := range ids {
+		second = id
+	}
+	if j, _ := b.client.Get(ctx, second); j.State != StatePending {
+		t.Fatalf("second job is %s", j.State)
+	}
+	other, err := b.client.Submit(ctx, view, refresh.Options{Concurrency: 3})
+	if err != nil || other.Coalesced || other.ID == second {
+		t.Fatalf("different options joined: %+v %v", other, err)
+	}
+	close(release)
+	for _, id := range []string{first.ID, second, other.ID} {
+		b.waitState(t, id, StateDone)
+	}
+	d1, _ := b.client.Get(ctx, first.ID)
+	d2, _ := b.client.Get(ctx, second)
+	if d1.Result.RowsAdded != 20 || d2.Result.RowsAdded != 20 || !d1.FinishedAt.Before(*d2.StartedAt) {
+		t.Fatalf("first %+v, second %+v", d1.Result, d2.Result)
+	}
+	if v, rows := fe.state(view); rows != 40 {
+		t.Fatalf("view v%d has %d rows, want 40", v, rows)
+	}
+	// Once the second job has started, the same request makes a new job.
+	again, err := b.client.Submit(ctx, view, refresh.Options{})
+	if err != nil || again.Coalesced || again.ID == second {
+		t.Fatalf("request after the job started joined it: %+v %v", again, err)
+	}
+}
