@@ -27,6 +27,7 @@ const (
 	targetJobParam                   // the view of the job :job_id names
 	targetJobBody                    // the view of the job the body's job_id names
 	targetJobList                    // the body's view; without one, the list is filtered
+	targetRoot                       // the whole catalog (admin)
 )
 
 // routeRule is what a route needs: an action on a target. jsonBody marks
@@ -68,6 +69,11 @@ var routeRules = map[string]routeRule{
 	"POST /v1/table/:id/version/list":        {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/version/describe":    {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/version/create":      {auth.Write, targetPath, true, false},
+	"GET /v1/table":                          {auth.Admin, targetRoot, false, false},
+	"POST /v1/table/:id/declare":             {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/register":            {auth.Admin, targetPath, true, false},
+	"POST /v1/table/:id/deregister":          {auth.Admin, targetPath, true, false},
+	"POST /v1/table/:id/rename":              {auth.Admin, targetPath, true, false},
 	"POST /v1/materialized_view/:id/create":  {auth.Write, targetPath, true, true},
 	"POST /v1/materialized_view/:id/refresh": {auth.Refresh, targetPath, true, false},
 

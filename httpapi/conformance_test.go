@@ -25,11 +25,6 @@ import (
 // spec's ErrorResponse, code 0); README.md#lance-namespace-conformance
 // says why for each. The conformance test checks they do.
 var notServed = map[string]bool{
-	"GET /v1/table":                                true,
-	"POST /v1/table/{id}/register":                 true,
-	"POST /v1/table/{id}/deregister":               true,
-	"POST /v1/table/{id}/rename":                   true,
-	"POST /v1/table/{id}/declare":                  true,
 	"POST /v1/table/{id}/schema_metadata/update":   true,
 	"POST /v1/table/{id}/version/delete":           true,
 	"POST /v1/table/version/batch-create":          true,
@@ -262,6 +257,68 @@ func TestSpecConformance(t *testing.T) {
 	sc.expect("refresh missing view", st, m, 404)
 	st, m = sc.j("/v1/materialized_view/docs$v/refresh", map[string]any{"concurrency": -1})
 	sc.expect("refresh bad concurrency", st, m, 400)
+
+	// Catalog: declare, list all, rename, deregister, register.
+	st, m = sc.j("/v1/table/docs$decl/declare", map[string]any{"properties": map[string]string{"team": "x"}})
+	sc.expect("declare", st, m, 200)
+	st, m = sc.j("/v1/table/docs$decl/declare", map[string]any{})
+	sc.expect("declare again", st, m, 409)
+	st, m = sc.j("/v1/table/docs$t/declare", map[string]any{})
+	sc.expect("declare an existing table", st, m, 409)
+	st, m = sc.j("/v1/table/docs$d2/declare", map[string]any{"location": "s3://elsewhere/x"})
+	sc.expect("declare elsewhere", st, m, 400)
+	st, m = sc.j("/v1/table/nope$d/declare", map[string]any{})
+	sc.expect("declare in missing namespace", st, m, 404)
+	st, out = sc.send("GET", "/v1/table", "", nil, checkBoth)
+	if st != 200 || !strings.Contains(string(out), `"docs$decl"`) || !strings.Contains(string(out), `"docs$t"`) || !strings.Contains(string(out), `"docs$v"`) {
+		t.Fatalf("list all: %d %s", st, out)
+	}
+	st, out = sc.send("GET", "/v1/table?include_declared=false&limit=1", "", nil, checkBoth)
+	if st != 200 || string(out) != `{"page_token":"docs$t","tables":["docs$t"]}` {
+		t.Fatalf("list all without declared: %d %s", st, out)
+	}
+	st, out = sc.send("GET", "/v1/table?include_declared=maybe", "", nil, checkResponse)
+	sc.expect("list all bad include_declared", st, string(out), 400)
+	// The first insert into a declared table creates it.
+	st, out = sc.send("POST", "/v1/table/docs$decl/insert", arrowStream, ipc([]int64{1, 2}, []string{"a", "b"}), checkBoth)
+	if st != 200 || !strings.Contains(string(out), `"version":1`) {
+		t.Fatalf("insert into declared: %d %s", st, out)
+	}
+	st, m = sc.j("/v1/table/docs$decl/rename", map[string]any{"new_table_name": "renamed"})
+	sc.expect("rename", st, m, 200)
+	st, m = sc.j("/v1/table/docs$decl/describe", map[string]any{})
+	sc.expect("describe old name", st, m, 404)
+	st, out = sc.send("POST", "/v1/table/docs$renamed/count_rows", "application/json", []byte(`{}`), checkBoth)
+	if st != 200 || string(out) != "2" {
+		t.Fatalf("count after rename: %d %s", st, out)
+	}
+	st, m = sc.j("/v1/table/docs$renamed/rename", map[string]any{"new_table_name": "t"})
+	sc.expect("rename onto an existing table", st, m, 409)
+	st, m = sc.j("/v1/table/docs$renamed/rename", map[string]any{"new_table_name": "x", "new_namespace_id": []string{"nope"}})
+	sc.expect("rename into a missing namespace", st, m, 404)
+	st, m = sc.j("/v1/table/docs$renamed/rename", map[string]any{"new_table_name": "a/b"})
+	sc.expect("rename to a bad name", st, m, 400)
+	st, m = sc.j("/v1/table/docs$v/rename", map[string]any{"new_table_name": "v2"})
+	sc.expect("rename a view", st, m, 400)
+	st, m = sc.j("/v1/table/docs$renamed/deregister", map[string]any{})
+	sc.expect("deregister", st, m, 200)
+	loc, _ := m["location"].(string)
+	st, m = sc.j("/v1/table/docs$renamed/exists", map[string]any{})
+	sc.expect("exists after deregister", st, m, 404)
+	st, m = sc.j("/v1/table/docs$renamed/deregister", map[string]any{})
+	sc.expect("deregister again", st, m, 404)
+	st, m = sc.j("/v1/table/docs$back/register", map[string]any{"location": "/etc"})
+	sc.expect("register outside the warehouse", st, m, 400)
+	st, m = sc.j("/v1/table/docs$back/register", map[string]any{"location": loc, "mode": "overwrite"})
+	sc.expect("register overwrite", st, m, 400)
+	st, m = sc.j("/v1/table/docs$back/register", map[string]any{"location": loc})
+	sc.expect("register", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t2/register", map[string]any{"location": loc})
+	sc.expect("register a location already adopted", st, m, 400)
+	st, out = sc.send("POST", "/v1/table/docs$back/count_rows", "application/json", []byte(`{}`), checkBoth)
+	if st != 200 || string(out) != "2" {
+		t.Fatalf("count after register: %d %s", st, out)
+	}
 
 	// Drops last.
 	st, m = sc.j("/v1/namespace/docs/drop", map[string]any{})

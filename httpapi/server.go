@@ -141,6 +141,7 @@ func (s *Server) Handler() http.Handler {
 	t.POST("/version/describe", s.describeVersion)
 	t.POST("/version/create", s.createVersion)
 
+	s.tableOps2Routes(v1)
 	if s.views != nil {
 		s.views.routes(v1)
 	}

@@ -111,6 +111,9 @@ func (s *Server) createTable(c *gin.Context) {
 }
 
 func (s *Server) insertIntoTable(c *gin.Context) {
+	if s.insertDeclared(c) {
+		return
+	}
 	t, ok := s.openTable(c)
 	if !ok {
 		return
