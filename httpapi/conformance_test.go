@@ -26,15 +26,12 @@ import (
 // says why for each. The conformance test checks they do.
 var notServed = map[string]bool{
 	"POST /v1/table/{id}/schema_metadata/update":   true,
-	"POST /v1/table/{id}/version/delete":           true,
 	"POST /v1/table/version/batch-create":          true,
 	"POST /v1/table/batch-commit":                  true,
 	"POST /v1/table/{id}/alter_columns":            true,
 	"POST /v1/table/{id}/update_field_metadata":    true,
 	"POST /v1/table/{id}/drop_columns":             true,
 	"POST /v1/table/{id}/merge_insert":             true,
-	"POST /v1/table/{id}/explain_plan":             true,
-	"POST /v1/table/{id}/analyze_plan":             true,
 	"POST /v1/table/{id}/add_columns":              true,
 	"POST /v1/table/{id}/backfill_column":          true,
 	"POST /v1/table/{id}/create_index":             true,
@@ -42,11 +39,6 @@ var notServed = map[string]bool{
 	"POST /v1/table/{id}/index/list":               true,
 	"POST /v1/table/{id}/index/{index_name}/stats": true,
 	"POST /v1/table/{id}/index/{index_name}/drop":  true,
-	"POST /v1/table/{id}/tags/list":                true,
-	"POST /v1/table/{id}/tags/version":             true,
-	"POST /v1/table/{id}/tags/create":              true,
-	"POST /v1/table/{id}/tags/delete":              true,
-	"POST /v1/table/{id}/tags/update":              true,
 	"POST /v1/table/{id}/branches/list":            true,
 	"POST /v1/table/{id}/branches/create":          true,
 	"POST /v1/table/{id}/branches/delete":          true,
@@ -242,6 +234,63 @@ func TestSpecConformance(t *testing.T) {
 	st, m = sc.j("/v1/table/docs$t/version/create", map[string]any{"version": versionAfter(t, sc, "docs$t"), "manifest_path": "staging/next.manifest"})
 	sc.expect("version create", st, m, 200)
 
+	// Tags: a tagged version is never deleted.
+	st, m = sc.j("/v1/table/docs$t/tags/create", map[string]any{"tag": "v-one", "version": 1})
+	sc.expect("tag create", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/tags/create", map[string]any{"tag": "v-one", "version": 2})
+	sc.expect("tag create again", st, m, 409)
+	st, m = sc.j("/v1/table/docs$t/tags/create", map[string]any{"tag": "x", "version": 99})
+	sc.expect("tag a missing version", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/tags/create", map[string]any{"tag": "../x", "version": 1})
+	sc.expect("tag a bad name", st, m, 400)
+	st, m = sc.j("/v1/table/docs$t/tags/create", map[string]any{"tag": "two", "version": 2})
+	sc.expect("tag create", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/tags/list", map[string]any{"limit": 1})
+	if st != 200 || m["page_token"] != "two" || m["tags"].(map[string]any)["two"].(map[string]any)["version"] != 2.0 {
+		t.Fatalf("tags list: %d %v", st, m)
+	}
+	st, m = sc.j("/v1/table/docs$t/tags/update", map[string]any{"tag": "two", "version": 3})
+	sc.expect("tag update", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/tags/update", map[string]any{"tag": "nope", "version": 3})
+	sc.expect("tag update missing", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/tags/version", map[string]any{"tag": "two"})
+	if st != 200 || m["version"] != 3.0 {
+		t.Fatalf("tag version: %d %v", st, m)
+	}
+	st, m = sc.j("/v1/table/docs$t/tags/version", map[string]any{"tag": "nope"})
+	sc.expect("tag version missing", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/version/delete", map[string]any{"ranges": []map[string]int{{"start_version": 1, "end_version": 2}}})
+	sc.expect("delete a tagged version", st, m, 400)
+	st, m = sc.j("/v1/table/docs$t/version/delete", map[string]any{"ranges": []map[string]int{{"start_version": 0, "end_version": -1}}})
+	sc.expect("delete the latest version", st, m, 400)
+	st, m = sc.j("/v1/table/docs$t/version/delete", map[string]any{"ranges": []map[string]int{{"start_version": 2, "end_version": 3}}})
+	if st != 200 || m["deleted_count"] != 1.0 {
+		t.Fatalf("version delete: %d %v", st, m)
+	}
+	st, m = sc.j("/v1/table/docs$t/version/describe", map[string]any{"version": 2})
+	sc.expect("describe a deleted version", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/describe", map[string]any{"version": 1})
+	sc.expect("describe the tagged version", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/tags/delete", map[string]any{"tag": "v-one"})
+	sc.expect("tag delete", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/tags/delete", map[string]any{"tag": "v-one"})
+	sc.expect("tag delete again", st, m, 404)
+
+	// Query plans: DuckDB's EXPLAIN and EXPLAIN ANALYZE.
+	var plan string
+	st, out = sc.send("POST", "/v1/table/docs$t/explain_plan", "application/json", []byte(`{"query": {"k": 2, "vector": {}, "filter": "id > 1"}}`), checkBoth)
+	if st != 200 || json.Unmarshal(out, &plan) != nil || !strings.Contains(plan, "FILTER") {
+		t.Fatalf("explain: %d %s", st, out)
+	}
+	st, m = sc.j("/v1/table/docs$t/explain_plan", map[string]any{"query": map[string]any{"k": 2, "vector": map[string]any{}, "filter": "1); DROP TABLE x; --"}})
+	sc.expect("explain a hostile filter", st, m, 400)
+	st, out = sc.send("POST", "/v1/table/docs$t/analyze_plan", "application/json", []byte(`{"k": 2, "vector": {}, "filter": "id > 1"}`), checkBoth)
+	if st != 200 || json.Unmarshal(out, &plan) != nil || !strings.Contains(strings.ToLower(plan), "total time") {
+		t.Fatalf("analyze: %d %s", st, out)
+	}
+	st, m = sc.j("/v1/table/docs$t/analyze_plan", map[string]any{"k": 2, "vector": map[string]any{}, "filter": "nope > 1"})
+	sc.expect("analyze a bad filter", st, m, 400)
+
 	// Materialized views.
 	st, m = sc.j("/v1/materialized_view/docs$v/create", map[string]any{"kind": "query", "source_query": `SELECT id, name FROM "docs$t" WHERE id > 1`, "output_schema": "", "with_no_data": true})
 	sc.expect("view create", st, m, 201)
@@ -253,6 +302,13 @@ func TestSpecConformance(t *testing.T) {
 	}
 	st, m = sc.j("/v1/materialized_view/docs$v/refresh", map[string]any{})
 	sc.expect("refresh", st, m, 202)
+	// Extension: src_version may name a tag of the source.
+	st, out = sc.send("POST", "/v1/materialized_view/docs$v/refresh", "application/json", []byte(`{"src_version": "two"}`), checkNone)
+	sc.expect("refresh from a tag (extension)", st, string(out), 202)
+	st, out = sc.send("POST", "/v1/materialized_view/docs$v/refresh", "application/json", []byte(`{"src_version": "no-such-tag"}`), checkNone)
+	if st != 404 || !strings.Contains(string(out), "no tag") {
+		t.Fatalf("refresh from a missing tag: %d %s", st, out)
+	}
 	st, m = sc.j("/v1/materialized_view/docs$nope/refresh", map[string]any{})
 	sc.expect("refresh missing view", st, m, 404)
 	st, m = sc.j("/v1/materialized_view/docs$v/refresh", map[string]any{"concurrency": -1})

@@ -142,6 +142,7 @@ func (s *Server) Handler() http.Handler {
 	t.POST("/version/create", s.createVersion)
 
 	s.tableOps2Routes(v1)
+	s.versionTagRoutes(v1)
 	if s.views != nil {
 		s.views.routes(v1)
 	}

@@ -105,6 +105,10 @@ func (e *Engine) fillDefaults(opts *Options) error {
 }
 
 // source opens a view's source table; a missing one is CodeTableNotFound.
+// Source returns the source table of view v, found by the identity the view
+// is bound to (a renamed source is followed).
+func (e *Engine) Source(ctx context.Context, v *View) (*table.Table, error) { return e.source(ctx, v) }
+
 func (e *Engine) source(ctx context.Context, v *View) (*table.Table, error) {
 	// Bound by identity: the view's source as created, or as last
 	// refreshed for views created before definitions recorded it.
