@@ -18,13 +18,14 @@ LDFLAGS := -X github.com/mvq-dev/mvq/internal/version.Version=$(VERSION) \
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: tools
 tools: ## Check that the tools the build and tests need are installed
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+ (https://go.dev/dl)"; exit 1; }
 	@command -v gcc >/dev/null || { echo "gcc not found: DuckDB needs cgo (apt-get install gcc)"; exit 1; }
 	@command -v redis-server >/dev/null || { echo "redis-server not found: the tests start their own (apt-get install redis-server)"; exit 1; }
+	@command -v redis-cli >/dev/null || { echo "redis-cli not found: the Redis Cluster test needs it (apt-get install redis-tools)"; exit 1; }
 
 .PHONY: build
 build: ## Build bin/api, bin/worker and bin/mvq
@@ -47,10 +48,33 @@ demo: ## Create a text table and a chunker view, refresh it, print the rows
 test: tools ## Run every test (starts its own redis-server on a free port)
 	$(GO) test -count=1 -timeout $(TESTTIMEOUT) $(PKGS)
 
+# SeaweedFS, the S3 server of make test-s3 (Apache-2.0), built once from
+# the module proxy into a cache that later runs and fresh clones reuse. Its
+# go.mod has replace directives, so it is built inside its module directory
+# (go install pkg@version refuses those). GOFLAGS is cleared of our tags.
+WEED_VERSION := v0.0.0-20261109003541-7506e5f91cd6
+WEED_CACHE   ?= $(HOME)/.cache/mvq
+WEED         := $(WEED_CACHE)/weed-$(WEED_VERSION)/weed
+
+.PHONY: weed
+weed: $(WEED) ## Build SeaweedFS's weed once into ~/.cache/mvq (first time: see README)
+
+$(WEED):
+	@mkdir -p $(dir $@)
+	@echo "building SeaweedFS weed $(WEED_VERSION) into $(dir $@) (first time only)"
+	cd $(WEED_CACHE) && dir=$$(GOFLAGS= $(GO) mod download -json github.com/seaweedfs/seaweedfs@$(WEED_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$$/\1/p') && \
+		test -n "$$dir" && cd "$$dir" && GOFLAGS=-buildvcs=false $(GO) build -trimpath -o $@.tmp ./weed && mv $@.tmp $@
+
+.PHONY: test-s3
+test-s3: tools weed ## Run the table and refresh suites, the commit race and the S3 service tests on a local SeaweedFS S3
+	MVQ_TEST_S3=1 MVQ_TEST_WEED=$(WEED) $(GO) test -count=1 -timeout $(TESTTIMEOUT) ./table ./refresh
+	MVQ_TEST_S3=1 MVQ_TEST_WEED=$(WEED) $(GO) test -count=1 -timeout $(TESTTIMEOUT) -run 'S3' ./service
+
 .PHONY: bench
 bench: ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000)
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh
-	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead' -benchtime 3x -timeout 60m ./service
+	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./vector
+	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead|HTTPRuntimeWorkers' -benchtime 3x -timeout 60m ./service
 	@# The control plane: accept, job status, fixed cost, small jobs, cancel
 	@# (each repeats inside one run and logs its ratios with -v).
 	$(GO) test -run '^$$' -bench 'APIControlPlane|JobFixedCost|SmallJobs' -benchtime 1x -timeout 30m -v ./service

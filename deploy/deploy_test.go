@@ -216,7 +216,7 @@ func flagValue(args []string, name string) string {
 
 func TestComposeFile(t *testing.T) {
 	c := loadCompose(t)
-	for _, name := range []string{"redis", "api", "worker", "otel-collector", "tempo", "prometheus", "grafana"} {
+	for _, name := range []string{"redis", "seaweedfs", "seaweedfs-init", "api", "worker-default", "worker-gpu", "otel-collector", "tempo", "prometheus", "grafana"} {
 		c.service(t, name)
 	}
 	declared, _ := c.doc["volumes"].(map[string]any)
@@ -285,17 +285,37 @@ func TestComposeFile(t *testing.T) {
 		}
 	})
 
-	t.Run("api and worker", func(t *testing.T) {
-		api, worker := c.service(t, "api"), c.service(t, "worker")
+	t.Run("only the API and Grafana publish host ports", func(t *testing.T) {
+		for name, v := range c.services {
+			if p := v.(map[string]any)["ports"]; p != nil && name != "api" && name != "grafana" {
+				t.Errorf("%s publishes host ports %v; use expose", name, p)
+			}
+		}
+	})
+
+	t.Run("api and worker pools", func(t *testing.T) {
+		api, worker := c.service(t, "api"), c.service(t, "worker-default")
 		binaries := dockerfileBinaries(t)
-		for name, s := range map[string]map[string]any{"api": api, "worker": worker} {
+		pools := map[string]map[string]any{"worker-default": worker, "worker-gpu": c.service(t, "worker-gpu")}
+		apiClusters := strings.Split(env(api)["MVQ_CLUSTERS"], ",")
+		for name, s := range pools {
+			cl := env(s)["MVQ_CLUSTERS"]
+			if "worker-"+cl != name {
+				t.Errorf("%s: MVQ_CLUSTERS=%q; a pool service is named worker-<its cluster>", name, cl)
+			}
+			if !slices.Contains(apiClusters, cl) {
+				t.Errorf("%s: cluster %q is not in the API's MVQ_CLUSTERS %v", name, cl, apiClusters)
+			}
+		}
+		for name, s := range map[string]map[string]any{"api": api, "worker-default": worker, "worker-gpu": pools["worker-gpu"]} {
+			bin := strings.TrimSuffix(strings.TrimSuffix(name, "-default"), "-gpu")
 			if s["build"] == nil {
 				t.Errorf("%s: no build", name)
 			}
 			cmd := strs(s["command"])
 			if len(cmd) == 0 || !binaries[filepath.Base(cmd[0])] {
 				t.Errorf("%s: command %v does not start with a binary the Dockerfile builds (%v)", name, cmd, binaries)
-			} else if filepath.Base(cmd[0]) != name {
+			} else if filepath.Base(cmd[0]) != bin {
 				t.Errorf("%s: command %v runs the wrong binary", name, cmd)
 			}
 			e := env(s)
@@ -313,14 +333,23 @@ func TestComposeFile(t *testing.T) {
 			if e["OTEL_SERVICE_NAME"] == "" {
 				t.Errorf("%s: no OTEL_SERVICE_NAME", name)
 			}
+			// The warehouse is on the SeaweedFS S3 service, not a volume.
 			wh := e["MVQ_WAREHOUSE"]
 			u, err := url.Parse(wh)
-			if err != nil || u.Scheme != "file" {
-				t.Errorf("%s: MVQ_WAREHOUSE=%q, want a file:// URL on the shared volume", name, wh)
+			if err != nil || u.Scheme != "s3" || u.Host != "mvq" {
+				t.Errorf("%s: MVQ_WAREHOUSE=%q, want s3://mvq/... (the bucket seaweedfs-init creates)", name, wh)
 				continue
 			}
-			if !slices.ContainsFunc(mounts(t, name, s), func(m mount) bool { return !m.bind && m.source == "warehouse" && m.target == u.Path }) {
-				t.Errorf("%s: MVQ_WAREHOUSE path %s is not the shared warehouse volume", name, u.Path)
+			if q := u.Query(); q.Get("endpoint") != "http://seaweedfs:8333" || q.Get("use_path_style") != "true" || q.Get("region") == "" {
+				t.Errorf("%s: MVQ_WAREHOUSE=%q: want endpoint=http://seaweedfs:8333, use_path_style=true and a region", name, wh)
+			}
+			if e["AWS_ACCESS_KEY_ID"] == "" || e["AWS_SECRET_ACCESS_KEY"] == "" {
+				t.Errorf("%s: no AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY for the S3 warehouse", name)
+			}
+			for _, m := range mounts(t, name, s) {
+				if !m.bind {
+					t.Errorf("%s: mounts volume %s; the warehouse is on S3, nothing is shared through volumes", name, m.source)
+				}
 			}
 		}
 		if env(api)["OTEL_SERVICE_NAME"] == env(worker)["OTEL_SERVICE_NAME"] {
@@ -347,12 +376,11 @@ func TestComposeFile(t *testing.T) {
 		if !slices.Contains(strs(api["ports"]), "2333:2333") {
 			t.Errorf("api: ports %v lack 2333:2333", api["ports"])
 		}
-		// Scalable: `docker compose up --scale worker=3`.
-		if worker["container_name"] != nil {
-			t.Error("worker: container_name prevents --scale")
-		}
-		if worker["ports"] != nil {
-			t.Error("worker: host ports prevent --scale; use expose")
+		// Scalable: `docker compose up --scale worker-default=3`.
+		for name, w := range pools {
+			if w["container_name"] != nil {
+				t.Errorf("%s: container_name prevents --scale", name)
+			}
 		}
 	})
 
@@ -568,7 +596,7 @@ func TestPrometheusConfig(t *testing.T) {
 		t.Error("prometheus.yml: alerts.yml is not a rule file")
 	}
 	apiPort := port(t, env(c.service(t, "api"))["MVQ_LISTEN"], "api MVQ_LISTEN")
-	workerPort := port(t, env(c.service(t, "worker"))["MVQ_METRICS_LISTEN"], "worker MVQ_METRICS_LISTEN")
+	workerPort := port(t, env(c.service(t, "worker-default"))["MVQ_METRICS_LISTEN"], "worker MVQ_METRICS_LISTEN")
 	found := map[string]bool{}
 	for _, sc := range list(doc["scrape_configs"]) {
 		if p := str(get(sc, "metrics_path")); p != "" && p != "/metrics" {
@@ -593,7 +621,7 @@ func TestPrometheusConfig(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"worker:" + workerPort, "tasks.worker:" + workerPort, "api:" + apiPort} {
+	for _, want := range []string{"worker-default:" + workerPort, "tasks.worker-default:" + workerPort, "worker-gpu:" + workerPort, "api:" + apiPort} {
 		if !found[want] {
 			t.Errorf("prometheus.yml does not scrape %s (found %v)", want, found)
 		}
@@ -610,7 +638,7 @@ func TestCollectorConfig(t *testing.T) {
 		}
 	}
 	// The SDK endpoint the services use reaches the HTTP receiver.
-	u, _ := url.Parse(env(c.service(t, "worker"))["OTEL_EXPORTER_OTLP_ENDPOINT"])
+	u, _ := url.Parse(env(c.service(t, "worker-default"))["OTEL_EXPORTER_OTLP_ENDPOINT"])
 	if u == nil || u.Hostname() != "otel-collector" || u.Port() != port(t, str(get(protocols, "http", "endpoint")), "otlp http") {
 		t.Errorf("OTEL_EXPORTER_OTLP_ENDPOINT %v does not reach the collector's OTLP/HTTP receiver", u)
 	}

@@ -82,6 +82,8 @@ var routeRules = map[string]routeRule{
 	"POST /v1/table/:id/tags/delete":         {auth.Write, targetPath, true, false},
 	"POST /v1/table/:id/explain_plan":        {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/analyze_plan":        {auth.Read, targetPath, true, false},
+	"POST /v1/table/:id/add_columns":         {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/backfill_column":     {auth.Refresh, targetPath, true, false},
 	"POST /v1/materialized_view/:id/create":  {auth.Write, targetPath, true, true},
 	"POST /v1/materialized_view/:id/refresh": {auth.Refresh, targetPath, true, false},
 

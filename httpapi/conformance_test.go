@@ -32,8 +32,6 @@ var notServed = map[string]bool{
 	"POST /v1/table/{id}/update_field_metadata":    true,
 	"POST /v1/table/{id}/drop_columns":             true,
 	"POST /v1/table/{id}/merge_insert":             true,
-	"POST /v1/table/{id}/add_columns":              true,
-	"POST /v1/table/{id}/backfill_column":          true,
 	"POST /v1/table/{id}/create_index":             true,
 	"POST /v1/table/{id}/create_scalar_index":      true,
 	"POST /v1/table/{id}/index/list":               true,
@@ -290,6 +288,16 @@ func TestSpecConformance(t *testing.T) {
 	}
 	st, m = sc.j("/v1/table/docs$t/analyze_plan", map[string]any{"k": 2, "vector": map[string]any{}, "filter": "nope > 1"})
 	sc.expect("analyze a bad filter", st, m, 400)
+
+	// Columns (add_columns, backfill_column).
+	st, m = sc.j("/v1/table/docs$t/add_columns", map[string]any{"new_columns": []map[string]any{{"name": "n", "computed": "length(name)"}}})
+	sc.expect("add_columns", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/add_columns", map[string]any{"new_columns": []map[string]any{{"name": "x", "computed": "nope + 1"}}})
+	sc.expect("add_columns bad expression", st, m, 400)
+	st, m = sc.j("/v1/table/docs$t/backfill_column", map[string]any{"column": "n"})
+	sc.expect("backfill_column", st, m, 202)
+	st, m = sc.j("/v1/table/docs$t/backfill_column", map[string]any{"column": "name"})
+	sc.expect("backfill a stored column", st, m, 400)
 
 	// Materialized views.
 	st, m = sc.j("/v1/materialized_view/docs$v/create", map[string]any{"kind": "query", "source_query": `SELECT id, name FROM "docs$t" WHERE id > 1`, "output_schema": "", "with_no_data": true})

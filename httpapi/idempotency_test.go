@@ -229,7 +229,7 @@ func TestRefreshIdempotencyAndBacklog(t *testing.T) {
 			t.Fatalf("accepted job %v missing from %v", id, got)
 		}
 	}
-	if n, _ := rdb.ZCard(context.Background(), "mvq:cluster:default:unfinished").Result(); n != 2 {
+	if n, _ := rdb.ZCard(context.Background(), jobs.RedisKey("cluster:default:unfinished")).Result(); n != 2 {
 		t.Fatalf("backlog %d, want 2", n)
 	}
 }
@@ -249,7 +249,7 @@ func TestDropCancelsViewJobs(t *testing.T) {
 			t.Fatalf("job %s after drop: %d %v", id, st, m)
 		}
 	}
-	if n, _ := rdb.Exists(context.Background(), "mvq:view:docs/v:queue").Result(); n != 0 {
+	if n, _ := rdb.Exists(context.Background(), jobs.RedisKey("view:docs/v:queue")).Result(); n != 0 {
 		t.Fatal("the dropped view's FIFO remains")
 	}
 	c.expect(200, "/v1/namespace/docs$sub/create", `{}`)

@@ -298,16 +298,22 @@ type queryRequest struct {
 		ColumnNames   []string          `json:"column_names"`
 		ColumnAliases map[string]string `json:"column_aliases"`
 	} `json:"columns"`
-	Filter    string   `json:"filter"`
-	K         *int64   `json:"k"`
-	Limit     *int64   `json:"limit"`
-	Offset    *int64   `json:"offset"`
-	Version   *int64   `json:"version"`
-	WithRowID bool     `json:"with_row_id"`
-	Vector    any      `json:"vector"`
-	FullText  any      `json:"full_text_query"`
-	Prefilter *bool    `json:"prefilter"`
-	Extra     []string `json:"-"`
+	Filter    string `json:"filter"`
+	K         *int64 `json:"k"`
+	Limit     *int64 `json:"limit"`
+	Offset    *int64 `json:"offset"`
+	Version   *int64 `json:"version"`
+	WithRowID bool   `json:"with_row_id"`
+	Vector    any    `json:"vector"`
+	FullText  any    `json:"full_text_query"`
+	Prefilter *bool  `json:"prefilter"`
+	// Vector search (vector.go).
+	DistanceType      *string  `json:"distance_type"`
+	VectorColumn      *string  `json:"vector_column"`
+	LowerBound        *float32 `json:"lower_bound"`
+	UpperBound        *float32 `json:"upper_bound"`
+	BypassVectorIndex *bool    `json:"bypass_vector_index"`
+	Extra             []string `json:"-"`
 }
 
 func (s *Server) queryTable(c *gin.Context) {
@@ -321,12 +327,22 @@ func (s *Server) queryTable(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	rdr, err := t.Query(c, q)
+	vq, isVector, err := req.vectorQuery(q)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	if q.Filter != "" {
+	var rdr array.RecordReader
+	if isVector {
+		rdr, err = vectorSearch(c, t, vq, q)
+	} else {
+		rdr, err = t.Query(c, q)
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if q.Filter != "" && !isVector {
 		// A filtered query runs in a DuckDB session: read the whole result
 		// first (memory, then a temporary file) so the session is free
 		// again before a slow client reads the first byte.
@@ -378,13 +394,6 @@ func queryErr(err error) error {
 
 func (req queryRequest) options() (table.QueryOptions, error) {
 	var q table.QueryOptions
-	if req.Vector != nil {
-		if v, ok := req.Vector.(map[string]any); !ok || len(v) > 0 {
-			if arr, ok := req.Vector.([]any); !ok || len(arr) > 0 {
-				return q, table.Errorf(table.CodeUnsupported, "vector: vector search is not supported; use filter")
-			}
-		}
-	}
 	if req.FullText != nil {
 		return q, table.Errorf(table.CodeUnsupported, "full_text_query: full text search is not supported; use filter")
 	}

@@ -62,6 +62,7 @@ func (v *ViewRoutes) routes(r gin.IRouter) {
 	r.POST("/jobs/describe", v.describeJob)
 	r.POST("/jobs/list", v.listJobs)
 	r.POST("/jobs/cancel", v.cancelJob)
+	v.columnRoutes(r, idem)
 }
 
 type createViewRequest struct {

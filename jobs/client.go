@@ -153,7 +153,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	}
 	now := time.Now().UTC()
 	j := &Job{
-		ID: uid.String(), Type: JobTypeRefresh, View: table.JoinID(view), State: StatePending,
+		ID: uid.String(), Type: jobType(opts), View: table.JoinID(view), State: StatePending,
 		CreatedAt: now, Request: opts, Cluster: opts.Cluster, ManifestChecksum: opts.ManifestChecksum, TraceID: traceID(ctx),
 		viewID: append([]string(nil), view...),
 	}
@@ -172,12 +172,24 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		return nil, &table.Error{Code: table.CodeInternal, Message: "plan task", Err: err}
 	}
 	queue, taskID := QueueName(j.Cluster), "plan:"+j.ID
-	keys := []string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
-		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID),
-		asynqTaskKey(queue, taskID), asynqPendingKey(queue), asynqAllQueues}
+	msg := encodeTaskMessage(task, taskID, queue, taskMaxRetry, taskTimeout)
+	taskKeys := []string{asynqTaskKey(queue, taskID), asynqPendingKey(queue), asynqAllQueues}
+	// In Redis Cluster asynq's keys are in other slots than mvq's {mvq}
+	// one, so the script cannot enqueue the plan task: it records the job
+	// (with placeholder keys of its slot, untouched without a message) and
+	// the task is enqueued through asynq right after. A crash in between
+	// leaves a PENDING job without its plan task, which the next job of its
+	// view fails after lostPlanAge (plan.go).
+	_, cluster := c.st.rdb.(*redis.ClusterClient)
+	if cluster {
+		taskKeys = []string{RedisKey("unused:1"), RedisKey("unused:2"), RedisKey("unused:3")}
+		msg = nil
+	}
+	keys := append([]string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
+		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}, taskKeys...)
 	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", c.maxPending, now.UnixMilli(),
 		fp, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
-		encodeTaskMessage(task, taskID, queue, taskMaxRetry, taskTimeout), taskID, now.UnixNano(), queue,
+		string(msg), taskID, now.UnixNano(), queue,
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
 		fTraceID, j.TraceID, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
@@ -202,6 +214,12 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	case int64:
 		switch r {
 		case 1:
+			if cluster {
+				if _, err := c.enq.EnqueueContext(ctx, task, asynq.Queue(queue), asynq.TaskID(taskID),
+					asynq.MaxRetry(taskMaxRetry), asynq.Timeout(taskTimeout)); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
+					return nil, redisErr("enqueue plan", err)
+				}
+			}
 		case -2:
 			return nil, backlogFull(j.Cluster, c.maxPending)
 		case -3:
@@ -458,12 +476,11 @@ func (c *Client) CancelViewsUnder(ctx context.Context, ns []string, reason strin
 	prefix := keyPrefix + "view:" + viewKey(ns) + "/"
 	match := globEscape(prefix) + "*:queue"
 	var views [][]string
-	iter := c.st.rdb.Scan(ctx, 0, match, 500).Iterator()
-	for iter.Next(ctx) {
-		k := strings.TrimSuffix(strings.TrimPrefix(iter.Val(), keyPrefix+"view:"), ":queue")
+	if err := c.st.scanKeys(ctx, match, func(key string) error {
+		k := strings.TrimSuffix(strings.TrimPrefix(key, keyPrefix+"view:"), ":queue")
 		views = append(views, strings.Split(k, "/"))
-	}
-	if err := iter.Err(); err != nil {
+		return nil
+	}); err != nil {
 		return 0, redisErr("find view queues", err)
 	}
 	n := 0

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/mvq-dev/mvq/refresh"
 )
@@ -53,6 +54,19 @@ func (s *Server) handleCommit(ctx context.Context, t *asynq.Task) error {
 		return err
 	}
 	return s.commit(ctx, j)
+}
+
+// commitInPlace runs the commit inside the handler of the task that
+// finished the job's last step, under a refresh.commit span of its own.
+func (s *Server) commitInPlace(ctx context.Context, j *Job) error {
+	ctx, span := startInPlace(ctx, TypeCommit)
+	defer span.End()
+	err := s.commit(ctx, j)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
 }
 
 // commit is the commit task's work for job j (j.State as last read); the

@@ -24,7 +24,13 @@
 //
 // # Redis layout
 //
-// All keys start with "mvq:". Times are RFC 3339 strings with nanoseconds.
+// All keys start with "{mvq}:" (keyPrefix; written "mvq:" below, where
+// {x} stands for a value). "{mvq}" is a Redis Cluster hash tag: every key
+// is in the slot of "mvq", so the Lua scripts and multi-key steps below,
+// which touch a job's keys together with its view's queue, its cluster's
+// sets and the indexes, work on a Redis Cluster (redis-cluster://) as on
+// one node; scans visit every master (store.scanKeys). Tools and tests
+// name keys with RedisKey. Times are RFC 3339 strings with nanoseconds.
 //
 //	mvq:job:{id}               hash   the job record (fields of Job, plus the
 //	                                  dispatch counter "released")
@@ -59,6 +65,8 @@
 //	                                  fingerprint, state and response
 //	mvq:lock:{name}            string a service's lock (janitor,
 //	                                  rescuer:{cluster}) -> holder
+//	mvq:clusters               set    every cluster a worker ever served
+//	                                  (heartbeats add; the API's gauges)
 //
 // A job record's progress_at is stamped by every event; the rescuer fails
 // a RUNNING job whose progress_at is older than the stall timeout. Terminal
@@ -71,10 +79,10 @@
 // Start/Stop): Heartbeater, Canceller, Rescuer and, when configured,
 // Janitor; docs/ARCHITECTURE.md describes them.
 //
-// asynq queues are "mvq:"+cluster. State changes are Lua scripts that
+// asynq queues are "mvq:"+cluster (no tag: asynq tags each queue itself). State changes are Lua scripts that
 // check the current state, write the change and append its event in one
 // step, so a job never shows a state without its event, cancel and the
 // commit claim cannot both win, and a completion is counted once. The
-// scripts touch keys they compute, so they need a single Redis (or a
-// replica set), not Redis Cluster.
+// scripts touch keys they compute (all under the one hash tag), which
+// Redis Cluster allows within a slot.
 package jobs

@@ -141,15 +141,20 @@ func (j *Janitor) trimIndexes(ctx context.Context, now time.Time) (int64, error)
 	if err != nil {
 		return 0, redisErr("trim job index", err)
 	}
-	iter := j.st.rdb.Scan(ctx, 0, keyPrefix+"view:*:jobs", 500).Iterator()
-	for iter.Next(ctx) {
-		m, err := j.st.rdb.ZRemRangeByLex(ctx, iter.Val(), "-", bound).Result()
+	var trimErr error
+	err = j.st.scanKeys(ctx, globEscape(keyPrefix)+"view:*:jobs", func(key string) error {
+		m, err := j.st.rdb.ZRemRangeByLex(ctx, key, "-", bound).Result()
 		if err != nil {
-			return n, redisErr("trim view job index", err)
+			trimErr = redisErr("trim view job index", err)
+			return trimErr
 		}
 		n += m
+		return nil
+	})
+	if trimErr != nil {
+		return n, trimErr
 	}
-	if err := iter.Err(); err != nil {
+	if err != nil {
 		return n, redisErr("find view job indexes", err)
 	}
 	return n, nil

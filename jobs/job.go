@@ -26,7 +26,7 @@ const (
 	PhaseCommitting = "committing"
 )
 
-// JobTypeRefresh is the only job type so far.
+// JobTypeRefresh is a refresh of a view (JobTypeBackfill: userlog.go).
 const JobTypeRefresh = "refresh"
 
 // Event types.

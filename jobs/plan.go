@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/mvq-dev/mvq/refresh"
 )
@@ -107,7 +109,7 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 		return nil
 	}
 	if total == 0 {
-		return s.commit(ctx, j)
+		return s.commitInPlace(ctx, j)
 	}
 	// Items 1..first-1 go to the queue; this task expands item 0 in
 	// place (a one-item job then runs plan, item and commit in this one
@@ -118,7 +120,16 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 			return err
 		}
 	}
-	return s.workItem(ctx, j, 0, t.Headers())
+	ictx, span := startInPlace(ctx, TypeWorkItem)
+	span.SetAttributes(attribute.String("mvq.job_id", j.ID), attribute.Int("mvq.item_index", 0),
+		attribute.String("messaging.worker", s.id), attribute.Float64("messaging.queue_wait_ms", 0))
+	defer span.End()
+	err = s.workItem(ictx, j, 0, t.Headers())
+	if err != nil && !errors.Is(err, errWaitTurn) {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return err
 }
 
 // lostPlanAge is how long a job may stay PENDING with no plan task before

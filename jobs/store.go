@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,7 +17,21 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-const keyPrefix = "mvq:"
+// keyPrefix starts every mvq key. Its "{mvq}" is a Redis Cluster hash
+// tag: every key hashes to the slot of "mvq", so each Lua script and
+// multi-key step (which touch a job's keys, its view's queue, its
+// cluster's sets and the indexes together) stays in one slot. The price
+// is that mvq's records sit on one shard; asynq's queues, the bulk of the
+// traffic, keep a slot per queue. A single Redis ignores the tag.
+const keyPrefix = "{mvq}:"
+
+// RedisKey is the full name of an mvq key given without its prefix
+// ("job:ID:holders"), for tests and tools that read Redis directly.
+func RedisKey(suffix string) string { return keyPrefix + suffix }
+
+// queuePrefix starts asynq queue names (asynq adds its own hash tag per
+// queue: asynq:{mvq:CLUSTER}:...).
+const queuePrefix = "mvq:"
 
 func jobKey(id string) string     { return keyPrefix + "job:" + id }
 func eventsKey(id string) string  { return jobKey(id) + ":events" }
@@ -40,13 +55,37 @@ func liveJobsKey(cluster string) string { return keyPrefix + "cluster:" + cluste
 func lockKey(name string) string        { return keyPrefix + "lock:" + name }
 
 // stoppedChannel is where a job's terminal transition publishes its id
-// (scriptTransition names it literally).
-const stoppedChannel = keyPrefix + "jobs:stopped"
+// (scriptTransition names it literally). A channel is not a key: no tag.
+const stoppedChannel = "mvq:jobs:stopped"
 
 const allJobsKey = keyPrefix + "jobs"
 
 // QueueName is the asynq queue of a cluster's worker pool.
-func QueueName(cluster string) string { return keyPrefix + cluster }
+func QueueName(cluster string) string { return queuePrefix + cluster }
+
+// scanKeys calls fn with every key matching the glob pattern. A Redis
+// Cluster answers SCAN per node, so there every master is scanned (the
+// mvq keys live on the one that owns the {mvq} slot).
+func (s *store) scanKeys(ctx context.Context, pattern string, fn func(key string) error) error {
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		iter := c.Scan(ctx, 0, pattern, 500).Iterator()
+		for iter.Next(ctx) {
+			if err := fn(iter.Val()); err != nil {
+				return err
+			}
+		}
+		return iter.Err()
+	}
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock() // fn need not be safe for concurrent use
+			defer mu.Unlock()
+			return scan(ctx, c)
+		})
+	}
+	return scan(ctx, s.rdb)
+}
 
 // store holds the job records, dispatch state, view queues and worker
 // registry in Redis. Client and Server share it.
@@ -327,6 +366,7 @@ func (s *store) heartbeat(ctx context.Context, id string, clusters []string, ttl
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range clusters {
 			k := workersKey(c)
+			p.SAdd(ctx, clustersKey, c)
 			p.ZAdd(ctx, k, redis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: id})
 			p.ZRemRangeByScore(ctx, k, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
 			p.PExpire(ctx, k, ttl)

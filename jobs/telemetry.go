@@ -61,6 +61,7 @@ func (s *Server) tracing(h asynq.Handler) asynq.Handler {
 	return asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
 		headers := t.Headers()
 		ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(headers))
+		ctx = context.WithValue(ctx, taskParentKey{}, trace.SpanContextFromContext(ctx))
 		var p struct {
 			JobID string `json:"job_id"`
 			Index *int   `json:"index"`
@@ -113,8 +114,8 @@ func (s *Server) kindOf(jobID string) string {
 }
 
 func clusterOf(queue string) string {
-	if len(queue) > len(keyPrefix) && queue[:len(keyPrefix)] == keyPrefix {
-		return queue[len(keyPrefix):]
+	if len(queue) > len(queuePrefix) && queue[:len(queuePrefix)] == queuePrefix {
+		return queue[len(queuePrefix):]
 	}
 	return queue
 }
@@ -140,17 +141,20 @@ func (s *Server) QueueStats(ctx context.Context) []telemetry.QueueStats {
 	if s.inspector == nil {
 		return nil
 	}
-	out := make([]telemetry.QueueStats, 0, len(s.cfg.Clusters))
-	for _, c := range s.cfg.Clusters {
-		q := telemetry.QueueStats{Cluster: c}
-		if info, err := s.inspector.GetQueueInfo(QueueName(c)); err == nil {
-			q.Pending, q.Active, q.Scheduled, q.Retry = int64(info.Pending), int64(info.Active), int64(info.Scheduled), int64(info.Retry)
-			q.LatencySeconds = info.Latency.Seconds()
-		}
-		if n, err := s.st.liveWorkers(ctx, c); err == nil {
-			q.Workers = n
-		}
-		out = append(out, q)
+	return queueStats(ctx, s.st, s.inspector, s.cfg.Clusters)
+}
+
+// taskParentKey holds the span context a task's headers carried (the
+// job's HTTP span): a step run in place inside another task's handler
+// (the commit) starts its span there, so every step of a job stays a
+// child of the request that started it.
+type taskParentKey struct{}
+
+// startInPlace starts the span of a job step that runs inside another
+// task's handler, as a sibling of that task's span.
+func startInPlace(ctx context.Context, taskType string) (context.Context, trace.Span) {
+	if sc, ok := ctx.Value(taskParentKey{}).(trace.SpanContext); ok {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 	}
-	return out
+	return tracer.Start(ctx, spanNames[taskType], trace.WithSpanKind(trace.SpanKindConsumer))
 }

@@ -125,7 +125,7 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 	}
 	if c.done >= int64(itemCount(plan)) {
 		if c.code == 1 {
-			return s.commit(ctx, j)
+			return s.commitInPlace(ctx, j)
 		}
 		return s.enqueueCommit(ctx, j, headers)
 	}
@@ -144,6 +144,7 @@ func (s *Server) expand(ctx context.Context, j *Job, plan *refresh.Plan, index i
 	if skip {
 		return refresh.ItemResult{Index: index, Skipped: true}, nil
 	}
+	ctx = s.withLog(ctx, j.ID)
 	res, err := protect(func() (refresh.ItemResult, error) { return s.eng.Expand(ctx, plan, index) })
 	res.Index = index
 	return res, err

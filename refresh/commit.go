@@ -117,6 +117,9 @@ func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (
 	if err := checkJobID(plan.JobID); err != nil {
 		return Result{}, err
 	}
+	if plan.Options.Backfill != nil {
+		return e.commitBackfill(ctx, plan, results)
+	}
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if err != nil {
 		return Result{}, stateErr(err)
@@ -574,11 +577,15 @@ func (b *build) op(wm *Watermark) table.Op {
 		base.Fragments = make([]table.Fragment, 0, len(pieces))
 		w := *wm
 		w.Lineage = nil
+		var added []uint32 // fragments of rows this refresh computed
 		for _, p := range pieces {
 			f := p.frag
 			if !p.old {
 				f.ID = base.NextFragmentID
 				base.NextFragmentID++
+			}
+			if p.staged {
+				added = append(added, f.ID)
 			}
 			base.Fragments = append(base.Fragments, f)
 			if b.rowwise() {
@@ -593,6 +600,14 @@ func (b *build) op(wm *Watermark) table.Op {
 			base.Properties = map[string]json.RawMessage{}
 		}
 		base.Properties[propWatermark] = raw
+		// The rows this refresh added carry their virtual columns.
+		ids := map[string][]uint32{}
+		for _, c := range b.v.Columns {
+			ids[c.Name] = added
+		}
+		if err := markFilled(base, b.v.Columns, ids); err != nil {
+			return nil, err
+		}
 		res := b.res
 		res.ViewVersion = base.Version + 1
 		rawRes, err := json.Marshal(res)
@@ -722,6 +737,9 @@ func (e *Engine) removeUnused(ctx context.Context, t *table.Table, results []Ite
 func (e *Engine) Discard(ctx context.Context, plan *Plan) error {
 	if err := checkJobID(plan.JobID); err != nil {
 		return err
+	}
+	if plan.Options.Backfill != nil {
+		return e.discardBackfill(ctx, plan)
 	}
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if table.ErrorCode(err) == table.CodeTableNotFound {

@@ -41,6 +41,9 @@ type Options struct {
 	// ManifestNotHonoured lists the fields of the manifest in force this
 	// deployment records but cannot act on (pip, images, ...).
 	ManifestNotHonoured []string `json:"manifest_not_honoured,omitempty"`
+	// Backfill makes the job a backfill of a virtual or computed column
+	// (backfill.go) instead of a refresh.
+	Backfill *BackfillOptions `json:"backfill,omitempty"`
 }
 
 // Range is a run of source rows [Start, End) of one source fragment.
@@ -118,6 +121,8 @@ type Result struct {
 	ViewVersion   uint64 `json:"view_version"`
 	RowsAdded     int64  `json:"rows_added"`
 	RowsRemoved   int64  `json:"rows_removed"`
+	// RowsUpdated counts the rows a backfill filled.
+	RowsUpdated int64 `json:"rows_updated,omitempty"`
 	// SkippedPartitions counts the input partitions user code failed on
 	// and error_handling skip left out.
 	SkippedPartitions int64 `json:"skipped_partitions,omitempty"`

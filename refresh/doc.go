@@ -18,7 +18,9 @@
 //   - chunker: the same query, then every row's input_column is cut by a
 //     built-in chunker (package chunker) into 0..N rows: __source_row_id,
 //     __chunk_index, the other selected columns, and the chunk.
-//   - udtf: any SQL over the source (aggregates too), recomputed whole.
+//   - udtf: any SQL over the source (aggregates too), recomputed whole;
+//     or user code (a runtime), with partition_by one work item per
+//     partition_by value (kind_udtf_runtime.go).
 //
 // Each kind is a ViewKind registered in its own file (kind.go): the
 // engine asks it whether it is row-wise and incremental, lets it validate

@@ -46,6 +46,9 @@ func (e *Engine) Expand(ctx context.Context, plan *Plan, index int) (ItemResult,
 	if err := checkFilled(plan.Options); err != nil {
 		return ItemResult{}, err
 	}
+	if plan.Options.Backfill != nil {
+		return e.expandBackfill(ctx, plan, index)
+	}
 	item := plan.Items[index]
 	res := ItemResult{Index: index, Fragments: []table.Fragment{}}
 	limit := plan.Options.OutputLimit
@@ -64,8 +67,8 @@ func (e *Engine) Expand(ctx context.Context, plan *Plan, index int) (ItemResult,
 	w := e.newFragWriter(v, itemPrefix(plan.JobID, index), plan.Options.MaxRowsPerFragment)
 	defer w.release()
 	if !traitsOf(plan.Kind).RowWise {
-		env := e.applyEnv(plan, index, v)
-		err = e.expandWhole(ctx, env, src, item, w)
+		env := e.applyEnv(ctx, plan, index, v)
+		err = e.expandWhole(ctx, env, v, src, item, w)
 		res.SkippedPartitions = env.Skipped.Load()
 		if err == nil {
 			err = w.close(ctx)
@@ -172,16 +175,17 @@ func (s *sourceVersion) fragment(id uint32) (table.Fragment, error) {
 }
 
 // applyEnv is the environment of the applier of item index.
-func (e *Engine) applyEnv(plan *Plan, index int, v *View) *ApplyEnv {
-	return &ApplyEnv{Engine: e, View: v, Plan: plan, Index: index, Mem: e.mem, Workers: plan.Options.IntraApplierConcurrency,
-		Output: e.newBudget("output", plan, index, v), Events: func(string) {}}
+// Its View is the view as the kind sees it (without virtual columns).
+func (e *Engine) applyEnv(ctx context.Context, plan *Plan, index int, v *View) *ApplyEnv {
+	return &ApplyEnv{Engine: e, View: v.kindView(), Plan: plan, Index: index, Mem: e.mem, Workers: plan.Options.IntraApplierConcurrency,
+		Output: e.newBudget("output", plan, index, v), Events: eventsFrom(ctx)}
 }
 
-// expandWhole runs the view's query over the whole source (the item's
-// fragments), streams its output through the kind's applier and writes
-// what that makes to w.
-func (e *Engine) expandWhole(ctx context.Context, env *ApplyEnv, src *sourceVersion, item WorkItem, w *fragWriter) (err error) {
-	v, bud := env.View, env.Output
+// expandWhole runs view v's query over the whole source (the item's
+// fragments), streams its output through the kind's applier (and the
+// view's virtual columns) and writes what that makes to w.
+func (e *Engine) expandWhole(ctx context.Context, env *ApplyEnv, v *View, src *sourceVersion, item WorkItem, w *fragWriter) (err error) {
+	bud := env.Output
 	frags := make([]table.Fragment, 0, len(item.Ranges))
 	for _, r := range item.Ranges {
 		f, err := src.fragment(r.Fragment)
@@ -200,7 +204,7 @@ func (e *Engine) expandWhole(ctx context.Context, env *ApplyEnv, src *sourceVers
 		return sqlError(err)
 	}
 	defer out.Release()
-	a, err := v.Binding.NewApplier(env)
+	a, err := v.applying().NewApplier(env)
 	if err != nil {
 		return err
 	}
@@ -305,7 +309,7 @@ func (e *Engine) apply(ctx context.Context, plan *Plan, index int, v *View, src 
 		return nil, err
 	}
 	defer q.Release()
-	return runApplier(ctx, v.Binding, e.applyEnv(plan, index, v), q)
+	return runApplier(ctx, v.applying(), e.applyEnv(ctx, plan, index, v), q)
 }
 
 // writeBatches writes the view rows, stopping at output_limit's room.

@@ -24,6 +24,7 @@ import (
 //
 //	data/_staging-{job}-{item}-{k}.parquet   output k of a work item
 //	data/_staging-{job}-c{n}-{k}.parquet     a view fragment Commit rewrote
+//	data/_staging-{job}-b{frag}-{k}.parquet  checkpoint k of a backfill of fragment frag
 func stagingPrefix(jobID string) string { return "data/_staging-" + jobID + "-" }
 
 func itemPrefix(jobID string, index int) string {
@@ -36,7 +37,7 @@ func commitPrefix(jobID string, n int) string {
 
 // stagedName matches what follows a job's staging prefix: a job id that
 // extends another ("a" and "a-1") cannot match the shorter one's files.
-var stagedName = regexp.MustCompile(`^c?[0-9]+-[0-9]+\.parquet$`)
+var stagedName = regexp.MustCompile(`^[cb]?[0-9]+-[0-9]+\.parquet$`)
 
 // defaultWholeFileBytes is Engine.wholeFileBytes.
 const defaultWholeFileBytes = 4 << 20
@@ -119,7 +120,9 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 		}
 		rec := rr.RecordBatch()
 		n := min(rec.NumRows(), need)
-		out = append(out, rec.NewSlice(0, n))
+		s := rec.NewSlice(0, n)
+		out = append(out, table.FromStorage(s, e.mem))
+		s.Release()
 		need -= n
 	}
 	return out, nil

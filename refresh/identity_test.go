@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -107,6 +108,7 @@ func (b *bundle) stagedFiles(t *testing.T, id []string, job string) int {
 // warehouse.
 func (b *bundle) manifestPath(t *testing.T, id []string, v uint64) string {
 	t.Helper()
+	testenv.SkipUnlessFile(t)
 	tb, err := b.cat.OpenTable(b.ctx, id)
 	if err != nil {
 		t.Fatal(err)

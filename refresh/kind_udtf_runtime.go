@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,13 +22,33 @@ import (
 
 // A udtf view whose udtf is base64 of {"runtime": "<name>"} runs user code:
 // the source query's output (its input_columns, all by default) goes to
-// the runtime whole, or one partition per distinct partition_by value, the
-// partitions run intra_applier_concurrency at a time; the rows it answers
-// are the view, recomputed at every refresh and committed at once. The
-// view's output_schema must be given. error_handling, an object
-// {"mode": "fail" | "retry" | "skip", "retries": N}, says what a failed
-// partition does: fail the refresh (default), be tried again up to N
-// times, or be left out and counted (ItemResult.SkippedPartitions).
+// the runtime whole, or one partition per distinct partition_by value; the
+// rows it answers are the view, recomputed at every refresh and committed
+// at once. The view's output_schema must be given. error_handling, an
+// object {"mode": "fail" | "retry" | "skip", "retries": N}, says what a
+// failed partition does: fail the refresh (default), be tried again up to
+// N times, or be left out and counted (ItemResult.SkippedPartitions).
+//
+// With partition_by, Plan runs the source query at the planned version
+// and counts the distinct partition_by values D (NULL is one value); the
+// plan has N = min(D, maxPartitionItems) work items, which the
+// orchestrator runs in parallel under the job's concurrency. Every item
+// runs the query over the whole source, orders the distinct values of its
+// output (by their text, NULL first) and keeps the values whose rank g
+// has g*N/D == its index: one value per item when D <= maxPartitionItems,
+// else runs of consecutive values. Only N is stored in the plan, never
+// the values, so the plan stays small however many there are; a query
+// whose output changes between runs (random()) still gives every value to
+// exactly one item, as each item counts the values it sees. An item runs
+// its partitions intra_applier_concurrency at a time, each under
+// error_handling on its own. The view's rows are in value order (the
+// items' order), each partition's in the order the runtime answers.
+// Each item reads the whole source: that is the price of not storing
+// the values, and why maxPartitionItems is well under MaxConcurrency.
+
+// maxPartitionItems caps the work items of a partitioned view (a
+// variable for tests).
+var maxPartitionItems = 256
 
 // runtimeUser is implemented by bindings that run declared runtimes.
 type runtimeUser interface{ Runtimes() []string }
@@ -185,7 +207,7 @@ func (a *wholeApplier) Finish(ctx context.Context) ([]arrow.RecordBatch, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer releaseAll(parts)
+	defer releasePartitions(parts)
 	out := make([]arrow.RecordBatch, len(parts))
 	errs := make([]error, len(parts))
 	var skipped atomic.Int64
@@ -198,11 +220,15 @@ func (a *wholeApplier) Finish(ctx context.Context) ([]arrow.RecordBatch, error) 
 			for i := range next {
 				// A panic on a partition fails the item, not the process.
 				errs[i] = table.Recover("udtf partition", func() (err error) {
-					out[i], err = a.runPartition(ctx, parts[i])
+					out[i], err = a.runPartition(ctx, parts[i].rec)
 					return err
 				})
-				if errs[i] != nil && a.b.onError.Mode == "skip" && udf.IsPermanent(errs[i]) || errs[i] != nil && a.b.onError.Mode == "skip" && isUDFError(errs[i]) {
-					a.env.Events(fmt.Sprintf("partition %d skipped: %v", i, errs[i]))
+				if errs[i] != nil && a.b.onError.Mode == "skip" && (udf.IsPermanent(errs[i]) || isUDFError(errs[i])) {
+					what := "the input"
+					if parts[i].name != "" {
+						what = "partition " + parts[i].name
+					}
+					a.env.Events(fmt.Sprintf("%s skipped: %v", what, errs[i]))
 					errs[i] = nil
 					skipped.Add(1)
 				}
@@ -262,12 +288,12 @@ func (a *wholeApplier) runPartition(ctx context.Context, in arrow.RecordBatch) (
 	return nil, udfErr(err)
 }
 
-// partitions cuts input into its partition_by groups (in order of first
-// appearance), or answers it whole.
-func (a *wholeApplier) partitions(ctx context.Context, all, input arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+// partitions cuts input into the partition_by groups of this work item
+// (see the file comment), in value order, or answers it whole.
+func (a *wholeApplier) partitions(ctx context.Context, all, input arrow.RecordBatch) ([]partition, error) {
 	if a.b.partitionBy == "" {
 		input.Retain()
-		return []arrow.RecordBatch{input}, nil
+		return []partition{{rec: input}}, nil
 	}
 	idx := all.Schema().FieldIndices(a.b.partitionBy)
 	if len(idx) == 0 {
@@ -275,20 +301,18 @@ func (a *wholeApplier) partitions(ctx context.Context, all, input arrow.RecordBa
 	}
 	col := all.Column(idx[0])
 	groups := map[string][]int64{}
-	var order []string
 	for i := 0; i < col.Len(); i++ {
-		k := "\x00null"
-		if !col.IsNull(i) {
-			k = col.ValueStr(i)
-		}
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
+		k := partitionKey(col, i)
 		groups[k] = append(groups[k], int64(i))
 	}
+	keys := slices.Sorted(maps.Keys(groups))
+	items := max(len(a.env.Plan.Items), 1)
 	ctx = compute.WithAllocator(ctx, a.env.Mem)
-	var out []arrow.RecordBatch
-	for _, k := range order {
+	var out []partition
+	for g, k := range keys {
+		if g*items/len(keys) != a.env.Index {
+			continue
+		}
 		ib := array.NewInt64Builder(a.env.Mem)
 		ib.AppendValues(groups[k], nil)
 		take := ib.NewArray()
@@ -296,12 +320,98 @@ func (a *wholeApplier) partitions(ctx context.Context, all, input arrow.RecordBa
 		rec, err := takeRecord(ctx, input, take)
 		take.Release()
 		if err != nil {
-			releaseAll(out)
+			releasePartitions(out)
 			return nil, err
 		}
-		out = append(out, rec)
+		out = append(out, partition{rec: rec, name: partitionName(a.b.partitionBy, k)})
 	}
 	return out, nil
+}
+
+// partition is one partition's input; name says which, for events.
+type partition struct {
+	rec  arrow.RecordBatch
+	name string
+}
+
+func releasePartitions(ps []partition) {
+	for _, p := range ps {
+		p.rec.Release()
+	}
+}
+
+// partitionKey is the group of row i of col: "n" for NULL, else "v" and
+// the value's text.
+func partitionKey(col arrow.Array, i int) string {
+	if col.IsNull(i) {
+		return "n"
+	}
+	return "v" + col.ValueStr(i)
+}
+
+func partitionName(column, key string) string {
+	if key == "n" {
+		return column + " NULL"
+	}
+	v := key[1:]
+	if len(v) > 64 {
+		v = v[:64] + "..."
+	}
+	return fmt.Sprintf("%s=%q", column, v)
+}
+
+// partitionItems answers the work items of a whole-source refresh: whole
+// alone, or, for a view that runs user code per partition_by value, N
+// copies of it (see the file comment), counting the values by running
+// the source query over frags of source version sm. reason says so.
+func (e *Engine) partitionItems(ctx context.Context, v *View, src *table.Table, sm *table.Manifest, frags []table.Fragment, whole WorkItem) ([]WorkItem, string, error) {
+	b, ok := v.Binding.(*runtimeUDTFBinding)
+	if !ok || b.partitionBy == "" || whole.Rows == 0 {
+		return []WorkItem{whole}, "", nil
+	}
+	var read []table.Fragment
+	for _, f := range frags {
+		if f.Rows > 0 {
+			read = append(read, f)
+		}
+	}
+	scan, err := src.Scan(ctx, sm, table.ScanOptions{Fragments: read})
+	if err != nil {
+		return nil, "", err
+	}
+	defer scan.Release()
+	out, err := e.db.Query(ctx, map[string]array.RecordReader{v.query.Name: scan}, v.query.SQL)
+	if err != nil {
+		return nil, "", sqlError(err)
+	}
+	defer out.Release()
+	seen := map[string]struct{}{}
+	for len(seen) <= maxPartitionItems && out.Next() {
+		rec := out.RecordBatch()
+		idx := rec.Schema().FieldIndices(b.partitionBy)
+		if len(idx) == 0 {
+			return nil, "", table.Errorf(table.CodeSchemaValidation, "source_query no longer selects partition_by column %q", b.partitionBy)
+		}
+		col := rec.Column(idx[0])
+		for i := 0; i < col.Len() && len(seen) <= maxPartitionItems; i++ {
+			seen[partitionKey(col, i)] = struct{}{}
+		}
+	}
+	if err := out.Err(); err != nil {
+		return nil, "", sqlError(err)
+	}
+	n := max(min(len(seen), maxPartitionItems), 1)
+	items := make([]WorkItem, n)
+	for i := range items {
+		items[i] = whole
+		items[i].Index = i
+		items[i].Ranges = slices.Clone(whole.Ranges)
+	}
+	reason := fmt.Sprintf("%d values of partition_by %q", len(seen), b.partitionBy)
+	if len(seen) > maxPartitionItems {
+		reason = fmt.Sprintf("more than %d values of partition_by %q", maxPartitionItems, b.partitionBy)
+	}
+	return items, fmt.Sprintf("; %s, in %d work items", reason, n), nil
 }
 
 // selectColumns is rec restricted to names (all when nil).

@@ -29,7 +29,14 @@ const (
 // manifest in force (the inline one, else the view's, else "") and
 // ManifestNotHonoured to its fields this deployment records but cannot
 // act on. Whether the cluster exists is for the orchestrator to check.
+//
+// With opts.Backfill set, it prepares a backfill of table id instead
+// (backfill.go): the column must be virtual or computed, where a
+// predicate over the table, read_version one of its versions.
 func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error {
+	if opts.Backfill != nil {
+		return e.prepareBackfill(ctx, id, opts)
+	}
 	v, err := e.View(ctx, id)
 	if err != nil {
 		return err
@@ -60,6 +67,9 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 		}
 	}
 	if err := e.checkRuntimes(v, *opts); err != nil {
+		return err
+	}
+	if err := e.checkColumns(v.Columns, v.Schema, opts.Manifest); err != nil {
 		return err
 	}
 	if opts.SrcVersion != 0 {

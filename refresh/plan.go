@@ -48,6 +48,9 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	if err := e.fillDefaults(&opts); err != nil {
 		return nil, err
 	}
+	if opts.Backfill != nil {
+		return e.planBackfill(ctx, id, jobID, opts)
+	}
 	v, err := e.View(ctx, id)
 	if err != nil {
 		return nil, stateErr(err)
@@ -94,7 +97,8 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 			return p, nil
 		}
 		// One item over the whole source, even an empty one: a query
-		// such as SELECT count(*) has rows over no rows.
+		// such as SELECT count(*) has rows over no rows; user code run
+		// per partition_by value, one per value (kind_udtf_runtime.go).
 		item := WorkItem{Index: 0, Ranges: []Range{}}
 		for _, f := range frags {
 			if f.Rows > 0 {
@@ -102,7 +106,11 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 				item.Rows += f.Rows
 			}
 		}
-		p.Mode, p.Reason, p.Items = ModeFull, fmt.Sprintf("%s views are recomputed from the whole source", v.Def.Kind), []WorkItem{item}
+		items, more, err := e.partitionItems(ctx, v, src, sm, frags, item)
+		if err != nil {
+			return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), err)
+		}
+		p.Mode, p.Reason, p.Items = ModeFull, fmt.Sprintf("%s views are recomputed from the whole source%s", v.Def.Kind, more), items
 		return p, nil
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -34,7 +35,8 @@ func testDB(t testing.TB) *duck.DB {
 	return sharedDB
 }
 
-// bundle is what a test works with: a catalog on a fresh file:// warehouse,
+// bundle is what a test works with: a catalog on a fresh warehouse
+// (file://, or a bucket prefix in S3 mode: testenv.Warehouse),
 // an engine over it and a namespace "docs".
 type bundle struct {
 	ctx context.Context
@@ -45,7 +47,7 @@ type bundle struct {
 func setup(t testing.TB, opts table.Options) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	wh, err := table.OpenWarehouse(ctx, "file://"+t.TempDir())
+	wh, err := table.OpenWarehouse(ctx, testenv.Warehouse(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -173,4 +176,101 @@ func TestRuntimeAndManifestValidation(t *testing.T) {
 		o := Options{Manifest: tc.manifest}
 		wantErr(t, b.e.Prepare(b.ctx, id, &o), table.CodeInvalidInput, tc.want)
 	}
+}
+
+// A partitioned runtime view gets one work item per partition_by value
+// (NULL included), the items expand concurrently, skip counts the
+// partitions left out, and the commit holds every other partition's rows.
+func TestRuntimeUDTFPartitionItems(t *testing.T) {
+	b := runtimeBundle(t)
+	src := b.source(t, frag0, frag1)
+	b.insert(t, src, article{7, "Eta", "de", "boom"}, article{8, "Theta", "it", "ciao mondo"}, article{9, "Iota", "xx", "nul part"})
+	q := `SELECT NULLIF(lang, 'xx') AS lang, body FROM "docs$articles"`
+	skip := b.create(t, "skip", CreateRequest{Kind: "udtf", SourceQuery: q, OutputSchema: wordsSchemaB64, UDTFSpec: runtimeEntry(t, "words", "", "lang", `{"mode": "skip"}`)})
+	fail := b.create(t, "fail", CreateRequest{Kind: "udtf", SourceQuery: q, OutputSchema: wordsSchemaB64, UDTFSpec: runtimeEntry(t, "words", "", "lang", "")})
+	// Values in text order, NULL first: NULL, de, en, fr, it.
+	want := []string{"∅|nul|", "∅|part|", "en|aaaabbbbcc|", "en|eeeeffff|", "en|g|", "fr|dddd|", "it|ciao|", "it|mondo|"}
+
+	// expand runs every item of p at once, as workers would.
+	expand := func(p *Plan) ([]ItemResult, []error) {
+		res, errs := make([]ItemResult, len(p.Items)), make([]error, len(p.Items))
+		var wg sync.WaitGroup
+		for i := range p.Items {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res[i], errs[i] = b.e.Expand(b.ctx, p, i)
+			}()
+		}
+		wg.Wait()
+		return res, errs
+	}
+
+	p := b.plan(t, skip, "s1", Options{})
+	if p.Mode != ModeFull || len(p.Items) != 5 || !strings.Contains(p.Reason, `5 values of partition_by "lang", in 5 work items`) {
+		t.Fatalf("plan %+v, want 5 items", p)
+	}
+	for i, it := range p.Items {
+		if it.Index != i || it.Rows != 9 || len(it.Ranges) != 3 {
+			t.Fatalf("item %d: %+v, want the whole source", i, it)
+		}
+	}
+	results, errs := expand(p)
+	wantWritten := []int64{2, 0, 3, 1, 2}
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("item %d: %v", i, errs[i])
+		}
+		if r.RowsWritten != wantWritten[i] || r.SkippedPartitions != int64(b2i(i == 1)) {
+			t.Fatalf("item %d: %+v, want %d rows written", i, r, wantWritten[i])
+		}
+	}
+	res, err := b.e.Commit(b.ctx, p, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SkippedPartitions != 1 || res.RowsAdded != int64(len(want)) {
+		t.Fatalf("result %+v, want one skipped partition", res)
+	}
+	eqRows(t, "partitioned view", b.rows(t, skip), want)
+	if p := b.plan(t, skip, "s2", Options{}); p.Mode != ModeNoOp || len(p.Items) != 0 {
+		t.Fatalf("plan over the refreshed version %+v, want no_op", p)
+	}
+
+	// fail: only the item of the failing partition fails; nothing commits.
+	b.refresh(t, fail, "f0", Options{SrcVersion: 1})
+	before := b.rows(t, fail)
+	p = b.plan(t, fail, "f1", Options{})
+	_, errs = expand(p)
+	for i, err := range errs {
+		if (i == 1) != (err != nil) || i == 1 && table.ErrorCode(err) != table.CodeInvalidInput {
+			t.Fatalf("item %d: %v, want only item 1 (de) to fail", i, err)
+		}
+	}
+	eqRows(t, "a failed refresh leaves the view", b.rows(t, fail), before)
+
+	// Past maxPartitionItems, runs of consecutive values share an item:
+	// five values in two items, (NULL, de, en) and (fr, it).
+	defer func(n int) { maxPartitionItems = n }(maxPartitionItems)
+	maxPartitionItems = 2
+	b.insert(t, src, article{10, "Kappa", "fr", "encore"})
+	p = b.plan(t, skip, "s3", Options{})
+	if len(p.Items) != 2 || !strings.Contains(p.Reason, "more than 2 values") {
+		t.Fatalf("plan %+v, want 2 items", p)
+	}
+	results, errs = expand(p)
+	if errors.Join(errs...) != nil || results[0].RowsWritten != 5 || results[0].SkippedPartitions != 1 || results[1].RowsWritten != 4 {
+		t.Fatalf("items %+v, errors %v", results, errs)
+	}
+	if res, err = b.e.Commit(b.ctx, p, results); err != nil || res.SkippedPartitions != 1 {
+		t.Fatalf("commit %+v, %v", res, err)
+	}
+	eqRows(t, "partitioned view in 2 items", b.rows(t, skip), slices.Insert(slices.Clone(want), 6, "fr|encore|"))
+}
+
+func b2i(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }

@@ -1,6 +1,7 @@
 package refresh
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -99,8 +100,12 @@ type View struct {
 	// Binding is the view's kind bound to its udtf_spec: what derives
 	// its schema and applies it (see ViewKind).
 	Binding Binding
+	// Columns are the virtual and computed columns added to the view
+	// (add_columns); a refresh computes them for the rows it adds.
+	Columns []ColumnBinding
 
 	query *sourceQuery
+	kind  *View // the view without Columns (kindView)
 }
 
 func invalid(format string, args ...any) error {
@@ -508,7 +513,7 @@ func (e *Engine) View(ctx context.Context, id []string) (*View, error) {
 }
 
 func sameFile(a, b table.VersionFile) bool {
-	return a.Version == b.Version && a.Name == b.Name && a.Size == b.Size && a.ModTime.Equal(b.ModTime)
+	return a.Version == b.Version && a.Name == b.Name && a.Size == b.Size && a.ModTime.Equal(b.ModTime) && bytes.Equal(a.MD5, b.MD5)
 }
 
 // viewCache holds the latest decoded version of recently used views.
@@ -595,6 +600,9 @@ func viewOf(t *table.Table, m *table.Manifest) (*View, error) {
 	}
 	if v.Binding, err = bindEntry(v.Def.Kind, u); err != nil {
 		return nil, corrupt("udtf_spec", err)
+	}
+	if err := v.splitColumns(); err != nil {
+		return nil, err
 	}
 	return v, nil
 }

@@ -26,10 +26,21 @@ type Core struct {
 	wh      *table.Warehouse
 }
 
-// OpenCore opens the warehouse and the SQL engine.
+// OpenCore opens the warehouse and the SQL engine. An object-store
+// warehouse must honour conditional writes (table.CheckConditionalWrites)
+// and be reachable within 30 s, or OpenCore fails.
 func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 	wh, err := table.OpenWarehouse(ctx, cfg.Warehouse)
 	if err != nil {
+		return nil, err
+	}
+	// Commits are put-if-absent: a store that ignores the condition would
+	// let two writers commit the same version, so refuse to start on it.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = wh.CheckConditionalWrites(pctx)
+	cancel()
+	if err != nil {
+		wh.Close()
 		return nil, err
 	}
 	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout})
@@ -75,6 +86,10 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, onDrain func(),
 	}
 	return err
 }
+
+// APIDrainTimeout is how long the API drains requests after failing
+// /readyz on shutdown; a pod's grace period must exceed it.
+const APIDrainTimeout = 15 * time.Second
 
 // RunAPI serves the HTTP API until ctx ends. ready, when set, is called
 // with the bound address once the listener is up.
@@ -125,5 +140,5 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	return Serve(ctx, ln, api.Handler(), func() { api.SetReady(false) }, 15*time.Second, cfg.WriteTimeout)
+	return Serve(ctx, ln, api.Handler(), func() { api.SetReady(false) }, APIDrainTimeout, cfg.WriteTimeout)
 }

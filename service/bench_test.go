@@ -137,6 +137,7 @@ type orchestrator struct {
 	client   *jobs.Client
 	rdb      *redis.Client
 	redisURL string
+	conn     asynq.RedisClientOpt
 	srcFile  string
 	dir      string
 	entry    *refresh.UDTFEntry
@@ -183,7 +184,7 @@ func newOrchestratorWith(b *testing.B, n int, worker bool) *orchestrator {
 	client := jobs.NewClient(rdb, conn, eng)
 	b.Cleanup(func() { client.Close() })
 	sum := sha256.Sum256([]byte(benchSpec))
-	return &orchestrator{cat: cat, eng: eng, client: client, rdb: rdb, redisURL: r.URL(rdbNum), dir: dir,
+	return &orchestrator{cat: cat, eng: eng, client: client, rdb: rdb, redisURL: r.URL(rdbNum), conn: conn, dir: dir,
 		srcFile: filepath.Join(dir, "corpus.lance", filepath.FromSlash(m.Fragments[0].Path)),
 		entry:   &refresh.UDTFEntry{Kind: "chunker", UDTF: base64.StdEncoding.EncodeToString([]byte(benchSpec)), UDTFSha: hex.EncodeToString(sum[:]), UDTFName: "recursive", UDTFVersion: "1"}}
 }

@@ -24,7 +24,7 @@ import (
 type Config struct {
 	Listen            string        // MVQ_LISTEN, default 127.0.0.1:2333
 	Warehouse         string        // MVQ_WAREHOUSE, default file://./warehouse
-	RedisURL          string        // MVQ_REDIS_URL, default redis://127.0.0.1:6379/0
+	RedisURL          string        // MVQ_REDIS_URL, default redis://127.0.0.1:6379/0 (ParseRedisURL: also Sentinel and Cluster)
 	Clusters          []string      // MVQ_CLUSTERS, default "default"
 	WorkerConcurrency int           // MVQ_WORKER_CONCURRENCY, default 8
 	MetricsListen     string        // MVQ_METRICS_LISTEN (worker), default 127.0.0.1:9464
@@ -39,6 +39,9 @@ type Config struct {
 	JobStallTimeout time.Duration // MVQ_JOB_STALL_TIMEOUT (worker), default 30m
 	OrphanGrace     time.Duration // MVQ_ORPHAN_GRACE (worker), default 1h
 	JanitorInterval time.Duration // MVQ_JANITOR_INTERVAL (worker), default 10m
+	// HealthTimeout (MVQ_HEALTH_TIMEOUT, worker), default 60s: how long
+	// Redis or the warehouse may be unreachable before /healthz fails.
+	HealthTimeout time.Duration
 
 	// MVQ_MAX_ITEM_OUTPUT_ROWS and MVQ_MAX_ITEM_OUTPUT_BYTES (worker):
 	// bounds of one work item's output (refresh.EngineOptions).
@@ -94,6 +97,7 @@ func Defaults() Config {
 		JobStallTimeout:    30 * time.Minute,
 		OrphanGrace:        time.Hour,
 		JanitorInterval:    10 * time.Minute,
+		HealthTimeout:      time.Minute,
 		MaxItemOutputRows:  refresh.DefaultMaxItemOutputRows,
 		MaxItemOutputBytes: refresh.DefaultMaxItemOutputBytes,
 	}
@@ -146,7 +150,7 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	for _, d := range []struct {
 		key string
 		dst *time.Duration
-	}{{"MVQ_JOB_STALL_TIMEOUT", &cfg.JobStallTimeout}, {"MVQ_ORPHAN_GRACE", &cfg.OrphanGrace}, {"MVQ_JANITOR_INTERVAL", &cfg.JanitorInterval}} {
+	}{{"MVQ_JOB_STALL_TIMEOUT", &cfg.JobStallTimeout}, {"MVQ_ORPHAN_GRACE", &cfg.OrphanGrace}, {"MVQ_JANITOR_INTERVAL", &cfg.JanitorInterval}, {"MVQ_HEALTH_TIMEOUT", &cfg.HealthTimeout}} {
 		if v := getenv(d.key); v != "" {
 			x, err := time.ParseDuration(v)
 			if err != nil || x <= 0 {
@@ -244,6 +248,9 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	}
 	if len(cfg.Clusters) == 0 {
 		return cfg, fmt.Errorf("clusters: at least one is needed")
+	}
+	if _, err := ParseRedisURL(cfg.RedisURL); err != nil {
+		return cfg, fmt.Errorf("MVQ_REDIS_URL: %w", err)
 	}
 	switch cfg.LogLevel {
 	case "debug", "info", "warn", "error":

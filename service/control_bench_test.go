@@ -132,7 +132,7 @@ func newAPIEnv(b *testing.B, o *orchestrator) *apiEnv {
 // jobs stay queued, so the accept path is measured alone.
 func (e *apiEnv) registerIdleWorker(b *testing.B) {
 	exp := time.Now().Add(time.Hour).UnixMilli()
-	if err := e.rdb.ZAdd(context.Background(), "mvq:cluster:default:workers", redis.Z{Score: float64(exp), Member: "bench-idle"}).Err(); err != nil {
+	if err := e.rdb.ZAdd(context.Background(), jobs.RedisKey("cluster:default:workers"), redis.Z{Score: float64(exp), Member: "bench-idle"}).Err(); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -270,7 +270,7 @@ func (e *apiEnv) checkAccepted(b *testing.B, ids map[string]bool) {
 			b.Fatalf("accepted job %s has no plan task: %v", id, err)
 		}
 	}
-	recorded, err := e.rdb.ZCard(ctx, "mvq:jobs").Result()
+	recorded, err := e.rdb.ZCard(ctx, jobs.RedisKey("jobs")).Result()
 	if err != nil || recorded < int64(len(ids)) {
 		b.Fatalf("%d jobs recorded, %d accepted (%v)", recorded, len(ids), err)
 	}

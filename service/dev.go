@@ -65,7 +65,7 @@ func runDev(ctx context.Context, cfg Config, ready func(addr string), persist bo
 		return err
 	}
 	defer stopCore()
-	stop, err := startWorker(cfg, core)
+	stop, err := startWorker(cfg, core, false)
 	if err != nil {
 		return err
 	}

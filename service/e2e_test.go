@@ -24,6 +24,7 @@ import (
 
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/internal/testenv"
+	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/service"
 )
 
@@ -36,7 +37,8 @@ func TestMain(m *testing.M) {
 		runAPIProcess()
 		return
 	}
-	code := m.Run()
+	// In S3 mode (make test-s3) one SeaweedFS serves the whole run.
+	code := testenv.S3ForTestMain(m)
 	testenv.StopShared()
 	os.Exit(code)
 }
@@ -580,7 +582,10 @@ func TestKilledWorker(t *testing.T) {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	active := func() int64 { n, _ := rdb.HLen(context.Background(), "mvq:job:"+id+":active").Result(); return n }
+	active := func() int64 {
+		n, _ := rdb.HLen(context.Background(), jobs.RedisKey("job:"+id+":active")).Result()
+		return n
+	}
 	waitFor(t, 60*time.Second, "the worker to be mid-item", func() bool {
 		p, _ := e.job(id)["progress"].(map[string]any)
 		return p != nil && num(p["work_items_done"]) >= 2 && active() > 0

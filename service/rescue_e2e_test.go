@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/jobs"
 )
 
 // TestKilledWorkerResumesElsewhere: two worker processes share a refresh;
@@ -51,7 +53,7 @@ func TestKilledWorkerResumesElsewhere(t *testing.T) {
 	// Wait for a worker process to hold a work item; kill that one.
 	victim, victimID := -1, ""
 	waitFor(t, 60*time.Second, "a worker to hold a work item", func() bool {
-		held, _ := rdb.HGetAll(ctx, "mvq:job:"+id+":holders").Result()
+		held, _ := rdb.HGetAll(ctx, jobs.RedisKey("job:"+id+":holders")).Result()
 		for task, worker := range held {
 			parts := strings.Split(worker, ":")
 			if !strings.HasPrefix(task, "item:") || len(parts) < 3 {
@@ -70,7 +72,7 @@ func TestKilledWorkerResumesElsewhere(t *testing.T) {
 	}
 	killed := time.Now()
 	e.workers[victim].Wait()
-	held, err := rdb.HGetAll(ctx, "mvq:job:"+id+":holders").Result()
+	held, err := rdb.HGetAll(ctx, jobs.RedisKey("job:"+id+":holders")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestKilledWorkerResumesElsewhere(t *testing.T) {
 		t.Fatal("the killed worker held no work item; the test proves nothing")
 	}
 	waitFor(t, 60*time.Second, "the dead worker's items to be done elsewhere", func() bool {
-		done, _ := rdb.HMGet(ctx, "mvq:job:"+id+":results", items...).Result()
+		done, _ := rdb.HMGet(ctx, jobs.RedisKey("job:"+id+":results"), items...).Result()
 		for _, v := range done {
 			if v == nil {
 				return false

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 )
 
@@ -64,7 +65,7 @@ func (o *orchestrator) startWorkers(b *testing.B, n int) func() {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-		live, err := o.rdb.ZCount(ctx, "mvq:cluster:default:workers", "("+now, "+inf").Result()
+		live, err := o.rdb.ZCount(ctx, jobs.RedisKey("cluster:default:workers"), "("+now, "+inf").Result()
 		if err == nil && live == int64(n) {
 			return stop
 		}

@@ -2,35 +2,12 @@ package service
 
 import (
 	"context"
-	"fmt"
-
-	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/extra/redisotel/v9"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/telemetry"
 )
-
-// redisClients opens a go-redis client and the asynq connection options
-// for one URL.
-func redisClients(url string) (redis.UniversalClient, asynq.RedisConnOpt, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, nil, fmt.Errorf("redis url %q: %w", url, err)
-	}
-	conn, err := asynq.ParseRedisURI(url)
-	if err != nil {
-		return nil, nil, fmt.Errorf("redis url %q: %w", url, err)
-	}
-	rdb := redis.NewClient(opt)
-	if err := redisotel.InstrumentTracing(rdb); err != nil {
-		rdb.Close()
-		return nil, nil, fmt.Errorf("redis tracing: %w", err)
-	}
-	return rdb, conn, nil
-}
 
 // openViews wires the view engine and the job client for the API.
 func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func(), error) {
@@ -40,7 +17,19 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 	}
 	eng := refresh.NewEngineWith(core.Catalog, cfg.engineOptions())
 	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs))
+	// The API reports the queue gauges of every known cluster (any ever
+	// served, plus cfg.Clusters), so a pool without workers has series.
+	stats := jobs.NewClusterStats(rdb, conn, cfg.Clusters)
+	unregister, err := telemetry.RegisterQueueGauges(stats.Read)
+	if err != nil {
+		stats.Close()
+		client.Close()
+		rdb.Close()
+		return nil, nil, err
+	}
 	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog}, func() {
+		unregister()
+		stats.Close()
 		client.Close()
 		rdb.Close()
 		_ = eng.Close()

@@ -12,13 +12,24 @@ import (
 	"github.com/mvq-dev/mvq/telemetry"
 )
 
+// Shutdown budget of a worker: running work items get
+// WorkerShutdownTimeout to finish (asynq's ShutdownTimeout; the rest are
+// re-queued), then the metrics/health listener drains for
+// WorkerDrainTimeout. A pod's terminationGracePeriodSeconds must exceed
+// their sum (deploy/k8s is tested for it).
+const (
+	WorkerShutdownTimeout = 20 * time.Second
+	WorkerDrainTimeout    = 5 * time.Second
+)
+
 func (cfg Config) engineOptions() refresh.EngineOptions {
 	return refresh.EngineOptions{MaxItemOutputRows: cfg.MaxItemOutputRows, MaxItemOutputBytes: cfg.MaxItemOutputBytes, Runtimes: cfg.Runtimes}
 }
 
 // startWorker starts an asynq server for cfg.Clusters, reports its queues
-// to the metrics, and returns its shutdown.
-func startWorker(cfg Config, core *Core) (func(), error) {
+// to the metrics (unless the API in the same process reports every
+// cluster's: gauges false), and returns its shutdown.
+func startWorker(cfg Config, core *Core, gauges bool) (func(), error) {
 	rdb, conn, err := redisClients(cfg.RedisURL)
 	if err != nil {
 		return nil, err
@@ -27,7 +38,7 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 	srv, err := jobs.NewServer(jobs.ServerConfig{
 		Redis: conn, RDB: rdb, Engine: eng,
 		Clusters: cfg.Clusters, Concurrency: cfg.WorkerConcurrency,
-		ShutdownTimeout: 20 * time.Second, Logger: slog.Default(),
+		ShutdownTimeout: WorkerShutdownTimeout, Logger: slog.Default(),
 		Rescue: jobs.RescuerConfig{StallTimeout: cfg.JobStallTimeout},
 		Janitor: &jobs.JanitorConfig{Catalog: core.Catalog, Interval: cfg.JanitorInterval, OrphanGrace: cfg.OrphanGrace,
 			Compactor: jobs.TableCompactor{Catalog: core.Catalog}},
@@ -40,20 +51,28 @@ func startWorker(cfg Config, core *Core) (func(), error) {
 		rdb.Close()
 		return nil, err
 	}
-	if err := telemetry.RegisterQueueGauges(srv.QueueStats); err != nil {
-		srv.Shutdown()
-		rdb.Close()
-		return nil, err
+	unregister := func() {}
+	if gauges {
+		if unregister, err = telemetry.RegisterQueueGauges(srv.QueueStats); err != nil {
+			srv.Shutdown()
+			rdb.Close()
+			return nil, err
+		}
 	}
 	return func() {
+		unregister()
 		srv.Shutdown()
 		rdb.Close()
 		_ = eng.Close() // stops the user-code subprocesses
 	}, nil
 }
 
+// healthKey is the object the warehouse probe asks about (it need not
+// exist: a reachable store answers "no").
+const healthKey = ".mvq-health"
+
 // RunWorker runs a worker until ctx ends, then shuts down gracefully. It
-// serves /healthz (and /metrics) on cfg.MetricsListen.
+// serves /healthz, /readyz (health.go) and /metrics on cfg.MetricsListen.
 func RunWorker(ctx context.Context, cfg Config, ready func(metricsAddr string)) error {
 	TuneGC()
 	core, tel, stopCore, err := boot(ctx, cfg, "mvq-worker")
@@ -61,7 +80,7 @@ func RunWorker(ctx context.Context, cfg Config, ready func(metricsAddr string)) 
 		return err
 	}
 	defer stopCore()
-	stop, err := startWorker(cfg, core)
+	stop, err := startWorker(cfg, core, true)
 	if err != nil {
 		return err
 	}
@@ -70,12 +89,28 @@ func RunWorker(ctx context.Context, cfg Config, ready func(metricsAddr string)) 
 	if err != nil {
 		return err
 	}
+	target, err := ParseRedisURL(cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	// An untraced client of its own: probes every few seconds are no
+	// trace anyone wants.
+	probeRDB := target.Client()
+	defer probeRDB.Close()
+	h := newHealth(cfg.HealthTimeout,
+		healthDep{"redis", func(ctx context.Context) error { return probeRDB.Ping(ctx).Err() }},
+		healthDep{"warehouse", func(ctx context.Context) error { _, err := core.wh.Exists(ctx, healthKey); return err }})
+	hctx, stopHealth := context.WithCancel(context.Background())
+	defer stopHealth()
+	go h.run(hctx)
+	h.ready.Store(true)
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"status":"ok"}`)) })
+	mux.HandleFunc("/healthz", h.healthz)
+	mux.HandleFunc("/readyz", h.readyz)
 	mux.Handle("/metrics", tel.MetricsHandler())
 	slog.Info("mvq worker started", "clusters", cfg.Clusters, "concurrency", cfg.WorkerConcurrency, "metrics", ln.Addr().String())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	return Serve(ctx, ln, mux, nil, 5*time.Second, cfg.WriteTimeout)
+	return Serve(ctx, ln, mux, func() { h.ready.Store(false) }, WorkerDrainTimeout, cfg.WriteTimeout)
 }

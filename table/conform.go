@@ -121,3 +121,64 @@ func (c *conformReader) Release() {
 	}
 	c.RecordReader.Release()
 }
+
+// nullableFrom reports whether the fields of schema from index n on are
+// all nullable.
+func nullableFrom(schema *arrow.Schema, n int) bool {
+	for _, f := range schema.Fields()[n:] {
+		if !f.Nullable {
+			return false
+		}
+	}
+	return true
+}
+
+// PadReader adapts rdr, whose fields are the leading fields of schema, to
+// schema: the fields it lacks are all null. Release the answer (it holds
+// a reference on rdr).
+func PadReader(rdr array.RecordReader, schema *arrow.Schema, mem memory.Allocator) array.RecordReader {
+	rdr.Retain()
+	return &padReader{RecordReader: rdr, schema: schema, mem: mem}
+}
+
+type padReader struct {
+	array.RecordReader
+	schema *arrow.Schema
+	mem    memory.Allocator
+	cur    arrow.RecordBatch
+}
+
+func (p *padReader) Schema() *arrow.Schema { return p.schema }
+func (p *padReader) Next() bool {
+	if p.cur != nil {
+		p.cur.Release()
+		p.cur = nil
+	}
+	if !p.RecordReader.Next() {
+		return false
+	}
+	r := p.RecordReader.RecordBatch()
+	cols := append([]arrow.Array(nil), r.Columns()...)
+	fields := append([]arrow.Field(nil), r.Schema().Fields()...)
+	var made []arrow.Array
+	for _, f := range p.schema.Fields()[len(cols):] {
+		c := array.MakeArrayOfNull(p.mem, f.Type, int(r.NumRows()))
+		made = append(made, c)
+		cols = append(cols, c)
+		fields = append(fields, f)
+	}
+	p.cur = array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, r.NumRows())
+	for _, c := range made {
+		c.Release()
+	}
+	return true
+}
+func (p *padReader) RecordBatch() arrow.RecordBatch { return p.cur }
+func (p *padReader) Record() arrow.RecordBatch      { return p.cur }
+func (p *padReader) Release() {
+	if p.cur != nil {
+		p.cur.Release()
+		p.cur = nil
+	}
+	p.RecordReader.Release()
+}

@@ -131,7 +131,8 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 	props, aprops := t.c.writerProps(noDict...)
 	err := t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) error {
 		cw := &countingWriter{w: w}
-		fw, err := pqarrow.NewFileWriter(schema, cw, props, aprops)
+		store, convert := storageSchema(schema)
+		fw, err := pqarrow.NewFileWriter(store, cw, props, aprops)
 		if err != nil {
 			return err
 		}
@@ -142,6 +143,10 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 			if !r.Schema().Equal(schema) {
 				fw.Close()
 				return Errorf(CodeSchemaValidation, "record schema %s does not match table schema %s", r.Schema(), schema)
+			}
+			if convert {
+				r = toStorage(r, store, t.c.opts.Mem)
+				defer r.Release()
 			}
 			if err := fw.WriteBuffered(r); err != nil {
 				fw.Close()
@@ -350,5 +355,5 @@ func (t *Table) ReadFragment(ctx context.Context, f Fragment, fields []int, mem 
 		}
 		return nil, err
 	}
-	return out, nil
+	return fromStorageAll(out, mem), nil
 }

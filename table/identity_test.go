@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/mvq-dev/mvq/internal/testenv"
 )
 
 // stripIdentity rewrites every manifest of t without its uuid, the way
@@ -115,6 +117,7 @@ func TestIdentityKeptAcrossVersions(t *testing.T) {
 // identity derived from its version 1, the same at every version; a
 // version 1 that cannot be read is an error, never another identity.
 func TestLegacyIdentity(t *testing.T) {
+	testenv.SkipUnlessFile(t)
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()

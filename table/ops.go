@@ -251,7 +251,8 @@ func (t *Table) CountRows(ctx context.Context, version uint64, predicate string)
 
 // Insert appends (mode "append", default) or replaces ("overwrite") the
 // table's rows with the records of rdr, whose fields must match the table's
-// by name and type. It answers the new version and the rows written.
+// by name and type; trailing nullable fields of the table (columns added
+// later) may be left out and are null. It answers the new version and the rows written.
 func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string) (*Manifest, int64, error) {
 	m, err := t.Load(ctx, 0)
 	if err != nil {
@@ -264,7 +265,14 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	if m.IsView() {
 		return nil, 0, refuseView(t.id, "insert")
 	}
-	if err := CheckSameFields(rdr.Schema(), schema); err != nil {
+	if n := rdr.Schema().NumFields(); n < schema.NumFields() && n > 0 && nullableFrom(schema, n) {
+		// Columns added later (add_columns) may be left out: they are null.
+		if err := CheckSameFields(rdr.Schema(), arrow.NewSchema(schema.Fields()[:n], nil)); err != nil {
+			return nil, 0, err
+		}
+		rdr = PadReader(rdr, schema, t.c.opts.Mem)
+		defer rdr.Release()
+	} else if err := CheckSameFields(rdr.Schema(), schema); err != nil {
 		return nil, 0, err
 	}
 	in := ConformReader(ctx, rdr, schema, t.c.opts.Mem)

@@ -73,6 +73,12 @@ type VersionFile struct {
 	Name    string // file name under _versions/
 	Size    int64
 	ModTime time.Time // as the warehouse lists it (caches key on it)
+	// MD5 is the content hash the store lists (S3: the ETag of a
+	// single-part object; nil where the store has none, as file://).
+	// Caches compare it too: S3 lists times to the second, so a table
+	// dropped and re-created within one second has a same-named,
+	// same-sized, same-time version 1 that only its content tells apart.
+	MD5 []byte
 }
 
 // Versions lists the table's versions in ascending order. Where a version
@@ -94,7 +100,7 @@ func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
 		if old, dup := byVersion[v]; dup && old.Scheme == NamingV2 {
 			continue
 		}
-		byVersion[v] = VersionFile{Version: v, Scheme: scheme, Name: e.Name, Size: e.Size, ModTime: e.ModTime}
+		byVersion[v] = VersionFile{Version: v, Scheme: scheme, Name: e.Name, Size: e.Size, ModTime: e.ModTime, MD5: e.MD5}
 	}
 	out := make([]VersionFile, 0, len(byVersion))
 	for _, vf := range byVersion {

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/internal/testenv"
 )
 
 var testSchema = arrow.NewSchema([]arrow.Field{
@@ -62,7 +63,8 @@ func testDB(t testing.TB) *duck.DB {
 
 func newCatalog(t testing.TB, dir string, opts Options) *Catalog {
 	t.Helper()
-	wh, err := OpenWarehouse(context.Background(), "file://"+dir)
+	// In S3 mode (make test-s3) dir names a prefix of the test bucket.
+	wh, err := OpenWarehouse(context.Background(), testenv.WarehouseFor(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,13 @@ package table
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
-
 	"path/filepath"
 	"strings"
 	"time"
@@ -197,6 +198,45 @@ func (w *Warehouse) linkIfNotExists(key string, data []byte) error {
 	return nil
 }
 
+// ErrNoConditionalWrites is returned by CheckConditionalWrites for a
+// store that accepts a second create-if-absent of the same key: on such a
+// store two writers can both commit the same table version, so mvq
+// refuses to run on it.
+var ErrNoConditionalWrites = errors.New("the store does not honour conditional writes (PUT with If-None-Match: *): a second create of an existing object succeeded, so concurrent commits could overwrite each other")
+
+// probeDir holds CheckConditionalWrites' objects; hidden from listings.
+const probeDir = ".mvq-probe/"
+
+// CheckConditionalWrites proves that PutIfNotExists is atomic here: it
+// creates a fresh probe object twice and wants the second create refused.
+// file:// (link(2)) and mem:// are checked by construction and return nil
+// at once; object stores are probed (one small object, deleted after). It
+// returns ErrNoConditionalWrites (wrapped with the warehouse URI) when the
+// store ignores the condition, or the store's error when it cannot be
+// reached.
+func (w *Warehouse) CheckConditionalWrites(ctx context.Context) error {
+	if w.dir != "" || strings.HasPrefix(w.uri, "mem://") {
+		return nil
+	}
+	var nonce [12]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return err
+	}
+	key := probeDir + hex.EncodeToString(nonce[:])
+	defer w.Delete(context.WithoutCancel(ctx), key)
+	if err := w.PutIfNotExists(ctx, key, []byte("1")); err != nil {
+		return fmt.Errorf("warehouse %s: conditional-write probe: %w", w.uri, err)
+	}
+	switch err := w.PutIfNotExists(ctx, key, []byte("2")); {
+	case errors.Is(err, ErrExists):
+		return nil
+	case err == nil:
+		return fmt.Errorf("warehouse %s: %w", w.uri, ErrNoConditionalWrites)
+	default:
+		return fmt.Errorf("warehouse %s: conditional-write probe: %w", w.uri, err)
+	}
+}
+
 // Exists reports whether key exists.
 func (w *Warehouse) Exists(ctx context.Context, key string) (bool, error) {
 	ok, err := w.bucket.Exists(ctx, key)
@@ -227,6 +267,7 @@ type Entry struct {
 	IsDir   bool
 	Size    int64
 	ModTime time.Time
+	MD5     []byte // content hash as listed, when the store has one (S3 ETag)
 }
 
 // List returns the direct children of prefix (a key ending in "/", or ""),
@@ -246,7 +287,7 @@ func (w *Warehouse) List(ctx context.Context, prefix string) ([]Entry, error) {
 		if name == "" || strings.HasPrefix(name, ".") {
 			continue
 		}
-		out = append(out, Entry{Name: name, IsDir: obj.IsDir, Size: obj.Size, ModTime: obj.ModTime})
+		out = append(out, Entry{Name: name, IsDir: obj.IsDir, Size: obj.Size, ModTime: obj.ModTime, MD5: obj.MD5})
 	}
 	return out, nil
 }

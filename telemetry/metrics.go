@@ -62,21 +62,22 @@ type QueueStats struct {
 }
 
 // RegisterQueueGauges reports mvq_queue_depth, mvq_queue_latency_seconds
-// and mvq_workers_active from read (called at each collection).
-func RegisterQueueGauges(read func(ctx context.Context) []QueueStats) error {
+// and mvq_workers_active from read (called at each collection) until the
+// returned unregister is called.
+func RegisterQueueGauges(read func(ctx context.Context) []QueueStats) (unregister func(), err error) {
 	depth, err := meter.Int64ObservableGauge("mvq_queue_depth", metric.WithDescription("Tasks in a cluster's queue by state."))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	latency, err := meter.Float64ObservableGauge("mvq_queue_latency_seconds", metric.WithUnit("s"), metric.WithDescription("Age of the oldest pending task of a cluster."))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	workers, err := meter.Int64ObservableGauge("mvq_workers_active", metric.WithDescription("Live worker processes serving a cluster."))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+	reg, err := meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		for _, q := range read(ctx) {
 			c := attribute.String("cluster", q.Cluster)
 			for state, n := range map[string]int64{"pending": q.Pending, "active": q.Active, "scheduled": q.Scheduled, "retry": q.Retry} {
@@ -87,5 +88,8 @@ func RegisterQueueGauges(read func(ctx context.Context) []QueueStats) error {
 		}
 		return nil
 	}, depth, latency, workers)
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = reg.Unregister() }, nil
 }

@@ -114,7 +114,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	post(t, base, "/v1/table/web$docs/create", "application/json", rows.String())
 	view := `{"kind": "query", "source_query": "SELECT id, body FROM \"web$docs\"", "output_schema": "", "with_no_data": true}`
 	post(t, base, "/v1/materialized_view/web$fast/create", "application/json", view)
-	post(t, base, "/v1/materialized_view/web$slow/create", "application/json", view)
+	// The slow view reads 6,000 rows, one work item each: long enough to be
+	// seen RUNNING and cancelled from the page however fast items run.
+	rows.Reset()
+	rows.WriteString("[")
+	for i := range 6000 {
+		if i > 0 {
+			rows.WriteString(",")
+		}
+		fmt.Fprintf(&rows, `{"id": %d, "body": "w%d"}`, i, i)
+	}
+	rows.WriteString("]")
+	post(t, base, "/v1/table/web$many/create", "application/json", rows.String())
+	post(t, base, "/v1/materialized_view/web$slow/create", "application/json", strings.Replace(view, `web$docs`, `web$many`, 1))
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),

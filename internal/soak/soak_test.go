@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/jobs"
 )
 
 const spec = `{"chunker": "fixed", "input_column": "body", "output_column": "chunk", "chunk_size": 4, "chunk_overlap": 1, "unit": "words"}`
@@ -628,11 +629,11 @@ func (s *soak) diff(view string, got, want []string) int {
 // dumpJob logs what Redis holds about a job that never ended.
 func (s *soak) dumpJob(id string) {
 	for _, args := range [][]string{
-		{"HGETALL", "mvq:job:" + id},
-		{"XRANGE", "mvq:job:" + id + ":events", "-", "+"},
-		{"HGETALL", "mvq:job:" + id + ":active"},
-		{"HGETALL", "mvq:job:" + id + ":holders"},
-		{"HGETALL", "mvq:job:" + id + ":results"},
+		{"HGETALL", jobs.RedisKey("job:" + id)},
+		{"XRANGE", jobs.RedisKey("job:" + id + ":events"), "-", "+"},
+		{"HGETALL", jobs.RedisKey("job:" + id + ":active")},
+		{"HGETALL", jobs.RedisKey("job:" + id + ":holders")},
+		{"HGETALL", jobs.RedisKey("job:" + id + ":results")},
 	} {
 		s.t.Logf("redis %v:\n%s", args, s.redisCLI(args...))
 	}
@@ -642,7 +643,7 @@ func (s *soak) dumpJob(id string) {
 func (s *soak) dumpRedis() {
 	s.t.Logf("redis keys:\n%s", tail(s.redisCLI("--scan"), 6000))
 	for _, v := range views() {
-		key := "mvq:view:" + strings.ReplaceAll(v, "$", "/") + ":queue"
+		key := jobs.RedisKey("view:" + strings.ReplaceAll(v, "$", "/") + ":queue")
 		s.t.Logf("redis LRANGE %s:\n%s", key, tail(s.redisCLI("LRANGE", key, "0", "5"), 2000))
 	}
 }

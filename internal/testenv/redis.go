@@ -87,7 +87,7 @@ func StopShared() {
 	}
 }
 
-func startRedis(dir string) (*Redis, error) {
+func startRedis(dir string, extra ...string) (*Redis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("redis-server not found on PATH: install it (apt-get install redis-server) — the tests start their own")
@@ -99,6 +99,7 @@ func startRedis(dir string) (*Redis, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--databases", "64", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"), "--protected-mode", "no")
+	cmd.Args = append(cmd.Args, extra...)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}

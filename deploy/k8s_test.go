@@ -1,0 +1,432 @@
+package deploy
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/service"
+)
+
+// The Kubernetes manifests are rendered with kustomize's library (what
+// `kubectl apply -k` runs) and validated offline: every object is decoded
+// strictly into the Kubernetes API's own Go types (k8s.io/api, the source
+// the published schemas are generated from; the Prometheus Operator's for
+// the ServiceMonitor), so an unknown field, a wrong type or a bad quantity
+// fails, and names and labels go through apimachinery's validation. The
+// ScaledObject is decoded into scaledObject below, a copy of the fields of
+// KEDA's keda.sh/v1alpha1 ScaledObjectSpec (KEDA's module is not available
+// to this build). kubeconform was not used: it fetches its schemas over the
+// network at run time.
+
+// scaledObject is KEDA's keda.sh/v1alpha1 ScaledObject, the fields of
+// its spec as KEDA v2 defines them.
+type scaledObject struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		ScaleTargetRef struct {
+			APIVersion             string `json:"apiVersion,omitempty"`
+			Kind                   string `json:"kind,omitempty"`
+			Name                   string `json:"name"`
+			EnvSourceContainerName string `json:"envSourceContainerName,omitempty"`
+		} `json:"scaleTargetRef"`
+		PollingInterval  *int32 `json:"pollingInterval,omitempty"`
+		InitialCooldown  *int32 `json:"initialCooldownPeriod,omitempty"`
+		CooldownPeriod   *int32 `json:"cooldownPeriod,omitempty"`
+		IdleReplicaCount *int32 `json:"idleReplicaCount,omitempty"`
+		MinReplicaCount  *int32 `json:"minReplicaCount,omitempty"`
+		MaxReplicaCount  *int32 `json:"maxReplicaCount,omitempty"`
+		Triggers         []struct {
+			Type              string            `json:"type"`
+			Name              string            `json:"name,omitempty"`
+			UseCachedMetrics  bool              `json:"useCachedMetrics,omitempty"`
+			Metadata          map[string]string `json:"metadata"`
+			MetricType        string            `json:"metricType,omitempty"`
+			AuthenticationRef *struct {
+				Name string `json:"name"`
+				Kind string `json:"kind,omitempty"`
+			} `json:"authenticationRef,omitempty"`
+		} `json:"triggers"`
+	} `json:"spec"`
+}
+
+// rendered is one kustomization's output, decoded.
+type rendered struct {
+	deployments   []*appsv1.Deployment
+	statefulsets  []*appsv1.StatefulSet
+	services      []*corev1.Service
+	configMaps    map[string]*corev1.ConfigMap
+	secrets       map[string]*corev1.Secret
+	pdbs          []*policyv1.PodDisruptionBudget
+	scaledObjects []*scaledObject
+	monitors      []*monitoringv1.ServiceMonitor
+}
+
+func render(t *testing.T, dir string) *rendered {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out := &rendered{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}}
+	for _, r := range m.Resources() {
+		y, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind, name := r.GetKind(), r.GetName()
+		decode := func(v any) {
+			t.Helper()
+			if err := yaml.UnmarshalStrict(y, v); err != nil {
+				t.Errorf("%s %s/%s does not match its schema: %v", dir, kind, name, err)
+			}
+		}
+		wantAPI := map[string]string{"Deployment": "apps/v1", "StatefulSet": "apps/v1", "Service": "v1", "ConfigMap": "v1", "Secret": "v1",
+			"PodDisruptionBudget": "policy/v1", "ScaledObject": "keda.sh/v1alpha1", "ServiceMonitor": "monitoring.coreos.com/v1"}
+		if api, ok := wantAPI[kind]; !ok {
+			t.Errorf("%s: unexpected kind %s (%s)", dir, kind, name)
+			continue
+		} else if got := r.GetApiVersion(); got != api {
+			t.Errorf("%s %s/%s: apiVersion %s, want %s", dir, kind, name, got, api)
+		}
+		for _, msg := range validation.IsDNS1123Subdomain(name) {
+			t.Errorf("%s %s name %q: %s", dir, kind, name, msg)
+		}
+		for k, v := range r.GetLabels() {
+			for _, msg := range append(validation.IsQualifiedName(k), validation.IsValidLabelValue(v)...) {
+				t.Errorf("%s %s/%s label %s=%s: %s", dir, kind, name, k, v, msg)
+			}
+		}
+		switch kind {
+		case "Deployment":
+			var d appsv1.Deployment
+			decode(&d)
+			out.deployments = append(out.deployments, &d)
+		case "StatefulSet":
+			var s appsv1.StatefulSet
+			decode(&s)
+			out.statefulsets = append(out.statefulsets, &s)
+		case "Service":
+			var s corev1.Service
+			decode(&s)
+			out.services = append(out.services, &s)
+		case "ConfigMap":
+			var c corev1.ConfigMap
+			decode(&c)
+			out.configMaps[name] = &c
+		case "Secret":
+			var s corev1.Secret
+			decode(&s)
+			out.secrets[name] = &s
+		case "PodDisruptionBudget":
+			var p policyv1.PodDisruptionBudget
+			decode(&p)
+			out.pdbs = append(out.pdbs, &p)
+		case "ScaledObject":
+			var s scaledObject
+			decode(&s)
+			out.scaledObjects = append(out.scaledObjects, &s)
+		case "ServiceMonitor":
+			var s monitoringv1.ServiceMonitor
+			decode(&s)
+			out.monitors = append(out.monitors, &s)
+		}
+	}
+	return out
+}
+
+// knownEnv is every environment variable the binaries read: the MVQ_*
+// names in the non-test sources of the packages they are built from, the
+// OTEL_* names the OpenTelemetry SDK reads, and the AWS SDK's.
+func knownEnv(t *testing.T) map[string]bool {
+	t.Helper()
+	known := map[string]bool{}
+	re := regexp.MustCompile(`"(MVQ_[A-Z0-9_]*[A-Z0-9])"`)
+	for _, dir := range []string{"service", "auth", "telemetry", "cmd/api", "cmd/worker", "table", "jobs", "httpapi"} {
+		files, _ := filepath.Glob(filepath.Join("..", dir, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+				known[m[1]] = true
+			}
+		}
+	}
+	for _, k := range []string{"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+		"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"} {
+		known[k] = true
+	}
+	return known
+}
+
+// env returns a container's environment: its ConfigMap entries, then its
+// own variables (literal values only; secret refs as "<secret>").
+func (r *rendered) env(t *testing.T, c corev1.Container) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, from := range c.EnvFrom {
+		if from.ConfigMapRef == nil {
+			continue
+		}
+		cm := r.configMaps[from.ConfigMapRef.Name]
+		if cm == nil {
+			t.Errorf("container %s: envFrom ConfigMap %s is not rendered", c.Name, from.ConfigMapRef.Name)
+			continue
+		}
+		for k, v := range cm.Data {
+			out[k] = v
+		}
+	}
+	for _, e := range c.Env {
+		out[e.Name] = e.Value
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			out[e.Name] = "<secret>"
+			s := r.secrets[e.ValueFrom.SecretKeyRef.Name]
+			if s == nil {
+				t.Errorf("container %s: %s refers to Secret %s, not rendered", c.Name, e.Name, e.ValueFrom.SecretKeyRef.Name)
+			} else if _, ok := s.StringData[e.ValueFrom.SecretKeyRef.Key]; !ok {
+				if _, ok := s.Data[e.ValueFrom.SecretKeyRef.Key]; !ok {
+					t.Errorf("container %s: %s refers to key %s, not in Secret %s", c.Name, e.Name, e.ValueFrom.SecretKeyRef.Key, s.Name)
+				}
+			}
+		}
+	}
+	return out
+}
+
+var queryCluster = regexp.MustCompile(`mvq_queue_depth\{cluster="([^"]+)"`)
+
+func TestKubernetesManifests(t *testing.T) {
+	binaries := dockerfileBinaries(t)
+	dockerfile, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := knownEnv(t)
+	for _, dir := range []string{"k8s/base", "k8s/overlays/example"} {
+		t.Run(dir, func(t *testing.T) {
+			r := render(t, dir)
+			var pools []string
+			var apiClusters []string
+			for _, d := range r.deployments {
+				spec := d.Spec.Template.Spec
+				sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+				if err != nil || !sel.Matches(labelSet(d.Spec.Template.Labels)) {
+					t.Errorf("%s: selector %v does not select its pod template (%v)", d.Name, d.Spec.Selector, err)
+				}
+				if len(spec.Containers) != 1 {
+					t.Fatalf("%s: %d containers, want 1", d.Name, len(spec.Containers))
+				}
+				c := spec.Containers[0]
+				// The image is the Dockerfile's (docker build -f deploy/Dockerfile -t mvq .),
+				// run as its user, with the command naming a binary it builds.
+				if repo := strings.SplitN(c.Image, ":", 2)[0]; filepath.Base(repo) != "mvq" {
+					t.Errorf("%s: image %q is not the mvq image", d.Name, c.Image)
+				}
+				if len(c.Args) == 0 || !binaries[c.Args[0]] || len(c.Command) != 0 {
+					t.Errorf("%s: args %v (command %v) do not start a binary the Dockerfile builds %v", d.Name, c.Args, c.Command, binaries)
+				}
+				if sc := spec.SecurityContext; sc == nil || sc.RunAsUser == nil || !strings.Contains(string(dockerfile), fmt.Sprintf("USER %d:", *sc.RunAsUser)) {
+					t.Errorf("%s: runAsUser does not match the Dockerfile's USER", d.Name)
+				}
+				env := r.env(t, c)
+				for k := range env {
+					if !known[k] {
+						t.Errorf("%s: environment variable %s is read by no binary", d.Name, k)
+					}
+				}
+				if _, err := service.ParseRedisURL(env["MVQ_REDIS_URL"]); err != nil {
+					t.Errorf("%s: %v", d.Name, err)
+				}
+				if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+					t.Errorf("%s: no cpu and memory requests", d.Name)
+				}
+				// Probes: /readyz and /healthz on the port the binary listens on.
+				listen := map[string]string{"api": "MVQ_LISTEN", "worker": "MVQ_METRICS_LISTEN"}[c.Args[0]]
+				_, port, _ := net.SplitHostPort(env[listen])
+				for what, p := range map[string]*corev1.Probe{"/readyz": c.ReadinessProbe, "/healthz": c.LivenessProbe} {
+					if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != what {
+						t.Errorf("%s: probe for %s missing or wrong: %+v", d.Name, what, p)
+						continue
+					}
+					if n := containerPort(c, p.HTTPGet.Port.String()); fmt.Sprint(n) != port || port == "" {
+						t.Errorf("%s: %s probe port %s is %d, the binary listens on %q (%s)", d.Name, what, p.HTTPGet.Port.String(), n, port, listen)
+					}
+				}
+				grace := time.Duration(0)
+				if spec.TerminationGracePeriodSeconds != nil {
+					grace = time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second
+				}
+				switch c.Args[0] {
+				case "api":
+					apiClusters = strings.Split(env["MVQ_CLUSTERS"], ",")
+					if grace <= service.APIDrainTimeout {
+						t.Errorf("%s: grace period %v is not longer than the API's drain (%v)", d.Name, grace, service.APIDrainTimeout)
+					}
+				case "worker":
+					if need := service.WorkerShutdownTimeout + service.WorkerDrainTimeout; grace <= need {
+						t.Errorf("%s: grace period %v is not longer than the worker's shutdown (%v)", d.Name, grace, need)
+					}
+					cluster := d.Labels["mvq.dev/cluster"]
+					if env["MVQ_CLUSTERS"] != cluster || cluster == "" {
+						t.Errorf("%s: MVQ_CLUSTERS %q, label mvq.dev/cluster %q: one pool per Deployment, named alike", d.Name, env["MVQ_CLUSTERS"], cluster)
+					}
+					pools = append(pools, cluster)
+					r.checkPool(t, d, cluster)
+				}
+			}
+			for _, p := range pools {
+				if !slices.Contains(apiClusters, p) {
+					t.Errorf("pool %s is not in the API's MVQ_CLUSTERS %v: no gauges until its first worker runs", p, apiClusters)
+				}
+			}
+			if !slices.Contains(pools, "default") {
+				t.Error("no worker pool for the default cluster")
+			}
+			// The API's tokens file, from the Secret, loads.
+			if sec := r.secrets["mvq-secrets"]; sec == nil {
+				t.Error("no Secret mvq-secrets")
+			} else if _, err := auth.ParseTokens([]byte(sec.StringData["tokens.yaml"])); err != nil {
+				t.Errorf("mvq-secrets tokens.yaml: %v", err)
+			}
+			if len(r.monitors) != 1 {
+				t.Fatalf("%d ServiceMonitors, want 1", len(r.monitors))
+			}
+			r.checkMonitor(t, r.monitors[0])
+			for _, s := range r.statefulsets {
+				if s.Name == "mvq-redis" && !strings.Contains(strings.Join(s.Spec.Template.Spec.Containers[0].Args, " "), "--appendonly yes") {
+					t.Errorf("redis runs without --appendonly yes")
+				}
+				if len(s.Spec.VolumeClaimTemplates) == 0 {
+					t.Errorf("%s: no persistent volume", s.Name)
+				}
+			}
+		})
+	}
+}
+
+func labelSet(m map[string]string) labelsMap { return labelsMap(m) }
+
+// labelsMap implements labels.Labels for a plain map.
+type labelsMap map[string]string
+
+func (l labelsMap) Has(k string) bool              { _, ok := l[k]; return ok }
+func (l labelsMap) Get(k string) string            { return l[k] }
+func (l labelsMap) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
+
+func containerPort(c corev1.Container, port string) int32 {
+	for _, p := range c.Ports {
+		if p.Name == port || fmt.Sprint(p.ContainerPort) == port {
+			return p.ContainerPort
+		}
+	}
+	return 0
+}
+
+// checkPool: a worker pool has a PodDisruptionBudget and a ScaledObject
+// selecting it, and the ScaledObject scales on that pool's queue.
+func (r *rendered) checkPool(t *testing.T, d *appsv1.Deployment, cluster string) {
+	t.Helper()
+	pdb := false
+	for _, p := range r.pdbs {
+		if sel, err := metav1.LabelSelectorAsSelector(p.Spec.Selector); err == nil && sel.Matches(labelSet(d.Spec.Template.Labels)) {
+			if pdb {
+				t.Errorf("%s: more than one PodDisruptionBudget", d.Name)
+			}
+			pdb = true
+		}
+	}
+	if !pdb {
+		t.Errorf("%s: no PodDisruptionBudget", d.Name)
+	}
+	var so *scaledObject
+	for _, s := range r.scaledObjects {
+		if s.Spec.ScaleTargetRef.Name == d.Name {
+			so = s
+		}
+	}
+	if so == nil {
+		t.Errorf("%s: no ScaledObject", d.Name)
+		return
+	}
+	if so.Spec.MinReplicaCount == nil || *so.Spec.MinReplicaCount > 1 || so.Spec.MaxReplicaCount == nil || *so.Spec.MaxReplicaCount < 1 {
+		t.Errorf("%s: min/max replicas %v/%v, want min 0 or 1", so.Name, so.Spec.MinReplicaCount, so.Spec.MaxReplicaCount)
+	}
+	if len(so.Spec.Triggers) != 1 || so.Spec.Triggers[0].Type != "prometheus" {
+		t.Fatalf("%s: want one prometheus trigger", so.Name)
+	}
+	md := so.Spec.Triggers[0].Metadata
+	q := md["query"]
+	m := queryCluster.FindStringSubmatch(q)
+	if m == nil || m[1] != cluster {
+		t.Errorf("%s: query %q does not read pool %s's mvq_queue_depth", so.Name, q, cluster)
+	}
+	if metrics, err := ExprMetrics(q); err != nil {
+		t.Errorf("%s: query: %v", so.Name, err)
+	} else {
+		contract, err := Contract()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range CheckContract(metrics, contract) {
+			t.Errorf("%s: %v", so.Name, e)
+		}
+	}
+	for _, k := range []string{"serverAddress", "threshold"} {
+		if md[k] == "" {
+			t.Errorf("%s: trigger metadata lacks %s", so.Name, k)
+		}
+	}
+}
+
+// checkMonitor: the ServiceMonitor selects the API's and every pool's
+// Service and scrapes /metrics on a port each has.
+func (r *rendered) checkMonitor(t *testing.T, m *monitoringv1.ServiceMonitor) {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(&m.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]bool{}
+	for _, e := range m.Spec.Endpoints {
+		ports[e.Port] = e.Path == "/metrics"
+	}
+	for _, s := range r.services {
+		if s.Name == "mvq-redis" {
+			continue
+		}
+		if !sel.Matches(labelSet(s.Labels)) {
+			t.Errorf("ServiceMonitor does not select Service %s", s.Name)
+			continue
+		}
+		if !slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return ports[p.Name] }) {
+			t.Errorf("ServiceMonitor scrapes no port of Service %s", s.Name)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/refresh"
+)
+
+// Virtual and computed columns (spec add_columns, backfill_column): the
+// engine adds them; a backfill is a job on the same orchestrator as a
+// refresh.
+
+func (v *ViewRoutes) columnRoutes(r gin.IRouter, idem gin.HandlerFunc) {
+	r.POST("/table/:id/add_columns", idem, v.addColumns)
+	r.POST("/table/:id/backfill_column", idem, v.backfillColumn)
+}
+
+type addColumnsRequest struct {
+	ID         []string                 `json:"id"`
+	Branch     *string                  `json:"branch"`
+	NewColumns []refresh.AddColumnEntry `json:"new_columns"`
+}
+
+// checkBranch refuses a branch other than main: tables have one line of
+// versions.
+func checkBranch(b *string) error {
+	if b != nil && *b != "" && *b != "main" {
+		return badInput("branch: %q: tables here have only the main branch", *b)
+	}
+	return nil
+}
+
+// addColumns adds the columns, then submits a backfill for each virtual
+// column with auto_backfill. It answers the new version and those jobs.
+func (v *ViewRoutes) addColumns(c *gin.Context) {
+	var req addColumnsRequest
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	if err := checkBranch(req.Branch); err != nil {
+		fail(c, err)
+		return
+	}
+	if req.NewColumns == nil {
+		fail(c, badInput("new_columns: required"))
+		return
+	}
+	auto := false
+	for _, e := range req.NewColumns {
+		auto = auto || e.VirtualColumn != nil && e.VirtualColumn.AutoBackfill != nil && *e.VirtualColumn.AutoBackfill
+	}
+	if auto {
+		// A full backlog refuses the request before the columns exist.
+		if err := v.Jobs.Admit(c, ""); err != nil {
+			retryAfter(c, err)
+			fail(c, err)
+			return
+		}
+	}
+	m, added, err := v.Engine.AddColumns(c, id, req.NewColumns)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	resp := gin.H{"version": m.Version}
+	var jobIDs []string
+	for _, b := range added {
+		if !b.AutoBackfill {
+			continue
+		}
+		job, err := v.Jobs.Submit(c, id, refresh.Options{Backfill: &refresh.BackfillOptions{Column: b.Name}})
+		if err != nil {
+			// The columns exist; say which backfill did not start.
+			resp["backfill_error"] = b.Name + ": " + err.Error()
+			break
+		}
+		jobIDs = append(jobIDs, job.ID)
+	}
+	if jobIDs != nil {
+		resp["job_ids"] = jobIDs
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+type backfillRequest struct {
+	ID                      []string `json:"id"`
+	Branch                  *string  `json:"branch"`
+	Column                  *string  `json:"column"`
+	Where                   *string  `json:"where"`
+	Concurrency             *int64   `json:"concurrency"`
+	IntraApplierConcurrency *int64   `json:"intra_applier_concurrency"`
+	MinCheckpointSize       *int64   `json:"min_checkpoint_size"`
+	MaxCheckpointSize       *int64   `json:"max_checkpoint_size"`
+	FlushInterval           *float64 `json:"batch_checkpoint_flush_interval_seconds"`
+	ReadVersion             *int64   `json:"read_version"`
+	TaskSize                *int64   `json:"task_size"`
+	NumFrags                *int64   `json:"num_frags"`
+	CheckpointSize          *int64   `json:"checkpoint_size"`
+	CommitGranularity       *int64   `json:"commit_granularity"`
+	Cluster                 *string  `json:"cluster"`
+	Manifest                *string  `json:"manifest"`
+}
+
+func (r *backfillRequest) options() (refresh.Options, error) {
+	var o refresh.Options
+	if err := checkBranch(r.Branch); err != nil {
+		return o, err
+	}
+	switch {
+	case r.Column == nil || strings.TrimSpace(*r.Column) == "":
+		return o, badInput("column: required")
+	case r.MinCheckpointSize != nil, r.MaxCheckpointSize != nil:
+		return o, badInput("min_checkpoint_size, max_checkpoint_size: not supported; use checkpoint_size")
+	case r.FlushInterval != nil:
+		return o, badInput("batch_checkpoint_flush_interval_seconds: not supported; checkpoints are written as they fill (checkpoint_size)")
+	case r.NumFrags != nil:
+		return o, badInput("num_frags: not supported; use where or task_size")
+	}
+	bf := &refresh.BackfillOptions{Column: *r.Column}
+	if r.Where != nil {
+		bf.Where = *r.Where
+	}
+	ints := []struct {
+		name string
+		v    *int64
+		dst  *int
+	}{
+		{"concurrency", r.Concurrency, &o.Concurrency},
+		{"intra_applier_concurrency", r.IntraApplierConcurrency, &o.IntraApplierConcurrency},
+		{"task_size", r.TaskSize, &o.SourceTaskSize},
+		{"checkpoint_size", r.CheckpointSize, &bf.CheckpointSize},
+		{"commit_granularity", r.CommitGranularity, &bf.CommitGranularity},
+	}
+	for _, f := range ints {
+		if f.v == nil {
+			continue
+		}
+		if *f.v <= 0 || *f.v > maxOption {
+			return o, badInput("%s: must be a positive integer (got %d)", f.name, *f.v)
+		}
+		*f.dst = int(*f.v)
+	}
+	if r.ReadVersion != nil {
+		if *r.ReadVersion <= 0 {
+			return o, badInput("read_version: must be a positive version (got %d)", *r.ReadVersion)
+		}
+		bf.ReadVersion = uint64(*r.ReadVersion)
+	}
+	if r.Cluster != nil {
+		if strings.TrimSpace(*r.Cluster) == "" {
+			return o, badInput("cluster: empty")
+		}
+		o.Cluster = *r.Cluster
+	}
+	if r.Manifest != nil {
+		o.Manifest = *r.Manifest
+	}
+	o.Backfill = bf
+	return o, nil
+}
+
+func (v *ViewRoutes) backfillColumn(c *gin.Context) {
+	var req backfillRequest
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	opts, err := req.options()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	job, err := v.Jobs.Submit(c, id, opts)
+	if err != nil {
+		retryAfter(c, err)
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"job_id": job.ID})
+}

@@ -1,0 +1,476 @@
+// Package vector answers exact nearest-neighbour queries over a table's
+// fixed_size_list<float32> column: every row's distance to the query
+// vector is computed (no index), the k nearest are kept in a bounded heap
+// per fragment, fragments are searched in parallel, and the rows are read
+// back with a _distance column, nearest first.
+//
+// Data files never change, so the decoded vectors of a fragment are kept
+// in a process-wide cache (by file, bounded in bytes): repeated searches
+// run at the speed of a loop over the floats.
+package vector
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// DistanceColumn is the column a search adds.
+const DistanceColumn = "_distance"
+
+// Distance types: l2 is the squared Euclidean distance, cosine 1 − cos θ,
+// dot 1 − a·b. Smaller is nearer for all three.
+const (
+	L2     = "l2"
+	Cosine = "cosine"
+	Dot    = "dot"
+)
+
+// DefaultK is k when a query gives none.
+const DefaultK = 10
+
+// MaxK bounds k.
+const MaxK = 100_000
+
+// Query is one search.
+type Query struct {
+	Vector []float32
+	K      int    // 0: DefaultK
+	Metric string // "": l2
+	// Column is the vector column; "": the table's only
+	// fixed_size_list<float32> column.
+	Column string
+	// Filter is a SQL predicate the rows must satisfy (prefilter).
+	Filter string
+	// Columns are the columns answered (nil: all), then _distance.
+	Columns []string
+	Version uint64 // 0: latest
+	// Lower and Upper, when set, bound the distances kept: [Lower, Upper).
+	Lower, Upper *float32
+	// RowAddr adds the _rowaddr column.
+	RowAddr bool
+}
+
+// hit is one candidate row.
+type hit struct {
+	dist float32
+	addr uint64
+}
+
+// Search runs q over table t. Errors: CodeInvalidInput naming the field
+// (vector, k, distance_type, vector_column), CodeTableColumnNotFound for
+// an unknown column, the table's errors.
+func Search(ctx context.Context, t *table.Table, q Query, mem memory.Allocator) (arrow.RecordBatch, error) {
+	if mem == nil {
+		mem = memory.DefaultAllocator
+	}
+	m, err := t.Load(ctx, q.Version)
+	if err != nil {
+		return nil, err
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return nil, err
+	}
+	col, dim, err := vectorColumn(schema, q.Column)
+	if err != nil {
+		return nil, err
+	}
+	if len(q.Vector) != dim {
+		return nil, table.Errorf(table.CodeInvalidInput, "vector: %d dimensions, column %q holds vectors of %d", len(q.Vector), schema.Field(col).Name, dim)
+	}
+	for _, x := range q.Vector {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return nil, table.Errorf(table.CodeInvalidInput, "vector: not finite")
+		}
+	}
+	if q.K == 0 {
+		q.K = DefaultK
+	}
+	if q.K < 0 || q.K > MaxK {
+		return nil, table.Errorf(table.CodeInvalidInput, "k: must be 1 to %d (got %d)", MaxK, q.K)
+	}
+	if q.Metric == "" {
+		q.Metric = L2
+	}
+	sc, err := newScorer(strings.ToLower(q.Metric), q.Vector)
+	if err != nil {
+		return nil, err
+	}
+	sc.lower, sc.upper = q.Lower, q.Upper
+	out, _, err := table.ProjectSchema(schema, q.Columns, q.RowAddr)
+	if err != nil {
+		return nil, err
+	}
+	var hits []hit
+	if strings.TrimSpace(q.Filter) == "" {
+		hits, err = searchFragments(ctx, t, m, col, dim, q.K, sc, mem)
+	} else {
+		hits, err = searchFiltered(ctx, t, m, schema.Field(col).Name, dim, q, sc)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fetch(ctx, t, m, schema, out, q, hits, col, dim, mem)
+}
+
+// vectorColumn finds the searched column: name, or the only
+// fixed_size_list<float32> column.
+func vectorColumn(schema *arrow.Schema, name string) (int, int, error) {
+	if name != "" {
+		idx := schema.FieldIndices(name)
+		if len(idx) == 0 {
+			return 0, 0, table.Errorf(table.CodeTableColumnNotFound, "vector_column: column %q not found", name)
+		}
+		dim, ok := vectorDim(schema.Field(idx[0]).Type)
+		if !ok {
+			return 0, 0, table.Errorf(table.CodeInvalidInput, "vector_column: %q is %s, not a vector column (fixed_size_list<float32>)", name, schema.Field(idx[0]).Type)
+		}
+		return idx[0], dim, nil
+	}
+	found, dim := -1, 0
+	var names []string
+	for i, f := range schema.Fields() {
+		if d, ok := vectorDim(f.Type); ok {
+			found, dim = i, d
+			names = append(names, f.Name)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return 0, 0, table.Errorf(table.CodeInvalidInput, "vector: the table has no vector column (fixed_size_list<float32>)")
+	case 1:
+		return found, dim, nil
+	}
+	return 0, 0, table.Errorf(table.CodeInvalidInput, "vector_column: required, the table has several vector columns (%s)", strings.Join(names, ", "))
+}
+
+func vectorDim(t arrow.DataType) (int, bool) {
+	fl, ok := t.(*arrow.FixedSizeListType)
+	if !ok || fl.Elem().ID() != arrow.FLOAT32 {
+		return 0, false
+	}
+	return int(fl.Len()), true
+}
+
+// searchFragments scores every fragment in parallel and merges their
+// best k.
+func searchFragments(ctx context.Context, t *table.Table, m *table.Manifest, col, dim, k int, sc *scorer, mem memory.Allocator) ([]hit, error) {
+	frags := m.Fragments
+	per := make([][]hit, len(frags))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, f := range frags {
+		g.Go(func() error {
+			vs, err := fragmentVectors(gctx, t, f, col, dim, mem)
+			if err != nil {
+				return err
+			}
+			h := newTopK(k)
+			sc.scan(vs, uint64(f.ID)<<32, h)
+			per[i] = h.items
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	h := newTopK(k)
+	for _, p := range per {
+		for _, x := range p {
+			h.offer(x.dist, x.addr)
+		}
+	}
+	return h.sorted(), nil
+}
+
+// searchFiltered scores the rows the filter keeps, read through the
+// table's query path.
+func searchFiltered(ctx context.Context, t *table.Table, m *table.Manifest, name string, dim int, q Query, sc *scorer) ([]hit, error) {
+	rdr, err := t.Query(ctx, table.QueryOptions{Version: m.Version, Columns: []string{name}, Filter: q.Filter, RowAddr: true})
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Release()
+	h := newTopK(q.K)
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		vs, err := flatten(rec.Column(0), dim)
+		if err != nil {
+			return nil, err
+		}
+		addrs := rec.Column(1).(*array.Uint64).Uint64Values()
+		sc.scanAddrs(vs, addrs, h)
+	}
+	if err := rdr.Err(); err != nil {
+		return nil, err
+	}
+	return h.sorted(), nil
+}
+
+// fetch reads the answered columns of the hits and adds _distance.
+// The vector column comes from the decoded vectors, not the files.
+func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *arrow.Schema, q Query, hits []hit, vcol, dim int, mem memory.Allocator) (arrow.RecordBatch, error) {
+	fields := append(slices.Clone(out.Fields()), arrow.Field{Name: DistanceColumn, Type: arrow.PrimitiveTypes.Float32})
+	// Source columns read, in out's order (without _rowaddr).
+	var idx []int
+	if q.Columns == nil {
+		for i := range schema.Fields() {
+			idx = append(idx, i)
+		}
+	} else {
+		for _, c := range q.Columns {
+			idx = append(idx, schema.FieldIndices(c)[0])
+		}
+	}
+	var read []int // idx without the vector column
+	at := make([]int, len(idx))
+	for c, i := range idx {
+		at[c] = -1
+		if i != vcol {
+			at[c] = len(read)
+			read = append(read, i)
+		}
+	}
+	byFrag := map[uint32][]int{} // fragment → hit positions
+	for i, h := range hits {
+		byFrag[uint32(h.addr>>32)] = append(byFrag[uint32(h.addr>>32)], i)
+	}
+	frags := map[uint32]table.Fragment{}
+	for _, f := range m.Fragments {
+		frags[f.ID] = f
+	}
+	// Each fragment's rows of the hits, then put in hit order.
+	parts := make([]arrow.RecordBatch, 0, len(byFrag))
+	order := make([]int64, len(hits)) // hit i is row order[i] of the concatenation
+	defer func() {
+		for _, p := range parts {
+			p.Release()
+		}
+	}()
+	cctx := compute.WithAllocator(ctx, mem)
+	var base int64
+	for id, pos := range byFrag {
+		rows := make([]int64, len(pos))
+		for k, p := range pos {
+			rows[k] = int64(uint32(hits[p].addr))
+			order[p] = base + int64(k)
+		}
+		got, err := readRows(ctx, t, frags[id], read, rows, mem)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, got)
+		base += got.NumRows()
+	}
+	cols := make([]arrow.Array, 0, len(fields))
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	ib := array.NewInt64Builder(mem)
+	ib.AppendValues(order, nil)
+	perm := ib.NewArray()
+	ib.Release()
+	defer perm.Release()
+	for c := range idx {
+		if at[c] < 0 {
+			col, err := hitVectors(ctx, t, frags, hits, vcol, dim, out.Field(c).Type, mem)
+			if err != nil {
+				return nil, err
+			}
+			cols = append(cols, col)
+			continue
+		}
+		var chunks []arrow.Array
+		for _, p := range parts {
+			chunks = append(chunks, p.Column(at[c]))
+		}
+		var joined arrow.Array
+		if len(chunks) == 0 {
+			joined = array.MakeArrayOfNull(mem, out.Field(c).Type, 0)
+		} else {
+			var err error
+			if joined, err = array.Concatenate(chunks, mem); err != nil {
+				return nil, err
+			}
+		}
+		col, err := compute.TakeArray(cctx, joined, perm)
+		joined.Release()
+		if err != nil {
+			return nil, err
+		}
+		cols = append(cols, col)
+	}
+	if q.RowAddr {
+		ab := array.NewUint64Builder(mem)
+		for _, h := range hits {
+			ab.Append(h.addr)
+		}
+		cols = append(cols, ab.NewArray())
+		ab.Release()
+	}
+	db := array.NewFloat32Builder(mem)
+	for _, h := range hits {
+		db.Append(h.dist)
+	}
+	cols = append(cols, db.NewArray())
+	db.Release()
+	for i, c := range cols {
+		if !arrow.TypeEqual(c.DataType(), fields[i].Type) {
+			fields[i].Type = c.DataType()
+		}
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(hits))), nil
+}
+
+// hitVectors builds the vector column of the hits from the decoded
+// vectors of their fragments.
+func hitVectors(ctx context.Context, t *table.Table, frags map[uint32]table.Fragment, hits []hit, vcol, dim int, typ arrow.DataType, mem memory.Allocator) (arrow.Array, error) {
+	fl := typ.(*arrow.FixedSizeListType)
+	b := array.NewFixedSizeListBuilderWithField(mem, fl.Len(), fl.ElemField())
+	defer b.Release()
+	vb := b.ValueBuilder().(*array.Float32Builder)
+	for _, h := range hits {
+		vs, err := fragmentVectors(ctx, t, frags[uint32(h.addr>>32)], vcol, dim, mem)
+		if err != nil {
+			return nil, err
+		}
+		r := int(uint32(h.addr))
+		if vs.valid != nil && !vs.valid[r] {
+			b.AppendNull()
+			continue
+		}
+		b.Append(true)
+		vb.AppendValues(vs.flat[r*dim:(r+1)*dim], nil)
+	}
+	return b.NewArray(), nil
+}
+
+// concat joins recs (no columns: rows rows of nothing).
+func concat(recs []arrow.RecordBatch, rows int64, mem memory.Allocator) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("vector: fragment has no rows")
+	}
+	cols := make([]arrow.Array, recs[0].NumCols())
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	for i := range cols {
+		chunks := make([]arrow.Array, len(recs))
+		for j, r := range recs {
+			chunks[j] = r.Column(i)
+		}
+		c, err := array.Concatenate(chunks, mem)
+		if err != nil {
+			for _, c := range cols[:i] {
+				c.Release()
+			}
+			return nil, err
+		}
+		cols[i] = c
+	}
+	rec := array.NewRecordBatch(recs[0].Schema(), cols, n)
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec, nil
+}
+
+func takeRecord(ctx context.Context, rec arrow.RecordBatch, idx arrow.Array) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i := range cols {
+		c, err := compute.TakeArray(ctx, rec.Column(i), idx)
+		if err != nil {
+			return nil, err
+		}
+		cols[i] = c
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(idx.Len())), nil
+}
+
+// topK keeps the k smallest distances (ties: the lower address) in a
+// max-heap.
+type topK struct {
+	k     int
+	items []hit
+}
+
+func newTopK(k int) *topK { return &topK{k: k, items: make([]hit, 0, k)} }
+
+func worse(a, b hit) bool { return a.dist > b.dist || a.dist == b.dist && a.addr > b.addr }
+
+// bound is the distance a candidate must beat (+Inf until k are held).
+func (h *topK) bound() float32 {
+	if len(h.items) < h.k {
+		return float32(math.Inf(1))
+	}
+	return h.items[0].dist
+}
+
+func (h *topK) offer(d float32, addr uint64) {
+	x := hit{d, addr}
+	if len(h.items) < h.k {
+		h.items = append(h.items, x)
+		for i := len(h.items) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !worse(h.items[i], h.items[p]) {
+				break
+			}
+			h.items[i], h.items[p] = h.items[p], h.items[i]
+			i = p
+		}
+		return
+	}
+	if !worse(h.items[0], x) {
+		return
+	}
+	h.items[0] = x
+	n := len(h.items)
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && worse(h.items[l], h.items[m]) {
+			m = l
+		}
+		if r < n && worse(h.items[r], h.items[m]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		h.items[i], h.items[m] = h.items[m], h.items[i]
+		i = m
+	}
+}
+
+// sorted answers the hits nearest first.
+func (h *topK) sorted() []hit {
+	out := slices.Clone(h.items)
+	sort.Slice(out, func(i, j int) bool { return worse(out[j], out[i]) })
+	return out
+}
