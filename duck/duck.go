@@ -381,6 +381,12 @@ func (e *SQLError) Unwrap() error { return e.Err }
 // check is answered from the cache and an idle session that ran it may
 // run it again.
 func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, query string) (array.RecordReader, error) {
+	return d.query(ctx, inputs, query, "")
+}
+
+// query is Query that runs prefix+query (prefix is "" or the engine's own
+// EXPLAIN [ANALYZE]: the user's query is checked as it is written).
+func (d *DB) query(ctx context.Context, inputs map[string]array.RecordReader, query, prefix string) (array.RecordReader, error) {
 	type input struct {
 		unique string
 		rdr    array.RecordReader
@@ -401,6 +407,7 @@ func (d *DB) Query(ctx context.Context, inputs map[string]array.RecordReader, qu
 	if _, err := d.CheckSelect(ctx, full); err != nil {
 		return nil, err
 	}
+	full = prefix + full
 	sess, fresh, err := d.acquire(ctx, full)
 	if err != nil {
 		return nil, err

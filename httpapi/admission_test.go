@@ -211,7 +211,7 @@ func TestBusyIs503AndReadyzSaturated(t *testing.T) {
 		resp.Body.Close()
 		var p map[string]any
 		_ = json.Unmarshal(b, &p)
-		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		if resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" || resp.Header.Get("Content-Type") != "application/json" ||
 			p["title"] != "Slow down" || !strings.Contains(fmt.Sprint(p["detail"]), "busy") {
 			t.Fatalf("%s: %d Retry-After=%q %s", path, resp.StatusCode, resp.Header.Get("Retry-After"), b)
 		}

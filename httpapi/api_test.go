@@ -65,7 +65,7 @@ func (c *client) do(method, path, ctype string, body []byte, hdr ...string) (int
 	if resp.StatusCode >= 500 {
 		c.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
 	}
-	if resp.StatusCode >= 400 && resp.Header.Get("Content-Type") != "application/problem+json" {
+	if resp.StatusCode >= 400 && resp.Header.Get("Content-Type") != "application/json" {
 		c.t.Fatalf("%s %s: error without problem body: %s", method, path, resp.Header.Get("Content-Type"))
 	}
 	return resp.StatusCode, b
@@ -148,6 +148,9 @@ func TestTableLifecycleOverHTTP(t *testing.T) {
 	c.want(st, m, 200, "")
 	if m["version"] != 2.0 {
 		t.Fatalf("describe: %v", m)
+	}
+	if md, ok := m["metadata"].(map[string]any); !ok || len(md) != 0 {
+		t.Fatalf("describe: metadata must be an empty object, got %#v", m["metadata"])
 	}
 	if u, _ := m["properties"].(map[string]any)["mvq.uuid"].(string); len(u) != 36 {
 		t.Fatalf("describe: no table identity in properties: %v", m["properties"])
@@ -270,6 +273,12 @@ func TestVersionCreate(t *testing.T) {
 		t.Fatalf("version create: %v", m)
 	}
 	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": "staging/v2.manifest"})
+	c.want(st, m, 409, "already exists")
+	// An existing version is a 409 even when the staged manifest is gone
+	// or the request lacks it (a retried commit learns it landed).
+	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": "staging/cleaned-up.manifest"})
+	c.want(st, m, 409, "already exists")
+	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 1})
 	c.want(st, m, 409, "already exists")
 	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 4, "manifest_path": "staging/v4.manifest"})
 	c.want(st, m, 400, "gap")

@@ -28,6 +28,7 @@ const (
 	targetJobBody                     // the view of the job the body's job_id names
 	targetJobList                     // the body's view; without one, the list is filtered
 	targetNamespace                   // the body's namespace (the root without one)
+	targetRoot                        // the whole catalog (admin)
 )
 
 // routeRule is what a route needs: an action on a target. jsonBody marks
@@ -69,6 +70,19 @@ var routeRules = map[string]routeRule{
 	"POST /v1/table/:id/version/list":        {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/version/describe":    {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/version/create":      {auth.Write, targetPath, true, false},
+	"GET /v1/table":                          {auth.Admin, targetRoot, false, false},
+	"POST /v1/table/:id/declare":             {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/register":            {auth.Admin, targetPath, true, false},
+	"POST /v1/table/:id/deregister":          {auth.Admin, targetPath, true, false},
+	"POST /v1/table/:id/rename":              {auth.Admin, targetPath, true, false},
+	"POST /v1/table/:id/version/delete":      {auth.Admin, targetPath, true, false},
+	"POST /v1/table/:id/tags/create":         {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/tags/list":           {auth.Read, targetPath, true, false},
+	"POST /v1/table/:id/tags/version":        {auth.Read, targetPath, true, false},
+	"POST /v1/table/:id/tags/update":         {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/tags/delete":         {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/explain_plan":        {auth.Read, targetPath, true, false},
+	"POST /v1/table/:id/analyze_plan":        {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/add_columns":         {auth.Write, targetPath, true, false},
 	"POST /v1/table/:id/backfill_column":     {auth.Refresh, targetPath, true, false},
 	"POST /v1/materialized_view/:id/create":  {auth.Write, targetPath, true, true},

@@ -116,7 +116,7 @@ func (s *authServer) do(method, path, body string, hdr ...string) reply {
 	}
 	r.body, _ = io.ReadAll(resp.Body)
 	_ = json.Unmarshal(r.body, &r.json)
-	if r.status >= 400 && resp.Header.Get("Content-Type") != "application/problem+json" {
+	if r.status >= 400 && resp.Header.Get("Content-Type") != "application/json" {
 		s.t.Fatalf("%s %s: %d without a problem body: %s", method, path, r.status, r.body)
 	}
 	return r

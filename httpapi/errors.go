@@ -14,8 +14,10 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-// Problem is the error body every failed request gets: RFC 9457
-// problem details plus the Lance Namespace code and error.
+// Problem is the error body every failed request gets: the spec's
+// ErrorResponse (code, error, detail, instance) with the RFC 9457 fields
+// type, title and status beside them. It is served as application/json,
+// the media type the spec gives every error response (errorContentType).
 type Problem struct {
 	Type     string `json:"type"`
 	Title    string `json:"title"`
@@ -25,6 +27,10 @@ type Problem struct {
 	Code     int    `json:"code"`
 	Error    string `json:"error"`
 }
+
+// errorContentType is the media type of error bodies: the spec defines
+// every error response as application/json with the ErrorResponse schema.
+const errorContentType = "application/json"
 
 type statusInfo struct {
 	status int
@@ -51,24 +57,30 @@ var (
 
 // statusOf is the one table from domain codes to HTTP statuses.
 var statusOf = map[table.Code]statusInfo{
-	table.CodeUnsupported:            unsupported,
-	table.CodeNamespaceNotFound:      notFound,
-	table.CodeNamespaceAlreadyExists: conflict,
-	table.CodeNamespaceNotEmpty:      badRequest,
-	table.CodeTableNotFound:          notFound,
-	table.CodeTableAlreadyExists:     conflict,
-	table.CodeTransactionNotFound:    notFound,
-	table.CodeTableVersionNotFound:   notFound,
-	table.CodeTableColumnNotFound:    notFound,
-	table.CodeInvalidInput:           badRequest,
-	table.CodeConcurrentModification: conflict,
-	table.CodeServiceUnavailable:     unavailable,
-	table.CodeInternal:               serverError,
-	table.CodeInvalidTableState:      conflict,
-	table.CodeSchemaValidation:       badRequest,
-	table.CodeUnauthenticated:        unauthorized,
-	table.CodePermissionDenied:       forbidden,
-	table.CodeThrottling:             tooMany,
+	table.CodeUnsupported:              unsupported,
+	table.CodeNamespaceNotFound:        notFound,
+	table.CodeNamespaceAlreadyExists:   conflict,
+	table.CodeNamespaceNotEmpty:        badRequest,
+	table.CodeTableNotFound:            notFound,
+	table.CodeTableAlreadyExists:       conflict,
+	table.CodeTransactionNotFound:      notFound,
+	table.CodeTableVersionNotFound:     notFound,
+	table.CodeTableColumnNotFound:      notFound,
+	table.CodeInvalidInput:             badRequest,
+	table.CodeConcurrentModification:   conflict,
+	table.CodeServiceUnavailable:       unavailable,
+	table.CodeInternal:                 serverError,
+	table.CodeInvalidTableState:        conflict,
+	table.CodeSchemaValidation:         badRequest,
+	table.CodeUnauthenticated:          unauthorized,
+	table.CodePermissionDenied:         forbidden,
+	table.CodeThrottling:               tooMany,
+	table.CodeTableIndexNotFound:       notFound,
+	table.CodeTableIndexAlreadyExists:  conflict,
+	table.CodeTableTagNotFound:         notFound,
+	table.CodeTableTagAlreadyExists:    conflict,
+	table.CodeTableBranchNotFound:      notFound,
+	table.CodeTableBranchAlreadyExists: conflict,
 }
 
 // fail writes err as a problem body and aborts. Only internal errors are
@@ -101,7 +113,7 @@ func fail(c *gin.Context, err error) {
 		slog.ErrorContext(c.Request.Context(), "request failed", "route", c.FullPath(), "err", err)
 		msg = "internal error; see the server log"
 	}
-	c.Header("Content-Type", "application/problem+json")
+	c.Header("Content-Type", errorContentType)
 	c.AbortWithStatusJSON(info.status, Problem{
 		Type: info.typ, Title: info.title, Status: info.status, Detail: msg,
 		Instance: c.Request.URL.Path, Code: int(code), Error: msg,

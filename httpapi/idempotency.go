@@ -173,7 +173,7 @@ func (r *recorder) keep(b []byte) {
 // problem writes a problem body with a status the code table has no entry
 // for.
 func problem(c *gin.Context, status int, typ, title, detail string) {
-	c.Header("Content-Type", "application/problem+json")
+	c.Header("Content-Type", errorContentType)
 	c.AbortWithStatusJSON(status, Problem{Type: typ, Title: title, Status: status, Detail: detail,
 		Instance: c.Request.URL.Path, Code: int(table.CodeInvalidInput), Error: detail})
 }

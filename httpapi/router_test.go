@@ -32,7 +32,7 @@ func TestRouterAnswers(t *testing.T) {
 		var p httpapi.Problem
 		err = json.NewDecoder(resp.Body).Decode(&p)
 		resp.Body.Close()
-		if err != nil || resp.StatusCode != tc.status || p.Status != tc.status || p.Title != tc.title || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		if err != nil || resp.StatusCode != tc.status || p.Status != tc.status || p.Title != tc.title || resp.Header.Get("Content-Type") != "application/json" ||
 			!strings.Contains(p.Detail, tc.path) || resp.Header.Get("Allow") != tc.allow {
 			t.Errorf("%s %s: %d %v %+v Allow %q", tc.method, tc.path, resp.StatusCode, err, p, resp.Header.Get("Allow"))
 		}

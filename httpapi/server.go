@@ -88,9 +88,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	// After the body limit (it may read the body), before every handler.
 	r.Use(s.authenticate())
-	r.NoRoute(func(c *gin.Context) {
-		routerProblem(c, routeNotFound, table.CodeUnsupported, "no route "+c.Request.Method+" "+c.Request.URL.Path+"; the API is under /v1 (docs/ARCHITECTURE.md#api), the jobs console at /ui/")
-	})
+	r.NoRoute(noRoute)
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) {
 		if allow := allowedMethods(r, c.Request.URL.Path); allow != "" {
@@ -143,6 +141,8 @@ func (s *Server) Handler() http.Handler {
 	t.POST("/version/describe", s.describeVersion)
 	t.POST("/version/create", s.createVersion)
 
+	s.tableOps2Routes(v1)
+	s.versionTagRoutes(v1)
 	if s.views != nil {
 		s.views.routes(v1)
 	}
@@ -157,7 +157,7 @@ var (
 
 // routerProblem writes a problem body with the given status and code and aborts.
 func routerProblem(c *gin.Context, info statusInfo, code table.Code, msg string) {
-	c.Header("Content-Type", "application/problem+json")
+	c.Header("Content-Type", errorContentType)
 	c.AbortWithStatusJSON(info.status, Problem{
 		Type: info.typ, Title: info.title, Status: info.status, Detail: msg,
 		Instance: c.Request.URL.Path, Code: int(code), Error: msg,

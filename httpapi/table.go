@@ -111,6 +111,9 @@ func (s *Server) createTable(c *gin.Context) {
 }
 
 func (s *Server) insertIntoTable(c *gin.Context) {
+	if s.insertDeclared(c) {
+		return
+	}
 	t, ok := s.openTable(c)
 	if !ok {
 		return
@@ -226,7 +229,12 @@ func (s *Server) describeTable(c *gin.Context) {
 		"table_uri": t.Location(),
 		"schema":    js,
 		"stats":     gin.H{"num_deleted_rows": 0, "num_fragments": len(m.Fragments), "num_rows": m.NumRows()},
-		"metadata":  m.Metadata,
+		"metadata": func() map[string]string {
+			if m.Metadata == nil {
+				return map[string]string{} // the spec's metadata is an object
+			}
+			return m.Metadata
+		}(),
 		"properties": func() map[string]string {
 			out := map[string]string{}
 			for k, v := range m.Properties {
@@ -758,12 +766,17 @@ func (s *Server) createVersion(c *gin.Context) {
 		fail(c, badInput("version: required"))
 		return
 	}
-	if req.ManifestPath == nil || *req.ManifestPath == "" {
-		fail(c, badInput("manifest_path: required"))
-		return
-	}
 	if err := nonNegative("version", req.Version); err != nil {
 		fail(c, err)
+		return
+	}
+	// An existing version is a 409 whatever else is wrong (put-if-not-exists).
+	if _, err := t.Version(c, uint64(*req.Version)); err == nil {
+		fail(c, table.Errorf(table.CodeConcurrentModification, "version %d already exists", *req.Version))
+		return
+	}
+	if req.ManifestPath == nil || *req.ManifestPath == "" {
+		fail(c, badInput("manifest_path: required"))
 		return
 	}
 	if err := nonNegative("manifest_size", req.ManifestSize); err != nil {

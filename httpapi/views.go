@@ -196,15 +196,15 @@ func (v *ViewRoutes) undoCreate(c *gin.Context, id []string) {
 }
 
 type refreshViewRequest struct {
-	ID                      []string `json:"id"`
-	SrcVersion              *int64   `json:"src_version"`
-	MaxRowsPerFragment      *int64   `json:"max_rows_per_fragment"`
-	Concurrency             *int64   `json:"concurrency"`
-	IntraApplierConcurrency *int64   `json:"intra_applier_concurrency"`
-	SourceTaskSize          *int64   `json:"source_task_size"`
-	Cluster                 *string  `json:"cluster"`
-	OutputLimit             *int64   `json:"output_limit"`
-	Manifest                *string  `json:"manifest"`
+	ID                      []string    `json:"id"`
+	SrcVersion              *versionRef `json:"src_version"`
+	MaxRowsPerFragment      *int64      `json:"max_rows_per_fragment"`
+	Concurrency             *int64      `json:"concurrency"`
+	IntraApplierConcurrency *int64      `json:"intra_applier_concurrency"`
+	SourceTaskSize          *int64      `json:"source_task_size"`
+	Cluster                 *string     `json:"cluster"`
+	OutputLimit             *int64      `json:"output_limit"`
+	Manifest                *string     `json:"manifest"`
 }
 
 // maxOption bounds the integer options before they reach the engine (which
@@ -236,10 +236,13 @@ func refreshOptions(req *refreshViewRequest) (refresh.Options, error) {
 		*f.dst = int(*f.v)
 	}
 	if req.SrcVersion != nil {
-		if *req.SrcVersion <= 0 {
-			return o, badInput("src_version: must be a positive version (got %d)", *req.SrcVersion)
+		if req.SrcVersion.Tag != "" {
+			return o, badInput("src_version: tag %q of the source is resolved when a view is refreshed, not at create; give a version number", req.SrcVersion.Tag)
 		}
-		o.SrcVersion = uint64(*req.SrcVersion)
+		if req.SrcVersion.Version <= 0 {
+			return o, badInput("src_version: must be a positive version (got %d)", req.SrcVersion.Version)
+		}
+		o.SrcVersion = uint64(req.SrcVersion.Version)
 	}
 	if req.OutputLimit != nil {
 		if *req.OutputLimit < 0 {
@@ -263,6 +266,10 @@ func (v *ViewRoutes) refreshView(c *gin.Context) {
 	var req refreshViewRequest
 	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
 	if !ok {
+		return
+	}
+	if err := v.resolveSrcTag(c, id, req.SrcVersion); err != nil {
+		fail(c, err)
 		return
 	}
 	opts, err := refreshOptions(&req)

@@ -133,9 +133,12 @@ type Result struct {
 
 // Definition is a view's definition, kept in its manifest properties.
 type Definition struct {
-	Kind         Kind            `json:"kind"`
-	SourceQuery  string          `json:"source_query"`
-	Source       []string        `json:"source"`        // source table identifier
+	Kind        Kind     `json:"kind"`
+	SourceQuery string   `json:"source_query"`
+	Source      []string `json:"source"` // source table identifier
+	// SourceUUID is the source's identity when the view was created: the
+	// view follows that table when it is renamed (table.Catalog.Resolve).
+	SourceUUID   string          `json:"source_uuid,omitempty"`
 	OutputSchema string          `json:"output_schema"` // base64 Arrow IPC
 	UDTFSpec     json.RawMessage `json:"udtf_spec,omitempty"`
 	Manifest     string          `json:"manifest,omitempty"`

@@ -118,8 +118,18 @@ func (e *Engine) fillDefaults(opts *Options) error {
 }
 
 // source opens a view's source table; a missing one is CodeTableNotFound.
+// Source returns the source table of view v, found by the identity the view
+// is bound to (a renamed source is followed).
+func (e *Engine) Source(ctx context.Context, v *View) (*table.Table, error) { return e.source(ctx, v) }
+
 func (e *Engine) source(ctx context.Context, v *View) (*table.Table, error) {
-	src, err := e.cat.OpenTable(ctx, v.Def.Source)
+	// Bound by identity: the view's source as created, or as last
+	// refreshed for views created before definitions recorded it.
+	uuid := v.Def.SourceUUID
+	if uuid == "" && v.Watermark != nil {
+		uuid = v.Watermark.sourceIdentity()
+	}
+	src, err := e.cat.Resolve(ctx, v.Def.Source, uuid)
 	if table.ErrorCode(err) == table.CodeTableNotFound {
 		return nil, table.Errorf(table.CodeTableNotFound, "source table %s of view %s not found", table.JoinID(v.Def.Source), table.JoinID(v.ID))
 	}

@@ -204,6 +204,10 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	if err != nil {
 		return nil, err
 	}
+	// The view binds to the source's identity: a rename keeps it bound.
+	if def.SourceUUID, err = src.Identity(ctx, sm); err != nil {
+		return nil, err
+	}
 	srcSchema, err := sm.ArrowSchema()
 	if err != nil {
 		return nil, err

@@ -490,8 +490,27 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 		}
 		return newLimitReader(scan, out, q.Offset, q.Limit), nil
 	}
-	if err := t.c.checkExpr(ctx, "filter", q.Filter); err != nil {
+	query, err := t.filterSQL(ctx, schema, q)
+	if err != nil {
 		return nil, err
+	}
+	scan, err := t.Scan(ctx, m, ScanOptions{RowAddr: q.RowAddr})
+	if err != nil {
+		return nil, err
+	}
+	rdr, err := t.c.sql.Query(ctx, map[string]array.RecordReader{viewName: scan}, query)
+	if err != nil {
+		scan.Release()
+		return nil, sqlErr("filter", err)
+	}
+	return &releaseAlso{RecordReader: ConformReader(ctx, rdr, out, t.c.opts.Mem), also: scan}, nil
+}
+
+// filterSQL is the SQL of a query with a filter (checked, and bound to the
+// table's schema), over the table's rows named viewName.
+func (t *Table) filterSQL(ctx context.Context, schema *arrow.Schema, q QueryOptions) (string, error) {
+	if err := t.c.checkExpr(ctx, "filter", q.Filter); err != nil {
+		return "", err
 	}
 	sel := "*"
 	if q.Columns != nil || q.RowAddr {
@@ -516,18 +535,9 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 		query += fmt.Sprintf(" OFFSET %d", q.Offset)
 	}
 	if err := t.c.bindCheck(ctx, "filter", func() *arrow.Schema { s, _, _ := ProjectSchema(schema, nil, q.RowAddr); return s }(), query); err != nil {
-		return nil, err
+		return "", err
 	}
-	scan, err := t.Scan(ctx, m, ScanOptions{RowAddr: q.RowAddr})
-	if err != nil {
-		return nil, err
-	}
-	rdr, err := t.c.sql.Query(ctx, map[string]array.RecordReader{viewName: scan}, query)
-	if err != nil {
-		scan.Release()
-		return nil, sqlErr("filter", err)
-	}
-	return &releaseAlso{RecordReader: ConformReader(ctx, rdr, out, t.c.opts.Mem), also: scan}, nil
+	return query, nil
 }
 
 type releaseAlso struct {

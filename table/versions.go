@@ -15,9 +15,18 @@ import (
 // put-if-not-exists. The staged manifest must parse, carry version v and
 // reference only data files that exist. v must be latest+1: an existing
 // version is a conflict, a gap is invalid input. metadata, when given,
-// replaces the version's metadata. It returns the new version file, its
+// replaces the version's metadata. An existing version is checked first.
+// It returns the new version file, its
 // manifest and the bytes written.
 func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string, scheme NamingScheme, metadata map[string]string) (VersionFile, *Manifest, []byte, error) {
+	// Put-if-not-exists: an existing version is a conflict whatever else
+	// is wrong with the request, so a client retrying a commit whose
+	// staged manifest was cleaned up learns that the version exists.
+	if _, err := t.Version(ctx, v); err == nil {
+		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
+	} else if ErrorCode(err) != CodeTableVersionNotFound {
+		return VersionFile{}, nil, nil, err
+	}
 	switch scheme {
 	case NamingV1, NamingV2:
 	default:

@@ -296,8 +296,8 @@ func TestConsoleFiles(t *testing.T) {
 		{"/ui/app.js", "text/javascript", "sessionStorage", 200},
 		{"/ui/style.css", "text/css", "font-family", 200},
 		{"/ui/config.json", "application/json", `"trace_url_template":"http://tempo.invalid/explore?trace={trace_id}"`, 200},
-		{"/ui/missing.js", "application/problem+json", `"status":404`, 404},
-		{"/ui/../v1/namespace/$/list", "application/problem+json", "no file", 404}, // no way out of /ui/
+		{"/ui/missing.js", "application/json", `"status":404`, 404},
+		{"/ui/../v1/namespace/$/list", "application/json", "no file", 404}, // no way out of /ui/
 	} {
 		resp, err := http.Get(base + c.path)
 		if err != nil {

@@ -1,0 +1,301 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Table folders move between names (rename, deregister, register) by
+// copying: an object store has no rename. moveFolder copies every file
+// but the manifests, then the manifests newest first (the table exists at
+// the destination, whole, from the first one on), then removes the
+// source's manifests (it disappears there at once) and the rest. A move
+// interrupted half way leaves the table readable under the destination, and
+// possibly still the source: running the same move again finishes it
+// (resumeMove).
+
+// identityDir keeps, per table identity, the identifier the table was last
+// moved to, so views bound to a source by identity follow it (Resolve).
+const identityDir = "_identity/"
+
+// deregisteredDir holds deregistered table folders: outside every
+// namespace, so no listing or lookup sees them, until register adopts one.
+const deregisteredDir = "_deregistered/"
+
+// walk lists every file under prefix (recursively), as keys.
+func (w *Warehouse) walk(ctx context.Context, prefix string) ([]string, error) {
+	entries, err := w.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir {
+			sub, err := w.walk(ctx, prefix+e.Name+"/")
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sub...)
+			continue
+		}
+		out = append(out, prefix+e.Name)
+	}
+	return out, nil
+}
+
+// copyObject streams one object to another key.
+func (w *Warehouse) copyObject(ctx context.Context, from, to string) error {
+	r, err := w.Open(ctx, from)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return w.WriteFrom(ctx, to, func(wr io.Writer) error {
+		_, err := io.Copy(wr, r)
+		return err
+	})
+}
+
+// moveFolder moves the table folder from (a key ending in "/") to to.
+// The destination must hold no manifest unless it is the same table
+// (same identity) partly moved before.
+func (c *Catalog) moveFolder(ctx context.Context, from, to string) error {
+	files, err := c.wh.walk(ctx, from)
+	if err != nil {
+		return err
+	}
+	var manifests []string
+	for _, f := range files {
+		rel := strings.TrimPrefix(f, from)
+		if strings.HasPrefix(rel, versionsDir) {
+			manifests = append(manifests, rel)
+			continue
+		}
+		if err := c.wh.copyObject(ctx, f, to+rel); err != nil {
+			return fmt.Errorf("move %s: %w", rel, err)
+		}
+	}
+	// V2 names sort newest first; V1 names are ordered by version.
+	sort.Slice(manifests, func(i, j int) bool {
+		vi, _, _ := ParseManifestName(strings.TrimPrefix(manifests[i], versionsDir))
+		vj, _, _ := ParseManifestName(strings.TrimPrefix(manifests[j], versionsDir))
+		return vi > vj
+	})
+	for _, rel := range manifests {
+		data, err := c.wh.Read(ctx, from+rel)
+		if err != nil {
+			return err
+		}
+		if err := c.wh.PutIfNotExists(ctx, to+rel, data); err != nil && !errors.Is(err, ErrExists) {
+			return fmt.Errorf("move %s: %w", rel, err)
+		}
+	}
+	if err := c.wh.DeletePrefix(ctx, from+versionsDir); err != nil {
+		return err
+	}
+	return c.wh.DeletePrefix(ctx, from)
+}
+
+// identityRecord is the file under _identity/ naming where a table went.
+type identityRecord struct {
+	ID []string `json:"id"`
+}
+
+// recordIdentity notes that the table with identity uuid is now id (nil:
+// it left the catalog).
+func (c *Catalog) recordIdentity(ctx context.Context, uuid string, id []string) error {
+	if uuid == "" {
+		return nil
+	}
+	if id == nil {
+		err := c.wh.Delete(ctx, identityDir+uuid+".json")
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	b, _ := json.Marshal(identityRecord{ID: id})
+	return c.wh.Write(ctx, identityDir+uuid+".json", b)
+}
+
+// Resolve returns the table whose identity is uuid, looking first at id
+// (the name it was known by): when the table there has another identity
+// or none is there, and the table was renamed (or registered again
+// elsewhere), the table under its new name. It answers the table at id
+// (or its not-found error) when no move was recorded, so a table created
+// again under a name is still found by that name.
+func (c *Catalog) Resolve(ctx context.Context, id []string, uuid string) (*Table, error) {
+	t, err := c.OpenTable(ctx, id)
+	if err != nil && ErrorCode(err) != CodeTableNotFound {
+		return nil, err
+	}
+	if err == nil {
+		m, lerr := t.Load(ctx, 0)
+		if lerr != nil {
+			return nil, lerr
+		}
+		got, ierr := t.Identity(ctx, m)
+		if ierr != nil {
+			return nil, ierr
+		}
+		if uuid == "" || got == uuid {
+			return t, nil
+		}
+	}
+	if uuid == "" {
+		return t, err
+	}
+	b, rerr := c.wh.Read(ctx, identityDir+uuid+".json")
+	if errors.Is(rerr, os.ErrNotExist) {
+		return t, err
+	}
+	if rerr != nil {
+		return nil, rerr
+	}
+	var rec identityRecord
+	if json.Unmarshal(b, &rec) != nil || len(rec.ID) == 0 {
+		return t, err
+	}
+	moved, merr := c.OpenTable(ctx, rec.ID)
+	if merr != nil {
+		return t, err
+	}
+	m, lerr := moved.Load(ctx, 0)
+	if lerr != nil {
+		return nil, lerr
+	}
+	if got, _ := moved.Identity(ctx, m); got != uuid {
+		return t, err
+	}
+	return moved, nil
+}
+
+// RenameTable moves table id to newID (another name, possibly in another
+// namespace). Views bound to the table by identity follow it (Resolve).
+// Materialized views themselves are not renamed: their jobs and
+// dependants know them by name.
+func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
+	t, err := c.OpenTable(ctx, id)
+	if err != nil {
+		return err
+	}
+	if len(newID) == 0 {
+		return Errorf(CodeInvalidInput, "new_table_name: required")
+	}
+	if JoinID(id) == JoinID(newID) {
+		return Errorf(CodeInvalidInput, "new_table_name: the table is already called %s", JoinID(id))
+	}
+	if err := c.requireNamespace(ctx, newID[:len(newID)-1]); err != nil {
+		return err
+	}
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return err
+	}
+	if m.IsView() {
+		return Errorf(CodeInvalidInput, "%s is a materialized view: rename is not allowed (its jobs know it by name); create the view again under the new name", JoinID(id))
+	}
+	uuid, err := t.Identity(ctx, m)
+	if err != nil {
+		return err
+	}
+	if ok, err := c.tableExists(ctx, newID); err != nil {
+		return err
+	} else if ok {
+		return Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(newID))
+	}
+	if err := c.moveFolder(ctx, t.key, tableKey(newID)); err != nil {
+		return err
+	}
+	return c.recordIdentity(ctx, uuid, newID)
+}
+
+// DeregisterTable takes table id out of the catalog and keeps its content:
+// the folder moves to _deregistered/{identity}.lance/ in the warehouse,
+// whose location is returned for a later register.
+func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, error) {
+	t, err := c.OpenTable(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return "", err
+	}
+	uuid, err := t.Identity(ctx, m)
+	if err != nil {
+		return "", err
+	}
+	dst := deregisteredDir + uuid + tableSuffix + "/"
+	if err := c.moveFolder(ctx, t.key, dst); err != nil {
+		return "", err
+	}
+	if err := c.recordIdentity(ctx, uuid, nil); err != nil {
+		return "", err
+	}
+	return c.wh.Location(strings.TrimSuffix(dst, "/")), nil
+}
+
+// RegisterTable adopts the table folder at location (a URI or key inside
+// the warehouse holding _versions/: one deregister left, or one written by
+// another tool) as table id. mode "create" (default) refuses an existing
+// id; "overwrite" is refused: it would delete the registered table's data.
+func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode string) (*Table, error) {
+	if len(id) == 0 {
+		return nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+	}
+	switch strings.ToLower(mode) {
+	case "", "create":
+	case "overwrite":
+		return nil, Errorf(CodeInvalidInput, "mode: overwrite would delete the data of the table registered as %s; deregister it first", JoinID(id))
+	default:
+		return nil, Errorf(CodeInvalidInput, "mode %q: want create", mode)
+	}
+	key := strings.TrimPrefix(location, strings.TrimRight(c.wh.URI(), "/")+"/")
+	key = strings.Trim(key, "/")
+	if key == "" || strings.Contains(location, "://") && key == location || strings.Contains(key, "..") || strings.HasPrefix(key, "/") {
+		return nil, Errorf(CodeInvalidInput, "location: %q is not a folder inside the warehouse %s", location, c.wh.URI())
+	}
+	key += "/"
+	if strings.HasSuffix(key, tableSuffix+"/") && !strings.HasPrefix(key, deregisteredDir) && key != tableKey(id) {
+		return nil, Errorf(CodeInvalidInput, "location: %q is the folder of a table of this catalog; use rename to give it another name", location)
+	}
+	if err := c.requireNamespace(ctx, id[:len(id)-1]); err != nil {
+		return nil, err
+	}
+	src := &Table{c: c, id: id, key: key}
+	vs, err := src.Versions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) == 0 {
+		return nil, Errorf(CodeInvalidInput, "location: %q holds no table versions (_versions/)", location)
+	}
+	m, err := src.readManifest(ctx, vs[len(vs)-1])
+	if err != nil {
+		return nil, Errorf(CodeInvalidInput, "location: %v", err)
+	}
+	uuid, err := src.Identity(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	t := c.handle(id)
+	if key == t.key {
+		return t, c.recordIdentity(ctx, uuid, id) // already in place
+	}
+	if ok, err := c.tableExists(ctx, id); err != nil {
+		return nil, err
+	} else if ok {
+		return nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
+	}
+	if err := c.moveFolder(ctx, key, t.key); err != nil {
+		return nil, err
+	}
+	return t, c.recordIdentity(ctx, uuid, id)
+}

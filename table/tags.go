@@ -1,0 +1,219 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Tags name versions of a table. A tag is a file _refs/tags/{tag}.json in
+// the table folder (the Lance layout), holding the version and its
+// manifest size. A tagged version is never deleted (DeleteVersions refuses
+// it) and its data files are referenced like any version's, so cleanup
+// keeps them.
+
+const tagsDir = "_refs/tags/"
+
+// Tag is what a tag points at.
+type Tag struct {
+	Version      uint64 `json:"version"`
+	ManifestSize int64  `json:"manifestSize"`
+}
+
+// MaxTagName bounds a tag name, in bytes.
+const MaxTagName = 200
+
+// ValidateTag checks a tag name: 1-200 characters of letters, digits,
+// '.', '_' and '-', not starting with '.' and without "..".
+func ValidateTag(tag string) error {
+	if tag == "" {
+		return Errorf(CodeInvalidInput, "tag: required")
+	}
+	if len(tag) > MaxTagName {
+		return Errorf(CodeInvalidInput, "tag: longer than %d bytes", MaxTagName)
+	}
+	if tag[0] == '.' || strings.Contains(tag, "..") {
+		return Errorf(CodeInvalidInput, "tag %q: may not start with '.' or contain \"..\"", tag)
+	}
+	for _, r := range tag {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return Errorf(CodeInvalidInput, "tag %q: only letters, digits, '.', '_' and '-' are allowed", tag)
+		}
+	}
+	return nil
+}
+
+func (t *Table) tagKey(tag string) string { return t.key + tagsDir + tag + ".json" }
+
+// Tags returns every tag of the table.
+func (t *Table) Tags(ctx context.Context) (map[string]Tag, error) {
+	entries, err := t.c.wh.List(ctx, t.key+tagsDir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]Tag{}
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name, ".json")
+		if e.IsDir || !ok {
+			continue
+		}
+		tg, err := t.TagVersion(ctx, name)
+		if ErrorCode(err) == CodeTableTagNotFound {
+			continue // deleted since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[name] = tg
+	}
+	return out, nil
+}
+
+// TagNames returns the tag names, sorted.
+func TagNames(tags map[string]Tag) []string {
+	names := make([]string, 0, len(tags))
+	for n := range tags {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// TagVersion returns what tag points at.
+func (t *Table) TagVersion(ctx context.Context, tag string) (Tag, error) {
+	if err := ValidateTag(tag); err != nil {
+		return Tag{}, err
+	}
+	b, err := t.c.wh.Read(ctx, t.tagKey(tag))
+	if errors.Is(err, os.ErrNotExist) {
+		return Tag{}, Errorf(CodeTableTagNotFound, "table %s has no tag %q", JoinID(t.id), tag)
+	}
+	if err != nil {
+		return Tag{}, err
+	}
+	var tg Tag
+	if err := json.Unmarshal(b, &tg); err != nil {
+		return Tag{}, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("tag %q of %s is corrupt", tag, JoinID(t.id)), Err: err}
+	}
+	return tg, nil
+}
+
+func (t *Table) tagOf(ctx context.Context, v uint64) (Tag, error) {
+	vf, err := t.Version(ctx, v)
+	if err != nil {
+		return Tag{}, err
+	}
+	return Tag{Version: v, ManifestSize: vf.Size}, nil
+}
+
+// CreateTag points a new tag at version v; an existing tag is a conflict.
+func (t *Table) CreateTag(ctx context.Context, tag string, v uint64) error {
+	if err := ValidateTag(tag); err != nil {
+		return err
+	}
+	tg, err := t.tagOf(ctx, v)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(tg)
+	err = t.c.wh.PutIfNotExists(ctx, t.tagKey(tag), b)
+	if errors.Is(err, ErrExists) {
+		return Errorf(CodeTableTagAlreadyExists, "table %s already has a tag %q", JoinID(t.id), tag)
+	}
+	return err
+}
+
+// UpdateTag points an existing tag at version v.
+func (t *Table) UpdateTag(ctx context.Context, tag string, v uint64) error {
+	if _, err := t.TagVersion(ctx, tag); err != nil {
+		return err
+	}
+	tg, err := t.tagOf(ctx, v)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(tg)
+	return t.c.wh.Write(ctx, t.tagKey(tag), b)
+}
+
+// DeleteTag removes a tag (not its version).
+func (t *Table) DeleteTag(ctx context.Context, tag string) error {
+	if _, err := t.TagVersion(ctx, tag); err != nil {
+		return err
+	}
+	return t.c.wh.Delete(ctx, t.tagKey(tag))
+}
+
+// VersionRange is a range of versions, start inclusive, end exclusive;
+// End -1 is through the latest.
+type VersionRange struct {
+	Start int64
+	End   int64
+}
+
+// DeleteVersions removes the manifests of the versions in ranges and
+// returns how many it removed; their data files stay until cleanup finds
+// them unreferenced. The latest version, a tagged version, and version 1
+// of a table created before identities were stored (it carries the
+// identity) are never removed: a range that covers one is refused whole.
+func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int64, error) {
+	vs, err := t.Versions(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if len(vs) == 0 {
+		return 0, Errorf(CodeTableNotFound, "table %s not found", JoinID(t.id))
+	}
+	latest := vs[len(vs)-1]
+	tags, err := t.Tags(ctx)
+	if err != nil {
+		return 0, err
+	}
+	tagged := map[uint64]string{}
+	for _, n := range TagNames(tags) {
+		if _, ok := tagged[tags[n].Version]; !ok {
+			tagged[tags[n].Version] = n
+		}
+	}
+	lm, err := t.readManifest(ctx, latest)
+	if err != nil {
+		return 0, err
+	}
+	var doomed []VersionFile
+	for i, r := range ranges {
+		if r.Start < 0 || r.End < -1 || (r.End != -1 && r.End < r.Start) {
+			return 0, Errorf(CodeInvalidInput, "ranges[%d]: want 0 <= start_version <= end_version, or end_version -1 (got %d, %d)", i, r.Start, r.End)
+		}
+		for _, vf := range vs {
+			if vf.Version < uint64(r.Start) || (r.End != -1 && vf.Version >= uint64(r.End)) {
+				continue
+			}
+			switch {
+			case vf.Version == latest.Version:
+				return 0, Errorf(CodeInvalidInput, "ranges[%d]: version %d is the latest; a table keeps its latest version (drop the table instead)", i, vf.Version)
+			case tagged[vf.Version] != "":
+				return 0, Errorf(CodeInvalidInput, "ranges[%d]: version %d is tagged %q; delete the tag first", i, vf.Version, tagged[vf.Version])
+			case vf.Version == 1 && lm.UUID == "":
+				return 0, Errorf(CodeInvalidInput, "ranges[%d]: version 1 carries the identity of this table (created before identities were stored in every version)", i)
+			}
+			doomed = append(doomed, vf)
+		}
+	}
+	seen := map[uint64]bool{}
+	var n int64
+	for _, vf := range doomed {
+		if seen[vf.Version] {
+			continue
+		}
+		seen[vf.Version] = true
+		if err := t.c.wh.Delete(ctx, t.key+versionsDir+vf.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
