@@ -7,7 +7,6 @@ import (
 	"io"
 	"regexp"
 	"strconv"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -65,7 +64,7 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 			return nil, unreadable(err)
 		}
 		defer r.Close()
-		src = &readerAt{r: r, size: r.Size()}
+		src = table.NewReaderAt(r, r.Size())
 	}
 	props := parquet.NewReaderProperties(e.mem)
 	props.BufferedStreamEnabled = true
@@ -126,50 +125,6 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 		need -= n
 	}
 	return out, nil
-}
-
-// readerAt gives random access over a sequential object reader: each read
-// seeks (a new ranged request on object stores) unless it continues the
-// previous one.
-type readerAt struct {
-	mu   sync.Mutex
-	r    io.ReadSeeker
-	size int64
-	pos  int64 // Seek's position; ReadAt does not move it
-}
-
-func (b *readerAt) ReadAt(p []byte, off int64) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if off >= b.size {
-		return 0, io.EOF
-	}
-	if _, err := b.r.Seek(off, io.SeekStart); err != nil {
-		return 0, err
-	}
-	n, err := io.ReadFull(b.r, p)
-	if err == io.ErrUnexpectedEOF {
-		err = io.EOF
-	}
-	return n, err
-}
-
-func (b *readerAt) Seek(off int64, whence int) (int64, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch whence {
-	case io.SeekStart:
-		b.pos = off
-	case io.SeekCurrent:
-		b.pos += off
-	case io.SeekEnd:
-		b.pos = b.size + off
-	}
-	if b.pos < 0 {
-		b.pos = 0
-		return 0, fmt.Errorf("seek before the start")
-	}
-	return b.pos, nil
 }
 
 // fragWriter writes records as files prefix{k}.parquet of at most max

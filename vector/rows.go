@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -47,7 +46,7 @@ func readRows(ctx context.Context, t *table.Table, f table.Fragment, fields []in
 			return nil, unreadable(err)
 		}
 		defer r.Close()
-		src = &readerAt{r: r, size: r.Size()}
+		src = table.NewReaderAt(r, r.Size())
 	}
 	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(mem)))
 	if err != nil {
@@ -118,47 +117,4 @@ func readRows(ctx context.Context, t *table.Table, f table.Fragment, fields []in
 	take := ib.NewArray()
 	defer take.Release()
 	return takeRecord(compute.WithAllocator(ctx, mem), all, take)
-}
-
-// readerAt gives random access over a sequential object reader: each read
-// seeks (a new ranged request on object stores).
-type readerAt struct {
-	mu   sync.Mutex
-	r    io.ReadSeeker
-	size int64
-	pos  int64 // Seek's position; ReadAt does not move it
-}
-
-func (b *readerAt) ReadAt(p []byte, off int64) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if off >= b.size {
-		return 0, io.EOF
-	}
-	if _, err := b.r.Seek(off, io.SeekStart); err != nil {
-		return 0, err
-	}
-	n, err := io.ReadFull(b.r, p)
-	if err == io.ErrUnexpectedEOF {
-		err = io.EOF
-	}
-	return n, err
-}
-
-func (b *readerAt) Seek(off int64, whence int) (int64, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch whence {
-	case io.SeekStart:
-		b.pos = off
-	case io.SeekCurrent:
-		b.pos += off
-	case io.SeekEnd:
-		b.pos = b.size + off
-	}
-	if b.pos < 0 {
-		b.pos = 0
-		return 0, fmt.Errorf("seek before the start")
-	}
-	return b.pos, nil
 }
