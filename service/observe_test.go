@@ -232,8 +232,14 @@ func TestDashboardMetricsExist(t *testing.T) {
 	e.post("/v1/jobs/cancel", map[string]any{"job_id": id}, nil)
 	e.wait(id)
 
-	got := scrape(t, e.api+"/metrics")
 	ready, _ := os.ReadFile(e.workerReady[0])
+	// The staleness gauge has a series once the reporter's pass (every
+	// 15s, the first at worker start, before any view existed) has seen a
+	// view.
+	waitFor(t, 60*time.Second, "the staleness gauge", func() bool {
+		return scrape(t, "http://"+string(ready)+"/metrics")["mvq_view_staleness_seconds"] != nil
+	})
+	got := scrape(t, e.api+"/metrics")
 	for name, labels := range scrape(t, "http://"+string(ready)+"/metrics") {
 		if got[name] == nil {
 			got[name] = map[string]bool{}
