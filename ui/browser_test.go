@@ -228,11 +228,15 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("slow refresh: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	step("open the running job from the list",
-		chromedp.WaitVisible(`#jobs tr[data-state="RUNNING"]`),
-		chromedp.Click(`#jobs tr[data-state="RUNNING"]`),
-		chromedp.WaitVisible("#job-page"),
-	)
+	// The list re-renders as events arrive, so a row found by one call may
+	// be gone by the next: find and click it in one script.
+	step("the running job in the list", chromedp.WaitVisible(`#jobs tr[data-state="RUNNING"]`))
+	octx, cancelO := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelO()
+	if _, err := chromedp.Run(octx, chromedp.Poll[bool](`(() => { const r = document.querySelector('#jobs tr[data-state="RUNNING"]'); if (!r) return false; r.click(); return true; })()`)); err != nil {
+		fail("open the running job from the list", err)
+	}
+	step("the job page", chromedp.WaitVisible("#job-page"))
 	pctx, cancelP := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancelP()
 	if _, err := chromedp.Run(pctx, chromedp.Poll[bool](`document.getElementById('job-phase').textContent === 'expanding'`)); err != nil {
