@@ -520,7 +520,7 @@ func (e *Engine) checkpoint(ctx context.Context, t *table.Table, plan *Plan, fra
 	ib.AppendValues(sel, nil)
 	idx := ib.NewArray()
 	ib.Release()
-	in, err := takeRecord(compute.WithAllocator(ctx, e.mem), rec, idx)
+	in, err := table.TakeRecord(compute.WithAllocator(ctx, e.mem), rec, idx)
 	idx.Release()
 	if err != nil {
 		return nil, err

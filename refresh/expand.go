@@ -452,26 +452,7 @@ func (e *Engine) concatSorted(ctx context.Context, schema *arrow.Schema, recs []
 		return nil, err
 	}
 	defer perm.Release()
-	return takeRecord(ctx, rec, perm)
-}
-
-func takeRecord(ctx context.Context, rec arrow.RecordBatch, idx arrow.Array) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, rec.NumCols())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for i := range cols {
-		c, err := compute.TakeArray(ctx, rec.Column(i), idx)
-		if err != nil {
-			return nil, err
-		}
-		cols[i] = c
-	}
-	return array.NewRecordBatch(rec.Schema(), cols, int64(idx.Len())), nil
+	return table.TakeRecord(ctx, rec, perm)
 }
 
 // texts is what the chunker reads: utf8, large_utf8 and utf8_view arrays.

@@ -317,7 +317,7 @@ func (a *wholeApplier) partitions(ctx context.Context, all, input arrow.RecordBa
 		ib.AppendValues(groups[k], nil)
 		take := ib.NewArray()
 		ib.Release()
-		rec, err := takeRecord(ctx, input, take)
+		rec, err := table.TakeRecord(ctx, input, take)
 		take.Release()
 		if err != nil {
 			releasePartitions(out)

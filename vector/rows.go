@@ -116,5 +116,5 @@ func readRows(ctx context.Context, t *table.Table, f table.Fragment, fields []in
 	}
 	take := ib.NewArray()
 	defer take.Release()
-	return takeRecord(compute.WithAllocator(ctx, mem), all, take)
+	return table.TakeRecord(compute.WithAllocator(ctx, mem), all, take)
 }

@@ -395,25 +395,6 @@ func concat(recs []arrow.RecordBatch, rows int64, mem memory.Allocator) (arrow.R
 	return rec, nil
 }
 
-func takeRecord(ctx context.Context, rec arrow.RecordBatch, idx arrow.Array) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, rec.NumCols())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for i := range cols {
-		c, err := compute.TakeArray(ctx, rec.Column(i), idx)
-		if err != nil {
-			return nil, err
-		}
-		cols[i] = c
-	}
-	return array.NewRecordBatch(rec.Schema(), cols, int64(idx.Len())), nil
-}
-
 // topK keeps the k smallest distances (ties: the lower address) in a
 // max-heap.
 type topK struct {
