@@ -124,25 +124,14 @@ func (r *backfillRequest) options() (refresh.Options, error) {
 	if r.Where != nil {
 		bf.Where = *r.Where
 	}
-	ints := []struct {
-		name string
-		v    *int64
-		dst  *int
-	}{
+	if err := setPositiveInts([]intOption{
 		{"concurrency", r.Concurrency, &o.Concurrency},
 		{"intra_applier_concurrency", r.IntraApplierConcurrency, &o.IntraApplierConcurrency},
 		{"task_size", r.TaskSize, &o.SourceTaskSize},
 		{"checkpoint_size", r.CheckpointSize, &bf.CheckpointSize},
 		{"commit_granularity", r.CommitGranularity, &bf.CommitGranularity},
-	}
-	for _, f := range ints {
-		if f.v == nil {
-			continue
-		}
-		if *f.v <= 0 || *f.v > maxOption {
-			return o, badInput("%s: must be a positive integer (got %d)", f.name, *f.v)
-		}
-		*f.dst = int(*f.v)
+	}); err != nil {
+		return o, err
 	}
 	if r.ReadVersion != nil {
 		if *r.ReadVersion <= 0 {

@@ -211,29 +211,41 @@ type refreshViewRequest struct {
 // applies its own, tighter caps).
 const maxOption = 1 << 40
 
+// intOption is an optional positive integer field of a request and where
+// its value goes.
+type intOption struct {
+	name string
+	v    *int64
+	dst  *int
+}
+
+// setPositiveInts copies the options that are set, refusing any outside
+// 1..maxOption with a 400 naming the field.
+func setPositiveInts(opts []intOption) error {
+	for _, f := range opts {
+		if f.v == nil {
+			continue
+		}
+		if *f.v <= 0 || *f.v > maxOption {
+			return badInput("%s: must be a positive integer (got %d)", f.name, *f.v)
+		}
+		*f.dst = int(*f.v)
+	}
+	return nil
+}
+
 func refreshOptions(req *refreshViewRequest) (refresh.Options, error) {
 	var o refresh.Options
 	if req == nil {
 		return o, nil
 	}
-	ints := []struct {
-		name string
-		v    *int64
-		dst  *int
-	}{
+	if err := setPositiveInts([]intOption{
 		{"max_rows_per_fragment", req.MaxRowsPerFragment, &o.MaxRowsPerFragment},
 		{"concurrency", req.Concurrency, &o.Concurrency},
 		{"intra_applier_concurrency", req.IntraApplierConcurrency, &o.IntraApplierConcurrency},
 		{"source_task_size", req.SourceTaskSize, &o.SourceTaskSize},
-	}
-	for _, f := range ints {
-		if f.v == nil {
-			continue
-		}
-		if *f.v <= 0 || *f.v > maxOption {
-			return o, badInput("%s: must be a positive integer (got %d)", f.name, *f.v)
-		}
-		*f.dst = int(*f.v)
+	}); err != nil {
+		return o, err
 	}
 	if req.SrcVersion != nil {
 		if req.SrcVersion.Tag != "" {
