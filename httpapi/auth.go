@@ -89,6 +89,8 @@ var routeRules = map[string]routeRule{
 	"POST /v1/materialized_view/:id/refresh": {auth.Refresh, targetPath, true, false},
 	"GET /v1/materialized_view/:id/status":   {auth.Read, targetPath, false, false},
 	"POST /v1/materialized_view/list":        {auth.Read, targetNamespace, true, false},
+	// mvq extension: a view's refresh_every (refresh_settings.go).
+	"POST /v1/materialized_view/:id/refresh_settings": {auth.Write, targetPath, true, false},
 
 	"GET /v1/job/:job_id":        {auth.Read, targetJobParam, false, false},
 	"GET /v1/job/:job_id/events": {auth.Read, targetJobParam, false, false},

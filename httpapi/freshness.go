@@ -22,6 +22,8 @@ type ViewStatus struct {
 	LastJob *JobSummary `json:"last_job"`
 	// Downstream are the views that read this one.
 	Downstream []string `json:"downstream"`
+	// The view's refresh_every schedule, when it has one.
+	refreshSettings
 }
 
 // JobSummary names a job and where it stands.
@@ -48,6 +50,11 @@ func (v *ViewRoutes) status(ctx context.Context, id []string, f *refresh.Freshne
 	for _, d := range deps {
 		st.Downstream = append(st.Downstream, table.JoinID(d))
 	}
+	sched, err := v.Jobs.Schedule(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st.refreshSettings = settingsOf(sched)
 	return st, nil
 }
 

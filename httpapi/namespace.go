@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -133,13 +134,37 @@ func (s *Server) namespaceExists(c *gin.Context) {
 
 func (s *Server) dropNamespace(c *gin.Context) {
 	var req struct {
-		ID       []string `json:"id"`
-		Mode     string   `json:"mode"`
-		Behavior string   `json:"behavior"`
+		ID       []string          `json:"id"`
+		Mode     string            `json:"mode"`
+		Behavior string            `json:"behavior"`
+		Cascade  *bool             `json:"cascade"`
+		Context  map[string]string `json:"context"`
 	}
 	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
 	if !ok {
 		return
+	}
+	// Views elsewhere that read its tables: 409, or dropped with cascade
+	// (namespace_drop.go).
+	cascade, err := dropRequest{Cascade: req.Cascade, Context: req.Context}.cascade()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if strings.EqualFold(req.Behavior, "cascade") {
+		views, err := s.viewsOutside(c, id)
+		if err != nil && table.ErrorCode(err) != table.CodeNamespaceNotFound {
+			fail(c, err)
+			return
+		}
+		if len(views) > 0 && !cascade {
+			fail(c, table.Errorf(table.CodeInvalidTableState, "namespace %s has tables that views outside it read: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), sortedIDs(views)))
+			return
+		}
+		if err := s.dropDependents(c, views); err != nil {
+			fail(c, err)
+			return
+		}
 	}
 	if err := s.cat.DropNamespace(c, id, req.Mode, req.Behavior); err != nil {
 		fail(c, err)

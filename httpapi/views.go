@@ -95,16 +95,20 @@ func (v *ViewRoutes) routes(r gin.IRouter) {
 	r.POST("/jobs/list", v.listJobs)
 	r.POST("/jobs/cancel", v.cancelJob)
 	v.columnRoutes(r, idem)
+	v.settingsRoutes(r)
 }
 
 type createViewRequest struct {
-	ID           []string            `json:"id"`
-	Kind         *string             `json:"kind"`
-	SourceQuery  *string             `json:"source_query"`
-	OutputSchema *string             `json:"output_schema"`
-	UDTFSpec     *refresh.UDTFEntry  `json:"udtf_spec"`
-	WithNoData   *bool               `json:"with_no_data"`
-	AutoRefresh  *bool               `json:"auto_refresh"`
+	ID           []string           `json:"id"`
+	Kind         *string            `json:"kind"`
+	SourceQuery  *string            `json:"source_query"`
+	OutputSchema *string            `json:"output_schema"`
+	UDTFSpec     *refresh.UDTFEntry `json:"udtf_spec"`
+	WithNoData   *bool              `json:"with_no_data"`
+	AutoRefresh  *bool              `json:"auto_refresh"`
+	// RefreshEvery (an mvq extension) refreshes the view on a schedule
+	// (refresh_settings.go).
+	RefreshEvery *string             `json:"refresh_every"`
 	Refresh      *refreshViewRequest `json:"refresh"`
 }
 
@@ -125,6 +129,11 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 		fail(c, badInput("output_schema: required (an empty string derives it)"))
 		return
 	}
+	every, err := refreshEvery(req.RefreshEvery, false)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	cr := refresh.CreateRequest{Kind: *req.Kind, SourceQuery: *req.SourceQuery, OutputSchema: *req.OutputSchema, UDTFSpec: req.UDTFSpec}
 	if req.AutoRefresh != nil {
 		cr.AutoRefresh = *req.AutoRefresh
@@ -132,7 +141,6 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 	withData := req.WithNoData == nil || !*req.WithNoData
 	var opts refresh.Options
 	if withData {
-		var err error
 		if opts, err = refreshOptions(req.Refresh); err != nil {
 			fail(c, err)
 			return
@@ -153,6 +161,13 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 		v.undoCreate(c, id)
 		fail(c, err)
 		return
+	}
+	if every > 0 {
+		if err := v.Jobs.SetSchedule(c, id, every); err != nil {
+			v.undoCreate(c, id)
+			fail(c, err)
+			return
+		}
 	}
 	resp := gin.H{"version": m.Version}
 	if withData {

@@ -74,12 +74,14 @@ func AutoRefresh(cfg AutoConfig) ClientOption { return func(c *Client) { c.auto 
 //	mvq:deps:{source}   set   view keys of the views reading table source
 //	mvq:viewreg:{view}  hash  source (JSON id), auto ("1"/"0"), pending
 //	                          (the automatic job last claimed), claimed_at
-//	                          and last_auto (unix ms)
+//	                          and last_auto (unix ms), every (refresh_every
+//	                          in ms; schedule.go)
 func depsKey(source []string) string  { return keyPrefix + "deps:" + viewKey(source) }
 func viewRegKey(view []string) string { return keyPrefix + "viewreg:" + viewKey(view) }
 
 // RegisterView records that view reads source and whether it refreshes
-// automatically. Registering again replaces the record.
+// automatically. Registering again replaces the record, schedule
+// included (SetSchedule sets one).
 func (c *Client) RegisterView(ctx context.Context, view, source []string, auto bool) error {
 	src, _ := json.Marshal(source)
 	flag := "0"
@@ -89,6 +91,8 @@ func (c *Client) RegisterView(ctx context.Context, view, source []string, auto b
 	_, err := c.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SAdd(ctx, depsKey(source), viewKey(view))
 		p.HSet(ctx, viewRegKey(view), "source", string(src), "auto", flag)
+		p.HDel(ctx, viewRegKey(view), "every")
+		p.ZRem(ctx, schedKey, viewKey(view))
 		return nil
 	})
 	if err != nil {
@@ -113,6 +117,7 @@ func (c *Client) ForgetView(ctx context.Context, view []string) error {
 			p.SRem(ctx, depsKey(source), viewKey(view))
 		}
 		p.Del(ctx, viewRegKey(view))
+		p.ZRem(ctx, schedKey, viewKey(view))
 		return nil
 	})
 	if err != nil {

@@ -49,7 +49,7 @@ func newChain(t *testing.T, rows int, cfg AutoConfig) *chain {
 }
 
 // chunks renders a view's rows as "id|chunk", sorted.
-func (c *chain) chunks(t *testing.T, view []string) []string {
+func (c *chain) chunks(t testing.TB, view []string) []string {
 	t.Helper()
 	tb, err := c.cat.OpenTable(context.Background(), view)
 	if err != nil {

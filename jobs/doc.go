@@ -68,8 +68,10 @@
 //	mvq:clusters               set    every cluster a worker ever served
 //	                                  (heartbeats add; the API's gauges)
 //	mvq:deps:{table}           set    views reading table (auto.go)
-//	mvq:viewreg:{view}         hash   the view's source, auto_refresh flag
-//	                                  and its automatic job claim (auto.go)
+//	mvq:viewreg:{view}         hash   the view's source, auto_refresh flag,
+//	                                  its automatic job claim (auto.go) and
+//	                                  refresh_every (schedule.go)
+//	mvq:sched                  zset   view -> next scheduled refresh (ms)
 //
 // A job record's progress_at is stamped by every event; the rescuer fails
 // a RUNNING job whose progress_at is older than the stall timeout. Terminal

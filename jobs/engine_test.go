@@ -32,7 +32,7 @@ var (
 	duckErr  error
 )
 
-func testDuck(t *testing.T) *duck.DB {
+func testDuck(t testing.TB) *duck.DB {
 	t.Helper()
 	duckOnce.Do(func() { duckDB, duckErr = duck.Open(duck.Options{Threads: 1}) })
 	if duckErr != nil {
@@ -61,7 +61,7 @@ var (
 // body of source row id: 10 characters, so 3 chunks ("0007", "xxxx", "yy").
 func body(id int64) string { return fmt.Sprintf("%04dxxxxyy", id) }
 
-func newWarehouse(t *testing.T, rows int) *warehouse {
+func newWarehouse(t testing.TB, rows int) *warehouse {
 	t.Helper()
 	ctx := context.Background()
 	wh, err := table.OpenWarehouse(ctx, "file://"+t.TempDir())
@@ -92,7 +92,7 @@ func newWarehouse(t *testing.T, rows int) *warehouse {
 }
 
 // batch makes the next n source rows.
-func (w *warehouse) batch(t *testing.T, n int) array.RecordReader {
+func (w *warehouse) batch(t testing.TB, n int) array.RecordReader {
 	t.Helper()
 	b := array.NewRecordBuilder(memory.DefaultAllocator, articleSchema)
 	defer b.Release()
@@ -111,7 +111,7 @@ func (w *warehouse) batch(t *testing.T, n int) array.RecordReader {
 }
 
 // insert appends n source rows as a new source fragment.
-func (w *warehouse) insert(t *testing.T, n int) {
+func (w *warehouse) insert(t testing.TB, n int) {
 	t.Helper()
 	if _, _, err := w.src.Insert(context.Background(), w.batch(t, n), "append"); err != nil {
 		t.Fatal(err)

@@ -196,13 +196,28 @@ func TestViewLineageEndToEnd(t *testing.T) {
 		t.Fatalf("drop with a bad cascade: %d", code)
 	}
 
-	// Its namespace dropped (cascading): the views stay, their source gone.
-	if code := e.post("/v1/namespace/a/drop", `{"behavior": "CASCADE"}`, &prob); code != 200 {
-		t.Fatalf("drop namespace a: %d %v", code, prob)
+	// Nor is its namespace, cascading, while views outside it read it.
+	if code := e.post("/v1/namespace/a/drop", `{"behavior": "CASCADE"}`, &prob); code != 409 || !strings.Contains(fmt.Sprint(prob["detail"]), "b$m, b$v, b$w") {
+		t.Fatalf("drop namespace a under views: %d %v", code, prob)
+	}
+	if code := e.post("/v1/table/a$t/exists", `{}`, nil); code != 200 {
+		t.Fatalf("a$t after a refused namespace drop: %d", code)
+	}
+	// Deregistered (its files stay, the catalog forgets it): the views
+	// stay, their source gone.
+	if code := e.post("/v1/table/a$t/deregister", `{}`, &prob); code != 200 {
+		t.Fatalf("deregister a$t: %d %v", code, prob)
 	}
 	e.getJSON("/v1/materialized_view/b$v/status", &st)
 	if src := st["sources"].([]any)[0].(map[string]any); src["exists"] != false || !strings.Contains(fmt.Sprint(st["problem"]), "a$t is gone") {
 		t.Fatalf("status of a view whose source is gone: %v", st)
+	}
+	desc = nil
+	if code := e.post("/v1/table/b$v/describe", `{}`, &desc); code != 200 {
+		t.Fatalf("describe of a view whose source is gone: %d %v", code, desc)
+	}
+	if mv, _ := desc["materialized_view"].(map[string]any); mv == nil || mv["stale"] != true || !strings.Contains(fmt.Sprint(mv["problem"]), "a$t is gone") {
+		t.Fatalf("describe of a view whose source is gone: %v", desc["materialized_view"])
 	}
 	if code := e.post("/v1/materialized_view/b$v/refresh", `{}`, &prob); code != 409 || !strings.Contains(fmt.Sprint(prob["detail"]), "a$t") {
 		t.Fatalf("refresh of a view whose source is gone: %d %v", code, prob)
@@ -230,5 +245,37 @@ func TestViewLineageEndToEnd(t *testing.T) {
 		if code := e.post("/v1/table/"+v+"/exists", `{}`, nil); code != 404 {
 			t.Fatalf("%s after the cascading drop: %d", v, code)
 		}
+	}
+
+	// A namespace drop follows the same rule: views outside it that read
+	// its tables (here b$p, and b$r through it) are a 409, a view inside
+	// is not; with cascade they go too.
+	e.post("/v1/namespace/a/create", `{}`, nil)
+	e.post("/v1/namespace/a$sub/create", `{}`, nil)
+	if st := e.post("/v1/table/a$sub$s/create", docs(0, 3), nil); st != 200 {
+		t.Fatalf("create a$sub$s: %d", st)
+	}
+	for _, vw := range [][2]string{{"b$p", "a$sub$s"}, {"b$r", "b$p"}, {"a$q", "a$sub$s"}} {
+		if code := e.post("/v1/materialized_view/"+vw[0]+"/create", map[string]any{"kind": "query", "source_query": `SELECT id FROM "` + vw[1] + `"`,
+			"output_schema": "", "with_no_data": true}, &prob); code != 201 {
+			t.Fatalf("create %s: %d %v", vw[0], code, prob)
+		}
+	}
+	if code := e.post("/v1/namespace/a/drop", `{"behavior": "CASCADE"}`, &prob); code != 409 || !strings.Contains(fmt.Sprint(prob["detail"]), ": b$p, b$r;") {
+		t.Fatalf("drop namespace a under b$p: %d %v", code, prob)
+	}
+	if code := e.post("/v1/namespace/a/drop", `{"behavior": "CASCADE", "context": {"cascade": "yes"}}`, nil); code != 400 {
+		t.Fatalf("drop namespace a with a bad cascade: %d", code)
+	}
+	if code := e.post("/v1/namespace/a/drop", `{"behavior": "CASCADE", "context": {"cascade": "true"}}`, &prob); code != 200 {
+		t.Fatalf("cascading namespace drop: %d %v", code, prob)
+	}
+	for _, v := range []string{"b$p", "b$r", "a$q", "a$sub$s"} {
+		if code := e.post("/v1/table/"+v+"/exists", `{}`, nil); code != 404 {
+			t.Fatalf("%s after the cascading namespace drop: %d", v, code)
+		}
+	}
+	if code := e.post("/v1/table/b$v/exists", `{}`, nil); code != 200 {
+		t.Fatalf("b$v (reads the deregistered a$t) after the namespace drop: %d", code)
 	}
 }

@@ -59,8 +59,13 @@ func startWorker(cfg Config, core *Core, gauges bool) (func(), error) {
 	}
 	stale := trig.NewStalenessReporter(eng, 0)
 	_ = stale.Start(context.Background())
+	// Views' refresh_every schedules: every worker polls; each period
+	// fires once in the pool.
+	sched := trig.NewScheduler(jobs.SchedulerConfig{})
+	_ = sched.Start(context.Background())
 	unregisterStale, err := telemetry.RegisterStalenessGauge(stale.Values)
 	if err != nil {
+		_ = sched.Stop(context.Background())
 		_ = stale.Stop(context.Background())
 		srv.Shutdown()
 		core.Catalog.OnCommit(nil)
@@ -72,6 +77,7 @@ func startWorker(cfg Config, core *Core, gauges bool) (func(), error) {
 	if gauges {
 		if unregister, err = telemetry.RegisterQueueGauges(srv.QueueStats); err != nil {
 			unregisterStale()
+			_ = sched.Stop(context.Background())
 			_ = stale.Stop(context.Background())
 			srv.Shutdown()
 			core.Catalog.OnCommit(nil)
@@ -83,6 +89,7 @@ func startWorker(cfg Config, core *Core, gauges bool) (func(), error) {
 	return func() {
 		unregister()
 		unregisterStale()
+		_ = sched.Stop(context.Background())
 		_ = stale.Stop(context.Background())
 		srv.Shutdown()
 		core.Catalog.OnCommit(nil)

@@ -8,11 +8,15 @@ import (
 	"os"
 	"path"
 	"strings"
+
+	"github.com/google/uuid"
 )
 
 // CreateVersion publishes a manifest the client staged inside the table
 // folder (manifestPath, relative to it) as version v under scheme, with
-// put-if-not-exists. The staged manifest must parse, carry version v and
+// put-if-not-exists. The staged manifest is outside _versions/, or is
+// exactly _versions/{the final manifest name}-{uuid}: where Lance's
+// external-manifest commit stages it (isStagedManifest). The staged manifest must parse, carry version v and
 // reference only data files that exist. v must be latest+1: an existing
 // version is a conflict, a gap is invalid input. metadata, when given,
 // replaces the version's metadata. An existing version is checked first.
@@ -40,8 +44,9 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	}
 	rel := strings.TrimPrefix(manifestPath, t.Location()+"/")
 	clean := path.Clean(rel)
-	if rel == "" || path.IsAbs(rel) || clean != rel || strings.HasPrefix(clean, "..") || strings.HasPrefix(clean, versionsDir) {
-		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside _versions/", manifestPath)
+	if rel == "" || path.IsAbs(rel) || clean != rel || strings.HasPrefix(clean, "..") ||
+		(strings.HasPrefix(clean, versionsDir) && !isStagedManifest(clean, v, scheme)) {
+		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside _versions/ but for the staging name %s%s-{uuid}", manifestPath, versionsDir, ManifestName(v, scheme))
 	}
 	data, err := t.c.wh.Read(ctx, t.key+clean)
 	if errors.Is(err, os.ErrNotExist) {
@@ -118,4 +123,18 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	}
 	t.c.committed(ctx, t.id, m)
 	return VersionFile{Version: v, Scheme: scheme, Name: name, Size: int64(len(data))}, m, data, nil
+}
+
+// isStagedManifest reports whether clean (relative to the table folder)
+// is where Lance's external-manifest commit stages version v's manifest
+// before asking the namespace to create the version:
+// _versions/{ManifestName(v, scheme)}-{uuid}, the uuid in its canonical
+// lowercase hyphenated form. Nothing else under _versions/ is.
+func isStagedManifest(clean string, v uint64, scheme NamingScheme) bool {
+	rest, ok := strings.CutPrefix(clean, versionsDir+ManifestName(v, scheme)+"-")
+	if !ok {
+		return false
+	}
+	u, err := uuid.Parse(rest)
+	return err == nil && u.String() == rest
 }

@@ -1,0 +1,85 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Lance's external-manifest commit stages a version's manifest at
+// _versions/{final manifest name}-{uuid} and then asks the namespace to
+// create the version from it: that exact form is accepted; every other
+// path under _versions/, and anything outside the table folder, is a 400
+// naming manifest_path that writes nothing.
+func TestVersionCreateFromLanceStagingPath(t *testing.T) {
+	t.Parallel()
+	c := setup(t, httpapi.Config{})
+	if st, _ := c.do("POST", "/v1/table/t/create", "application/json", []byte(`[{"id": 1}]`)); st != 200 {
+		t.Fatalf("create %d", st)
+	}
+	_, m := c.post("/v1/table/t/version/describe", map[string]any{"version": 1})
+	data, err := readFile(c.dir + "/t.lance/" + m["version"].(map[string]any)["manifest_path"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var man map[string]any
+	if err := json.Unmarshal(data, &man); err != nil {
+		t.Fatal(err)
+	}
+	man["version"] = 2
+	staged, _ := json.Marshal(man)
+	stage := func(rel string) string {
+		writeFile(t, c.dir+"/t.lance/"+rel, staged)
+		return rel
+	}
+	id := uuid.NewString()
+	v2, v3 := table.ManifestName(2, table.NamingV2), table.ManifestName(3, table.NamingV2)
+
+	for _, bad := range []string{
+		stage("_versions/" + v3 + "-" + id),                                    // another version's name
+		stage("_versions/" + table.ManifestName(2, table.NamingV1) + "-" + id), // the V1 name, V2 requested
+		stage("_versions/" + v2 + "-not-a-uuid"),
+		stage("_versions/" + v2 + "-" + uuid.New().String()[:35]),
+		stage("_versions/" + v2 + "-" + "{" + id + "}"),
+		stage("_versions/" + v2 + id), // no dash
+		stage("_versions/" + v2 + "-" + id + ".manifest"),
+		stage("_versions/x/" + v2 + "-" + id), // nested
+		"_versions/" + v2,                     // the final name itself
+		"_versions/" + v2 + "-" + id + "/../../../../etc/passwd",
+		"_versions/../_versions/" + v2 + "-" + id,
+		"../_versions/" + v2 + "-" + id,
+		"/_versions/" + v2 + "-" + id,
+	} {
+		st, m := c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": bad})
+		c.want(st, m, 400, "manifest_path")
+	}
+	if _, err := readFile(c.dir + "/t.lance/_versions/" + v2); err == nil {
+		t.Fatal("a refused request wrote version 2")
+	}
+
+	good := stage("_versions/" + v2 + "-" + id)
+	st, m := c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": good})
+	c.want(st, m, 200, "")
+	if v := m["version"].(map[string]any); v["version"] != 2.0 || v["manifest_path"] != "_versions/"+v2 {
+		t.Fatalf("version create: %v", m)
+	}
+	// The staged file is not a version: the list shows 1 and 2 only, and
+	// the next commit is 3.
+	st, m = c.post("/v1/table/t/version/list", map[string]any{})
+	if st != 200 || len(m["versions"].([]any)) != 2 {
+		t.Fatalf("version list: %d %v", st, m)
+	}
+	if st, m := c.post("/v1/table/t/insert", `[{"id": 2}]`); st != 200 || m["version"] != 3.0 {
+		t.Fatalf("insert after the staged version: %d %v", st, m)
+	}
+	// The same staging form for V1 naming.
+	man["version"] = 4
+	staged, _ = json.Marshal(man)
+	v1 := stage("_versions/" + table.ManifestName(4, table.NamingV1) + "-" + id)
+	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 4, "manifest_path": v1, "naming_scheme": "V1"})
+	c.want(st, m, 200, "")
+}

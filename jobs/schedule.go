@@ -1,0 +1,214 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Scheduled refreshes (a view's refresh_every). The schedule lives in
+// Redis next to the dependency registry, so it survives restarts of every
+// process and is shared by the whole pool:
+//
+//	mvq:viewreg:{view}  hash  every: the period in ms (absent: none)
+//	mvq:sched           zset  view key -> the next fire time (unix ms)
+//
+// Any number of Scheduler services poll the set; a Lua script claims the
+// due views and advances their scores in one step, so each period fires
+// once however many schedulers run.
+const schedKey = keyPrefix + "sched"
+
+// Bounds of a view's refresh_every.
+const (
+	// MinRefreshEvery is the shortest schedule: below it a schedule is
+	// a busy loop of refreshes, and auto_refresh is the tool for that.
+	MinRefreshEvery = time.Second
+	// MaxRefreshEvery is the longest (a year).
+	MaxRefreshEvery = 366 * 24 * time.Hour
+)
+
+// ParseRefreshEvery reads a refresh_every value: a Go duration ("90s",
+// "15m", "1h30m") between MinRefreshEvery and MaxRefreshEvery. The error
+// names no field; callers prefix it.
+func ParseRefreshEvery(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, fmt.Errorf("want a duration such as \"30s\", \"15m\" or \"1h\" (got %q)", s)
+	}
+	if d < MinRefreshEvery || d > MaxRefreshEvery {
+		return 0, fmt.Errorf("must be between %v and %v (got %q)", MinRefreshEvery, MaxRefreshEvery, s)
+	}
+	return d, nil
+}
+
+// scriptSetSchedule sets or clears a registered view's schedule; the next
+// fire is one period from now.
+// KEYS: view registry hash, schedule zset. ARGV: view key, period ms ("0":
+// none), now ms. Returns -1 when the view is not registered, else 1.
+var scriptSetSchedule = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if ARGV[2] == '0' then
+  redis.call('HDEL', KEYS[1], 'every')
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 1
+end
+redis.call('HSET', KEYS[1], 'every', ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[1])
+return 1
+`)
+
+// SetSchedule sets a registered view's refresh_every (0: no schedule).
+// The next scheduled refresh is one period from now. A view not in the
+// registry is CodeTableNotFound.
+func (c *Client) SetSchedule(ctx context.Context, view []string, every time.Duration) error {
+	n, err := scriptSetSchedule.Run(ctx, c.st.rdb, []string{viewRegKey(view), schedKey},
+		viewKey(view), every.Milliseconds(), time.Now().UnixMilli()).Int()
+	if err != nil {
+		return redisErr("set the schedule", err)
+	}
+	if n < 0 {
+		return table.Errorf(table.CodeTableNotFound, "view %s is not registered", table.JoinID(view))
+	}
+	return nil
+}
+
+// Schedule is a view's refresh_every and its next scheduled refresh.
+type Schedule struct {
+	Every time.Duration
+	Next  time.Time
+}
+
+// Schedule returns view's schedule, nil when it has none.
+func (c *Client) Schedule(ctx context.Context, view []string) (*Schedule, error) {
+	var every *redis.StringCmd
+	var next *redis.FloatCmd
+	_, err := c.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		every = p.HGet(ctx, viewRegKey(view), "every")
+		next = p.ZScore(ctx, schedKey, viewKey(view))
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, redisErr("read the schedule", err)
+	}
+	ms, err1 := every.Int64()
+	at, err2 := next.Result()
+	if err1 != nil || err2 != nil || ms <= 0 {
+		return nil, nil
+	}
+	return &Schedule{Every: time.Duration(ms) * time.Millisecond, Next: time.UnixMilli(int64(at))}, nil
+}
+
+// scriptClaimDue claims the views whose next fire time has come: each one
+// is moved to its next period (from its due time, or from now when a whole
+// period was missed, so a pool that was down fires once, not once per
+// missed period). A view no longer registered or without a period leaves
+// the set.
+// KEYS: schedule zset. ARGV: now ms, batch size, registry key prefix.
+// Returns {view key, due ms, ...}.
+var scriptClaimDue = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {}
+for i = 1, #due, 2 do
+  local v, at = due[i], tonumber(due[i + 1])
+  local every = tonumber(redis.call('HGET', ARGV[3] .. v, 'every'))
+  if not every or every <= 0 then
+    redis.call('ZREM', KEYS[1], v)
+  else
+    local nxt = at + every
+    if nxt <= now then nxt = now + every end
+    redis.call('ZADD', KEYS[1], nxt, v)
+    table.insert(out, v)
+    table.insert(out, due[i + 1])
+  end
+end
+return out
+`)
+
+// Fire is one scheduled refresh a Scheduler claimed.
+type Fire struct {
+	View []string
+	Due  time.Time // the period's fire time
+	Job  *Job      // the job submitted; nil when it joined a pending one
+	Err  error     // the submit's error
+}
+
+// SchedulerConfig configures a Scheduler.
+type SchedulerConfig struct {
+	// Interval between polls of the schedule; default 1s. A scheduled
+	// refresh starts up to this late.
+	Interval time.Duration
+	// Batch is the most views one poll claims; default 100 (a poll that
+	// claims a full batch polls again at once).
+	Batch int
+}
+
+// Scheduler fires views' refresh_every schedules: each poll claims the due
+// views atomically (scriptClaimDue) and submits a refresh with cause
+// CauseSchedule for each, which joins the view's automatic job when one
+// is pending. Every worker runs one; a period fires once in the pool. A
+// claim whose process dies before the submit loses that one period (the
+// next fires as usual).
+type Scheduler struct {
+	c    *Client
+	cfg  SchedulerConfig
+	loop loop
+}
+
+// NewScheduler returns a scheduler that submits through the client.
+func (c *Client) NewScheduler(cfg SchedulerConfig) *Scheduler {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	return &Scheduler{c: c, cfg: cfg}
+}
+
+// Start polls now and then every interval until Stop.
+func (s *Scheduler) Start(ctx context.Context) error {
+	return s.loop.start(ctx, func(ctx context.Context) {
+		every(ctx, s.cfg.Interval, func(ctx context.Context) {
+			for {
+				fires, err := s.Pass(ctx, time.Now())
+				if err != nil && ctx.Err() == nil {
+					s.c.log.Warn("jobs: schedule poll failed", "err", err)
+				}
+				if err != nil || len(fires) < s.cfg.Batch {
+					return
+				}
+			}
+		})
+	})
+}
+
+// Stop ends the polls.
+func (s *Scheduler) Stop(ctx context.Context) error { return s.loop.stop(ctx) }
+
+// Pass claims the views due at now and submits their refreshes. A submit
+// that fails (the view's source is gone, no worker serves the cluster) is
+// logged and reported in its Fire; the view fires again next period.
+func (s *Scheduler) Pass(ctx context.Context, now time.Time) ([]Fire, error) {
+	res, err := scriptClaimDue.Run(ctx, s.c.st.rdb, []string{schedKey}, now.UnixMilli(), s.cfg.Batch, keyPrefix+"viewreg:").StringSlice()
+	if err != nil {
+		return nil, redisErr("claim scheduled refreshes", err)
+	}
+	var out []Fire
+	for i := 0; i+1 < len(res); i += 2 {
+		due, _ := strconv.ParseFloat(res[i+1], 64)
+		f := Fire{View: strings.Split(res[i], "/"), Due: time.UnixMilli(int64(due))}
+		f.Job, f.Err = s.c.SubmitAuto(ctx, f.View, CauseSchedule, nil)
+		if f.Err != nil {
+			s.c.log.Warn("jobs: scheduled refresh not submitted", "view", table.JoinID(f.View), "err", f.Err)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
