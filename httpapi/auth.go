@@ -29,6 +29,7 @@ const (
 	targetJobList                     // the body's view; without one, the list is filtered
 	targetNamespace                   // the body's namespace (the root without one)
 	targetRoot                        // the whole catalog (admin)
+	targetTables                      // every table the request involves: the handler checks each (txn.go)
 )
 
 // routeRule is what a route needs: an action on a target. jsonBody marks
@@ -97,6 +98,13 @@ var routeRules = map[string]routeRule{
 	"POST /v1/jobs/describe":     {auth.Read, targetJobBody, true, false},
 	"POST /v1/jobs/list":         {auth.Read, targetJobList, true, false},
 	"POST /v1/jobs/cancel":       {auth.Refresh, targetJobBody, true, false},
+
+	// Batches and transactions: write (describe: read) on every table of
+	// the batch or transaction, checked by the handler.
+	"POST /v1/table/version/batch-create": {auth.Write, targetTables, true, false},
+	"POST /v1/table/batch-commit":         {auth.Write, targetTables, true, false},
+	"POST /v1/transaction/:id/describe":   {auth.Read, targetTables, true, false},
+	"POST /v1/transaction/:id/alter":      {auth.Write, targetTables, true, false},
 }
 
 // openRoutes need no credentials; they carry no tenant data.
@@ -294,6 +302,8 @@ func (s *Server) authn(c *gin.Context, cred string) (*auth.Identity, error) {
 func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, body bodyFields) error {
 	var target []string
 	switch rule.target {
+	case targetTables:
+		return nil // the handler checks every table it touches
 	case targetPath:
 		t, err := pathID(c)
 		if err != nil {

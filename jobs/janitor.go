@@ -60,6 +60,8 @@ const janitorLockTTL = 2 * time.Minute
 //     Redis data loss, when no job claims them any more) left behind;
 //   - every table, and every view with no unfinished job, is offered to
 //     the Compactor.
+//   - batch transactions whose writer died are completed or aborted
+//     (table.Catalog.RecoverTransactions).
 type Janitor struct {
 	st   *store
 	id   string
@@ -125,7 +127,9 @@ func (j *Janitor) Pass(ctx context.Context) (JanitorResult, error) {
 	res.IndexTrimmed = n
 	errs = append(errs, err)
 	if j.cfg.Catalog != nil {
-		errs = append(errs, j.walk(ctx, nil, &res))
+		// Batch transactions whose writer died: completed or aborted.
+		_, err := j.cfg.Catalog.RecoverTransactions(ctx, 0)
+		errs = append(errs, err, j.walk(ctx, nil, &res))
 	}
 	return res, errors.Join(errs...)
 }

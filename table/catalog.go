@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -23,6 +24,9 @@ type Options struct {
 	RowGroupRows int
 	// Mem allocates Arrow buffers. Default memory.DefaultAllocator.
 	Mem memory.Allocator
+	// TxnTimeout is how long a batch transaction may take from its record
+	// to its decision; past it, others recover it (txn.go). Default 30s.
+	TxnTimeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -34,6 +38,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Mem == nil {
 		o.Mem = memory.DefaultAllocator
+	}
+	if o.TxnTimeout <= 0 {
+		o.TxnTimeout = 30 * time.Second
 	}
 	return o
 }

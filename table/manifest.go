@@ -83,6 +83,9 @@ type Manifest struct {
 	NextFragmentID  uint32     `json:"next_fragment_id"`
 	// Metadata is this version's free-form metadata (version/create).
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Transaction is the batch transaction that wrote this version
+	// (txn.go); such a version is visible once the transaction committed.
+	Transaction string `json:"transaction,omitempty"`
 	// Properties are table-level and carried from version to version:
 	// views keep their definition and refresh watermark here.
 	Properties map[string]json.RawMessage `json:"properties,omitempty"`
@@ -193,6 +196,7 @@ func (m *Manifest) clone() *Manifest {
 	c := *m
 	c.Fragments = append([]Fragment(nil), m.Fragments...)
 	c.Metadata = nil
+	c.Transaction = ""
 	if m.Properties != nil {
 		c.Properties = make(map[string]json.RawMessage, len(m.Properties))
 		for k, v := range m.Properties {

@@ -89,18 +89,29 @@ func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
 		return nil, err
 	}
 	byVersion := make(map[uint64]VersionFile, len(entries))
+	var markers []txnMarker
 	for _, e := range entries {
 		if e.IsDir {
 			continue
 		}
 		v, scheme, ok := ParseManifestName(e.Name)
 		if !ok {
+			if mk, ok := parseTxnMarker(e.Name); ok {
+				markers = append(markers, mk)
+			}
 			continue
 		}
 		if old, dup := byVersion[v]; dup && old.Scheme == NamingV2 {
 			continue
 		}
 		byVersion[v] = VersionFile{Version: v, Scheme: scheme, Name: e.Name, Size: e.Size, ModTime: e.ModTime, MD5: e.MD5}
+	}
+	// Versions of a batch transaction that has not committed are not
+	// versions yet (txn.go).
+	if len(markers) > 0 {
+		if err := t.hideUncommitted(ctx, byVersion, markers); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]VersionFile, 0, len(byVersion))
 	for _, vf := range byVersion {
@@ -255,6 +266,11 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		}
 		if !errors.Is(err, ErrExists) {
 			return nil, fmt.Errorf("commit %s v%d: %w", JoinID(t.id), next.Version, err)
+		}
+		// A batch transaction may hold the version: wait for its outcome
+		// (recovering it when its writer is overdue) before trying again.
+		if err := t.settleVersion(ctx, next.Version); err != nil {
+			return nil, err
 		}
 		if *attempts >= maxCommitAttempts {
 			return nil, &Error{Code: CodeConcurrentModification, Message: fmt.Sprintf("commit %s: gave up after %d concurrent commits", JoinID(t.id), *attempts)}

@@ -1,0 +1,814 @@
+package table
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Batch transactions: new versions of several tables that become visible
+// all together or not at all, across processes and through a crash.
+//
+// Object stores have no multi-object atomic write, so one object decides:
+// the transaction's state chain. A transaction T lives under
+// .mvq-txn/{T}/ as numbered state objects, each written with
+// put-if-not-exists: 0 is the record (the tables, versions and manifest
+// names, a deadline, status Running), and each later one carries the
+// whole state (status, properties). The first state with a final status
+// (Succeeded, Failed, Canceled) is the decision; since every state is a
+// put-if-not-exists of the next number, exactly one decision is ever
+// written, and alter's property changes serialize with it.
+//
+// The writer, after checking every entry, writes the record, then per
+// table (in a fixed order, so two batches over the same tables meet on
+// the same first one) a marker _versions/{manifest}.{T}.txn and then the
+// manifest itself (put-if-not-exists, so it claims the version; its
+// content names T). Then it decides Succeeded and removes its markers. A
+// manifest whose marker names T, and whose content names T too, is not a
+// version unless T succeeded (Table.Versions hides it); a manifest without
+// a marker is an ordinary version. So readers pay only while markers
+// exist: one state read per transaction (cached once final) and one
+// manifest read per marked version.
+//
+// Whoever finds a transaction still Running past its deadline recovers
+// it: it decides Succeeded when every manifest is in place (roll forward)
+// and Failed otherwise (roll back: its manifests are removed, freeing the
+// versions). A writer checks the deadline before each write and honours
+// whatever decision the chain holds, so a recovered transaction and its
+// slow writer agree. Markers of a transaction aborted by someone else stay
+// until TxnMarkerGrace past its deadline (its writer might still be about
+// to write a manifest, which the marker must hide); the writer removes its
+// own at once.
+
+// TxnStatus is the spec's TransactionStatus.
+type TxnStatus string
+
+// Transaction statuses. A batch is Running until decided; Queued is never
+// used.
+const (
+	TxnQueued    TxnStatus = "Queued"
+	TxnRunning   TxnStatus = "Running"
+	TxnSucceeded TxnStatus = "Succeeded"
+	TxnFailed    TxnStatus = "Failed"
+	TxnCanceled  TxnStatus = "Canceled"
+)
+
+// Final reports whether s is a decision.
+func (s TxnStatus) Final() bool { return s == TxnSucceeded || s == TxnFailed || s == TxnCanceled }
+
+// ParseTxnStatus reads a status case-insensitively, in PascalCase or
+// snake_case.
+func ParseTxnStatus(s string) (TxnStatus, bool) {
+	for _, st := range []TxnStatus{TxnQueued, TxnRunning, TxnSucceeded, TxnFailed, TxnCanceled} {
+		if strings.EqualFold(strings.ReplaceAll(s, "_", ""), string(st)) {
+			return st, true
+		}
+	}
+	return "", false
+}
+
+const (
+	txnDir = ".mvq-txn/"
+	// txnMarkerExt ends a marker's name: {manifest name}.{txn id}.txn.
+	txnMarkerExt = ".txn"
+	// TxnMarkerGrace is how long past its deadline a transaction aborted by
+	// someone other than its writer keeps its markers.
+	TxnMarkerGrace = time.Minute
+	// TxnRetention is how long a decided transaction stays describable
+	// before RecoverTransactions removes it.
+	TxnRetention = 24 * time.Hour
+)
+
+// TxnEntry is one table version of a transaction.
+type TxnEntry struct {
+	Table    []string `json:"table"`
+	Version  uint64   `json:"version"`
+	Manifest string   `json:"manifest"` // file name under _versions/
+}
+
+// txnState is one object of a transaction's state chain; seq 0, the
+// record, also holds what the transaction writes.
+type txnState struct {
+	Seq        uint64            `json:"seq"`
+	Status     TxnStatus         `json:"status"`
+	Reason     string            `json:"reason,omitempty"`
+	Properties map[string]string `json:"properties,omitempty"`
+	Millis     int64             `json:"millis"`
+	// Record only.
+	Operation      string     `json:"operation,omitempty"`
+	DeadlineMillis int64      `json:"deadline_millis,omitempty"`
+	Entries        []TxnEntry `json:"entries,omitempty"`
+}
+
+// Transaction is what describe shows of a transaction.
+type Transaction struct {
+	ID         string
+	Status     TxnStatus
+	Reason     string
+	Operation  string
+	Properties map[string]string
+	Created    time.Time
+	Deadline   time.Time
+	Entries    []TxnEntry
+}
+
+func txnKey(id string, seq uint64) string { return fmt.Sprintf("%s%s/%020d.json", txnDir, id, seq) }
+
+func markerName(manifest, id string) string { return manifest + "." + id + txnMarkerExt }
+
+// txnMarker is a parsed marker name.
+type txnMarker struct{ manifest, id string }
+
+func parseTxnMarker(name string) (txnMarker, bool) {
+	rest, ok := strings.CutSuffix(name, txnMarkerExt)
+	if !ok {
+		return txnMarker{}, false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i < 0 {
+		return txnMarker{}, false
+	}
+	mk := txnMarker{manifest: rest[:i], id: rest[i+1:]}
+	if _, _, ok := ParseManifestName(mk.manifest); !ok || !validTxnID(mk.id) {
+		return txnMarker{}, false
+	}
+	return mk, true
+}
+
+// validTxnID reports whether id can name a transaction: a UUID in its
+// canonical form, so it is safe in a key.
+func validTxnID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
+}
+
+// decided caches final statuses (they never change) by warehouse and id.
+var (
+	decided  sync.Map // decidedKey → TxnStatus
+	ndecided atomic.Int64
+)
+
+type decidedKey struct {
+	wh *Warehouse
+	id string
+}
+
+const maxDecidedCache = 1 << 14
+
+func rememberDecided(wh *Warehouse, id string, st TxnStatus) {
+	if ndecided.Add(1) > maxDecidedCache {
+		decided.Clear()
+		ndecided.Store(0)
+	}
+	decided.Store(decidedKey{wh, id}, st)
+}
+
+// readTxn returns a transaction's record and its latest state.
+func (c *Catalog) readTxn(ctx context.Context, id string) (rec, cur *txnState, err error) {
+	if !validTxnID(id) {
+		return nil, nil, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
+	}
+	entries, err := c.wh.List(ctx, txnDir+id+"/")
+	if err != nil {
+		return nil, nil, err
+	}
+	var last uint64
+	found := false
+	for _, e := range entries {
+		var seq uint64
+		if _, err := fmt.Sscanf(e.Name, "%020d.json", &seq); err != nil || e.IsDir {
+			continue
+		}
+		if !found || seq > last {
+			last = seq
+		}
+		found = true
+	}
+	if !found {
+		return nil, nil, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
+	}
+	if rec, err = c.readTxnState(ctx, id, 0); err != nil {
+		return nil, nil, err
+	}
+	if last == 0 {
+		return rec, rec, nil
+	}
+	cur, err = c.readTxnState(ctx, id, last)
+	return rec, cur, err
+}
+
+func (c *Catalog) readTxnState(ctx context.Context, id string, seq uint64) (*txnState, error) {
+	b, err := c.wh.Read(ctx, txnKey(id, seq))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st txnState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("transaction %s state %d is corrupt", id, seq), Err: err}
+	}
+	return &st, nil
+}
+
+// txnStatus is the transaction's status; a transaction that does not
+// exist counts as failed (it can never commit).
+func (c *Catalog) txnStatus(ctx context.Context, id string) (TxnStatus, error) {
+	if v, ok := decided.Load(decidedKey{c.wh, id}); ok {
+		return v.(TxnStatus), nil
+	}
+	_, cur, err := c.readTxn(ctx, id)
+	if ErrorCode(err) == CodeTransactionNotFound {
+		return TxnFailed, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if cur.Status.Final() {
+		rememberDecided(c.wh, id, cur.Status)
+	}
+	return cur.Status, nil
+}
+
+// updateTxn appends the state fn derives from the latest one (nil: no
+// change) with put-if-not-exists, deriving again when another writer
+// appended first. It returns the latest state.
+func (c *Catalog) updateTxn(ctx context.Context, id string, fn func(rec, cur *txnState) (*txnState, error)) (*txnState, error) {
+	for attempt := 0; ; attempt++ {
+		rec, cur, err := c.readTxn(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		next, err := fn(rec, cur)
+		if err != nil || next == nil {
+			return cur, err
+		}
+		next.Seq = cur.Seq + 1
+		next.Millis = time.Now().UnixMilli()
+		data, err := json.Marshal(next)
+		if err != nil {
+			return nil, err
+		}
+		err = c.wh.PutIfNotExists(ctx, txnKey(id, next.Seq), data)
+		if err == nil {
+			if next.Status.Final() {
+				rememberDecided(c.wh, id, next.Status)
+			}
+			return next, nil
+		}
+		if !errors.Is(err, ErrExists) {
+			return nil, err
+		}
+		if attempt >= maxCommitAttempts {
+			return nil, Errorf(CodeConcurrentModification, "transaction %s: gave up after %d concurrent changes", id, attempt)
+		}
+	}
+}
+
+// decide writes status as the transaction's decision unless it has one;
+// it returns the decision in force.
+func (c *Catalog) decide(ctx context.Context, id string, status TxnStatus, reason string) (*txnState, error) {
+	return c.updateTxn(ctx, id, func(_, cur *txnState) (*txnState, error) {
+		if cur.Status.Final() {
+			return nil, nil
+		}
+		return &txnState{Status: status, Reason: reason, Properties: cur.Properties}, nil
+	})
+}
+
+// BatchVersion is one version of a batch: CreateVersion's arguments.
+type BatchVersion struct {
+	// Field names the entry in error messages ("entries[0]").
+	Field        string
+	ID           []string
+	Version      uint64
+	ManifestPath string
+	// ManifestSize, when set, must be the staged manifest's size.
+	ManifestSize *int64
+	Scheme       NamingScheme
+	Metadata     map[string]string
+}
+
+// BatchResult is one published version of a batch, in request order.
+type BatchResult struct {
+	Table    *Table
+	File     VersionFile
+	Manifest *Manifest
+	Data     []byte
+}
+
+// fieldErr puts field in front of a coded error's message.
+func fieldErr(field string, err error) error {
+	var e *Error
+	if field == "" || !errors.As(err, &e) {
+		return err
+	}
+	return &Error{Code: e.Code, Message: field + ": " + e.Message, Err: e.Err}
+}
+
+// CommitBatch publishes a version of each entry's table atomically: every
+// one becomes visible at once, or none does. Each entry has
+// CreateVersion's checks and semantics (put-if-not-exists of exactly
+// latest+1); a table may appear once. operation names the request in the
+// record. It returns the transaction id (also with an error once the
+// transaction was recorded, so the failure can be described) and the
+// versions in entry order.
+func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []BatchVersion) (string, []BatchResult, error) {
+	if len(entries) == 0 {
+		return "", nil, Errorf(CodeInvalidInput, "a batch needs at least one entry")
+	}
+	type staged struct {
+		i  int
+		t  *Table
+		sv *stagedVersion
+		e  BatchVersion
+	}
+	seen := map[string]string{}
+	all := make([]staged, 0, len(entries))
+	for i, e := range entries {
+		t, err := c.OpenTable(ctx, e.ID)
+		if err != nil {
+			return "", nil, fieldErr(e.Field, err)
+		}
+		if prev, dup := seen[t.key]; dup {
+			return "", nil, Errorf(CodeInvalidInput, "%s: table %s is already in the batch (%s); a batch writes one version per table", e.Field, JoinID(e.ID), prev)
+		}
+		seen[t.key] = e.Field
+		sv, err := t.stageVersion(ctx, e.Version, e.ManifestPath, e.Scheme, e.Metadata)
+		if err != nil {
+			return "", nil, fieldErr(e.Field, err)
+		}
+		if e.ManifestSize != nil && *e.ManifestSize != sv.stagedSize {
+			return "", nil, Errorf(CodeInvalidInput, "%s.manifest_size: %d, but the staged manifest has %d bytes", e.Field, *e.ManifestSize, sv.stagedSize)
+		}
+		all = append(all, staged{i, t, sv, e})
+	}
+	// One order for every batch: two batches over common tables meet
+	// first on the same table, where exactly one of them wins.
+	sort.Slice(all, func(a, b int) bool { return all[a].t.key < all[b].t.key })
+
+	id := newIdentity()
+	now := time.Now()
+	rec := &txnState{Status: TxnRunning, Millis: now.UnixMilli(), Operation: operation, DeadlineMillis: now.Add(c.opts.TxnTimeout).UnixMilli()}
+	for _, s := range all {
+		rec.Entries = append(rec.Entries, TxnEntry{Table: s.t.id, Version: s.e.Version, Manifest: s.sv.name})
+		s.sv.m.Transaction = id
+		data, err := s.sv.m.Encode()
+		if err != nil {
+			return "", nil, err
+		}
+		s.sv.data = data
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := c.wh.PutIfNotExists(ctx, txnKey(id, 0), data); err != nil {
+		return "", nil, fmt.Errorf("record transaction: %w", err)
+	}
+	failpoint("record")
+
+	// abort decides Failed (unless decided already), undoes what this
+	// writer wrote and returns err. (A recovery cannot have rolled the
+	// transaction forward: a version of it is missing.)
+	abort := func(err error) (string, []BatchResult, error) {
+		ctx := context.WithoutCancel(ctx)
+		if _, derr := c.decide(ctx, id, TxnFailed, err.Error()); derr != nil {
+			return id, nil, errors.Join(err, derr)
+		}
+		return id, nil, errors.Join(err, c.rollback(ctx, id, rec, true))
+	}
+	deadline := time.UnixMilli(rec.DeadlineMillis)
+	for k, s := range all {
+		if time.Now().After(deadline) {
+			return abort(Errorf(CodeServiceUnavailable, "transaction %s: not written before its deadline (%s); nothing applied", id, c.opts.TxnTimeout))
+		}
+		mk := s.t.key + versionsDir + markerName(s.sv.name, id)
+		if err := c.wh.PutIfNotExists(ctx, mk, []byte(id)); err != nil {
+			return abort(fmt.Errorf("transaction %s: write marker: %w", id, err))
+		}
+		failpoint(fmt.Sprintf("marker-%d", k))
+		err := c.wh.PutIfNotExists(ctx, s.t.key+versionsDir+s.sv.name, s.sv.data)
+		if errors.Is(err, ErrExists) {
+			// A transaction that failed may still hold the version: undo
+			// it and try once more.
+			if serr := s.t.settleVersionNow(ctx, s.e.Version); serr != nil {
+				return abort(serr)
+			}
+			err = c.wh.PutIfNotExists(ctx, s.t.key+versionsDir+s.sv.name, s.sv.data)
+		}
+		if errors.Is(err, ErrExists) {
+			return abort(Errorf(CodeConcurrentModification, "%s: version %d of %s already exists (a concurrent commit took it); transaction %s aborted, nothing applied", s.e.Field, s.e.Version, JoinID(s.t.id), id))
+		}
+		if err != nil {
+			return abort(fmt.Errorf("transaction %s: write %s version %d: %w", id, JoinID(s.t.id), s.e.Version, err))
+		}
+		failpoint(fmt.Sprintf("manifest-%d", k))
+	}
+	want, reason := TxnSucceeded, ""
+	if time.Now().After(deadline) {
+		want, reason = TxnFailed, fmt.Sprintf("not decided before its deadline (%s)", c.opts.TxnTimeout)
+	}
+	st, err := c.decide(ctx, id, want, reason)
+	if err != nil {
+		// Undecided: a recovery past the deadline settles it.
+		return id, nil, fmt.Errorf("transaction %s: decide: %w", id, err)
+	}
+	if st.Status != TxnSucceeded {
+		err := Errorf(CodeConcurrentModification, "transaction %s %s before it committed (%s); nothing applied", id, strings.ToLower(string(st.Status)), st.Reason)
+		return id, nil, errors.Join(err, c.rollback(context.WithoutCancel(ctx), id, rec, true))
+	}
+	failpoint("decided")
+	if err := c.finalize(context.WithoutCancel(ctx), id, rec); err != nil {
+		return id, nil, err
+	}
+	out := make([]BatchResult, len(entries))
+	for _, s := range all {
+		out[s.i] = BatchResult{Table: s.t, File: VersionFile{Version: s.e.Version, Scheme: s.e.Scheme, Name: s.sv.name, Size: int64(len(s.sv.data))}, Manifest: s.sv.m, Data: s.sv.data}
+	}
+	return id, out, nil
+}
+
+// finalize removes the markers of a transaction that succeeded (its
+// versions are ordinary versions from then on) and runs the commit hook
+// for each table whose marker it removed, so auto-refresh sees the batch
+// only once it is committed.
+func (c *Catalog) finalize(ctx context.Context, id string, rec *txnState) error {
+	var errs []error
+	for _, e := range rec.Entries {
+		t := c.handle(e.Table)
+		key := t.key + versionsDir + markerName(e.Manifest, id)
+		if ok, err := c.wh.Exists(ctx, key); err != nil || !ok {
+			errs = append(errs, err)
+			continue // gone: finalized already
+		}
+		m, err := t.readManifest(ctx, VersionFile{Version: e.Version, Name: e.Manifest})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := c.wh.Delete(ctx, key); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c.committed(ctx, e.Table, m)
+	}
+	return errors.Join(errs...)
+}
+
+// rollback removes the manifests a failed transaction wrote (those that
+// name it), freeing their versions, and then its markers when its writer
+// can no longer write (own: the writer itself is rolling back; else once
+// TxnMarkerGrace past the deadline).
+func (c *Catalog) rollback(ctx context.Context, id string, rec *txnState, own bool) error {
+	var errs []error
+	dropMarkers := own || time.Now().After(time.UnixMilli(rec.DeadlineMillis).Add(TxnMarkerGrace))
+	for _, e := range rec.Entries {
+		t := c.handle(e.Table)
+		key := t.key + versionsDir + e.Manifest
+		b, err := c.wh.Read(ctx, key)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		default:
+			if m, derr := DecodeManifest(b); derr == nil && m.Transaction == id {
+				if err := c.wh.Delete(ctx, key); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+			}
+		}
+		if dropMarkers {
+			errs = append(errs, c.wh.Delete(ctx, t.key+versionsDir+markerName(e.Manifest, id)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// allWritten reports whether every manifest of the transaction is in
+// place.
+func (c *Catalog) allWritten(ctx context.Context, id string, rec *txnState) (bool, error) {
+	for _, e := range rec.Entries {
+		b, err := c.wh.Read(ctx, c.handle(e.Table).key+versionsDir+e.Manifest)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if m, err := DecodeManifest(b); err != nil || m.Transaction != id {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// settleTxn brings a transaction to rest: a decided one is finalized or
+// rolled back; a Running one past its deadline is recovered (forward when
+// every manifest is in place, else back); a Running one within its
+// deadline is waited for when wait is set, else left alone. It reports the
+// status it left the transaction in.
+func (c *Catalog) settleTxn(ctx context.Context, id string, wait bool) (TxnStatus, error) {
+	for {
+		rec, cur, err := c.readTxn(ctx, id)
+		if ErrorCode(err) == CodeTransactionNotFound {
+			return TxnFailed, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case cur.Status == TxnSucceeded:
+			return cur.Status, c.finalize(ctx, id, rec)
+		case cur.Status.Final():
+			return cur.Status, c.rollback(ctx, id, rec, false)
+		}
+		left := time.Until(time.UnixMilli(rec.DeadlineMillis))
+		if left > 0 {
+			if !wait {
+				return cur.Status, nil
+			}
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(min(left, 20*time.Millisecond)):
+			}
+			continue
+		}
+		ok, err := c.allWritten(ctx, id, rec)
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			_, err = c.decide(ctx, id, TxnSucceeded, "rolled forward by recovery: its writer stopped after writing every version")
+		} else {
+			_, err = c.decide(ctx, id, TxnFailed, "rolled back by recovery: its writer stopped before writing every version")
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+}
+
+// hideUncommitted removes from byVersion the versions whose marker names
+// a transaction that has not succeeded and whose manifest names it too (a
+// marker beside someone else's manifest is a leftover of a transaction
+// that lost that version).
+func (t *Table) hideUncommitted(ctx context.Context, byVersion map[uint64]VersionFile, markers []txnMarker) error {
+	for _, mk := range markers {
+		v, _, _ := ParseManifestName(mk.manifest)
+		vf, ok := byVersion[v]
+		if !ok || vf.Name != mk.manifest {
+			continue
+		}
+		st, err := t.c.txnStatus(ctx, mk.id)
+		if err != nil {
+			return err
+		}
+		if st == TxnSucceeded {
+			continue
+		}
+		b, err := t.c.wh.Read(ctx, t.key+versionsDir+vf.Name)
+		if errors.Is(err, os.ErrNotExist) {
+			delete(byVersion, v) // rolled back meanwhile
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if m, err := DecodeManifest(b); err == nil && m.Transaction == mk.id {
+			delete(byVersion, v)
+		}
+	}
+	return nil
+}
+
+// settleVersion is called by a commit that found version v taken: if a
+// transaction holds it, it waits for that transaction's decision (or
+// recovers it once overdue) and finalizes or rolls it back, so the next
+// attempt sees v as an ordinary version or free.
+func (t *Table) settleVersion(ctx context.Context, v uint64) error {
+	return t.settleHolders(ctx, v, true)
+}
+
+// settleVersionNow is settleVersion without waiting for a Running
+// transaction (a batch never waits for another: one of them fails).
+func (t *Table) settleVersionNow(ctx context.Context, v uint64) error {
+	return t.settleHolders(ctx, v, false)
+}
+
+func (t *Table) settleHolders(ctx context.Context, v uint64, wait bool) error {
+	entries, err := t.c.wh.List(ctx, t.key+versionsDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		mk, ok := parseTxnMarker(e.Name)
+		if !ok {
+			continue
+		}
+		if mv, _, _ := ParseManifestName(mk.manifest); mv != v {
+			continue
+		}
+		if _, err := t.c.settleTxn(ctx, mk.id, wait); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Transaction describes transaction id.
+func (c *Catalog) Transaction(ctx context.Context, id string) (*Transaction, error) {
+	rec, cur, err := c.readTxn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return txnOf(id, rec, cur), nil
+}
+
+func txnOf(id string, rec, cur *txnState) *Transaction {
+	props := make(map[string]string, len(cur.Properties))
+	for k, v := range cur.Properties {
+		props[k] = v
+	}
+	return &Transaction{
+		ID: id, Status: cur.Status, Reason: cur.Reason, Operation: rec.Operation, Properties: props,
+		Created: time.UnixMilli(rec.Millis), Deadline: time.UnixMilli(rec.DeadlineMillis), Entries: rec.Entries,
+	}
+}
+
+// TxnAction is one change of AlterTransaction: a status (SetStatus), or a
+// property set (Key, Value) or unset (Key, Unset). Mode is the spec's
+// SetPropertyMode (overwrite, fail, skip) or UnsetPropertyMode (skip,
+// fail), lower case. Field names the action in errors.
+type TxnAction struct {
+	Field     string
+	SetStatus TxnStatus
+	Key       string
+	Value     string
+	Unset     bool
+	Mode      string
+}
+
+// TxnReservedPrefix starts the property keys describe derives from the
+// record; alter may not set them.
+const TxnReservedPrefix = "mvq."
+
+// AlterTransaction applies every action or none. A Running transaction
+// may be set Canceled or Failed (an abort: its versions are removed);
+// setting a decided one to its own status changes nothing, to another is
+// a conflict; Succeeded, Running and Queued are reached only by the
+// transaction itself.
+func (c *Catalog) AlterTransaction(ctx context.Context, id string, actions []TxnAction) (*Transaction, error) {
+	var rec0 *txnState
+	aborted := false
+	st, err := c.updateTxn(ctx, id, func(rec, cur *txnState) (*txnState, error) {
+		rec0 = rec
+		aborted = false
+		next := &txnState{Status: cur.Status, Reason: cur.Reason, Properties: map[string]string{}}
+		for k, v := range cur.Properties {
+			next.Properties[k] = v
+		}
+		changed := false
+		for _, a := range actions {
+			switch {
+			case a.SetStatus != "":
+				if a.SetStatus == next.Status {
+					continue
+				}
+				if next.Status.Final() {
+					return nil, Errorf(CodeConcurrentModification, "%s.status: transaction %s is already %s", a.Field, id, next.Status)
+				}
+				if a.SetStatus != TxnCanceled && a.SetStatus != TxnFailed {
+					return nil, Errorf(CodeInvalidInput, "%s.status: a transaction becomes %s only by itself; set Canceled or Failed to abort a Running one", a.Field, a.SetStatus)
+				}
+				next.Status, next.Reason, changed, aborted = a.SetStatus, "set by alter", true, true
+			case a.Unset:
+				if _, ok := next.Properties[a.Key]; !ok {
+					if a.Mode == "fail" {
+						return nil, Errorf(CodeConcurrentModification, "%s.key: transaction %s has no property %q (mode fail)", a.Field, id, a.Key)
+					}
+					continue
+				}
+				delete(next.Properties, a.Key)
+				changed = true
+			default:
+				old, ok := next.Properties[a.Key]
+				if ok && a.Mode == "fail" {
+					return nil, Errorf(CodeConcurrentModification, "%s.key: transaction %s already has property %q (mode fail)", a.Field, id, a.Key)
+				}
+				if (ok && a.Mode == "skip") || (ok && old == a.Value) {
+					continue
+				}
+				next.Properties[a.Key] = a.Value
+				changed = true
+			}
+		}
+		if !changed {
+			return nil, nil
+		}
+		return next, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if aborted && st.Status.Final() && st.Status != TxnSucceeded {
+		// Best effort: what is left is hidden, and settled by the next
+		// commit to those tables or by RecoverTransactions.
+		_ = c.rollback(context.WithoutCancel(ctx), id, rec0, false)
+	}
+	return txnOf(id, rec0, st), nil
+}
+
+// TxnRecovery counts what RecoverTransactions did.
+type TxnRecovery struct {
+	Seen      int // transactions found
+	Recovered int // Running past their deadline, decided now
+	Removed   int // decided longer than the retention ago, removed
+}
+
+// RecoverTransactions settles every transaction in the warehouse:
+// overdue Running ones are decided (forward when all their versions are
+// written, else back), decided ones finalized or rolled back, and those
+// decided more than retention ago (0: TxnRetention) removed. The janitor
+// runs it each pass.
+func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Duration) (TxnRecovery, error) {
+	var res TxnRecovery
+	if retention <= 0 {
+		retention = TxnRetention
+	}
+	dirs, err := c.wh.List(ctx, txnDir)
+	if err != nil {
+		return res, err
+	}
+	var errs []error
+	for _, d := range dirs {
+		if !d.IsDir || !validTxnID(d.Name) {
+			continue
+		}
+		res.Seen++
+		_, before, err := c.readTxn(ctx, d.Name)
+		if ErrorCode(err) == CodeTransactionNotFound {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		st, err := c.settleTxn(ctx, d.Name, false)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("transaction %s: %w", d.Name, err))
+			continue
+		}
+		if !before.Status.Final() && st.Final() {
+			res.Recovered++
+			continue
+		}
+		// Markers are gone once the deadline is TxnMarkerGrace past
+		// (settleTxn above removed them); the record may go too.
+		rec, cur, err := c.readTxn(ctx, d.Name)
+		if err != nil || !cur.Status.Final() || time.Since(time.UnixMilli(cur.Millis)) <= retention ||
+			!time.Now().After(time.UnixMilli(rec.DeadlineMillis).Add(TxnMarkerGrace)) {
+			continue
+		}
+		if err := c.wh.DeletePrefix(ctx, txnDir+d.Name+"/"); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		decided.Delete(decidedKey{c.wh, d.Name})
+		res.Removed++
+	}
+	return res, errors.Join(errs...)
+}
+
+// txnStepHook, when set (tests in this package), is called at each step
+// of CommitBatch.
+var txnStepHook func(step string)
+
+// failpoint pauses the commit path at a named step when
+// MVQ_TXN_FAILPOINT names it (tests kill the process there): it writes
+// "mvq-txn-failpoint STEP" to stderr and sleeps until killed.
+func failpoint(step string) {
+	if h := txnStepHook; h != nil {
+		h(step)
+	}
+	if v := os.Getenv("MVQ_TXN_FAILPOINT"); v == "" || v != step {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "mvq-txn-failpoint %s\n", step)
+	for {
+		time.Sleep(time.Hour)
+	}
+}
