@@ -40,8 +40,8 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	}
 	rel := strings.TrimPrefix(manifestPath, t.Location()+"/")
 	clean := path.Clean(rel)
-	if rel == "" || path.IsAbs(rel) || clean != rel || strings.HasPrefix(clean, "..") || strings.HasPrefix(clean, versionsDir) {
-		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside _versions/", manifestPath)
+	if rel == "" || path.IsAbs(rel) || clean != rel || strings.HasPrefix(clean, "..") || strings.HasPrefix(clean, versionsDir) || strings.HasPrefix(clean, branchTreeDir) {
+		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside _versions/ and tree/", manifestPath)
 	}
 	data, err := t.c.wh.Read(ctx, t.key+clean)
 	if errors.Is(err, os.ErrNotExist) {
@@ -105,17 +105,17 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 		other = NamingV2
 	}
 	if v < math.MaxUint64 {
-		if ok, _ := t.c.wh.Exists(ctx, t.key+versionsDir+ManifestName(v, other)); ok {
+		if ok, _ := t.c.wh.Exists(ctx, t.versionsKey()+ManifestName(v, other)); ok {
 			return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
-	err = t.c.wh.PutIfNotExists(ctx, t.key+versionsDir+name, data)
+	err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+name, data)
 	if errors.Is(err, ErrExists) {
 		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 	}
 	if err != nil {
 		return VersionFile{}, nil, nil, fmt.Errorf("create version %d: %w", v, err)
 	}
-	t.c.committed(ctx, t.id, m)
+	t.notify(ctx, m)
 	return VersionFile{Version: v, Scheme: scheme, Name: name, Size: int64(len(data))}, m, data, nil
 }
