@@ -219,6 +219,9 @@ func TestAuthMatrix(t *testing.T) {
 		{"POST", "/v1/jobs/describe", `{"job_id": "` + jobA + `"}`, auth.Read, 200},
 		{"POST", "/v1/jobs/list", `{"view": "team_a$v"}`, auth.Read, 200},
 		{"POST", "/v1/jobs/cancel", `{"job_id": "` + jobA + `"}`, auth.Refresh, 409}, // authorized; the job is done
+		{"POST", "/v1/table/team_a$src/branches/create", `{"name": "b1"}`, auth.Write, 200},
+		{"POST", "/v1/table/team_a$src/branches/list", ``, auth.Read, 200},
+		{"POST", "/v1/table/team_a$src/branches/delete", `{"name": "b1"}`, auth.Write, 200},
 		{"POST", "/v1/table/team_a$t2/drop", `{}`, auth.Write, 200},
 		{"POST", "/v1/namespace/team_a$sub/drop", `{}`, auth.Admin, 200},
 	}

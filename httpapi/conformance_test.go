@@ -37,9 +37,6 @@ var notServed = map[string]bool{
 	"POST /v1/table/{id}/index/list":               true,
 	"POST /v1/table/{id}/index/{index_name}/stats": true,
 	"POST /v1/table/{id}/index/{index_name}/drop":  true,
-	"POST /v1/table/{id}/branches/list":            true,
-	"POST /v1/table/{id}/branches/create":          true,
-	"POST /v1/table/{id}/branches/delete":          true,
 	"POST /v1/transaction/{id}/describe":           true,
 	"POST /v1/transaction/{id}/alter":              true,
 }
@@ -274,6 +271,99 @@ func TestSpecConformance(t *testing.T) {
 	st, m = sc.j("/v1/table/docs$t/tags/delete", map[string]any{"tag": "v-one"})
 	sc.expect("tag delete again", st, m, 404)
 
+	// Branches: created from main (or another branch) at a version, with
+	// their own versions; the branch field (query parameter for insert)
+	// reads and writes them, main is unaffected.
+	st, out = sc.send("POST", "/v1/table/docs$t/count_rows", "application/json", []byte(`{}`), checkBoth)
+	mainRows := string(out)
+	st, m = sc.j("/v1/table/docs$t/branches/create", map[string]any{"name": "dev"})
+	sc.expect("branch create", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/branches/create", map[string]any{"name": "dev"})
+	sc.expect("branch create again", st, m, 409)
+	st, m = sc.j("/v1/table/docs$t/branches/create", map[string]any{"name": "x", "from_branch": "nope"})
+	sc.expect("branch from a missing branch", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/branches/create", map[string]any{"name": "x", "from_version": 99})
+	sc.expect("branch from a missing version", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/branches/create", map[string]any{"name": "../x"})
+	sc.expect("branch a bad name", st, m, 400)
+	st, m = sc.j("/v1/table/docs$nope/branches/create", map[string]any{"name": "x"})
+	sc.expect("branch a missing table", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/branches/create", map[string]any{"name": "feat", "from_branch": "dev"})
+	sc.expect("branch from a branch", st, m, 200)
+	st, out = sc.send("POST", "/v1/table/docs$t/branches/list?limit=1", "", nil, checkBoth)
+	if st != 200 || !strings.Contains(string(out), `"page_token":"dev"`) || !strings.Contains(string(out), `"dev":{`) {
+		t.Fatalf("branch list: %d %s", st, out)
+	}
+	st, out = sc.send("POST", "/v1/table/docs$t/branches/list?page_token=dev", "", nil, checkBoth)
+	if st != 200 || !strings.Contains(string(out), `"feat":{"createAt":`) || !strings.Contains(string(out), `"parentBranch":"dev","parentVersion":`) {
+		t.Fatalf("branch list page 2: %d %s", st, out)
+	}
+	st, out = sc.send("POST", "/v1/table/docs$nope/branches/list", "", nil, checkBoth)
+	sc.expect("branch list missing table", st, string(out), 404)
+	st, out = sc.send("POST", "/v1/table/docs$t/insert?branch=dev", arrowStream, ipc([]int64{20, 21}, []string{"u", "v"}), checkBoth)
+	sc.expect("insert on a branch", st, string(out), 200)
+	st, out = sc.send("POST", "/v1/table/docs$t/insert?branch=nope", arrowStream, ipc([]int64{20}, []string{"u"}), checkBoth)
+	sc.expect("insert on a missing branch", st, string(out), 404)
+	st, out = sc.send("POST", "/v1/table/docs$t/count_rows", "application/json", []byte(`{"branch": "dev"}`), checkBoth)
+	if st != 200 || string(out) == mainRows {
+		t.Fatalf("count_rows on dev: %d %s (main %s)", st, out, mainRows)
+	}
+	st, out = sc.send("POST", "/v1/table/docs$t/count_rows", "application/json", []byte(`{}`), checkBoth)
+	if st != 200 || string(out) != mainRows {
+		t.Fatalf("count_rows on main after a branch insert: %d %s, want %s", st, out, mainRows)
+	}
+	st, m = sc.j("/v1/table/docs$t/count_rows", map[string]any{"branch": "nope"})
+	sc.expect("count_rows on a missing branch", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/describe", map[string]any{"branch": "dev"})
+	sc.expect("describe a branch", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/describe", map[string]any{"branch": "nope"})
+	sc.expect("describe a missing branch", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/describe", map[string]any{"branch": "a/b"})
+	sc.expect("describe a bad branch name", st, m, 400)
+	st, out = sc.send("POST", "/v1/table/docs$t/query", "application/json", []byte(`{"k": 100, "vector": {}, "filter": "id >= 20", "branch": "dev"}`), checkBoth)
+	sc.expect("query a branch", st, string(out), 200)
+	st, out = sc.send("POST", "/v1/table/docs$t/query", "application/json", []byte(`{"k": 100, "vector": {}, "filter": "id >= 20", "branch": "dev"}`), checkNone, "Accept", "application/json")
+	if st != 200 || !strings.Contains(string(out), `"u"`) || !strings.Contains(string(out), `"v"`) {
+		t.Fatalf("query dev rows: %d %s", st, out)
+	}
+	st, out = sc.send("POST", "/v1/table/docs$t/query", "application/json", []byte(`{"k": 100, "vector": {}, "filter": "id >= 20"}`), checkNone, "Accept", "application/json")
+	if st != 200 || strings.Contains(string(out), `"u"`) {
+		t.Fatalf("query main sees dev's rows: %d %s", st, out)
+	}
+	st, m = sc.j("/v1/table/docs$t/query", map[string]any{"k": 1, "vector": map[string]any{}, "branch": "nope"})
+	sc.expect("query a missing branch", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/update", map[string]any{"predicate": "id = 20", "updates": [][]string{{"name", "'w'"}}, "branch": "dev"})
+	sc.expect("update on a branch", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/delete", map[string]any{"predicate": "id = 21", "branch": "dev"})
+	sc.expect("delete on a branch", st, m, 200)
+	st, out = sc.send("POST", "/v1/table/docs$t/version/list?branch=dev", "", nil, checkBoth)
+	if st != 200 || !strings.Contains(string(out), `"manifest_path":"tree/dev/_versions/`) {
+		t.Fatalf("version list of dev: %d %s", st, out)
+	}
+	st, out = sc.send("POST", "/v1/table/docs$t/version/list?branch=nope", "", nil, checkBoth)
+	sc.expect("version list of a missing branch", st, string(out), 404)
+	st, m = sc.j("/v1/table/docs$t/version/describe", map[string]any{"branch": "dev"})
+	sc.expect("version describe on a branch", st, m, 200)
+	devLatest := m["version"].(map[string]any)["version"].(float64)
+	st, m = sc.j("/v1/table/docs$t/tags/create", map[string]any{"tag": "on-dev", "version": devLatest, "branch": "dev"})
+	sc.expect("tag a branch version", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/tags/version", map[string]any{"tag": "on-dev"})
+	if st != 200 || m["branch"] != "dev" || m["version"] != devLatest {
+		t.Fatalf("tag of a branch version: %d %v", st, m)
+	}
+	st, m = sc.j("/v1/table/docs$t/branches/delete", map[string]any{"name": "dev"})
+	sc.expect("delete a branch another was created from", st, m, 400)
+	st, m = sc.j("/v1/table/docs$t/branches/delete", map[string]any{"name": "feat"})
+	sc.expect("branch delete", st, m, 200)
+	st, m = sc.j("/v1/table/docs$t/branches/delete", map[string]any{"name": "feat"})
+	sc.expect("branch delete again", st, m, 404)
+	st, m = sc.j("/v1/table/docs$t/branches/delete", map[string]any{"name": "dev"})
+	sc.expect("delete a tagged branch", st, m, 400)
+	st, m = sc.j("/v1/table/docs$t/branches/delete", map[string]any{})
+	sc.expect("branch delete without a name", st, m, 400)
+	st, m = sc.j("/v1/table/docs$t/tags/delete", map[string]any{"tag": "on-dev"})
+	sc.expect("tag delete", st, m, 200)
+
 	// Query plans: DuckDB's EXPLAIN and EXPLAIN ANALYZE.
 	var plan string
 	st, out = sc.send("POST", "/v1/table/docs$t/explain_plan", "application/json", []byte(`{"query": {"k": 2, "vector": {}, "filter": "id > 1"}}`), checkBoth)
@@ -316,6 +406,13 @@ func TestSpecConformance(t *testing.T) {
 	st, out = sc.send("POST", "/v1/materialized_view/docs$v/refresh", "application/json", []byte(`{"src_version": "no-such-tag"}`), checkNone)
 	if st != 404 || !strings.Contains(string(out), "no tag") {
 		t.Fatalf("refresh from a missing tag: %d %s", st, out)
+	}
+	// Extension: src_branch refreshes from a branch of the source.
+	st, out = sc.send("POST", "/v1/materialized_view/docs$v/refresh", "application/json", []byte(`{"src_branch": "dev"}`), checkNone)
+	sc.expect("refresh from a branch (extension)", st, string(out), 202)
+	st, out = sc.send("POST", "/v1/materialized_view/docs$v/refresh", "application/json", []byte(`{"src_branch": "nope"}`), checkNone)
+	if st != 404 || !strings.Contains(string(out), `src_branch`) || !strings.Contains(string(out), `\"nope\"`) {
+		t.Fatalf("refresh from a missing branch: %d %s", st, out)
 	}
 	st, m = sc.j("/v1/materialized_view/docs$nope/refresh", map[string]any{})
 	sc.expect("refresh missing view", st, m, 404)

@@ -144,6 +144,7 @@ func (s *Server) Handler() http.Handler {
 	s.tableOps2Routes(v1)
 	s.versionTagRoutes(v1)
 	s.txnRoutes(v1)
+	s.branchRoutes(v1)
 	if s.views != nil {
 		s.views.routes(v1)
 	}

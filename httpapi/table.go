@@ -111,10 +111,13 @@ func (s *Server) createTable(c *gin.Context) {
 }
 
 func (s *Server) insertIntoTable(c *gin.Context) {
-	if s.insertDeclared(c) {
+	if _, branched := c.GetQuery("branch"); !branched && s.insertDeclared(c) {
 		return
 	}
 	t, ok := s.openTable(c)
+	if ok {
+		t, ok = onBranch(c, t, nil)
+	}
 	if !ok {
 		return
 	}
@@ -145,6 +148,7 @@ func (s *Server) insertIntoTable(c *gin.Context) {
 type versionBody struct {
 	ID      []string `json:"id"`
 	Version *int64   `json:"version"`
+	Branch  *string  `json:"branch"`
 }
 
 func (b versionBody) version() (uint64, error) {
@@ -192,6 +196,9 @@ func (s *Server) tableAndBody(c *gin.Context, req any, bodyID func() []string) (
 func (s *Server) describeTable(c *gin.Context) {
 	var req versionBody
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -258,6 +265,9 @@ func (s *Server) describeTable(c *gin.Context) {
 func (s *Server) tableExists(c *gin.Context) {
 	var req versionBody
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -280,8 +290,12 @@ func (s *Server) countRows(c *gin.Context) {
 		ID        []string `json:"id"`
 		Version   *int64   `json:"version"`
 		Predicate string   `json:"predicate"`
+		Branch    *string  `json:"branch"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -323,11 +337,15 @@ type queryRequest struct {
 	UpperBound        *float32 `json:"upper_bound"`
 	BypassVectorIndex *bool    `json:"bypass_vector_index"`
 	Extra             []string `json:"-"`
+	Branch            *string  `json:"branch"`
 }
 
 func (s *Server) queryTable(c *gin.Context) {
 	var req queryRequest
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -499,8 +517,12 @@ func (s *Server) deleteFromTable(c *gin.Context) {
 	var req struct {
 		ID        []string `json:"id"`
 		Predicate *string  `json:"predicate"`
+		Branch    *string  `json:"branch"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -521,8 +543,12 @@ func (s *Server) updateTable(c *gin.Context) {
 		ID        []string   `json:"id"`
 		Predicate *string    `json:"predicate"`
 		Updates   [][]string `json:"updates"`
+		Branch    *string    `json:"branch"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -587,6 +613,9 @@ func (s *Server) dropTable(c *gin.Context) {
 func (s *Server) restoreTable(c *gin.Context) {
 	var req versionBody
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -610,6 +639,9 @@ func (s *Server) restoreTable(c *gin.Context) {
 func (s *Server) tableStats(c *gin.Context) {
 	var req versionBody
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -643,7 +675,7 @@ func versionOf(t *table.Table, vf table.VersionFile, m *table.Manifest, etag str
 		md = map[string]string{}
 	}
 	return tableVersion{
-		Version: vf.Version, ManifestPath: "_versions/" + vf.Name, ManifestSize: vf.Size,
+		Version: vf.Version, ManifestPath: t.ManifestPath(vf), ManifestSize: vf.Size,
 		ETag: etag, TimestampMillis: m.TimestampMillis, Metadata: md,
 	}
 }
@@ -654,6 +686,7 @@ func (s *Server) listVersions(c *gin.Context) {
 		PageToken  *string  `json:"page_token"`
 		Limit      *int64   `json:"limit"`
 		Descending *bool    `json:"descending"`
+		Branch     *string  `json:"branch"`
 	}
 	var t *table.Table
 	var ok bool
@@ -661,6 +694,9 @@ func (s *Server) listVersions(c *gin.Context) {
 		t, ok = s.openTable(c)
 	} else {
 		t, ok = s.tableAndBody(c, &req, func() []string { return req.ID })
+	}
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
 	}
 	if !ok {
 		return
@@ -721,6 +757,9 @@ func (s *Server) listVersions(c *gin.Context) {
 func (s *Server) describeVersion(c *gin.Context) {
 	var req versionBody
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -756,9 +795,12 @@ func (s *Server) createVersion(c *gin.Context) {
 		ETag         string            `json:"e_tag"`
 		Metadata     map[string]string `json:"metadata"`
 		NamingScheme string            `json:"naming_scheme"`
-		Branch       string            `json:"branch"`
+		Branch       *string           `json:"branch"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
@@ -781,10 +823,6 @@ func (s *Server) createVersion(c *gin.Context) {
 	}
 	if err := nonNegative("manifest_size", req.ManifestSize); err != nil {
 		fail(c, err)
-		return
-	}
-	if req.Branch != "" && req.Branch != "main" {
-		fail(c, table.Errorf(table.CodeUnsupported, "branch: only the main branch is supported"))
 		return
 	}
 	scheme := table.NamingScheme(strings.ToUpper(req.NamingScheme))

@@ -27,14 +27,6 @@ func (s *Server) versionTagRoutes(v1 gin.IRouter) {
 	t.POST("/analyze_plan", s.analyzePlan)
 }
 
-// mainBranch refuses a branch other than main (branches are not served).
-func mainBranch(b *string) error {
-	if b != nil && *b != "" && *b != "main" {
-		return table.Errorf(table.CodeUnsupported, "branch: only the main branch is supported")
-	}
-	return nil
-}
-
 func (s *Server) deleteVersions(c *gin.Context) {
 	var req struct {
 		ID     []string `json:"id"`
@@ -45,11 +37,10 @@ func (s *Server) deleteVersions(c *gin.Context) {
 		} `json:"ranges"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
 	}
-	if err := mainBranch(req.Branch); err != nil {
-		fail(c, err)
+	if !ok {
 		return
 	}
 	if req.Ranges == nil {
@@ -83,11 +74,14 @@ type tagRequest struct {
 func (s *Server) tagArgs(c *gin.Context, withVersion bool) (*table.Table, string, uint64, bool) {
 	var req tagRequest
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return nil, "", 0, false
 	}
-	err := mainBranch(req.Branch)
-	if err == nil && req.Tag == nil {
+	var err error
+	if req.Tag == nil {
 		err = badInput("tag: required")
 	}
 	if err == nil && withVersion {
@@ -156,7 +150,11 @@ func (s *Server) tagVersion(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"version": tg.Version})
+	resp := gin.H{"version": tg.Version}
+	if tg.Branch != "" {
+		resp["branch"] = tg.Branch
+	}
+	c.JSON(http.StatusOK, resp)
 }
 
 func (s *Server) listTags(c *gin.Context) {
@@ -182,7 +180,11 @@ func (s *Server) listTags(c *gin.Context) {
 	names, next := table.Page(table.TagNames(tags), token, limit)
 	out := make(map[string]any, len(names))
 	for _, n := range names {
-		out[n] = gin.H{"version": tags[n].Version, "manifestSize": tags[n].ManifestSize}
+		e := gin.H{"version": tags[n].Version, "manifestSize": tags[n].ManifestSize}
+		if tags[n].Branch != "" {
+			e["branch"] = tags[n].Branch
+		}
+		out[n] = e
 	}
 	resp := gin.H{"tags": out}
 	if next != "" {
@@ -199,11 +201,14 @@ func (s *Server) explainPlan(c *gin.Context) {
 		Verbose *bool         `json:"verbose"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
-	err := mainBranch(req.Branch)
-	if err == nil && req.Query == nil {
+	var err error
+	if req.Query == nil {
 		err = badInput("query: required")
 	}
 	if err == nil && req.Verbose != nil && *req.Verbose {
@@ -211,6 +216,9 @@ func (s *Server) explainPlan(c *gin.Context) {
 	}
 	if err == nil {
 		err = checkBodyID(t.ID(), req.Query.ID)
+	}
+	if err == nil && req.Query.Branch != nil && branchName(*req.Query.Branch) != t.Branch() {
+		err = badInput("query.branch: %q is not the request's branch", *req.Query.Branch)
 	}
 	if err != nil {
 		fail(c, err)
@@ -220,19 +228,15 @@ func (s *Server) explainPlan(c *gin.Context) {
 }
 
 func (s *Server) analyzePlan(c *gin.Context) {
-	var req struct {
-		queryRequest
-		Branch *string `json:"branch"`
-	}
+	var req queryRequest
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
-	if err := mainBranch(req.Branch); err != nil {
-		fail(c, err)
-		return
-	}
-	s.plan(c, t, req.queryRequest, true)
+	s.plan(c, t, req, true)
 }
 
 // plan answers explain_plan (analyze false) and analyze_plan.
@@ -256,6 +260,8 @@ func (s *Server) plan(c *gin.Context, t *table.Table, req queryRequest, analyze 
 type versionRef struct {
 	Version int64
 	Tag     string
+	// Branch is the branch of the version a tag named ("": main).
+	Branch string
 }
 
 func (r *versionRef) UnmarshalJSON(b []byte) error {
@@ -301,6 +307,6 @@ func (v *ViewRoutes) resolveSrcTag(ctx context.Context, id []string, ref *versio
 	if err != nil {
 		return err
 	}
-	ref.Version, ref.Tag = int64(tg.Version), ""
+	ref.Version, ref.Tag, ref.Branch = int64(tg.Version), "", tg.Branch
 	return nil
 }

@@ -220,6 +220,8 @@ type refreshViewRequest struct {
 	Cluster                 *string     `json:"cluster"`
 	OutputLimit             *int64      `json:"output_limit"`
 	Manifest                *string     `json:"manifest"`
+	// SrcBranch (an extension): refresh from this branch of the source.
+	SrcBranch *string `json:"src_branch"`
 }
 
 // maxOption bounds the integer options before they reach the engine (which
@@ -270,6 +272,9 @@ func refreshOptions(req *refreshViewRequest) (refresh.Options, error) {
 			return o, badInput("src_version: must be a positive version (got %d)", req.SrcVersion.Version)
 		}
 		o.SrcVersion = uint64(req.SrcVersion.Version)
+	}
+	if err := srcBranchOption(req, &o); err != nil {
+		return o, err
 	}
 	if req.OutputLimit != nil {
 		if *req.OutputLimit < 0 {

@@ -80,6 +80,8 @@ func (e *Engine) prepareBackfill(ctx context.Context, id []string, opts *Options
 		return invalid("output_limit: not an option of a backfill")
 	case opts.SrcVersion != 0:
 		return invalid("src_version: not an option of a backfill (use read_version)")
+	case opts.SrcBranch != "":
+		return invalid("src_branch: not an option of a backfill")
 	}
 	for _, f := range []struct {
 		name      string

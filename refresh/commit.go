@@ -543,6 +543,7 @@ func (b *build) watermark(ctx context.Context, src *sourceVersion) *Watermark {
 	wm := &Watermark{
 		Source:        b.v.Def.Source,
 		SourceVersion: b.plan.SourceVersion,
+		SourceBranch:  b.plan.Options.SrcBranch,
 		SourceUUID:    b.plan.sourceIdentity(),
 		OutputLimit:   b.plan.Options.OutputLimit,
 	}

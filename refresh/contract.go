@@ -44,6 +44,9 @@ type Options struct {
 	// Backfill makes the job a backfill of a virtual or computed column
 	// (backfill.go) instead of a refresh.
 	Backfill *BackfillOptions `json:"backfill,omitempty"`
+	// SrcBranch is the branch of the source to refresh from ("": main);
+	// SrcVersion is then a version of that branch (branch.go).
+	SrcBranch string `json:"src_branch,omitempty"`
 }
 
 // Range is a run of source rows [Start, End) of one source fragment.

@@ -124,11 +124,14 @@ type sourceVersion struct {
 }
 
 func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVersion, error) {
-	key := "src|" + plan.JobID + "|" + table.JoinID(v.Def.Source) + "|" + strconv.FormatUint(plan.SourceVersion, 10)
+	key := "src|" + plan.JobID + "|" + table.JoinID(v.Def.Source) + "|" + plan.Options.SrcBranch + "|" + strconv.FormatUint(plan.SourceVersion, 10)
 	if s, ok := e.cache.get(key); ok {
 		return s.(*sourceVersion), nil
 	}
 	t, err := e.source(ctx, v)
+	if err == nil {
+		t, err = sourceBranch(ctx, t, v, plan.Options.SrcBranch)
+	}
 	if err != nil {
 		return nil, stateErr(err)
 	}

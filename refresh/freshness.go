@@ -13,6 +13,9 @@ type SourceFreshness struct {
 	// Exists is false when the source is gone (dropped): the view cannot
 	// refresh until it is created again.
 	Exists bool `json:"exists"`
+	// Branch is the branch of the source the view was last refreshed
+	// from, and the one its lag is measured on (omitted: main).
+	Branch string `json:"branch,omitempty"`
 	// RefreshedVersion is the source version the view was last refreshed
 	// from (0: never refreshed); LatestVersion the source's latest (0 when
 	// gone).
@@ -81,6 +84,18 @@ func (e *Engine) freshnessOf(ctx context.Context, v *View, now time.Time) (*Fres
 		return nil, err
 	}
 	s.Exists = true
+	if w := v.Watermark; w != nil && w.SourceBranch != "" {
+		s.Branch = w.SourceBranch
+		if src, err = sourceBranch(ctx, src, v, w.SourceBranch); err != nil {
+			if table.ErrorCode(err) != table.CodeTableBranchNotFound {
+				return nil, err
+			}
+			f.Problem = err.Error() + "; refresh it from main or another branch"
+			f.Stale = true
+			f.Sources = []SourceFreshness{s}
+			return f, nil
+		}
+	}
 	latest, err := src.LatestVersion(ctx)
 	if err != nil {
 		return nil, err

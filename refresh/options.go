@@ -79,10 +79,13 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 	if err != nil {
 		return err
 	}
+	if src, err = sourceBranch(ctx, src, v, opts.SrcBranch); err != nil {
+		return err
+	}
 	if opts.SrcVersion != 0 {
 		if _, err := src.Version(ctx, opts.SrcVersion); err != nil {
 			if table.ErrorCode(err) == table.CodeTableVersionNotFound {
-				return invalid("src_version: source table %s has no version %d", table.JoinID(v.Def.Source), opts.SrcVersion)
+				return invalid("src_version: source table %s has no version %d%s", table.JoinID(v.Def.Source), opts.SrcVersion, onBranchText(opts.SrcBranch))
 			}
 			return err
 		}

@@ -63,6 +63,9 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), err)
 	}
 	src, err := e.source(ctx, v)
+	if err == nil {
+		src, err = sourceBranch(ctx, src, v, opts.SrcBranch)
+	}
 	if err != nil {
 		return nil, stateErr(err)
 	}
@@ -92,7 +95,7 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 
 	wm := v.Watermark
 	if !traitsOf(v.Def.Kind).Incremental {
-		if wm != nil && wm.SourceVersion == sm.Version && wm.sourceIdentity() == srcID {
+		if wm != nil && wm.SourceVersion == sm.Version && wm.sourceIdentity() == srcID && wm.SourceBranch == opts.SrcBranch {
 			p.Mode = ModeNoOp
 			return p, nil
 		}
@@ -126,6 +129,8 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		p.Mode, p.Reason = ModeFull, "first refresh"
 	case wm.sourceIdentity() != srcID || table.JoinID(wm.Source) != table.JoinID(v.Def.Source):
 		p.Mode, p.Reason = ModeFull, "the source table was created again"
+	case wm.SourceBranch != opts.SrcBranch:
+		p.Mode, p.Reason = ModeFull, branchChange(wm.SourceBranch, opts.SrcBranch)
 	case !sameLimit(wm.OutputLimit, opts.OutputLimit):
 		p.Mode, p.Reason = ModeFull, fmt.Sprintf("output_limit changed (%s to %s)", limitString(wm.OutputLimit), limitString(opts.OutputLimit))
 	default:

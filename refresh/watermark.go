@@ -23,6 +23,10 @@ const (
 type Watermark struct {
 	Source        []string `json:"source"`
 	SourceVersion uint64   `json:"source_version"`
+	// SourceBranch is the branch of the source SourceVersion is on ("":
+	// main). Branches share fragment ids up to where they forked only, so
+	// a refresh from another branch is a full recompute (branch.go).
+	SourceBranch string `json:"source_branch,omitempty"`
 	// SourceUUID is the source's identity (table.Table.Identity): a
 	// source dropped and created again under the same name restarts its
 	// fragment ids, so a different identity forces a full refresh.

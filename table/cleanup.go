@@ -49,6 +49,11 @@ func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, kee
 			used[f.Path] = true
 		}
 	}
+	// Branches share the table's data files: what a branch references
+	// is in use too.
+	if err := t.branchPaths(ctx, used); err != nil {
+		return res, fmt.Errorf("cleanup %s: %w", JoinID(t.id), err)
+	}
 	res.Referenced = len(used)
 	cutoff := time.Now().Add(-grace)
 	for _, f := range files {

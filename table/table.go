@@ -26,6 +26,9 @@ type Table struct {
 	c   *Catalog
 	id  []string
 	key string // folder key, ending in "/"
+	// branch is the line of versions the handle reads and commits ("":
+	// main); see branch.go.
+	branch string
 }
 
 // ID is the table identifier.
@@ -84,7 +87,7 @@ type VersionFile struct {
 // Versions lists the table's versions in ascending order. Where a version
 // exists under both names, the V2 file wins.
 func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
-	entries, err := t.c.wh.List(ctx, t.key+versionsDir)
+	entries, err := t.c.wh.List(ctx, t.versionsKey())
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +131,7 @@ func (t *Table) LatestVersion(ctx context.Context) (VersionFile, error) {
 		return VersionFile{}, err
 	}
 	if len(vs) == 0 {
-		return VersionFile{}, Errorf(CodeTableNotFound, "table %s not found", JoinID(t.id))
+		return VersionFile{}, t.noVersions()
 	}
 	return vs[len(vs)-1], nil
 }
@@ -168,7 +171,7 @@ func (t *Table) LoadFile(ctx context.Context, vf VersionFile) (*Manifest, error)
 }
 
 func (t *Table) readManifest(ctx context.Context, vf VersionFile) (*Manifest, error) {
-	b, err := t.c.wh.Read(ctx, t.key+versionsDir+vf.Name)
+	b, err := t.c.wh.Read(ctx, t.versionsKey()+vf.Name)
 	if err != nil {
 		return nil, fmt.Errorf("read %s v%d: %w", JoinID(t.id), vf.Version, err)
 	}
@@ -190,9 +193,9 @@ func (t *Table) Identity(ctx context.Context, m *Manifest) (string, error) {
 		return m.UUID, nil
 	}
 	v1 := m
-	if m.Version != 1 {
+	if m.Version != 1 || t.branch != "" {
 		var err error
-		if v1, err = t.Load(ctx, 1); err != nil {
+		if v1, err = t.Main().Load(ctx, 1); err != nil {
 			return "", fmt.Errorf("identity of %s: %w", JoinID(t.id), err)
 		}
 	}
@@ -235,7 +238,7 @@ func (t *Table) Commit(ctx context.Context, op Op) (*Manifest, error) {
 		return nil, err
 	}
 	span.SetAttributes(attribute.Int64("mvq.version", int64(m.Version)), attribute.Int64("mvq.rows", m.NumRows()), attribute.Int("mvq.fragments", len(m.Fragments)))
-	t.c.committed(ctx, t.id, m)
+	t.notify(ctx, m)
 	return m, nil
 }
 
@@ -260,7 +263,7 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		if err != nil {
 			return nil, err
 		}
-		err = t.c.wh.PutIfNotExists(ctx, t.key+versionsDir+ManifestName(next.Version, NamingV2), data)
+		err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+ManifestName(next.Version, NamingV2), data)
 		if err == nil {
 			return next, nil
 		}

@@ -22,6 +22,8 @@ const tagsDir = "_refs/tags/"
 type Tag struct {
 	Version      uint64 `json:"version"`
 	ManifestSize int64  `json:"manifestSize"`
+	// Branch is the branch the version is on ("": main).
+	Branch string `json:"branch,omitempty"`
 }
 
 // MaxTagName bounds a tag name, in bytes.
@@ -107,7 +109,7 @@ func (t *Table) tagOf(ctx context.Context, v uint64) (Tag, error) {
 	if err != nil {
 		return Tag{}, err
 	}
-	return Tag{Version: v, ManifestSize: vf.Size}, nil
+	return Tag{Version: v, ManifestSize: vf.Size, Branch: t.branch}, nil
 }
 
 // CreateTag points a new tag at version v; an existing tag is a conflict.
@@ -175,6 +177,9 @@ func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int6
 	}
 	tagged := map[uint64]string{}
 	for _, n := range TagNames(tags) {
+		if tags[n].Branch != t.branch {
+			continue // a tag of another branch's version of that number
+		}
 		if _, ok := tagged[tags[n].Version]; !ok {
 			tagged[tags[n].Version] = n
 		}
@@ -197,7 +202,7 @@ func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int6
 				return 0, Errorf(CodeInvalidInput, "ranges[%d]: version %d is the latest; a table keeps its latest version (drop the table instead)", i, vf.Version)
 			case tagged[vf.Version] != "":
 				return 0, Errorf(CodeInvalidInput, "ranges[%d]: version %d is tagged %q; delete the tag first", i, vf.Version, tagged[vf.Version])
-			case vf.Version == 1 && lm.UUID == "":
+			case vf.Version == 1 && lm.UUID == "" && t.branch == "":
 				return 0, Errorf(CodeInvalidInput, "ranges[%d]: version 1 carries the identity of this table (created before identities were stored in every version)", i)
 			}
 			doomed = append(doomed, vf)
@@ -210,7 +215,7 @@ func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int6
 			continue
 		}
 		seen[vf.Version] = true
-		if err := t.c.wh.Delete(ctx, t.key+versionsDir+vf.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := t.c.wh.Delete(ctx, t.versionsKey()+vf.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return n, err
 		}
 		n++

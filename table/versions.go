@@ -27,14 +27,14 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	if err != nil {
 		return VersionFile{}, nil, nil, err
 	}
-	err = t.c.wh.PutIfNotExists(ctx, t.key+versionsDir+sv.name, sv.data)
+	err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+sv.name, sv.data)
 	if errors.Is(err, ErrExists) {
 		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 	}
 	if err != nil {
 		return VersionFile{}, nil, nil, fmt.Errorf("create version %d: %w", v, err)
 	}
-	t.c.committed(ctx, t.id, sv.m)
+	t.notify(ctx, sv.m)
 	return VersionFile{Version: v, Scheme: scheme, Name: sv.name, Size: int64(len(sv.data))}, sv.m, sv.data, nil
 }
 
@@ -71,9 +71,9 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	}
 	rel := strings.TrimPrefix(manifestPath, t.Location()+"/")
 	clean := path.Clean(rel)
-	if rel == "" || path.IsAbs(rel) || clean != rel || strings.HasPrefix(clean, "..") ||
+	if rel == "" || path.IsAbs(rel) || clean != rel || strings.HasPrefix(clean, "..") || strings.HasPrefix(clean, branchTreeDir) ||
 		(strings.HasPrefix(clean, versionsDir) && !isStagedManifest(clean, v, scheme)) {
-		return nil, Errorf(CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside _versions/ but for the staging name %s%s-{uuid}", manifestPath, versionsDir, ManifestName(v, scheme))
+		return nil, Errorf(CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside tree/ and _versions/ but for the staging name %s%s-{uuid}", manifestPath, versionsDir, ManifestName(v, scheme))
 	}
 	data, err := t.c.wh.Read(ctx, t.key+clean)
 	if errors.Is(err, os.ErrNotExist) {
@@ -140,7 +140,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 		other = NamingV2
 	}
 	if v < math.MaxUint64 {
-		if ok, _ := t.c.wh.Exists(ctx, t.key+versionsDir+ManifestName(v, other)); ok {
+		if ok, _ := t.c.wh.Exists(ctx, t.versionsKey()+ManifestName(v, other)); ok {
 			return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 		}
 	}

@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Table branches (table/branch.go): branches/create|list|delete, and the
+// spec's `branch` on the operations that take one. A JSON body carries it
+// as a field; the Arrow IPC and bodyless operations as the `branch` query
+// parameter (taken on JSON operations too, where it must agree with the
+// body). Absent, "" and "main" are the main line.
+
+func (s *Server) branchRoutes(v1 gin.IRouter) {
+	t := v1.Group("/table/:id")
+	t.POST("/branches/create", s.createBranch)
+	t.POST("/branches/list", s.listBranches)
+	t.POST("/branches/delete", s.deleteBranch)
+}
+
+// branchArg is the branch a request names: the body's field (nil when the
+// body has none) or the query parameter.
+func branchArg(c *gin.Context, body *string) (string, error) {
+	q, inQuery := c.GetQuery("branch")
+	switch {
+	case body != nil && inQuery && *body != q:
+		return "", badInput("branch: the query parameter (%q) and the body (%q) disagree", q, *body)
+	case body != nil:
+		return *body, nil
+	}
+	return q, nil
+}
+
+// onBranch returns the handle on the branch of t the request names. On
+// failure it has written the problem (404 TableBranchNotFound for an
+// unknown branch, 400 for a bad name) and returns false.
+func onBranch(c *gin.Context, t *table.Table, body *string) (*table.Table, bool) {
+	name, err := branchArg(c, body)
+	if err == nil {
+		if name != "" && name != table.MainBranch {
+			err = table.ValidateBranch(name) // its message names the field
+		}
+	}
+	var b *table.Table
+	if err == nil {
+		b, err = t.OnBranch(c, name)
+	}
+	if err != nil {
+		fail(c, err)
+		return nil, false
+	}
+	return b, true
+}
+
+// branchName is the handle branch a request's name stands for ("" for
+// main).
+func branchName(b string) string {
+	if b == table.MainBranch {
+		return ""
+	}
+	return b
+}
+
+func (s *Server) createBranch(c *gin.Context) {
+	var req struct {
+		ID          []string `json:"id"`
+		Name        *string  `json:"name"`
+		FromBranch  *string  `json:"from_branch"`
+		FromVersion *int64   `json:"from_version"`
+	}
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	var err error
+	switch {
+	case req.Name == nil:
+		err = badInput("name: required")
+	case req.FromVersion != nil && *req.FromVersion <= 0:
+		err = badInput("from_version: must be a version of the source (>= 1, got %d)", *req.FromVersion)
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	from := ""
+	if req.FromBranch != nil {
+		from = *req.FromBranch
+		if from != "" && from != table.MainBranch {
+			if verr := table.ValidateBranch(from); verr != nil {
+				fail(c, badInput("from_branch: %s", verr.Error()))
+				return
+			}
+		}
+	}
+	var v uint64
+	if req.FromVersion != nil {
+		v = uint64(*req.FromVersion)
+	}
+	if _, err := t.CreateBranch(c, *req.Name, from, v); err != nil {
+		if table.ErrorCode(err) == table.CodeInvalidInput {
+			err = badInput("name: %s", err.Error())
+		}
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{})
+}
+
+func (s *Server) deleteBranch(c *gin.Context) {
+	var req struct {
+		ID   []string `json:"id"`
+		Name *string  `json:"name"`
+	}
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	if req.Name == nil {
+		fail(c, badInput("name: required"))
+		return
+	}
+	if err := table.ValidateBranch(*req.Name); err != nil {
+		fail(c, badInput("name: %s", err.Error()))
+		return
+	}
+	if err := t.DeleteBranch(c, *req.Name); err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{})
+}
+
+func (s *Server) listBranches(c *gin.Context) {
+	var req struct {
+		ID        []string `json:"id"`
+		PageToken *string  `json:"page_token"`
+		Limit     *int64   `json:"limit"`
+	}
+	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if !ok {
+		return
+	}
+	token, limit, err := page(c, req.PageToken, req.Limit)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	bs, err := t.Branches(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	names, next := table.Page(table.BranchNames(bs), token, limit)
+	out := make(map[string]any, len(names))
+	for _, n := range names {
+		b := bs[n]
+		e := gin.H{"parentVersion": b.ParentVersion, "createAt": b.CreateAt, "manifestSize": b.ManifestSize}
+		if b.ParentBranch != "" {
+			e["parentBranch"] = b.ParentBranch
+		}
+		out[n] = e
+	}
+	resp := gin.H{"branches": out}
+	if next != "" {
+		resp["page_token"] = next
+	}
+	c.JSON(http.StatusOK, resp)
+}
+
+// srcBranchOption sets the refresh's src_branch (an mvq extension): a
+// branch of the view's source, "main" or absent for main. A src_version
+// naming a tag implies the tag's branch, and a src_branch that says
+// otherwise is refused. Whether the branch exists is the engine's check
+// at submit (404 naming it).
+func srcBranchOption(req *refreshViewRequest, o *refresh.Options) error {
+	if req.SrcBranch != nil {
+		b := branchName(*req.SrcBranch)
+		if b != "" {
+			if err := table.ValidateBranch(b); err != nil {
+				return badInput("src_branch: %s", err.Error())
+			}
+		}
+		o.SrcBranch = b
+	}
+	if req.SrcVersion != nil && req.SrcVersion.Branch != "" {
+		if req.SrcBranch != nil && o.SrcBranch != req.SrcVersion.Branch {
+			return badInput("src_branch: %q, but src_version names a tag of branch %q", *req.SrcBranch, req.SrcVersion.Branch)
+		}
+		o.SrcBranch = req.SrcVersion.Branch
+	}
+	return nil
+}

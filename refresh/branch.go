@@ -1,0 +1,48 @@
+package refresh
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Refreshing from a branch of the source (Options.SrcBranch): the plan,
+// its items and its commit read that branch's versions, and the watermark
+// records the branch. Branches number their fragments on from where they
+// forked, so the same fragment id on two branches may hold different
+// rows: a refresh from another branch than the last one is a full
+// recompute, never an incremental diff across lines (Plan says why in
+// Reason). Freshness is then measured on the branch last refreshed from.
+
+// sourceBranch moves src, the source of view v, onto branch ("": main).
+// An unknown branch is CodeTableBranchNotFound naming src_branch.
+func sourceBranch(ctx context.Context, src *table.Table, v *View, branch string) (*table.Table, error) {
+	b, err := src.OnBranch(ctx, branch)
+	if table.ErrorCode(err) == table.CodeTableBranchNotFound {
+		return nil, table.Errorf(table.CodeTableBranchNotFound, "src_branch: source table %s of view %s has no branch %q", table.JoinID(v.Def.Source), table.JoinID(v.ID), branch)
+	}
+	if table.ErrorCode(err) == table.CodeInvalidInput {
+		return nil, invalid("src_branch: %v", err)
+	}
+	return b, err
+}
+
+// branchChange is the Reason of a full refresh after a change of branch.
+func branchChange(from, to string) string {
+	name := func(b string) string {
+		if b == "" {
+			return table.MainBranch
+		}
+		return b
+	}
+	return fmt.Sprintf("the source branch changed (%s to %s)", name(from), name(to))
+}
+
+// onBranchText qualifies a message about a source version with its branch.
+func onBranchText(branch string) string {
+	if branch == "" {
+		return ""
+	}
+	return fmt.Sprintf(" on branch %q", branch)
+}
