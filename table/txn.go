@@ -622,8 +622,21 @@ func (t *Table) settleHolders(ctx context.Context, v uint64, wait bool) error {
 		if mv, _, _ := ParseManifestName(mk.manifest); mv != v {
 			continue
 		}
-		if _, err := t.c.settleTxn(ctx, mk.id, wait); err != nil {
+		st, err := t.c.settleTxn(ctx, mk.id, wait)
+		if err != nil {
 			return err
+		}
+		// Settled through the record's table names; this table may have
+		// another name by now (rename copies the folder), so undo here too.
+		if st.Final() && st != TxnSucceeded {
+			key := t.key + versionsDir + mk.manifest
+			if b, err := t.c.wh.Read(ctx, key); err == nil {
+				if m, err := DecodeManifest(b); err == nil && m.Transaction == mk.id {
+					if err := t.c.wh.Delete(ctx, key); err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	return nil
