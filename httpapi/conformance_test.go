@@ -26,8 +26,6 @@ import (
 // says why for each. The conformance test checks they do.
 var notServed = map[string]bool{
 	"POST /v1/table/{id}/schema_metadata/update":   true,
-	"POST /v1/table/version/batch-create":          true,
-	"POST /v1/table/batch-commit":                  true,
 	"POST /v1/table/{id}/alter_columns":            true,
 	"POST /v1/table/{id}/update_field_metadata":    true,
 	"POST /v1/table/{id}/drop_columns":             true,
@@ -37,8 +35,6 @@ var notServed = map[string]bool{
 	"POST /v1/table/{id}/index/list":               true,
 	"POST /v1/table/{id}/index/{index_name}/stats": true,
 	"POST /v1/table/{id}/index/{index_name}/drop":  true,
-	"POST /v1/transaction/{id}/describe":           true,
-	"POST /v1/transaction/{id}/alter":              true,
 }
 
 // setupSpec serves the API with views over a real Redis and returns a
@@ -228,6 +224,7 @@ func TestSpecConformance(t *testing.T) {
 	stageVersion(t, sc.client, "docs$t", "docs/t.lance")
 	st, m = sc.j("/v1/table/docs$t/version/create", map[string]any{"version": versionAfter(t, sc, "docs$t"), "manifest_path": "staging/next.manifest"})
 	sc.expect("version create", st, m, 200)
+	txnConformance(t, sc) // batches and transactions (txn_test.go)
 
 	// Tags: a tagged version is never deleted.
 	st, m = sc.j("/v1/table/docs$t/tags/create", map[string]any{"tag": "v-one", "version": 1})

@@ -174,12 +174,28 @@ func rememberDecided(wh *Warehouse, id string, st TxnStatus) {
 
 // readTxn returns a transaction's record and its latest state.
 func (c *Catalog) readTxn(ctx context.Context, id string) (rec, cur *txnState, err error) {
+	last, err := c.lastTxnSeq(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rec, err = c.readTxnState(ctx, id, 0); err != nil {
+		return nil, nil, err
+	}
+	if last == 0 {
+		return rec, rec, nil
+	}
+	cur, err = c.readTxnState(ctx, id, last)
+	return rec, cur, err
+}
+
+// lastTxnSeq is the number of a transaction's latest state.
+func (c *Catalog) lastTxnSeq(ctx context.Context, id string) (uint64, error) {
 	if !validTxnID(id) {
-		return nil, nil, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
+		return 0, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
 	}
 	entries, err := c.wh.List(ctx, txnDir+id+"/")
 	if err != nil {
-		return nil, nil, err
+		return 0, err
 	}
 	var last uint64
 	found := false
@@ -194,16 +210,9 @@ func (c *Catalog) readTxn(ctx context.Context, id string) (rec, cur *txnState, e
 		found = true
 	}
 	if !found {
-		return nil, nil, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
+		return 0, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
 	}
-	if rec, err = c.readTxnState(ctx, id, 0); err != nil {
-		return nil, nil, err
-	}
-	if last == 0 {
-		return rec, rec, nil
-	}
-	cur, err = c.readTxnState(ctx, id, last)
-	return rec, cur, err
+	return last, nil
 }
 
 func (c *Catalog) readTxnState(ctx context.Context, id string, seq uint64) (*txnState, error) {
@@ -227,7 +236,12 @@ func (c *Catalog) txnStatus(ctx context.Context, id string) (TxnStatus, error) {
 	if v, ok := decided.Load(decidedKey{c.wh, id}); ok {
 		return v.(TxnStatus), nil
 	}
-	_, cur, err := c.readTxn(ctx, id)
+	// Readers need only the latest state: one listing and one read.
+	last, err := c.lastTxnSeq(ctx, id)
+	var cur *txnState
+	if err == nil {
+		cur, err = c.readTxnState(ctx, id, last)
+	}
 	if ErrorCode(err) == CodeTransactionNotFound {
 		return TxnFailed, nil
 	}
@@ -622,8 +636,21 @@ func (t *Table) settleHolders(ctx context.Context, v uint64, wait bool) error {
 		if mv, _, _ := ParseManifestName(mk.manifest); mv != v {
 			continue
 		}
-		if _, err := t.c.settleTxn(ctx, mk.id, wait); err != nil {
+		st, err := t.c.settleTxn(ctx, mk.id, wait)
+		if err != nil {
 			return err
+		}
+		// Settled through the record's table names; this table may have
+		// another name by now (rename copies the folder), so undo here too.
+		if st.Final() && st != TxnSucceeded {
+			key := t.key + versionsDir + mk.manifest
+			if b, err := t.c.wh.Read(ctx, key); err == nil {
+				if m, err := DecodeManifest(b); err == nil && m.Transaction == mk.id {
+					if err := t.c.wh.Delete(ctx, key); err != nil {
+						return err
+					}
+				}
+			}
 		}
 	}
 	return nil

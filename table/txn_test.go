@@ -95,7 +95,15 @@ func TestBatchCommitPublishesEveryTable(t *testing.T) {
 	a, b := twoTables(t, c)
 	var hooked []string
 	var mu sync.Mutex
+	fresh := NewCatalog(mustOpen(t, c.wh.URI()), c.sql, Options{})
 	c.OnCommit(func(_ context.Context, id []string, m *Manifest) {
+		// The hook runs once the batch is committed: a fresh reader
+		// already sees both tables at their new version.
+		for _, other := range [][]string{a.ID(), b.ID()} {
+			if v := latest(t, fresh.handle(other)); m.Transaction != "" && v != 2 {
+				t.Errorf("hook for %s ran while %s was at version %d", JoinID(id), JoinID(other), v)
+			}
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		hooked = append(hooked, fmt.Sprintf("%s@%d", JoinID(id), m.Version))
@@ -266,6 +274,7 @@ func TestBatchReadersAndWritersDuringCommit(t *testing.T) {
 		select {
 		case m := <-insertDone:
 			t.Errorf("insert committed v%d while the batch was undecided", m.Version)
+			insertDone <- m
 		case <-time.After(50 * time.Millisecond): // it must still be waiting
 		}
 	}
