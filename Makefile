@@ -79,6 +79,8 @@ bench: ## Run the benchmarks; each prints ratios against a baseline from the sam
 	@# (each repeats inside one run and logs its ratios with -v).
 	$(GO) test -run '^$$' -bench 'APIControlPlane|JobFixedCost|SmallJobs' -benchtime 1x -timeout 30m -v ./service
 	$(GO) test -run '^$$' -bench CancelLatency -benchtime 1x -timeout 10m -v ./jobs
+	@# Commit to auto-refreshed view visible, p50/p99 over 50 commits (MVQ_BENCH_AUTO_COMMITS).
+	$(GO) test -run '^$$' -bench AutoRefreshLatency -benchtime 1x -timeout 10m -v ./jobs
 
 .PHONY: bench-scale
 bench-scale: ## One large chunker refresh with 1, 2, 4, 8, 16 worker processes, one core each (a 16-core machine; ~15 min; MVQ_SCALE_WORKERS, MVQ_SCALE_DOCS)

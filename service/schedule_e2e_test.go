@@ -115,6 +115,7 @@ func TestScheduledRefreshEndToEnd(t *testing.T) {
 	if st["refresh_every"] != "1h0m0s" {
 		t.Fatalf("status after the change: %v", st)
 	}
+	r = nil
 	if code := e.post("/v1/materialized_view/s$v/refresh_settings", `{"refresh_every": ""}`, &r); code != 200 || len(r) != 0 {
 		t.Fatalf("stop the schedule: %d %v", code, r)
 	}
