@@ -29,6 +29,7 @@ const (
 	targetJobList                     // the body's view; without one, the list is filtered
 	targetNamespace                   // the body's namespace (the root without one)
 	targetRoot                        // the whole catalog (admin)
+	targetCatalogTable                // the catalog route's namespace and table (catalogTarget)
 )
 
 // routeRule is what a route needs: an action on a target. jsonBody marks
@@ -95,6 +96,9 @@ var routeRules = map[string]routeRule{
 	"POST /v1/jobs/describe":     {auth.Read, targetJobBody, true, false},
 	"POST /v1/jobs/list":         {auth.Read, targetJobList, true, false},
 	"POST /v1/jobs/cancel":       {auth.Refresh, targetJobBody, true, false},
+
+	// A catalog notification changes the external table it names.
+	"POST " + notificationRoute: {auth.Write, targetCatalogTable, true, false},
 }
 
 // openRoutes need no credentials; they carry no tenant data.
@@ -321,6 +325,12 @@ func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, bo
 		t, err := table.ParseID(*body.View, c.Query("delimiter"))
 		if err != nil {
 			return badInput("view: %v", err)
+		}
+		target = t
+	case targetCatalogTable:
+		t, err := s.catalogTarget(c)
+		if err != nil {
+			return err
 		}
 		target = t
 	case targetNamespace:

@@ -82,6 +82,9 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 	if cur.IsView() {
 		return VersionFile{}, nil, nil, refuseView(t.id, "version create")
 	}
+	if cur.IsExternal() || m.IsExternal() {
+		return VersionFile{}, nil, nil, refuseExternal(t.id, "version create")
+	}
 	if v <= latest.Version {
 		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 	}
