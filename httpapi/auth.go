@@ -29,8 +29,11 @@ const (
 	targetJobList                     // the body's view; without one, the list is filtered
 	targetNamespace                   // the body's namespace (the root without one)
 	targetRoot                        // the whole catalog (admin)
-	targetCatalogTable                // the catalog route's namespace and table (catalogTarget)
 )
+
+// targetCatalogTable is the catalog route's namespace and table
+// (catalogTarget); a value apart from the list above.
+const targetCatalogTable targetKind = 100
 
 // routeRule is what a route needs: an action on a target. jsonBody marks
 // routes whose body is a JSON object, which may carry identity; source
