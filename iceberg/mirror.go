@@ -58,7 +58,7 @@ const (
 	MetaTimestamp        = "iceberg.notification_timestamp"
 	MetaAddedFiles       = "iceberg.added_data_files"
 	MetaRemovedFiles     = "iceberg.removed_data_files"
-	MetaRecomputedFiles  = "iceberg.recomputed_data_files"
+	MetaRecomputedFiles  = table.MetaExternalRecomputed
 )
 
 // stateOf decodes the external state of m; ok is false for a table that

@@ -152,6 +152,16 @@ func TestIcebergSourceEndToEnd(t *testing.T) {
 		t.Fatal("the merge-on-read delete wrote no delete file")
 	}
 	follow("a delete", 4000)
+	// The job that followed the delete says it recomputed data files.
+	recomputed := false
+	waitFor(t, 30*time.Second, "a job result with source_files_recomputed", func() bool {
+		for _, j := range e.viewJobs("lake$chunks") {
+			if res, _ := j["result"].(map[string]any); num(res["source_files_recomputed"]) > 0 {
+				recomputed = true
+			}
+		}
+		return recomputed
+	})
 
 	// The versions: one per snapshot, the last one recomputed the data
 	// files the delete files touch.

@@ -23,6 +23,11 @@ const ExternalProperty = "mvq.external"
 // to give the automatic refreshes it causes their cause.
 const OperationNotification = "notification"
 
+// MetaExternalRecomputed is the version metadata of an external table's
+// version that counts the data files it read again because delete files
+// came to touch them (refresh reports the sum in a job's result).
+const MetaExternalRecomputed = "iceberg.recomputed_data_files"
+
 // IsExternal reports whether the version belongs to an external table.
 func (m *Manifest) IsExternal() bool { _, ok := m.Properties[ExternalProperty]; return ok }
 
