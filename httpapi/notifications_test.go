@@ -10,7 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/iceberg"
@@ -331,5 +333,43 @@ func TestNotificationConcurrent(t *testing.T) {
 	}
 	if n := c.countRows("db$docs"); n != "2" {
 		t.Fatalf("count: %s", n)
+	}
+}
+
+// TestNotificationAuth: the notification route takes credentials as every
+// route does and needs write on the table it names; its 401 and 403 are
+// in the Iceberg error shape.
+func TestNotificationAuth(t *testing.T) {
+	lakeDir := t.TempDir()
+	allowed, err := iceberg.ParseAllowed(lakeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, httpapi.Config{Auth: jwtAuth(t), AllowedLocations: allowed})
+	root := mint(t, jwtSecret, "root", time.Hour, grant("*", auth.Read, auth.Write, auth.Refresh, auth.Admin))
+	mustStatus(t, s.do("POST", "/v1/namespace/db/create", `{}`, bearer(root)...), 200)
+	body := string(icebergtest.NotificationFor("VALIDATE", "docs", 1, "2f1d6c1e-5a4b-4c3d-9e8f-7a6b5c4d3e2f", lakeDir))
+	for _, c := range []struct {
+		hdr    []string
+		status int
+		typ    string
+	}{
+		{nil, 401, "NotAuthorizedException"},
+		{bearer("not-a-token"), 401, "NotAuthorizedException"},
+		{bearer(mint(t, jwtSecret, "reader", time.Hour, grant("db", auth.Read, auth.Refresh))), 403, "ForbiddenException"},
+		{bearer(mint(t, jwtSecret, "other", time.Hour, grant("other", auth.Write))), 403, "ForbiddenException"},
+		{bearer(mint(t, jwtSecret, "writer", time.Hour, grant("db", auth.Write))), 204, ""},
+	} {
+		r := s.do("POST", notifyPath, body, c.hdr...)
+		if r.status != c.status {
+			t.Fatalf("%v: %d %s, want %d", c.hdr, r.status, r.body, c.status)
+		}
+		if c.typ == "" {
+			continue
+		}
+		e, _ := r.json["error"].(map[string]any)
+		if len(r.json) != 1 || e["type"] != c.typ || e["code"] != float64(c.status) || e["message"] == "" {
+			t.Fatalf("%v: error body %s, want type %s", c.hdr, r.body, c.typ)
+		}
 	}
 }
