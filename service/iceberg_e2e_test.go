@@ -92,7 +92,8 @@ func (e *env) notify(ns, table string, body []byte) {
 // announced after each commit by a notification; a chunker view with
 // auto_refresh over it, refreshed by the notifications (cause
 // notification) through the real API, Redis and worker processes, holds
-// exactly the chunks of the Iceberg table's rows after each.
+// exactly the chunks of the Iceberg table's rows after each; so do a
+// query view (the rows) and a udtf view (an aggregate) over it.
 func TestIcebergSourceEndToEnd(t *testing.T) {
 	lakeDir := t.TempDir()
 	lake := icebergtest.NewLake(t, lakeDir, "docs", true)
@@ -123,6 +124,42 @@ func TestIcebergSourceEndToEnd(t *testing.T) {
 		t.Fatalf("create view: %d %v", st, r)
 	}
 	e.mustDone(r["job_id"].(string))
+	// A query view and a udtf view over it too, following it the same way.
+	if st := e.post("/v1/materialized_view/lake$copy/create", map[string]any{
+		"kind": "query", "source_query": `SELECT id, text FROM "lake$docs"`, "output_schema": "", "auto_refresh": true,
+	}, &r); st != 201 {
+		t.Fatalf("create query view: %d %v", st, r)
+	}
+	e.mustDone(r["job_id"].(string))
+	if st := e.post("/v1/materialized_view/lake$agg/create", map[string]any{
+		"kind": "udtf", "source_query": `SELECT count(*) AS n, sum(id) AS s FROM "lake$docs"`, "output_schema": "", "auto_refresh": true,
+	}, &r); st != 201 {
+		t.Fatalf("create udtf view: %d %v", st, r)
+	}
+	e.mustDone(r["job_id"].(string))
+	others := func() bool {
+		rows := lake.Rows()
+		var want []string
+		var sum int64
+		for _, r := range rows {
+			want = append(want, fmt.Sprintf("%d/%s", r.ID, r.Text))
+			sum += r.ID
+		}
+		var got []map[string]any
+		e.post("/v1/table/lake$copy/query", map[string]any{}, &got)
+		var have []string
+		for _, g := range got {
+			have = append(have, fmt.Sprintf("%v/%v", g["id"], g["text"]))
+		}
+		sort.Strings(want)
+		sort.Strings(have)
+		var agg []map[string]any
+		e.post("/v1/table/lake$agg/query", map[string]any{}, &agg)
+		return fmt.Sprint(have) == fmt.Sprint(want) && len(agg) == 1 && num(agg[0]["n"]) == int64(len(rows)) && num(agg[0]["s"]) == sum
+	}
+	if !others() {
+		t.Fatal("query or udtf view differs from the Iceberg table after create")
+	}
 	got, addr0 := e.iceView("lake$chunks")
 	if want := iceOracle(t, lake.Rows()); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("after create: view\n%v\nwant\n%v", got, want)
@@ -135,7 +172,7 @@ func TestIcebergSourceEndToEnd(t *testing.T) {
 		want := iceOracle(t, lake.Rows())
 		waitFor(t, 90*time.Second, "the view to follow "+what, func() bool {
 			got, addr = e.iceView("lake$chunks")
-			return fmt.Sprint(got) == fmt.Sprint(want)
+			return fmt.Sprint(got) == fmt.Sprint(want) && others()
 		})
 	}
 	lake.Append(iceRows(20, 30)...)
