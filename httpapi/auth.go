@@ -32,6 +32,10 @@ const (
 	targetTables                      // every table the request involves: the handler checks each (txn.go)
 )
 
+// targetCatalogTable is the catalog route's namespace and table
+// (catalogTarget); a value apart from the list above.
+const targetCatalogTable targetKind = 100
+
 // routeRule is what a route needs: an action on a target. jsonBody marks
 // routes whose body is a JSON object, which may carry identity; source
 // marks view create, which also needs read on the source_query's table.
@@ -108,6 +112,9 @@ var routeRules = map[string]routeRule{
 	"POST /v1/table/batch-commit":         {auth.Write, targetTables, true, false},
 	"POST /v1/transaction/:id/describe":   {auth.Read, targetTables, true, false},
 	"POST /v1/transaction/:id/alter":      {auth.Write, targetTables, true, false},
+
+	// A catalog notification changes the external table it names.
+	"POST " + notificationRoute: {auth.Write, targetCatalogTable, true, false},
 }
 
 // openRoutes need no credentials; they carry no tenant data.
@@ -336,6 +343,12 @@ func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, bo
 		t, err := table.ParseID(*body.View, c.Query("delimiter"))
 		if err != nil {
 			return badInput("view: %v", err)
+		}
+		target = t
+	case targetCatalogTable:
+		t, err := s.catalogTarget(c)
+		if err != nil {
+			return err
 		}
 		target = t
 	case targetNamespace:

@@ -86,6 +86,10 @@ var statusOf = map[table.Code]statusInfo{
 // fail writes err as a problem body and aborts. Only internal errors are
 // logged with detail; users get the domain message, never internals.
 func fail(c *gin.Context, err error) {
+	if isCatalogRoute(c) {
+		icebergFail(c, err)
+		return
+	}
 	code := table.ErrorCode(err)
 	info, ok := statusOf[code]
 	if !ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/iceberg"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/ui"
 )
@@ -36,6 +37,12 @@ type Config struct {
 	// TraceURLTemplate (MVQ_TRACE_URL_TEMPLATE) is the link from a job to
 	// its trace in the jobs console; "{trace_id}" is replaced.
 	TraceURLTemplate string
+	// CatalogPrefix (MVQ_CATALOG_PREFIX, default DefaultCatalogPrefix) is
+	// the {prefix} of the catalog notification route; AllowedLocations
+	// (MVQ_ALLOWED_LOCATIONS) where the Iceberg tables it registers may be
+	// read from (none: every notification that reads is a 403).
+	CatalogPrefix    string
+	AllowedLocations iceberg.Allowed
 }
 
 // Views is what the API needs of the view and job layer; nil disables
@@ -53,6 +60,8 @@ type Server struct {
 	cat   *table.Catalog
 	views Views
 	ready atomic.Bool
+	// notifier applies catalog notifications (notifications.go).
+	notifier *iceberg.Registrar
 }
 
 // New returns a server over the catalog; views may be nil.
@@ -61,6 +70,7 @@ func New(cfg Config, cat *table.Catalog, views Views) *Server {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	s := &Server{cfg: cfg, cat: cat, views: views}
+	s.notifier = iceberg.NewRegistrar(cat, cfg.AllowedLocations)
 	s.ready.Store(true)
 	return s
 }
@@ -148,6 +158,7 @@ func (s *Server) Handler() http.Handler {
 	if s.views != nil {
 		s.views.routes(v1)
 	}
+	s.catalogRoutes(r)
 	return r
 }
 

@@ -290,13 +290,18 @@ func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, tr
 // CommitHook returns the catalog commit hook (table.Catalog.OnCommit)
 // that submits automatic refreshes: every version committed in this
 // process, but a compaction's (which changes no rows), is a change of
-// its table. Errors are logged.
+// its table; a version a catalog notification committed to an external
+// table causes jobs with CauseNotification. Errors are logged.
 func (c *Client) CommitHook() table.CommitHook {
 	return func(ctx context.Context, id []string, m *table.Manifest) {
 		if m.Operation == table.OperationCompact {
 			return
 		}
-		if _, err := c.Changed(ctx, id, m.Version, CauseAuto); err != nil {
+		cause := CauseAuto
+		if m.Operation == table.OperationNotification {
+			cause = CauseNotification // an external table advanced by a catalog notification
+		}
+		if _, err := c.Changed(ctx, id, m.Version, cause); err != nil {
 			c.log.WarnContext(ctx, "jobs: auto refresh after a commit", "table", table.JoinID(id), "version", m.Version, "err", err)
 		}
 	}

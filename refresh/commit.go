@@ -181,6 +181,7 @@ func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (
 	for _, r := range results {
 		b.res.SkippedPartitions += r.SkippedPartitions
 	}
+	b.res.SourceFilesRecomputed = e.externalRecomputed(ctx, v, plan.SourceVersion)
 	defer b.release()
 	if err := b.keepOld(ctx); err != nil {
 		return Result{}, err

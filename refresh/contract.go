@@ -129,6 +129,10 @@ type Result struct {
 	// SkippedPartitions counts the input partitions user code failed on
 	// and error_handling skip left out.
 	SkippedPartitions int64 `json:"skipped_partitions,omitempty"`
+	// SourceFilesRecomputed counts the data files of an external source
+	// (an Iceberg table) read again since the last refresh because delete
+	// files came to touch them; their rows were removed and expanded again.
+	SourceFilesRecomputed int64 `json:"source_files_recomputed,omitempty"`
 	// ManifestChecksum is the checksum of the manifest the refresh ran
 	// with ("" when none); also in the version's metadata.
 	ManifestChecksum string `json:"manifest_checksum,omitempty"`

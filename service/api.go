@@ -131,6 +131,8 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 			httpapi.WriteDeadlines(cfg.WriteTimeout), httpapi.QueryQueueWait(cfg.QueryQueueWait)},
 		Auth:             authn,
 		TraceURLTemplate: cfg.TraceURLTemplate,
+		CatalogPrefix:    cfg.CatalogPrefix,
+		AllowedLocations: cfg.AllowedLocations,
 	}, core.Catalog, views)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/iceberg"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/udf"
@@ -64,6 +65,14 @@ type Config struct {
 	// TraceURLTemplate (MVQ_TRACE_URL_TEMPLATE, API): the jobs console's
 	// link from a job to its trace, "{trace_id}" replaced; empty: no link.
 	TraceURLTemplate string
+
+	// External tables (API, environment only). CatalogPrefix
+	// (MVQ_CATALOG_PREFIX, default "mvq") is the {prefix} of the catalog
+	// notification route; AllowedLocations (MVQ_ALLOWED_LOCATIONS, a comma
+	// list of URI prefixes, default none) are where Iceberg tables may be
+	// read from: a notification naming any other location is a 403.
+	CatalogPrefix    string
+	AllowedLocations iceberg.Allowed
 }
 
 // ErrVersion is what LoadConfig returns for -version: the caller prints
@@ -103,6 +112,7 @@ func Defaults() Config {
 		JanitorInterval:    10 * time.Minute,
 		HealthTimeout:      time.Minute,
 		AutoMinInterval:    time.Second,
+		CatalogPrefix:      "mvq",
 		MaxItemOutputRows:  refresh.DefaultMaxItemOutputRows,
 		MaxItemOutputBytes: refresh.DefaultMaxItemOutputBytes,
 	}
@@ -184,6 +194,17 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
 	env("MVQ_TRACE_URL_TEMPLATE", &cfg.TraceURLTemplate)
+	env("MVQ_CATALOG_PREFIX", &cfg.CatalogPrefix)
+	if cfg.CatalogPrefix == "" || strings.ContainsAny(cfg.CatalogPrefix, "/%?#") {
+		return cfg, fmt.Errorf("MVQ_CATALOG_PREFIX %q: want one non-empty path segment", cfg.CatalogPrefix)
+	}
+	if v := getenv("MVQ_ALLOWED_LOCATIONS"); v != "" {
+		a, err := iceberg.ParseAllowed(v)
+		if err != nil {
+			return cfg, fmt.Errorf("MVQ_ALLOWED_LOCATIONS: %v", err)
+		}
+		cfg.AllowedLocations = a
+	}
 	runtimesFile := ""
 	env("MVQ_RUNTIMES_FILE", &runtimesFile)
 

@@ -122,6 +122,9 @@ func (t *Table) Compact(ctx context.Context, opts CompactOptions) (CompactResult
 		return CompactResult{}, err
 	}
 	res := CompactResult{FragmentsBefore: len(m.Fragments), FragmentsAfter: len(m.Fragments)}
+	if m.IsExternal() {
+		return res, nil // its fragments mirror another engine's files one to one
+	}
 	runs := compactionRuns(m.Fragments, opts)
 	n := 0
 	for _, r := range runs {

@@ -115,6 +115,9 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	if cur.IsView() {
 		return nil, refuseView(t.id, "version create")
 	}
+	if cur.IsExternal() || m.IsExternal() {
+		return VersionFile{}, nil, nil, refuseExternal(t.id, "version create")
+	}
 	if v <= latest.Version {
 		return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 	}

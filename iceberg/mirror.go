@@ -1,0 +1,344 @@
+package iceberg
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	ice "github.com/apache/iceberg-go"
+	icetable "github.com/apache/iceberg-go/table"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// State is what an external table's manifest keeps under
+// table.ExternalProperty: which Iceberg table and snapshot it mirrors, the
+// newest notification admitted (the per-table ordering of notifications:
+// it is committed with the version, put-if-not-exists, so it is atomic
+// and survives restarts), and which data file each fragment holds.
+type State struct {
+	Format           string `json:"format"` // "iceberg"
+	TableUUID        string `json:"table_uuid"`
+	MetadataLocation string `json:"metadata_location"`
+	SnapshotID       *int64 `json:"snapshot_id,omitempty"`
+	// Timestamp is the newest notification timestamp processed.
+	Timestamp int64 `json:"notification_timestamp"`
+	// Files are the data files of SnapshotID, in scan order.
+	Files []FileRef `json:"files"`
+}
+
+// FileRef is one Iceberg data file and the fragment holding its rows with
+// the snapshot's delete files applied. A fragment's rows are in the data
+// file's row order, so __source_row_id (fragment id << 32 | offset) is
+// stable per (data file, row position) while no delete touches the file;
+// a file whose deletes change is read again into a new fragment (its
+// rows are removed and added again downstream).
+type FileRef struct {
+	Path string `json:"path"`
+	// Deletes are the delete files (position, equality, deletion vectors)
+	// applied, sorted.
+	Deletes []string `json:"deletes,omitempty"`
+	// Fragment holds the rows; nil when every row is deleted.
+	Fragment *uint32 `json:"fragment,omitempty"`
+	Rows     int64   `json:"rows"`
+}
+
+func (f FileRef) key() string { return f.Path + "\x00" + strings.Join(f.Deletes, "\x00") }
+
+// Version metadata keys of a version a notification committed.
+const (
+	MetaSnapshotID       = "iceberg.snapshot_id"
+	MetaMetadataLocation = "iceberg.metadata_location"
+	MetaTimestamp        = "iceberg.notification_timestamp"
+	MetaAddedFiles       = "iceberg.added_data_files"
+	MetaRemovedFiles     = "iceberg.removed_data_files"
+	MetaRecomputedFiles  = table.MetaExternalRecomputed
+)
+
+// stateOf decodes the external state of m; ok is false for a table that
+// is not external.
+func stateOf(m *table.Manifest) (State, bool, error) {
+	raw, ok := m.Properties[table.ExternalProperty]
+	if !ok {
+		return State{}, false, nil
+	}
+	var s State
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return State{}, true, &table.Error{Code: table.CodeInvalidTableState, Message: "external table state is corrupt", Err: err}
+	}
+	return s, true, nil
+}
+
+// snapshot is an Iceberg table's current snapshot as read through the
+// guarded file system: its schema (as mvq stores it) and its data files
+// grouped with the scan tasks that read them.
+type snapshot struct {
+	tbl    *icetable.Table
+	scan   *icetable.Scan
+	schema *arrow.Schema
+	id     *int64
+	files  []plannedFile
+}
+
+type plannedFile struct {
+	ref   FileRef
+	tasks []icetable.FileScanTask
+}
+
+// load reads the Iceberg table whose metadata is at loc (or, when meta is
+// given, the metadata in it) and plans its current snapshot.
+func (r *Registrar) load(ctx context.Context, id []string, loc string, meta json.RawMessage) (*snapshot, error) {
+	fsF := func(ctx context.Context) (iceioIO, error) { return r.fs(ctx, loc) }
+	var (
+		tbl *icetable.Table
+		err error
+	)
+	if len(meta) > 0 && string(meta) != "null" {
+		md, perr := icetable.ParseMetadataBytes(meta)
+		if perr != nil {
+			return nil, table.Errorf(table.CodeInvalidInput, "payload.metadata: %v", perr)
+		}
+		tbl = icetable.New(id, md, loc, fsF, nil)
+	} else {
+		tbl, err = icetable.NewFromLocation(ctx, id, loc, fsF, nil)
+		if err != nil {
+			return nil, readErr("payload.metadata-location", loc, err)
+		}
+	}
+	sc := tbl.Schema()
+	if sc == nil {
+		return nil, table.Errorf(table.CodeInvalidInput, "metadata at %s has no current schema", loc)
+	}
+	as, err := icetable.SchemaToArrowSchema(sc, nil, false, false)
+	if err != nil {
+		return nil, table.Errorf(table.CodeSchemaValidation, "schema of %s: %v", loc, err)
+	}
+	if err := table.CheckSchema(as); err != nil {
+		return nil, table.Errorf(table.CodeSchemaValidation, "schema of the Iceberg table at %s: %v", loc, err)
+	}
+	s := &snapshot{tbl: tbl, schema: as}
+	cur := tbl.CurrentSnapshot()
+	if cur == nil {
+		return s, nil
+	}
+	sid := cur.SnapshotID
+	s.id = &sid
+	s.scan = tbl.Scan()
+	tasks, err := s.scan.PlanFiles(ctx)
+	if err != nil {
+		return nil, readErr("snapshot "+strconv.FormatInt(sid, 10), loc, err)
+	}
+	byPath := map[string]int{}
+	for _, t := range tasks {
+		p := t.File.FilePath()
+		i, ok := byPath[p]
+		if !ok {
+			i = len(s.files)
+			byPath[p] = i
+			s.files = append(s.files, plannedFile{ref: FileRef{Path: p}})
+		}
+		pf := &s.files[i]
+		pf.tasks = append(pf.tasks, t)
+		for _, group := range [][]ice.DataFile{t.DeleteFiles, t.EqualityDeleteFiles, t.DeletionVectorFiles} {
+			for _, d := range group {
+				if !slices.Contains(pf.ref.Deletes, d.FilePath()) {
+					pf.ref.Deletes = append(pf.ref.Deletes, d.FilePath())
+				}
+			}
+		}
+	}
+	for i := range s.files {
+		slices.Sort(s.files[i].ref.Deletes)
+		slices.SortFunc(s.files[i].tasks, func(a, b icetable.FileScanTask) int { return int(a.Start - b.Start) })
+	}
+	return s, nil
+}
+
+// readErr turns a failure to read Iceberg metadata or files into a coded
+// error: a location outside the allowed ones is CodePermissionDenied, a
+// missing file or unparsable metadata CodeInvalidInput naming field.
+func readErr(field, loc string, err error) error {
+	var te *table.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return table.Errorf(table.CodeInvalidInput, "%s: %s does not exist", field, loc)
+	}
+	return table.Errorf(table.CodeInvalidInput, "%s: cannot read the Iceberg table at %s: %v", field, loc, err)
+}
+
+// materialize writes the rows of one data file, its deletes applied, as a
+// data file of t (nil when no row is left).
+func (s *snapshot) materialize(ctx context.Context, t *table.Table, pf plannedFile) (*table.Fragment, error) {
+	_, seq, err := s.scan.ReadTasks(ctx, pf.tasks)
+	if err != nil {
+		return nil, readErr("data file", pf.ref.Path, err)
+	}
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	for rec, err := range seq {
+		if err != nil {
+			return nil, readErr("data file", pf.ref.Path, err)
+		}
+		if rec.NumRows() == 0 {
+			rec.Release()
+			continue
+		}
+		if !rec.Schema().Equal(s.schema) {
+			// Same columns and types; the scan's schema carries field ids
+			// and other metadata the table's does not.
+			if len(rec.Columns()) != s.schema.NumFields() {
+				rec.Release()
+				return nil, table.Errorf(table.CodeSchemaValidation, "data file %s: read %d columns, the schema has %d", pf.ref.Path, len(rec.Columns()), s.schema.NumFields())
+			}
+			for i, f := range s.schema.Fields() {
+				if !arrow.TypeEqual(f.Type, rec.Column(i).DataType()) {
+					rec.Release()
+					return nil, table.Errorf(table.CodeSchemaValidation, "data file %s: column %s reads as %s, the schema says %s", pf.ref.Path, f.Name, rec.Column(i).DataType(), f.Type)
+				}
+			}
+			nr := array.NewRecordBatch(s.schema, rec.Columns(), rec.NumRows())
+			rec.Release()
+			rec = nr
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) == 0 {
+		return nil, nil
+	}
+	f, err := t.WriteFile(ctx, s.schema, recs)
+	if err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+// mirrorOp is the commit of one admitted CREATE/UPDATE: the fragments of
+// the snapshot's files, kept where base holds the same file with the
+// same deletes, else from written (files materialized for this commit,
+// by key). It fails with errStale when base needs a file written holds
+// not (a concurrent commit changed the table under the plan).
+func mirrorOp(p Payload, uuid string, snap *snapshot, written map[string]*table.Fragment, enc string) (table.Op, *opStats) {
+	st := &opStats{}
+	return func(base *table.Manifest) (*table.Manifest, error) {
+		*st = opStats{}
+		old, _, err := stateOf(base)
+		if err != nil {
+			return nil, err
+		}
+		if err := admit(base, old, p, uuid); err != nil {
+			return nil, err
+		}
+		keep := map[string]FileRef{}
+		if base.Schema == enc {
+			for _, f := range old.Files {
+				keep[f.key()] = f
+			}
+		}
+		oldPaths := map[string]bool{}
+		for _, f := range old.Files {
+			oldPaths[f.Path] = true
+		}
+		byID := map[uint32]table.Fragment{}
+		for _, f := range base.Fragments {
+			byID[f.ID] = f
+		}
+		next := State{Format: "iceberg", TableUUID: uuid, MetadataLocation: p.MetadataLocation, SnapshotID: snap.id, Timestamp: *p.Timestamp}
+		var frags []table.Fragment
+		newPaths := map[string]bool{}
+		for _, pf := range snap.files {
+			ref := pf.ref
+			newPaths[ref.Path] = true
+			if k, ok := keep[ref.key()]; ok {
+				if k.Fragment != nil {
+					f, ok := byID[*k.Fragment]
+					if !ok {
+						return nil, errStale
+					}
+					frags = append(frags, f)
+				}
+				next.Files = append(next.Files, k)
+				continue
+			}
+			w, ok := written[ref.key()]
+			if !ok {
+				return nil, errStale
+			}
+			if oldPaths[ref.Path] {
+				st.recomputed++
+			} else {
+				st.added++
+			}
+			if w != nil {
+				f := *w
+				f.ID = base.NextFragmentID
+				base.NextFragmentID++
+				id := f.ID
+				ref.Fragment = &id
+				ref.Rows = f.Rows
+				frags = append(frags, f)
+			}
+			next.Files = append(next.Files, ref)
+		}
+		for p := range oldPaths {
+			if !newPaths[p] {
+				st.removed++
+			}
+		}
+		raw, err := json.Marshal(next)
+		if err != nil {
+			return nil, err
+		}
+		base.Operation = table.OperationNotification
+		base.Schema = enc
+		base.Fragments = frags
+		if base.Properties == nil {
+			base.Properties = map[string]json.RawMessage{}
+		}
+		base.Properties[table.ExternalProperty] = raw
+		base.Metadata = st.metadata(p, snap)
+		return base, nil
+	}, st
+}
+
+type opStats struct{ added, removed, recomputed int }
+
+func (st *opStats) metadata(p Payload, snap *snapshot) map[string]string {
+	m := map[string]string{
+		MetaMetadataLocation: p.MetadataLocation,
+		MetaTimestamp:        strconv.FormatInt(*p.Timestamp, 10),
+		MetaAddedFiles:       strconv.Itoa(st.added),
+		MetaRemovedFiles:     strconv.Itoa(st.removed),
+		MetaRecomputedFiles:  strconv.Itoa(st.recomputed),
+	}
+	if snap.id != nil {
+		m[MetaSnapshotID] = strconv.FormatInt(*snap.id, 10)
+	}
+	return m
+}
+
+var errStale = errors.New("external table changed while the notification was read; planning again")
+
+// admit checks a notification against the state of the registered table:
+// the same Iceberg table (uuid) and a timestamp newer than every one
+// processed.
+func admit(base *table.Manifest, old State, p Payload, uuid string) error {
+	if old.TableUUID != "" && old.TableUUID != uuid {
+		return table.Errorf(table.CodeConcurrentModification, "table-uuid %s differs from %s, the uuid of the registered table", uuid, old.TableUUID)
+	}
+	if *p.Timestamp <= old.Timestamp {
+		return table.Errorf(table.CodeTableAlreadyExists, "a notification with a newer timestamp has been admitted for table %s: timestamp %d is not after %d", p.TableName, *p.Timestamp, old.Timestamp)
+	}
+	return nil
+}

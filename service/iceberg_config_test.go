@@ -1,0 +1,35 @@
+package service_test
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/mvq-dev/mvq/service"
+)
+
+func TestCatalogConfig(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cfg, err := service.LoadConfig("api", nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CatalogPrefix != "mvq" || len(cfg.AllowedLocations) != 0 {
+		t.Fatalf("defaults: prefix %q, allowed %v", cfg.CatalogPrefix, cfg.AllowedLocations)
+	}
+	cfg, err = service.LoadConfig("api", nil, env(map[string]string{
+		"MVQ_CATALOG_PREFIX": "lakehouse", "MVQ_ALLOWED_LOCATIONS": "file:///lake, s3://bucket/ice",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.CatalogPrefix != "lakehouse" || len(cfg.AllowedLocations) != 2 || cfg.AllowedLocations[1].String() != "s3://bucket/ice" {
+		t.Fatalf("from the environment: prefix %q, allowed %v", cfg.CatalogPrefix, cfg.AllowedLocations)
+	}
+	for k, v := range map[string]string{"MVQ_CATALOG_PREFIX": "a/b", "MVQ_ALLOWED_LOCATIONS": "relative/lake"} {
+		if _, err := service.LoadConfig("api", nil, env(map[string]string{k: v}), io.Discard); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: %v", k, v, err)
+		}
+	}
+}
