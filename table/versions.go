@@ -116,7 +116,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 		return nil, refuseView(t.id, "version create")
 	}
 	if cur.IsExternal() || m.IsExternal() {
-		return VersionFile{}, nil, nil, refuseExternal(t.id, "version create")
+		return nil, refuseExternal(t.id, "version create")
 	}
 	if v <= latest.Version {
 		return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
