@@ -84,6 +84,12 @@ func TestRefreshFromBranch(t *testing.T) {
 	if _, m = c.getJSON("/v1/materialized_view/docs$v/status"); m["stale"] != true || !strings.Contains(m["problem"].(string), "dev") {
 		t.Fatalf("status after its branch is gone: %v", m)
 	}
+	// A branch of the same name created again is another line: full.
+	c.expect(200, "/v1/table/docs$src/branches/create", `{"name": "dev"}`)
+	res = refresh(`{"src_branch": "dev"}`)
+	if res["mode"] != "full" || rows() != 4 {
+		t.Fatalf("refresh from dev created again: %v, %d rows (want full, 4)", res, rows())
+	}
 	// Main was never touched by the branch.
 	if st, out := c.do("POST", "/v1/table/docs$src/count_rows", "application/json", []byte(`{}`)); st != 200 || string(out) != "4" {
 		t.Fatalf("main: %d %s", st, out)

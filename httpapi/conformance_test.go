@@ -356,7 +356,7 @@ func TestSpecConformance(t *testing.T) {
 	sc.expect("branch delete again", st, m, 404)
 	st, m = sc.j("/v1/table/docs$t/branches/delete", map[string]any{"name": "dev"})
 	sc.expect("delete a tagged branch", st, m, 400)
-	st, m = sc.j("/v1/table/docs$t/branches/delete", map[string]any{})
+	st, m = sc.jc("/v1/table/docs$t/branches/delete", map[string]any{}, checkResponse)
 	sc.expect("branch delete without a name", st, m, 400)
 	st, m = sc.j("/v1/table/docs$t/tags/delete", map[string]any{"tag": "on-dev"})
 	sc.expect("tag delete", st, m, 200)

@@ -111,7 +111,7 @@ func (s *Server) createTable(c *gin.Context) {
 }
 
 func (s *Server) insertIntoTable(c *gin.Context) {
-	if _, branched := c.GetQuery("branch"); !branched && s.insertDeclared(c) {
+	if b := c.Query("branch"); (b == "" || b == table.MainBranch) && s.insertDeclared(c) {
 		return
 	}
 	t, ok := s.openTable(c)

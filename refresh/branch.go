@@ -13,7 +13,8 @@ import (
 // forked, so the same fragment id on two branches may hold different
 // rows: a refresh from another branch than the last one is a full
 // recompute, never an incremental diff across lines (Plan says why in
-// Reason). Freshness is then measured on the branch last refreshed from.
+// Reason); so is one from a branch deleted and created again under the
+// same name (BranchInfo.ID). Freshness is then measured on the branch last refreshed from.
 
 // sourceBranch moves src, the source of view v, onto branch ("": main).
 // An unknown branch is CodeTableBranchNotFound naming src_branch.
@@ -28,6 +29,28 @@ func sourceBranch(ctx context.Context, src *table.Table, v *View, branch string)
 	return b, err
 }
 
+// sourceBranchID is the identity of the branch src is on ("" for main).
+func sourceBranchID(ctx context.Context, src *table.Table) (string, error) {
+	if src.Branch() == "" {
+		return "", nil
+	}
+	bi, err := src.BranchInfo(ctx, src.Branch())
+	return bi.ID, err
+}
+
+// sameBranch fails when the source branch of plan was deleted and created
+// again since the plan was made: its versions are another line's.
+func sameBranch(ctx context.Context, src *table.Table, plan *Plan) error {
+	id, err := sourceBranchID(ctx, src)
+	if err != nil {
+		return err
+	}
+	if id != plan.SourceBranchID {
+		return table.Errorf(table.CodeInvalidTableState, "src_branch: branch %q of the source of view %s was deleted and created again since the refresh was planned; refresh again", src.Branch(), table.JoinID(plan.View))
+	}
+	return nil
+}
+
 // branchChange is the Reason of a full refresh after a change of branch.
 func branchChange(from, to string) string {
 	name := func(b string) string {
@@ -35,6 +58,9 @@ func branchChange(from, to string) string {
 			return table.MainBranch
 		}
 		return b
+	}
+	if from == to {
+		return fmt.Sprintf("the source branch %s was deleted and created again", name(to))
 	}
 	return fmt.Sprintf("the source branch changed (%s to %s)", name(from), name(to))
 }

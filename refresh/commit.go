@@ -544,10 +544,10 @@ func (b *build) watermark(ctx context.Context, src *sourceVersion) *Watermark {
 	wm := &Watermark{
 		Source:        b.v.Def.Source,
 		SourceVersion: b.plan.SourceVersion,
-		SourceBranch:  b.plan.Options.SrcBranch,
 		SourceUUID:    b.plan.sourceIdentity(),
 		OutputLimit:   b.plan.Options.OutputLimit,
 	}
+	wm.SourceBranch, wm.SourceBranchID = b.plan.Options.SrcBranch, b.plan.SourceBranchID
 	if b.rowwise() {
 		ids := make([]uint32, 0, len(src.m.Fragments))
 		for _, f := range src.m.Fragments {

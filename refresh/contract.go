@@ -95,6 +95,9 @@ type Plan struct {
 	// record instead of SourceUUID (the source's version 1 timestamp).
 	// Read only, through sourceIdentity.
 	SourceCreated int64 `json:"source_created_millis,omitempty"`
+	// SourceBranchID is the identity (table.BranchInfo.ID) of the source
+	// branch Options.SrcBranch names, as planned ("" for main).
+	SourceBranchID string `json:"source_branch_id,omitempty"`
 }
 
 // ItemResult is what expanding one work item produced: staged fragments

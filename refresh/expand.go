@@ -132,6 +132,9 @@ func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVe
 	if err == nil {
 		t, err = sourceBranch(ctx, t, v, plan.Options.SrcBranch)
 	}
+	if err == nil {
+		err = sameBranch(ctx, t, plan)
+	}
 	if err != nil {
 		return nil, stateErr(err)
 	}

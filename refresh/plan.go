@@ -66,6 +66,10 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	if err == nil {
 		src, err = sourceBranch(ctx, src, v, opts.SrcBranch)
 	}
+	var branchID string
+	if err == nil {
+		branchID, err = sourceBranchID(ctx, src)
+	}
 	if err != nil {
 		return nil, stateErr(err)
 	}
@@ -89,13 +93,14 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		Options:         opts,
 		ViewUUID:        viewID,
 		SourceUUID:      srcID,
+		SourceBranchID:  branchID,
 	}
 	frags := slices.Clone(sm.Fragments)
 	slices.SortFunc(frags, func(a, b table.Fragment) int { return int(int64(a.ID) - int64(b.ID)) })
 
 	wm := v.Watermark
 	if !traitsOf(v.Def.Kind).Incremental {
-		if wm != nil && wm.SourceVersion == sm.Version && wm.sourceIdentity() == srcID && wm.SourceBranch == opts.SrcBranch {
+		if wm != nil && wm.SourceVersion == sm.Version && wm.sourceIdentity() == srcID && wm.SourceBranch == opts.SrcBranch && wm.SourceBranchID == branchID {
 			p.Mode = ModeNoOp
 			return p, nil
 		}
@@ -129,7 +134,7 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		p.Mode, p.Reason = ModeFull, "first refresh"
 	case wm.sourceIdentity() != srcID || table.JoinID(wm.Source) != table.JoinID(v.Def.Source):
 		p.Mode, p.Reason = ModeFull, "the source table was created again"
-	case wm.SourceBranch != opts.SrcBranch:
+	case wm.SourceBranch != opts.SrcBranch || wm.SourceBranchID != branchID:
 		p.Mode, p.Reason = ModeFull, branchChange(wm.SourceBranch, opts.SrcBranch)
 	case !sameLimit(wm.OutputLimit, opts.OutputLimit):
 		p.Mode, p.Reason = ModeFull, fmt.Sprintf("output_limit changed (%s to %s)", limitString(wm.OutputLimit), limitString(opts.OutputLimit))

@@ -27,6 +27,9 @@ type Watermark struct {
 	// main). Branches share fragment ids up to where they forked only, so
 	// a refresh from another branch is a full recompute (branch.go).
 	SourceBranch string `json:"source_branch,omitempty"`
+	// SourceBranchID is that branch's identity (table.BranchInfo.ID): a
+	// branch deleted and created again under the name is another line.
+	SourceBranchID string `json:"source_branch_id,omitempty"`
 	// SourceUUID is the source's identity (table.Table.Identity): a
 	// source dropped and created again under the same name restarts its
 	// fragment ids, so a different identity forces a full refresh.

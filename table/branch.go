@@ -46,6 +46,9 @@ type BranchInfo struct {
 	CreateAt int64 `json:"create_at"`
 	// ManifestSize is the size of the branch's first manifest.
 	ManifestSize int64 `json:"manifest_size"`
+	// ID tells a branch apart from an earlier one of the same name
+	// (deleted, then created again): a UUID set at creation.
+	ID string `json:"id,omitempty"`
 }
 
 // MaxBranchName bounds a branch name, in bytes.
@@ -207,7 +210,7 @@ func (t *Table) CreateBranch(ctx context.Context, name, fromBranch string, fromV
 	if err != nil {
 		return BranchInfo{}, err
 	}
-	bi := BranchInfo{ParentBranch: src.branch, ParentVersion: m.Version, CreateAt: time.Now().Unix(), ManifestSize: int64(len(data))}
+	bi := BranchInfo{ParentBranch: src.branch, ParentVersion: m.Version, CreateAt: time.Now().Unix(), ManifestSize: int64(len(data)), ID: newIdentity()}
 	ref, _ := json.Marshal(bi)
 	err = t.c.wh.PutIfNotExists(ctx, t.branchRefKey(name), ref)
 	if errors.Is(err, ErrExists) {

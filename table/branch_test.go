@@ -190,15 +190,39 @@ func TestBranchWritesAreIsolated(t *testing.T) {
 	}
 }
 
-// TestBranchConcurrentCommits: writers racing on one branch each get a
+// TestBranchConcurrentCommits: of creates racing for one name exactly one
+// wins; writers racing on one branch each get a
 // version of their own (put-if-not-exists), and every acknowledged row is
 // there once; main is untouched.
 func TestBranchConcurrentCommits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, tb := branchFixture(t)
-	if _, err := tb.CreateBranch(ctx, "dev", "", 0); err != nil {
-		t.Fatal(err)
+	// Racing creates of one name: exactly one wins, the rest are told
+	// the branch exists.
+	var won, lost int
+	var mu sync.Mutex
+	var cwg sync.WaitGroup
+	for range 8 {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			_, err := tb.CreateBranch(ctx, "dev", "", 0)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				won++
+			case ErrorCode(err) == CodeTableBranchAlreadyExists:
+				lost++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	cwg.Wait()
+	if won != 1 || lost != 7 {
+		t.Fatalf("racing creates: %d won, %d lost", won, lost)
 	}
 	const writers, each = 6, 4
 	var wg sync.WaitGroup

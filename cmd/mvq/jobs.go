@@ -21,6 +21,7 @@ import (
 type refreshFlags struct {
 	srcVersion, concurrency, sourceTaskSize, outputLimit, maxRowsPerFragment, intraApplier int64
 	cluster, manifest                                                                      string
+	srcBranch                                                                              string
 }
 
 func (r *refreshFlags) add(cmd *cobra.Command) {
@@ -33,6 +34,7 @@ func (r *refreshFlags) add(cmd *cobra.Command) {
 	f.Int64Var(&r.maxRowsPerFragment, "max-rows-per-fragment", 0, "rows per view fragment (default 131072)")
 	f.Int64Var(&r.intraApplier, "intra-applier-concurrency", 0, "parallelism inside one work item")
 	f.StringVar(&r.manifest, "manifest", "", "a JSON manifest file in force for this refresh only")
+	f.StringVar(&r.srcBranch, "src-branch", "", "refresh from this branch of the source (default: main)")
 }
 
 func (r *refreshFlags) body(cmd *cobra.Command) (map[string]any, error) {
@@ -55,6 +57,9 @@ func (r *refreshFlags) body(cmd *cobra.Command) (map[string]any, error) {
 			return nil, usageErr("--output-limit %d: want 0 or more", r.outputLimit)
 		}
 		b["output_limit"] = r.outputLimit
+	}
+	if r.srcBranch != "" {
+		b["src_branch"] = r.srcBranch
 	}
 	if r.cluster != "" {
 		b["cluster"] = r.cluster
@@ -278,6 +283,9 @@ func retryBody(j *jobs.Job) map[string]any {
 	}
 	if r.SrcVersion > 0 {
 		b["src_version"] = r.SrcVersion
+	}
+	if r.SrcBranch != "" {
+		b["src_branch"] = r.SrcBranch
 	}
 	if r.OutputLimit != nil {
 		b["output_limit"] = *r.OutputLimit
