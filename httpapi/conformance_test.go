@@ -25,12 +25,8 @@ import (
 // spec's ErrorResponse, code 0); README.md#lance-namespace-conformance
 // says why for each. The conformance test checks they do.
 var notServed = map[string]bool{
-	"POST /v1/table/{id}/schema_metadata/update":   true,
 	"POST /v1/table/version/batch-create":          true,
 	"POST /v1/table/batch-commit":                  true,
-	"POST /v1/table/{id}/alter_columns":            true,
-	"POST /v1/table/{id}/update_field_metadata":    true,
-	"POST /v1/table/{id}/drop_columns":             true,
 	"POST /v1/table/{id}/merge_insert":             true,
 	"POST /v1/table/{id}/create_index":             true,
 	"POST /v1/table/{id}/create_scalar_index":      true,
@@ -298,6 +294,39 @@ func TestSpecConformance(t *testing.T) {
 	sc.expect("backfill_column", st, m, 202)
 	st, m = sc.j("/v1/table/docs$t/backfill_column", map[string]any{"column": "name"})
 	sc.expect("backfill a stored column", st, m, 400)
+
+	// Schema evolution (alter_columns, drop_columns,
+	// update_field_metadata, schema_metadata/update).
+	st, out = sc.send("POST", "/v1/table/docs$evo/create", arrowStream, ipc([]int64{1, 2}, []string{"a", "b"}), checkBoth)
+	sc.expect("table create for schema evolution", st, string(out), 200)
+	st, m = sc.j("/v1/table/docs$evo/alter_columns", map[string]any{"alterations": []map[string]any{{"path": "name", "rename": "label", "data_type": map[string]any{"type": "large_utf8"}}, {"path": "id", "nullable": true}}})
+	sc.expect("alter_columns", st, m, 200)
+	st, m = sc.j("/v1/table/docs$evo/alter_columns", map[string]any{"alterations": []map[string]any{{"path": "id", "data_type": map[string]any{"type": "int32"}}}})
+	sc.expect("alter_columns narrowing", st, m, 400)
+	st, m = sc.j("/v1/table/docs$evo/alter_columns", map[string]any{"alterations": []map[string]any{{"path": "nope", "rename": "x"}}})
+	sc.expect("alter_columns missing column", st, m, 404)
+	st, m = sc.j("/v1/table/docs$evo/update_field_metadata", map[string]any{"updates": []map[string]any{{"path": "label", "metadata": map[string]any{"unit": "x", "old": nil}}}})
+	sc.expect("update_field_metadata", st, m, 200)
+	st, m = sc.j("/v1/table/docs$evo/update_field_metadata", map[string]any{"updates": []map[string]any{{"path": "nope", "metadata": map[string]any{}}}})
+	sc.expect("update_field_metadata missing column", st, m, 404)
+	st, out = sc.send("POST", "/v1/table/docs$evo/schema_metadata/update", "application/json", []byte(`{"owner": "a"}`), checkBoth)
+	if st != 200 || string(out) != `{"owner":"a"}` {
+		t.Fatalf("schema_metadata/update: %d %s", st, out)
+	}
+	st, out = sc.send("POST", "/v1/table/docs$evo/schema_metadata/update", "application/json", []byte(`{"owner": 1}`), checkResponse)
+	sc.expect("schema_metadata/update bad value", st, string(out), 400)
+	st, out = sc.send("POST", "/v1/table/docs$nope/schema_metadata/update", "application/json", []byte(`{}`), checkBoth)
+	sc.expect("schema_metadata/update missing table", st, string(out), 404)
+	st, m = sc.j("/v1/table/docs$evo/drop_columns", map[string]any{"columns": []string{"label"}})
+	sc.expect("drop_columns", st, m, 200)
+	st, m = sc.j("/v1/table/docs$evo/drop_columns", map[string]any{"columns": []string{"id"}})
+	sc.expect("drop_columns every column", st, m, 400)
+	st, m = sc.j("/v1/table/docs$evo/drop_columns", map[string]any{"columns": []string{"nope"}})
+	sc.expect("drop_columns missing column", st, m, 404)
+	st, out = sc.send("POST", "/v1/table/docs$evo/query", "application/json", []byte(`{"k": 5, "vector": {}}`), checkNone, "Accept", "application/json")
+	if st != 200 || string(out) != `[{"id":1},{"id":2}]` {
+		t.Fatalf("rows after drop_columns: %d %s", st, out)
+	}
 
 	// Materialized views.
 	st, m = sc.j("/v1/materialized_view/docs$v/create", map[string]any{"kind": "query", "source_query": `SELECT id, name FROM "docs$t" WHERE id > 1`, "output_schema": "", "with_no_data": true})

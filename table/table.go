@@ -241,6 +241,9 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		if err != nil {
 			return nil, err
 		}
+		if err := checkWritten(next); err != nil {
+			return nil, err
+		}
 		next.UUID = base.UUID // no operation changes a table's identity
 		next.Version = base.Version + 1
 		next.ParentVersion = base.Version
