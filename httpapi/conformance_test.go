@@ -297,8 +297,12 @@ func TestSpecConformance(t *testing.T) {
 
 	// Schema evolution (alter_columns, drop_columns,
 	// update_field_metadata, schema_metadata/update).
-	st, out = sc.send("POST", "/v1/table/docs$xevo/create", arrowStream, ipc([]int64{1, 2}, []string{"a", "b"}), checkBoth)
-	sc.expect("table create for schema evolution", st, string(out), 200)
+	st, out = sc.send("POST", "/v1/table/docs$xevo/create?properties=%7B%22team%22%3A%22eng%22%7D", arrowStream, ipc([]int64{1, 2}, []string{"a", "b"}), checkBoth)
+	if st != 200 || !strings.Contains(string(out), `"properties":{"team":"eng"}`) {
+		t.Fatalf("table create with properties: %d %s", st, out)
+	}
+	st, out = sc.send("POST", "/v1/table/docs$xevo2/create?storage_options=%7B%22a%22%3A%22b%22%7D", arrowStream, ipc([]int64{1}, []string{"a"}), checkBoth)
+	sc.expect("table create with storage_options", st, string(out), 400)
 	st, m = sc.j("/v1/table/docs$xevo/alter_columns", map[string]any{"alterations": []map[string]any{{"path": "name", "rename": "label", "data_type": map[string]any{"type": "large_utf8"}}, {"path": "id", "nullable": true}}})
 	sc.expect("alter_columns", st, m, 200)
 	st, m = sc.j("/v1/table/docs$xevo/alter_columns", map[string]any{"alterations": []map[string]any{{"path": "id", "data_type": map[string]any{"type": "int32"}}}})

@@ -102,12 +102,17 @@ func (s *Server) createTable(c *gin.Context) {
 		return
 	}
 	defer rdr.Release()
-	t, m, err := s.cat.CreateTable(c, id, rdr.Schema(), rdr, c.Query("mode"), nil)
+	props, err := createParams(c)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"version": m.Version, "location": t.Location(), "properties": gin.H{}})
+	t, m, err := s.cat.CreateTable(c, id, rdr.Schema(), rdr, c.Query("mode"), props.raw())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": m.Version, "location": t.Location(), "properties": userProperties(m)})
 }
 
 func (s *Server) insertIntoTable(c *gin.Context) {
@@ -238,7 +243,7 @@ func (s *Server) describeTable(c *gin.Context) {
 		"properties": func() map[string]string {
 			out := map[string]string{}
 			for k, v := range m.Properties {
-				out[k] = string(v)
+				out[k] = propertyText(v)
 			}
 			out[table.IdentityProperty] = ident
 			return out
