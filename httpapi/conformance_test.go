@@ -358,6 +358,12 @@ func TestSpecConformance(t *testing.T) {
 	// Catalog: declare, list all, rename, deregister, register.
 	st, m = sc.j("/v1/table/docs$decl/declare", map[string]any{"properties": map[string]string{"team": "x"}})
 	sc.expect("declare", st, m, 200)
+	st, m = sc.j("/v1/table/docs$decl/describe", map[string]any{})
+	if st != 200 || m["is_only_declared"] != true || m["properties"].(map[string]any)["team"] != "x" {
+		t.Fatalf("describe a declared table: %d %v", st, m)
+	}
+	st, m = sc.j("/v1/table/docs$decl/describe", map[string]any{"version": 1})
+	sc.expect("describe a version of a declared table", st, m, 404)
 	st, m = sc.j("/v1/table/docs$decl/declare", map[string]any{})
 	sc.expect("declare again", st, m, 409)
 	st, m = sc.j("/v1/table/docs$t/declare", map[string]any{})

@@ -196,8 +196,16 @@ func (s *Server) tableAndBody(c *gin.Context, req any, bodyID func() []string) (
 
 func (s *Server) describeTable(c *gin.Context) {
 	var req versionBody
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
 	if !ok {
+		return
+	}
+	t, err := s.cat.OpenTable(c, id)
+	if table.ErrorCode(err) == table.CodeTableNotFound && req.Version == nil && s.describeDeclared(c, id) {
+		return
+	}
+	if err != nil {
+		fail(c, err)
 		return
 	}
 	v, err := req.version()
@@ -225,7 +233,7 @@ func (s *Server) describeTable(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	id := t.ID()
+	id = t.ID()
 	resp := gin.H{
 		"table":     id[len(id)-1],
 		"namespace": id[:len(id)-1],
