@@ -100,6 +100,12 @@ var routeRules = map[string]routeRule{
 	// mvq extension: a view's refresh_every (refresh_settings.go).
 	"POST /v1/materialized_view/:id/refresh_settings": {auth.Write, targetPath, true, false},
 
+	// Schema evolution (httpapi/schema.go).
+	"POST /v1/table/:id/alter_columns":          {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/drop_columns":           {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/update_field_metadata":  {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/schema_metadata/update": {auth.Write, targetPath, true, false},
+
 	"GET /v1/job/:job_id":        {auth.Read, targetJobParam, false, false},
 	"GET /v1/job/:job_id/events": {auth.Read, targetJobParam, false, false},
 	"POST /v1/jobs/describe":     {auth.Read, targetJobBody, true, false},

@@ -25,10 +25,6 @@ import (
 // spec's ErrorResponse, code 0); README.md#lance-namespace-conformance
 // says why for each. The conformance test checks they do.
 var notServed = map[string]bool{
-	"POST /v1/table/{id}/schema_metadata/update":   true,
-	"POST /v1/table/{id}/alter_columns":            true,
-	"POST /v1/table/{id}/update_field_metadata":    true,
-	"POST /v1/table/{id}/drop_columns":             true,
 	"POST /v1/table/{id}/merge_insert":             true,
 	"POST /v1/table/{id}/create_index":             true,
 	"POST /v1/table/{id}/create_scalar_index":      true,
@@ -386,6 +382,43 @@ func TestSpecConformance(t *testing.T) {
 	st, m = sc.j("/v1/table/docs$t/backfill_column", map[string]any{"column": "name"})
 	sc.expect("backfill a stored column", st, m, 400)
 
+	// Schema evolution (alter_columns, drop_columns,
+	// update_field_metadata, schema_metadata/update).
+	st, out = sc.send("POST", "/v1/table/docs$xevo/create?properties=%7B%22team%22%3A%22eng%22%7D", arrowStream, ipc([]int64{1, 2}, []string{"a", "b"}), checkBoth)
+	if st != 200 || !strings.Contains(string(out), `"properties":{"team":"eng"}`) {
+		t.Fatalf("table create with properties: %d %s", st, out)
+	}
+	st, out = sc.send("POST", "/v1/table/docs$xevo2/create?storage_options=%7B%22a%22%3A%22b%22%7D", arrowStream, ipc([]int64{1}, []string{"a"}), checkBoth)
+	sc.expect("table create with storage_options", st, string(out), 400)
+	st, m = sc.j("/v1/table/docs$xevo/alter_columns", map[string]any{"alterations": []map[string]any{{"path": "name", "rename": "label", "data_type": map[string]any{"type": "large_utf8"}}, {"path": "id", "nullable": true}}})
+	sc.expect("alter_columns", st, m, 200)
+	st, m = sc.j("/v1/table/docs$xevo/alter_columns", map[string]any{"alterations": []map[string]any{{"path": "id", "data_type": map[string]any{"type": "int32"}}}})
+	sc.expect("alter_columns narrowing", st, m, 400)
+	st, m = sc.j("/v1/table/docs$xevo/alter_columns", map[string]any{"alterations": []map[string]any{{"path": "nope", "rename": "x"}}})
+	sc.expect("alter_columns missing column", st, m, 404)
+	st, m = sc.j("/v1/table/docs$xevo/update_field_metadata", map[string]any{"updates": []map[string]any{{"path": "label", "metadata": map[string]any{"unit": "x", "old": nil}}}})
+	sc.expect("update_field_metadata", st, m, 200)
+	st, m = sc.j("/v1/table/docs$xevo/update_field_metadata", map[string]any{"updates": []map[string]any{{"path": "nope", "metadata": map[string]any{}}}})
+	sc.expect("update_field_metadata missing column", st, m, 404)
+	st, out = sc.send("POST", "/v1/table/docs$xevo/schema_metadata/update", "application/json", []byte(`{"owner": "a"}`), checkBoth)
+	if st != 200 || string(out) != `{"owner":"a"}` {
+		t.Fatalf("schema_metadata/update: %d %s", st, out)
+	}
+	st, out = sc.send("POST", "/v1/table/docs$xevo/schema_metadata/update", "application/json", []byte(`{"owner": 1}`), checkResponse)
+	sc.expect("schema_metadata/update bad value", st, string(out), 400)
+	st, out = sc.send("POST", "/v1/table/docs$nope/schema_metadata/update", "application/json", []byte(`{}`), checkBoth)
+	sc.expect("schema_metadata/update missing table", st, string(out), 404)
+	st, m = sc.j("/v1/table/docs$xevo/drop_columns", map[string]any{"columns": []string{"label"}})
+	sc.expect("drop_columns", st, m, 200)
+	st, m = sc.j("/v1/table/docs$xevo/drop_columns", map[string]any{"columns": []string{"id"}})
+	sc.expect("drop_columns every column", st, m, 400)
+	st, m = sc.j("/v1/table/docs$xevo/drop_columns", map[string]any{"columns": []string{"nope"}})
+	sc.expect("drop_columns missing column", st, m, 404)
+	st, out = sc.send("POST", "/v1/table/docs$xevo/query", "application/json", []byte(`{"k": 5, "vector": {}}`), checkNone, "Accept", "application/json")
+	if st != 200 || string(out) != `[{"id":1},{"id":2}]` {
+		t.Fatalf("rows after drop_columns: %d %s", st, out)
+	}
+
 	// Materialized views.
 	st, m = sc.j("/v1/materialized_view/docs$v/create", map[string]any{"kind": "query", "source_query": `SELECT id, name FROM "docs$t" WHERE id > 1`, "output_schema": "", "with_no_data": true})
 	sc.expect("view create", st, m, 201)
@@ -419,6 +452,12 @@ func TestSpecConformance(t *testing.T) {
 	// Catalog: declare, list all, rename, deregister, register.
 	st, m = sc.j("/v1/table/docs$decl/declare", map[string]any{"properties": map[string]string{"team": "x"}})
 	sc.expect("declare", st, m, 200)
+	st, m = sc.j("/v1/table/docs$decl/describe", map[string]any{})
+	if st != 200 || m["is_only_declared"] != true || m["properties"].(map[string]any)["team"] != "x" {
+		t.Fatalf("describe a declared table: %d %v", st, m)
+	}
+	st, m = sc.j("/v1/table/docs$decl/describe", map[string]any{"version": 1})
+	sc.expect("describe a version of a declared table", st, m, 404)
 	st, m = sc.j("/v1/table/docs$decl/declare", map[string]any{})
 	sc.expect("declare again", st, m, 409)
 	st, m = sc.j("/v1/table/docs$t/declare", map[string]any{})

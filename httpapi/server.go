@@ -155,6 +155,7 @@ func (s *Server) Handler() http.Handler {
 	s.versionTagRoutes(v1)
 	s.txnRoutes(v1)
 	s.branchRoutes(v1)
+	s.schemaRoutes(v1)
 	if s.views != nil {
 		s.views.routes(v1)
 	}

@@ -102,12 +102,17 @@ func (s *Server) createTable(c *gin.Context) {
 		return
 	}
 	defer rdr.Release()
-	t, m, err := s.cat.CreateTable(c, id, rdr.Schema(), rdr, c.Query("mode"), nil)
+	props, err := createParams(c)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"version": m.Version, "location": t.Location(), "properties": gin.H{}})
+	t, m, err := s.cat.CreateTable(c, id, rdr.Schema(), rdr, c.Query("mode"), props.raw())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"version": m.Version, "location": t.Location(), "properties": userProperties(m)})
 }
 
 func (s *Server) insertIntoTable(c *gin.Context) {
@@ -195,11 +200,19 @@ func (s *Server) tableAndBody(c *gin.Context, req any, bodyID func() []string) (
 
 func (s *Server) describeTable(c *gin.Context) {
 	var req versionBody
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
 	if !ok {
+		return
+	}
+	t, err := s.cat.OpenTable(c, id)
+	if table.ErrorCode(err) == table.CodeTableNotFound && req.Version == nil && req.Branch == nil && s.describeDeclared(c, id) {
+		return
+	}
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if t, ok = onBranch(c, t, req.Branch); !ok {
 		return
 	}
 	v, err := req.version()
@@ -227,7 +240,7 @@ func (s *Server) describeTable(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	id := t.ID()
+	id = t.ID()
 	resp := gin.H{
 		"table":     id[len(id)-1],
 		"namespace": id[:len(id)-1],
@@ -245,7 +258,7 @@ func (s *Server) describeTable(c *gin.Context) {
 		"properties": func() map[string]string {
 			out := map[string]string{}
 			for k, v := range m.Properties {
-				out[k] = string(v)
+				out[k] = propertyText(v)
 			}
 			out[table.IdentityProperty] = ident
 			return out

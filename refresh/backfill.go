@@ -326,7 +326,7 @@ func checkpointName(jobID string, frag uint32, k int) string {
 // computed.
 func (e *Engine) backfillFragment(ctx context.Context, t *table.Table, plan *Plan, f table.Fragment, b *ColumnBinding, schema *arrow.Schema, wasFilled bool, cc *columnCtx) (*rewrite, int64, int64, error) {
 	bf := plan.Options.Backfill
-	recs, err := t.ReadFragment(ctx, f, nil, e.mem)
+	recs, err := t.ReadFragmentAs(ctx, f, schema, nil, e.mem)
 	if err != nil {
 		return nil, 0, 0, stateErr(err)
 	}

@@ -93,7 +93,11 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 	if pos < end {
 		return nil, unreadable(fmt.Errorf("file has %d rows, want rows [%d, %d)", pos, start, end))
 	}
-	rr, err := fr.GetRecordReader(ctx, table.LeafIndices(fr, fields), groups)
+	cols, err := f.FileFields(fields)
+	if err != nil {
+		return nil, err
+	}
+	rr, err := fr.GetRecordReader(ctx, table.LeafIndices(fr, cols), groups)
 	if err != nil {
 		return nil, unreadable(err)
 	}

@@ -118,6 +118,15 @@ func (e *Engine) freshnessOf(ctx context.Context, v *View, now time.Time) (*Fres
 		s.LagVersions = s.LatestVersion - s.RefreshedVersion
 		s.LagSeconds = e.changedSince(ctx, src, s.RefreshedVersion+1, now)
 	}
+	if !s.Recreated && s.RefreshedVersion > 0 && s.LatestVersion > s.RefreshedVersion {
+		lm, err := src.Load(ctx, s.LatestVersion)
+		if err != nil {
+			return nil, err
+		}
+		if p := e.sourceSchemaProblem(ctx, v, src, s.RefreshedVersion, lm); p != nil {
+			f.Problem = p.Error()
+		}
+	}
 	f.Sources = []SourceFreshness{s}
 	f.Stale = s.LagVersions > 0
 	f.LagVersions, f.LagSeconds = s.LagVersions, s.LagSeconds

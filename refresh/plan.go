@@ -84,6 +84,12 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), err)
 	}
+	if wm := v.Watermark; wm != nil && wm.sourceIdentity() == srcID {
+		// A column the view reads was dropped, renamed or retyped.
+		if err := e.sourceSchemaProblem(ctx, v, src, wm.SourceVersion, sm); err != nil {
+			return nil, err
+		}
+	}
 	p := &Plan{
 		JobID:           jobID,
 		View:            v.ID,

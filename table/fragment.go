@@ -163,7 +163,7 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 	if err != nil {
 		return Fragment{}, err
 	}
-	return Fragment{Path: rel, Rows: rows, Bytes: size}, nil
+	return Fragment{Path: rel, Rows: rows, Bytes: size, written: schema}, nil
 }
 
 // WriteFragments drains rdr into data files of at most maxRows rows each
@@ -338,7 +338,11 @@ func (t *Table) ReadFragment(ctx context.Context, f Fragment, fields []int, mem 
 		// Only the row count is wanted: an empty record per row group.
 		return []arrow.RecordBatch{array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, pf.NumRows())}, nil
 	}
-	rr, err := fr.GetRecordReader(ctx, LeafIndices(fr, fields), nil)
+	cols, err := f.FileFields(fields)
+	if err != nil {
+		return nil, err
+	}
+	rr, err := fr.GetRecordReader(ctx, LeafIndices(fr, cols), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 )
 
@@ -64,6 +65,12 @@ type Fragment struct {
 	Path  string `json:"path"` // relative to the table folder, e.g. data/….parquet
 	Rows  int64  `json:"rows"`
 	Bytes int64  `json:"bytes"`
+	// Columns maps the version's schema to the file's columns once a
+	// column was dropped (schema_evolve.go); empty: the same columns.
+	Columns ColumnMap `json:"columns,omitempty"`
+	// written is the schema WriteFileAt wrote the file with (this process
+	// only): Commit checks it still lines up with the table's.
+	written *arrow.Schema
 }
 
 // Manifest describes one immutable table version.
@@ -159,6 +166,9 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 		seen[f.ID] = true
 		if f.ID >= m.NextFragmentID {
 			return nil, fmt.Errorf("manifest: fragment %d not below next_fragment_id %d", f.ID, m.NextFragmentID)
+		}
+		if _, err := f.Columns.Indices(); err != nil {
+			return nil, fmt.Errorf("manifest: fragment %d: %w", f.ID, err)
 		}
 		if f.Rows < 0 || f.Bytes < 0 {
 			return nil, fmt.Errorf("manifest: fragment %d has negative size", f.ID)

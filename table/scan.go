@@ -57,6 +57,8 @@ func (t *Table) Scan(ctx context.Context, m *Manifest, opts ScanOptions) (array.
 	if err != nil {
 		return nil, err
 	}
+	// Files written under an older schema read as this version's.
+	data := arrow.NewSchema(out.Fields()[:out.NumFields()-boolInt(opts.RowAddr)], nil)
 	frags := opts.Fragments
 	if frags == nil {
 		frags = m.Fragments
@@ -73,6 +75,9 @@ func (t *Table) Scan(ctx context.Context, m *Manifest, opts ScanOptions) (array.
 			var recs []arrow.RecordBatch
 			err := Recover("read fragment", func() (err error) {
 				recs, err = t.ReadFragment(ctx, f, idx, mem)
+				if err == nil {
+					recs, err = conformAll(ctx, recs, data, mem)
+				}
 				if err == nil && opts.RowAddr {
 					recs = withRowAddr(recs, out, f.ID, mem)
 				}

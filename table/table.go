@@ -258,6 +258,9 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		if (base.IsExternal() || next.IsExternal()) && !externalWrite(ctx) {
 			return nil, refuseExternal(t.id, next.Operation)
 		}
+		if err := checkWritten(next); err != nil {
+			return nil, err
+		}
 		next.UUID = base.UUID // no operation changes a table's identity
 		next.Version = base.Version + 1
 		next.ParentVersion = base.Version

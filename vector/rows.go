@@ -84,7 +84,11 @@ func readRows(ctx context.Context, t *table.Table, f table.Fragment, fields []in
 	if err != nil {
 		return nil, unreadable(err)
 	}
-	rr, err := fr.GetRecordReader(ctx, table.LeafIndices(fr, fields), groups)
+	cols, err := f.FileFields(fields)
+	if err != nil {
+		return nil, err
+	}
+	rr, err := fr.GetRecordReader(ctx, table.LeafIndices(fr, cols), groups)
 	if err != nil {
 		return nil, unreadable(err)
 	}

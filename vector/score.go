@@ -233,7 +233,12 @@ func (c *lru) put(key string, v *vectors) {
 // fragmentVectors answers the vectors of column col of fragment f, from
 // the cache when a search read the file before (files never change).
 func fragmentVectors(ctx context.Context, t *table.Table, f table.Fragment, col, dim int, mem memory.Allocator) (*vectors, error) {
-	key := t.Location() + "\x00" + f.Path + "\x00" + string(rune(col))
+	// Keyed by the file's column: a dropped column shifts the schema's.
+	fc, err := f.FileFields([]int{col})
+	if err != nil {
+		return nil, err
+	}
+	key := t.Location() + "\x00" + f.Path + "\x00" + string(rune(fc[0]))
 	if v := cache.get(key); v != nil && v.dim == dim {
 		return v, nil
 	}

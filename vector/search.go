@@ -272,6 +272,10 @@ func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *
 		if err != nil {
 			return nil, err
 		}
+		got, err = conformRead(ctx, got, schema, read, mem)
+		if err != nil {
+			return nil, err
+		}
 		parts = append(parts, got)
 		base += got.NumRows()
 	}
@@ -454,4 +458,16 @@ func (h *topK) sorted() []hit {
 	out := slices.Clone(h.items)
 	sort.Slice(out, func(i, j int) bool { return worse(out[j], out[i]) })
 	return out
+}
+
+// conformRead gives rows read from a data file (its column names and
+// types) the names and types of the version's fields read (a file written
+// before a rename or a widening has the old ones). It releases rec.
+func conformRead(ctx context.Context, rec arrow.RecordBatch, schema *arrow.Schema, read []int, mem memory.Allocator) (arrow.RecordBatch, error) {
+	defer rec.Release()
+	fields := make([]arrow.Field, len(read))
+	for k, i := range read {
+		fields[k] = schema.Field(i)
+	}
+	return table.Conform(ctx, rec, arrow.NewSchema(fields, nil), mem)
 }

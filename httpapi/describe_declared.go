@@ -1,0 +1,36 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// describeDeclared answers the describe of a declared table (declared,
+// no version yet): its location, declared properties and
+// is_only_declared. It reports false, writing nothing, when id is not
+// declared.
+func (s *Server) describeDeclared(c *gin.Context, id []string) bool {
+	props, ok, err := s.cat.DeclaredProperties(c, id)
+	if err != nil {
+		fail(c, err)
+		return true
+	}
+	if !ok {
+		return false
+	}
+	if props == nil {
+		props = map[string]string{}
+	}
+	loc := s.cat.TableLocation(id)
+	c.JSON(http.StatusOK, gin.H{
+		"table":            id[len(id)-1],
+		"namespace":        id[:len(id)-1],
+		"location":         loc,
+		"table_uri":        loc,
+		"metadata":         map[string]string{},
+		"properties":       props,
+		"is_only_declared": true,
+	})
+	return true
+}
