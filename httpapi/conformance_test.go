@@ -31,7 +31,6 @@ var notServed = map[string]bool{
 	"POST /v1/table/{id}/alter_columns":            true,
 	"POST /v1/table/{id}/update_field_metadata":    true,
 	"POST /v1/table/{id}/drop_columns":             true,
-	"POST /v1/table/{id}/merge_insert":             true,
 	"POST /v1/table/{id}/create_index":             true,
 	"POST /v1/table/{id}/create_scalar_index":      true,
 	"POST /v1/table/{id}/index/list":               true,
@@ -202,6 +201,7 @@ func TestSpecConformance(t *testing.T) {
 	sc.expect("delete", st, m, 200)
 	st, m = sc.jc("/v1/table/docs$t/delete", map[string]any{}, checkResponse)
 	sc.expect("delete without predicate", st, m, 400)
+	specMergeInsert(t, sc)
 	st, m = sc.j("/v1/table/docs$t/stats", map[string]any{})
 	sc.expect("stats", st, m, 200)
 	st, m = sc.j("/v1/table/docs$nope/stats", map[string]any{})
