@@ -71,7 +71,7 @@ test-s3: tools weed ## Run the table and refresh suites, the commit race and the
 	MVQ_TEST_S3=1 MVQ_TEST_WEED=$(WEED) $(GO) test -count=1 -timeout $(TESTTIMEOUT) -run 'S3' ./service
 
 .PHONY: bench
-bench: ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000)
+bench: ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000, MVQ_BENCH_ROWS=1000000)
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh
 	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./vector
 	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead|HTTPRuntimeWorkers' -benchtime 3x -timeout 60m ./service

@@ -62,6 +62,7 @@ var routeRules = map[string]routeRule{
 	// come from headers only.
 	"POST /v1/table/:id/create":              {auth.Write, targetPath, false, false},
 	"POST /v1/table/:id/insert":              {auth.Write, targetPath, false, false},
+	"POST /v1/table/:id/merge_insert":        {auth.Write, targetPath, false, false},
 	"POST /v1/table/:id/describe":            {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/exists":              {auth.Read, targetPath, true, false},
 	"POST /v1/table/:id/count_rows":          {auth.Read, targetPath, true, false},

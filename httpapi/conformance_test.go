@@ -25,7 +25,6 @@ import (
 // spec's ErrorResponse, code 0); README.md#lance-namespace-conformance
 // says why for each. The conformance test checks they do.
 var notServed = map[string]bool{
-	"POST /v1/table/{id}/merge_insert":             true,
 	"POST /v1/table/{id}/create_index":             true,
 	"POST /v1/table/{id}/create_scalar_index":      true,
 	"POST /v1/table/{id}/index/list":               true,
@@ -191,6 +190,7 @@ func TestSpecConformance(t *testing.T) {
 	sc.expect("delete", st, m, 200)
 	st, m = sc.jc("/v1/table/docs$t/delete", map[string]any{}, checkResponse)
 	sc.expect("delete without predicate", st, m, 400)
+	specMergeInsert(t, sc)
 	st, m = sc.j("/v1/table/docs$t/stats", map[string]any{})
 	sc.expect("stats", st, m, 200)
 	st, m = sc.j("/v1/table/docs$nope/stats", map[string]any{})

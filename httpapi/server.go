@@ -150,6 +150,7 @@ func (s *Server) Handler() http.Handler {
 	t.POST("/version/list", s.listVersions)
 	t.POST("/version/describe", s.describeVersion)
 	t.POST("/version/create", s.createVersion)
+	t.POST("/merge_insert", s.mergeInsert)
 
 	s.tableOps2Routes(v1)
 	s.versionTagRoutes(v1)

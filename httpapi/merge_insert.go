@@ -1,0 +1,137 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// mergeInsert serves POST /v1/table/{id}/merge_insert: the body holds the
+// rows (Arrow IPC; JSON rows as an extension), the query the options.
+// A table declared without data is created from the body.
+func (s *Server) mergeInsert(c *gin.Context) {
+	id, err := pathID(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	o, timeout, err := mergeOptions(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ctx := context.Context(c)
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if declared, err := s.cat.Declared(ctx, id); err != nil {
+		fail(c, err)
+		return
+	} else if declared {
+		rdr, err := s.bodyRecords(c, nil)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		defer rdr.Release()
+		_, m, r, err := s.cat.MergeCreate(ctx, id, rdr, o)
+		if err != nil {
+			fail(c, mergeTimeout(ctx, err))
+			return
+		}
+		c.JSON(http.StatusOK, mergeResponse(m, r))
+		return
+	}
+	t, err := s.cat.OpenTable(ctx, id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	rdr, err := s.bodyRecords(c, schema)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	defer rdr.Release()
+	nm, r, err := t.MergeInsert(ctx, rdr, o)
+	if err != nil {
+		fail(c, mergeTimeout(ctx, err))
+		return
+	}
+	c.JSON(http.StatusOK, mergeResponse(nm, r))
+}
+
+func mergeResponse(m *table.Manifest, r table.MergeResult) gin.H {
+	return gin.H{"version": m.Version, "num_updated_rows": r.Updated, "num_inserted_rows": r.Inserted, "num_deleted_rows": r.Deleted}
+}
+
+// mergeTimeout names the timeout parameter when the request's own timeout
+// ended the merge (503: nothing was committed).
+func mergeTimeout(ctx context.Context, err error) error {
+	if ctx.Err() == context.DeadlineExceeded {
+		return table.Errorf(table.CodeServiceUnavailable, "timeout: merge_insert did not finish in time; nothing was committed")
+	}
+	return err
+}
+
+// mergeOptions reads the spec's query parameters. on may be repeated for
+// a key of several columns. use_index is accepted either way: the spec
+// makes it a hint that falls back to a scan when no index applies, and
+// the match here always reads only the key columns.
+func mergeOptions(c *gin.Context) (table.MergeOptions, time.Duration, error) {
+	var o table.MergeOptions
+	o.On = c.QueryArray("on")
+	if len(o.On) == 0 {
+		return o, 0, badInput("on: required (the key column to match rows on)")
+	}
+	for _, f := range []struct {
+		name string
+		dst  *bool
+	}{
+		{"when_matched_update_all", &o.WhenMatchedUpdateAll},
+		{"when_not_matched_insert_all", &o.WhenNotMatchedInsertAll},
+		{"when_not_matched_by_source_delete", &o.WhenNotMatchedBySourceDelete},
+		{"use_index", new(bool)},
+	} {
+		if v, ok := c.GetQuery(f.name); ok {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return o, 0, badInput("%s: %q is not true or false", f.name, v)
+			}
+			*f.dst = b
+		}
+	}
+	o.WhenMatchedUpdateAllFilt = c.Query("when_matched_update_all_filt")
+	o.WhenNotMatchedBySourceDeleteFilt = c.Query("when_not_matched_by_source_delete_filt")
+	if b, ok := c.GetQuery("branch"); ok {
+		if err := mainBranch(&b); err != nil {
+			return o, 0, err
+		}
+	}
+	var timeout time.Duration
+	if v := c.Query("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return o, 0, badInput("timeout: %q is not a positive duration such as 30s or 5m", v)
+		}
+		timeout = d
+	}
+	return o, timeout, nil
+}
