@@ -87,6 +87,11 @@ func (c *Catalog) stageOp(ctx context.Context, e BatchVersion) (*stagedOp, error
 			op.entry.Deleted = append(op.entry.Deleted, vf.Name)
 		}
 	case BatchDeregister:
+		// The move after the decision carries the folder whole: batches
+		// already in flight over it are settled first (as DeregisterTable).
+		if err := c.settleTable(ctx, t); err != nil {
+			return nil, err
+		}
 		vs, err := t.Versions(ctx)
 		if err != nil {
 			return nil, err

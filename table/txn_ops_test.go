@@ -3,9 +3,12 @@ package table
 import (
 	"bufio"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -283,5 +286,34 @@ func TestRenameWaitsForBatch(t *testing.T) {
 	}
 	if _, err := c.DeregisterTable(ctx, []string{"docs", "b"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An entry's e_tag must be the staged manifest's (hex MD5, quoted or
+// not); a stale one is a conflict and applies nothing.
+func TestBatchETag(t *testing.T) {
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{})
+	a, b := twoTables(t, c)
+	ea, eb := stageAppend(t, a, "a2", 100, 102), stageAppend(t, b, "b2", 100, 103)
+	data, err := c.wh.Read(ctx, a.key+ea.ManifestPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := md5.Sum(data)
+	ea.ETag, eb.ETag = `"`+hex.EncodeToString(sum[:])+`"`, `"0123"`
+	if _, _, err := c.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb}); ErrorCode(err) != CodeConcurrentModification || !strings.Contains(err.Error(), "b2.e_tag") {
+		t.Fatalf("stale e_tag: %v", err)
+	}
+	if latest(t, a) != 1 || latest(t, b) != 1 {
+		t.Fatal("a batch with a stale e_tag applied")
+	}
+	eb.ETag = ""
+	ea.ETag = hex.EncodeToString(sum[:])
+	if _, _, err := c.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb}); err != nil {
+		t.Fatal(err)
+	}
+	if latest(t, a) != 2 || latest(t, b) != 2 {
+		t.Fatal("batch not applied")
 	}
 }
