@@ -54,6 +54,10 @@ func (s *Server) mergeInsert(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	t, ok := onBranch(c, t, nil)
+	if !ok {
+		return
+	}
 	m, err := t.Load(ctx, 0)
 	if err != nil {
 		fail(c, err)
@@ -120,11 +124,6 @@ func mergeOptions(c *gin.Context) (table.MergeOptions, time.Duration, error) {
 	}
 	o.WhenMatchedUpdateAllFilt = c.Query("when_matched_update_all_filt")
 	o.WhenNotMatchedBySourceDeleteFilt = c.Query("when_not_matched_by_source_delete_filt")
-	if b, ok := c.GetQuery("branch"); ok {
-		if err := mainBranch(&b); err != nil {
-			return o, 0, err
-		}
-	}
 	var timeout time.Duration
 	if v := c.Query("timeout"); v != "" {
 		d, err := time.ParseDuration(v)

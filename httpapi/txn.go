@@ -78,9 +78,6 @@ func batchVersion(c *gin.Context, field string, e versionEntry) (table.BatchVers
 	if e.Branch != nil && *e.Branch != "" && *e.Branch != "main" {
 		return table.BatchVersion{}, badInput("%s.branch: a batch commits to the main branch only", field)
 	}
-	if e.ETag != nil && *e.ETag != "" {
-		return table.BatchVersion{}, badInput("%s.e_tag: not supported (the staged manifest is checked by content and manifest_size)", field)
-	}
 	scheme := table.NamingV2
 	if e.NamingScheme != nil && *e.NamingScheme != "" {
 		scheme = table.NamingScheme(strings.ToUpper(*e.NamingScheme))
@@ -90,7 +87,7 @@ func batchVersion(c *gin.Context, field string, e versionEntry) (table.BatchVers
 	}
 	return table.BatchVersion{
 		Field: field, ID: e.ID, Version: uint64(*e.Version), ManifestPath: *e.ManifestPath,
-		ManifestSize: e.ManifestSize, Scheme: scheme, Metadata: e.Metadata,
+		ManifestSize: e.ManifestSize, ETag: deref(e.ETag), Scheme: scheme, Metadata: e.Metadata,
 	}, nil
 }
 
@@ -148,9 +145,120 @@ type commitOperation struct {
 		Identity json.RawMessage   `json:"identity"`
 		Context  map[string]string `json:"context"`
 	} `json:"create_table_version"`
-	DeclareTable        json.RawMessage `json:"declare_table"`
-	DeleteTableVersions json.RawMessage `json:"delete_table_versions"`
-	DeregisterTable     json.RawMessage `json:"deregister_table"`
+	DeclareTable *struct {
+		ID              []string          `json:"id"`
+		Location        *string           `json:"location"`
+		VendCredentials *bool             `json:"vend_credentials"`
+		Properties      map[string]string `json:"properties"`
+		Identity        json.RawMessage   `json:"identity"`
+		Context         map[string]string `json:"context"`
+	} `json:"declare_table"`
+	DeleteTableVersions *struct {
+		ID     []string `json:"id"`
+		Branch *string  `json:"branch"`
+		Ranges *[]struct {
+			Start *int64 `json:"start_version"`
+			End   *int64 `json:"end_version"`
+		} `json:"ranges"`
+		Identity json.RawMessage   `json:"identity"`
+		Context  map[string]string `json:"context"`
+	} `json:"delete_table_versions"`
+	DeregisterTable *struct {
+		ID       []string          `json:"id"`
+		Identity json.RawMessage   `json:"identity"`
+		Context  map[string]string `json:"context"`
+	} `json:"deregister_table"`
+}
+
+// batchTableID checks an operation's table identifier.
+func batchTableID(field string, id []string) error {
+	if len(id) == 0 {
+		return badInput("%s.id: required (the table identifier)", field)
+	}
+	for i, p := range id {
+		if err := table.ValidatePart(p); err != nil {
+			return badInput("%s.id[%d]: %v", field, i, err)
+		}
+	}
+	return nil
+}
+
+func noIdentity(field string, raw json.RawMessage) error {
+	if raw != nil && string(raw) != "null" {
+		return badInput("%s.identity: send credentials once, in the request's identity or its headers", field)
+	}
+	return nil
+}
+
+// batchOther checks a declare_table, delete_table_versions or
+// deregister_table operation (field names the operation) and the
+// identity's grant on its table.
+func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (table.BatchVersion, error) {
+	switch {
+	case op.DeclareTable != nil:
+		d := op.DeclareTable
+		field += ".declare_table"
+		if err := batchTableID(field, d.ID); err != nil {
+			return table.BatchVersion{}, err
+		}
+		if err := noIdentity(field, d.Identity); err != nil {
+			return table.BatchVersion{}, err
+		}
+		if d.VendCredentials != nil && *d.VendCredentials {
+			return table.BatchVersion{}, table.Errorf(table.CodeUnsupported, "%s.vend_credentials: this server vends no storage credentials; read and write through the API", field)
+		}
+		if d.Location != nil && *d.Location != s.cat.TableLocation(d.ID) {
+			return table.BatchVersion{}, badInput("%s.location: the directory catalog places table %s at %s, not %q", field, table.JoinID(d.ID), s.cat.TableLocation(d.ID), *d.Location)
+		}
+		if err := allowTable(c, auth.Write, d.ID); err != nil {
+			return table.BatchVersion{}, err
+		}
+		return table.BatchVersion{Field: field, ID: d.ID, Kind: table.BatchDeclare, Properties: d.Properties}, nil
+	case op.DeleteTableVersions != nil:
+		d := op.DeleteTableVersions
+		field += ".delete_table_versions"
+		if err := batchTableID(field, d.ID); err != nil {
+			return table.BatchVersion{}, err
+		}
+		if err := noIdentity(field, d.Identity); err != nil {
+			return table.BatchVersion{}, err
+		}
+		if d.Branch != nil && *d.Branch != "" && *d.Branch != "main" {
+			return table.BatchVersion{}, badInput("%s.branch: a batch commits to the main branch only", field)
+		}
+		if d.Ranges == nil {
+			return table.BatchVersion{}, badInput("%s.ranges: required", field)
+		}
+		ranges := make([]table.VersionRange, len(*d.Ranges))
+		for i, r := range *d.Ranges {
+			if r.Start == nil || r.End == nil {
+				return table.BatchVersion{}, badInput("%s.ranges[%d]: start_version and end_version are required", field, i)
+			}
+			ranges[i] = table.VersionRange{Start: *r.Start, End: *r.End}
+		}
+		if err := allowTable(c, auth.Write, d.ID); err != nil {
+			return table.BatchVersion{}, err
+		}
+		return table.BatchVersion{Field: field, ID: d.ID, Kind: table.BatchDeleteVersions, Ranges: ranges}, nil
+	default:
+		d := op.DeregisterTable
+		field += ".deregister_table"
+		if err := batchTableID(field, d.ID); err != nil {
+			return table.BatchVersion{}, err
+		}
+		if err := noIdentity(field, d.Identity); err != nil {
+			return table.BatchVersion{}, err
+		}
+		if err := allowTable(c, auth.Write, d.ID); err != nil {
+			return table.BatchVersion{}, err
+		}
+		if t, err := s.cat.OpenTable(c, d.ID); err == nil {
+			if m, err := t.Load(c, 0); err == nil && m.IsView() {
+				return table.BatchVersion{}, badInput("%s: %s is a materialized view: deregister is not allowed (its jobs know it by name); drop it instead", field, table.JoinID(d.ID))
+			}
+		}
+		return table.BatchVersion{Field: field, ID: d.ID, Kind: table.BatchDeregister}, nil
+	}
 }
 
 func (s *Server) batchCommitTables(c *gin.Context) {
@@ -169,28 +277,23 @@ func (s *Server) batchCommitTables(c *gin.Context) {
 	for i, op := range *req.Operations {
 		field := fmt.Sprintf("operations[%d]", i)
 		set := 0
-		for _, raw := range []json.RawMessage{op.DeclareTable, op.DeleteTableVersions, op.DeregisterTable} {
-			if raw != nil && string(raw) != "null" {
+		for _, ok := range []bool{op.CreateTableVersion != nil, op.DeclareTable != nil, op.DeleteTableVersions != nil, op.DeregisterTable != nil} {
+			if ok {
 				set++
 			}
-		}
-		if op.CreateTableVersion != nil {
-			set++
 		}
 		if set != 1 {
 			fail(c, badInput("%s: exactly one of create_table_version, declare_table, delete_table_versions, deregister_table", field))
 			return
 		}
-		switch {
-		case op.DeclareTable != nil && string(op.DeclareTable) != "null":
-			fail(c, badInput("%s.declare_table: not supported in a batch here: only create_table_version operations commit atomically (declare with /v1/table/{id}/declare)", field))
-			return
-		case op.DeleteTableVersions != nil && string(op.DeleteTableVersions) != "null":
-			fail(c, badInput("%s.delete_table_versions: not supported in a batch here: only create_table_version operations commit atomically (use /v1/table/{id}/version/delete)", field))
-			return
-		case op.DeregisterTable != nil && string(op.DeregisterTable) != "null":
-			fail(c, badInput("%s.deregister_table: not supported in a batch here: only create_table_version operations commit atomically (use /v1/table/{id}/deregister)", field))
-			return
+		if op.CreateTableVersion == nil {
+			bv, err := s.batchOther(c, field, op)
+			if err != nil {
+				fail(c, err)
+				return
+			}
+			entries[i] = bv
+			continue
 		}
 		cv := op.CreateTableVersion
 		if cv.Identity != nil && string(cv.Identity) != "null" {
@@ -209,10 +312,18 @@ func (s *Server) batchCommitTables(c *gin.Context) {
 		txnFail(c, id, err)
 		return
 	}
-	vs := batchVersions(res)
-	results := make([]gin.H, len(vs))
-	for i, v := range vs {
-		results[i] = gin.H{"create_table_version": gin.H{"transaction_id": id, "version": v}}
+	results := make([]gin.H, len(res))
+	for i, r := range res {
+		switch r.Kind {
+		case table.BatchDeclare:
+			results[i] = gin.H{"declare_table": gin.H{"transaction_id": id, "location": r.Location}}
+		case table.BatchDeleteVersions:
+			results[i] = gin.H{"delete_table_versions": gin.H{"transaction_id": id, "deleted_count": r.Deleted}}
+		case table.BatchDeregister:
+			results[i] = gin.H{"deregister_table": gin.H{"transaction_id": id, "id": (*req.Operations)[i].DeregisterTable.ID}}
+		default:
+			results[i] = gin.H{"create_table_version": gin.H{"transaction_id": id, "version": batchVersions(res[i : i+1])[0]}}
+		}
 	}
 	c.JSON(http.StatusOK, gin.H{"transaction_id": id, "results": results})
 }
@@ -388,4 +499,11 @@ func (s *Server) alterTransaction(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": tx.Status, "properties": txnProperties(tx)})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

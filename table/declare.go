@@ -15,6 +15,9 @@ const declaredMarker = "_declared.json"
 
 type declaredDoc struct {
 	Properties map[string]string `json:"properties,omitempty"`
+	// Transaction, when set, is the batch that declares the table: it is
+	// declared only once that transaction succeeded (txn_ops.go).
+	Transaction string `json:"transaction,omitempty"`
 }
 
 // DeclareTable declares table id without data: a second declare is a
@@ -36,6 +39,14 @@ func (c *Catalog) DeclareTable(ctx context.Context, id []string, props map[strin
 	b, _ := json.Marshal(declaredDoc{Properties: props})
 	err := c.wh.PutIfNotExists(ctx, t.key+declaredMarker, b)
 	if errors.Is(err, ErrExists) {
+		// A batch that failed to declare it leaves nothing that counts.
+		if ok, derr := c.declaredNow(ctx, t, true); derr != nil {
+			return "", derr
+		} else if !ok {
+			err = c.wh.PutIfNotExists(ctx, t.key+declaredMarker, b)
+		}
+	}
+	if errors.Is(err, ErrExists) {
 		return "", Errorf(CodeTableAlreadyExists, "table %s is already declared", JoinID(id))
 	}
 	if err != nil {
@@ -55,7 +66,7 @@ func (c *Catalog) Declared(ctx context.Context, id []string) (bool, error) {
 	if ok, err := c.tableExists(ctx, id); err != nil || ok {
 		return false, err
 	}
-	return c.wh.Exists(ctx, c.handle(id).key+declaredMarker)
+	return c.declaredNow(ctx, c.handle(id), false)
 }
 
 // forgetDeclared removes the declared marker once the table has data.
@@ -107,7 +118,7 @@ func (c *Catalog) ListAllTables(ctx context.Context, delim string, includeDeclar
 					return err
 				}
 				if !exists && includeDeclared {
-					if exists, err = c.wh.Exists(ctx, c.handle(child).key+declaredMarker); err != nil {
+					if exists, err = c.declaredNow(ctx, c.handle(child), false); err != nil {
 						return err
 					}
 				}

@@ -66,6 +66,13 @@ func (w *Warehouse) copyObject(ctx context.Context, from, to string) error {
 // The destination must hold no manifest unless it is the same table
 // (same identity) partly moved before.
 func (c *Catalog) moveFolder(ctx context.Context, from, to string) error {
+	return c.moveFolderKeeping(ctx, from, to, "")
+}
+
+// moveFolderKeeping is moveFolder leaving out keep (a path relative to
+// from), which it removes from the source only after every manifest: a
+// batch's deregister marker hides the source until the move is done.
+func (c *Catalog) moveFolderKeeping(ctx context.Context, from, to, keep string) error {
 	files, err := c.wh.walk(ctx, from)
 	if err != nil {
 		return err
@@ -73,6 +80,9 @@ func (c *Catalog) moveFolder(ctx context.Context, from, to string) error {
 	var manifests []string
 	for _, f := range files {
 		rel := strings.TrimPrefix(f, from)
+		if keep != "" && rel == keep {
+			continue
+		}
 		if strings.HasPrefix(rel, versionsDir) {
 			manifests = append(manifests, rel)
 			continue
@@ -94,6 +104,16 @@ func (c *Catalog) moveFolder(ctx context.Context, from, to string) error {
 		}
 		if err := c.wh.PutIfNotExists(ctx, to+rel, data); err != nil && !errors.Is(err, ErrExists) {
 			return fmt.Errorf("move %s: %w", rel, err)
+		}
+	}
+	if keep != "" {
+		for _, rel := range manifests {
+			if err := ignoreMissing(c.wh.Delete(ctx, from+rel)); err != nil {
+				return err
+			}
+		}
+		if err := ignoreMissing(c.wh.Delete(ctx, from+keep)); err != nil {
+			return err
 		}
 	}
 	if err := c.wh.DeletePrefix(ctx, from+versionsDir); err != nil {
@@ -181,7 +201,7 @@ func (c *Catalog) Resolve(ctx context.Context, id []string, uuid string) (*Table
 // Materialized views themselves are not renamed: their jobs and
 // dependants know them by name.
 func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
-	t, err := c.OpenTable(ctx, id)
+	t, err := c.openSettled(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -220,7 +240,7 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 // the folder moves to _deregistered/{identity}.lance/ in the warehouse,
 // whose location is returned for a later register.
 func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, error) {
-	t, err := c.OpenTable(ctx, id)
+	t, err := c.openSettled(ctx, id)
 	if err != nil {
 		return "", err
 	}
@@ -298,4 +318,18 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 		return nil, err
 	}
 	return t, c.recordIdentity(ctx, uuid, id)
+}
+
+// openSettled opens table id for a move once every batch transaction that
+// touches it is decided and applied (a move copies the folder: a marker
+// or manifest a batch wrote meanwhile would be left behind or carried
+// along undecided).
+func (c *Catalog) openSettled(ctx context.Context, id []string) (*Table, error) {
+	if len(id) == 0 {
+		return nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+	}
+	if err := c.settleTable(ctx, c.handle(id)); err != nil {
+		return nil, err
+	}
+	return c.OpenTable(ctx, id)
 }

@@ -163,17 +163,34 @@ type VersionRange struct {
 // of a table created before identities were stored (it carries the
 // identity) are never removed: a range that covers one is refused whole.
 func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int64, error) {
-	vs, err := t.Versions(ctx)
+	doomed, err := t.planDelete(ctx, ranges)
 	if err != nil {
 		return 0, err
 	}
+	var n int64
+	for _, vf := range doomed {
+		if err := t.c.wh.Delete(ctx, t.versionsKey()+vf.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// planDelete is the versions DeleteVersions removes for ranges, each once,
+// or why it refuses.
+func (t *Table) planDelete(ctx context.Context, ranges []VersionRange) ([]VersionFile, error) {
+	vs, err := t.Versions(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if len(vs) == 0 {
-		return 0, Errorf(CodeTableNotFound, "table %s not found", JoinID(t.id))
+		return nil, Errorf(CodeTableNotFound, "table %s not found", JoinID(t.id))
 	}
 	latest := vs[len(vs)-1]
 	tags, err := t.Tags(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	tagged := map[uint64]string{}
 	for _, n := range TagNames(tags) {
@@ -186,12 +203,12 @@ func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int6
 	}
 	lm, err := t.readManifest(ctx, latest)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var doomed []VersionFile
 	for i, r := range ranges {
 		if r.Start < 0 || r.End < -1 || (r.End != -1 && r.End < r.Start) {
-			return 0, Errorf(CodeInvalidInput, "ranges[%d]: want 0 <= start_version <= end_version, or end_version -1 (got %d, %d)", i, r.Start, r.End)
+			return nil, Errorf(CodeInvalidInput, "ranges[%d]: want 0 <= start_version <= end_version, or end_version -1 (got %d, %d)", i, r.Start, r.End)
 		}
 		for _, vf := range vs {
 			if vf.Version < uint64(r.Start) || (r.End != -1 && vf.Version >= uint64(r.End)) {
@@ -199,26 +216,22 @@ func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int6
 			}
 			switch {
 			case vf.Version == latest.Version:
-				return 0, Errorf(CodeInvalidInput, "ranges[%d]: version %d is the latest; a table keeps its latest version (drop the table instead)", i, vf.Version)
+				return nil, Errorf(CodeInvalidInput, "ranges[%d]: version %d is the latest; a table keeps its latest version (drop the table instead)", i, vf.Version)
 			case tagged[vf.Version] != "":
-				return 0, Errorf(CodeInvalidInput, "ranges[%d]: version %d is tagged %q; delete the tag first", i, vf.Version, tagged[vf.Version])
+				return nil, Errorf(CodeInvalidInput, "ranges[%d]: version %d is tagged %q; delete the tag first", i, vf.Version, tagged[vf.Version])
 			case vf.Version == 1 && lm.UUID == "" && t.branch == "":
-				return 0, Errorf(CodeInvalidInput, "ranges[%d]: version 1 carries the identity of this table (created before identities were stored in every version)", i)
+				return nil, Errorf(CodeInvalidInput, "ranges[%d]: version 1 carries the identity of this table (created before identities were stored in every version)", i)
 			}
 			doomed = append(doomed, vf)
 		}
 	}
 	seen := map[uint64]bool{}
-	var n int64
+	out := doomed[:0]
 	for _, vf := range doomed {
-		if seen[vf.Version] {
-			continue
+		if !seen[vf.Version] {
+			seen[vf.Version] = true
+			out = append(out, vf)
 		}
-		seen[vf.Version] = true
-		if err := t.c.wh.Delete(ctx, t.versionsKey()+vf.Name); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return n, err
-		}
-		n++
 	}
-	return n, nil
+	return out, nil
 }

@@ -93,6 +93,14 @@ type TxnEntry struct {
 	Table    []string `json:"table"`
 	Version  uint64   `json:"version"`
 	Manifest string   `json:"manifest"` // file name under _versions/
+	// Op is what the entry does (txn_ops.go): "" writes version Version
+	// (Manifest); the others declare the table, delete the versions
+	// named in Deleted, or deregister it (identity UUID; Manifest is then
+	// the version its marker is named after).
+	Op         string            `json:"op,omitempty"`
+	Deleted    []string          `json:"deleted,omitempty"`
+	UUID       string            `json:"uuid,omitempty"`
+	Properties map[string]string `json:"properties,omitempty"`
 }
 
 // txnState is one object of a transaction's state chain; seq 0, the
@@ -125,19 +133,27 @@ func txnKey(id string, seq uint64) string { return fmt.Sprintf("%s%s/%020d.json"
 
 func markerName(manifest, id string) string { return manifest + "." + id + txnMarkerExt }
 
-// txnMarker is a parsed marker name.
-type txnMarker struct{ manifest, id string }
+// txnMarker is a parsed marker name; ext is its kind: txnMarkerExt (a
+// version the transaction writes), txnDeleteExt (one it deletes) or
+// txnDeregisterExt (the transaction deregisters the table).
+type txnMarker struct{ manifest, id, ext string }
 
 func parseTxnMarker(name string) (txnMarker, bool) {
-	rest, ok := strings.CutSuffix(name, txnMarkerExt)
-	if !ok {
+	ext := ""
+	for _, x := range []string{txnMarkerExt, txnDeleteExt, txnDeregisterExt} {
+		if strings.HasSuffix(name, x) {
+			ext = x
+		}
+	}
+	if ext == "" {
 		return txnMarker{}, false
 	}
+	rest := strings.TrimSuffix(name, ext)
 	i := strings.LastIndexByte(rest, '.')
 	if i < 0 {
 		return txnMarker{}, false
 	}
-	mk := txnMarker{manifest: rest[:i], id: rest[i+1:]}
+	mk := txnMarker{manifest: rest[:i], id: rest[i+1:], ext: ext}
 	if _, _, ok := ParseManifestName(mk.manifest); !ok || !validTxnID(mk.id) {
 		return txnMarker{}, false
 	}
@@ -307,10 +323,18 @@ type BatchVersion struct {
 	ID           []string
 	Version      uint64
 	ManifestPath string
-	// ManifestSize, when set, must be the staged manifest's size.
+	// ManifestSize, when set, must be the staged manifest's size; ETag,
+	// when set, its ETag: the hex MD5 of its content (as S3 gives it for a
+	// single-part object), quoted or not.
 	ManifestSize *int64
+	ETag         string
 	Scheme       NamingScheme
 	Metadata     map[string]string
+	// Kind is the operation (zero: create this version); the others
+	// use ID and: BatchDeclare Properties, BatchDeleteVersions Ranges.
+	Kind       BatchKind
+	Properties map[string]string
+	Ranges     []VersionRange
 }
 
 // BatchResult is one published version of a batch, in request order.
@@ -319,6 +343,12 @@ type BatchResult struct {
 	File     VersionFile
 	Manifest *Manifest
 	Data     []byte
+	// Kind is the entry's; Deleted counts the versions a
+	// BatchDeleteVersions removed; Location is where a BatchDeclare'd
+	// table is or a BatchDeregister'ed one went.
+	Kind     BatchKind
+	Deleted  int64
+	Location string
 }
 
 // fieldErr puts field in front of a coded error's message.
@@ -346,18 +376,30 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		t  *Table
 		sv *stagedVersion
 		e  BatchVersion
+		op *stagedOp
 	}
 	seen := map[string]string{}
 	all := make([]staged, 0, len(entries))
 	for i, e := range entries {
+		if len(e.ID) == 0 {
+			return "", nil, Errorf(CodeInvalidInput, "%s.id: a table identifier needs a name", e.Field)
+		}
+		if prev, dup := seen[tableKey(e.ID)]; dup {
+			return "", nil, Errorf(CodeInvalidInput, "%s: table %s is already in the batch (%s); a batch has one operation per table", e.Field, JoinID(e.ID), prev)
+		}
+		seen[tableKey(e.ID)] = e.Field
+		if e.Kind != BatchCreateVersion {
+			op, err := c.stageOp(ctx, e)
+			if err != nil {
+				return "", nil, fieldErr(e.Field, err)
+			}
+			all = append(all, staged{i: i, t: op.t, e: e, op: op})
+			continue
+		}
 		t, err := c.OpenTable(ctx, e.ID)
 		if err != nil {
 			return "", nil, fieldErr(e.Field, err)
 		}
-		if prev, dup := seen[t.key]; dup {
-			return "", nil, Errorf(CodeInvalidInput, "%s: table %s is already in the batch (%s); a batch writes one version per table", e.Field, JoinID(e.ID), prev)
-		}
-		seen[t.key] = e.Field
 		sv, err := t.stageVersion(ctx, e.Version, e.ManifestPath, e.Scheme, e.Metadata)
 		if err != nil {
 			return "", nil, fieldErr(e.Field, err)
@@ -365,7 +407,10 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		if e.ManifestSize != nil && *e.ManifestSize != sv.stagedSize {
 			return "", nil, Errorf(CodeInvalidInput, "%s.manifest_size: %d, but the staged manifest has %d bytes", e.Field, *e.ManifestSize, sv.stagedSize)
 		}
-		all = append(all, staged{i, t, sv, e})
+		if e.ETag != "" && strings.Trim(e.ETag, `"`) != sv.stagedMD5 {
+			return "", nil, Errorf(CodeConcurrentModification, "%s.e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", e.Field, e.ETag, sv.stagedMD5)
+		}
+		all = append(all, staged{i: i, t: t, sv: sv, e: e})
 	}
 	// One order for every batch: two batches over common tables meet
 	// first on the same table, where exactly one of them wins.
@@ -375,6 +420,10 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	now := time.Now()
 	rec := &txnState{Status: TxnRunning, Millis: now.UnixMilli(), Operation: operation, DeadlineMillis: now.Add(c.opts.TxnTimeout).UnixMilli()}
 	for _, s := range all {
+		if s.op != nil {
+			rec.Entries = append(rec.Entries, s.op.entry)
+			continue
+		}
 		rec.Entries = append(rec.Entries, TxnEntry{Table: s.t.id, Version: s.e.Version, Manifest: s.sv.name})
 		s.sv.m.Transaction = id
 		data, err := s.sv.m.Encode()
@@ -406,6 +455,13 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	for k, s := range all {
 		if time.Now().After(deadline) {
 			return abort(Errorf(CodeServiceUnavailable, "transaction %s: not written before its deadline (%s); nothing applied", id, c.opts.TxnTimeout))
+		}
+		if s.op != nil {
+			if err := c.writeOp(ctx, id, s.op); err != nil {
+				return abort(fieldErr(s.e.Field, err))
+			}
+			failpoint(fmt.Sprintf("marker-%d", k))
+			continue
 		}
 		mk := s.t.key + versionsDir + markerName(s.sv.name, id)
 		if err := c.wh.PutIfNotExists(ctx, mk, []byte(id)); err != nil {
@@ -448,6 +504,10 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	}
 	out := make([]BatchResult, len(entries))
 	for _, s := range all {
+		if s.op != nil {
+			out[s.i] = BatchResult{Table: s.t, Kind: s.e.Kind, Deleted: int64(len(s.op.entry.Deleted)), Location: s.op.location}
+			continue
+		}
 		out[s.i] = BatchResult{Table: s.t, File: VersionFile{Version: s.e.Version, Scheme: s.e.Scheme, Name: s.sv.name, Size: int64(len(s.sv.data))}, Manifest: s.sv.m, Data: s.sv.data}
 	}
 	return id, out, nil
@@ -460,6 +520,10 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 func (c *Catalog) finalize(ctx context.Context, id string, rec *txnState) error {
 	var errs []error
 	for _, e := range rec.Entries {
+		if e.Op != "" {
+			errs = append(errs, c.finalizeOp(ctx, id, e))
+			continue
+		}
 		t := c.handle(e.Table)
 		key := t.key + versionsDir + markerName(e.Manifest, id)
 		if ok, err := c.wh.Exists(ctx, key); err != nil || !ok {
@@ -488,6 +552,10 @@ func (c *Catalog) rollback(ctx context.Context, id string, rec *txnState, own bo
 	var errs []error
 	dropMarkers := own || time.Now().After(time.UnixMilli(rec.DeadlineMillis).Add(TxnMarkerGrace))
 	for _, e := range rec.Entries {
+		if e.Op != "" {
+			errs = append(errs, c.rollbackOp(ctx, id, e))
+			continue
+		}
 		t := c.handle(e.Table)
 		key := t.key + versionsDir + e.Manifest
 		b, err := c.wh.Read(ctx, key)
@@ -515,6 +583,12 @@ func (c *Catalog) rollback(ctx context.Context, id string, rec *txnState, own bo
 // place.
 func (c *Catalog) allWritten(ctx context.Context, id string, rec *txnState) (bool, error) {
 	for _, e := range rec.Entries {
+		if e.Op != "" {
+			if ok, err := c.writtenOp(ctx, id, e); err != nil || !ok {
+				return false, err
+			}
+			continue
+		}
 		b, err := c.wh.Read(ctx, c.handle(e.Table).key+versionsDir+e.Manifest)
 		if errors.Is(err, os.ErrNotExist) {
 			return false, nil
@@ -582,6 +656,12 @@ func (c *Catalog) settleTxn(ctx context.Context, id string, wait bool) (TxnStatu
 // that lost that version).
 func (t *Table) hideUncommitted(ctx context.Context, byVersion map[uint64]VersionFile, markers []txnMarker) error {
 	for _, mk := range markers {
+		if mk.ext != txnMarkerExt {
+			if err := t.hideDecided(ctx, byVersion, mk); err != nil {
+				return err
+			}
+			continue
+		}
 		v, _, _ := ParseManifestName(mk.manifest)
 		vf, ok := byVersion[v]
 		if !ok || vf.Name != mk.manifest {
@@ -630,7 +710,7 @@ func (t *Table) settleHolders(ctx context.Context, v uint64, wait bool) error {
 	}
 	for _, e := range entries {
 		mk, ok := parseTxnMarker(e.Name)
-		if !ok {
+		if !ok || mk.ext != txnMarkerExt {
 			continue
 		}
 		if mv, _, _ := ParseManifestName(mk.manifest); mv != v {

@@ -2,6 +2,8 @@ package table
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -46,6 +48,7 @@ type stagedVersion struct {
 	m          *Manifest
 	data       []byte
 	stagedSize int64
+	stagedMD5  string // hex MD5 of the staged file (an S3 single-part ETag)
 }
 
 // stageVersion does CreateVersion's checks and returns what it writes.
@@ -147,7 +150,8 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 			return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
-	return &stagedVersion{name: name, m: m, data: data, stagedSize: stagedSize}, nil
+	sum := md5.Sum(data)
+	return &stagedVersion{name: name, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(sum[:])}, nil
 }
 
 // isStagedManifest reports whether clean (relative to the table folder)
