@@ -32,11 +32,6 @@ var notServed = map[string]bool{
 	"POST /v1/table/{id}/update_field_metadata":    true,
 	"POST /v1/table/{id}/drop_columns":             true,
 	"POST /v1/table/{id}/merge_insert":             true,
-	"POST /v1/table/{id}/create_index":             true,
-	"POST /v1/table/{id}/create_scalar_index":      true,
-	"POST /v1/table/{id}/index/list":               true,
-	"POST /v1/table/{id}/index/{index_name}/stats": true,
-	"POST /v1/table/{id}/index/{index_name}/drop":  true,
 	"POST /v1/table/{id}/branches/list":            true,
 	"POST /v1/table/{id}/branches/create":          true,
 	"POST /v1/table/{id}/branches/delete":          true,
@@ -298,6 +293,9 @@ func TestSpecConformance(t *testing.T) {
 	sc.expect("backfill_column", st, m, 202)
 	st, m = sc.j("/v1/table/docs$t/backfill_column", map[string]any{"column": "name"})
 	sc.expect("backfill a stored column", st, m, 400)
+
+	// Indexes (scalar, vector, full text) and their use by query.
+	specIndexes(t, sc)
 
 	// Materialized views.
 	st, m = sc.j("/v1/materialized_view/docs$v/create", map[string]any{"kind": "query", "source_query": `SELECT id, name FROM "docs$t" WHERE id > 1`, "output_schema": "", "with_no_data": true})

@@ -143,6 +143,7 @@ func (s *Server) Handler() http.Handler {
 
 	s.tableOps2Routes(v1)
 	s.versionTagRoutes(v1)
+	s.indexRoutes(v1)
 	if s.views != nil {
 		s.views.routes(v1)
 	}
