@@ -25,18 +25,18 @@ import (
 // spec's ErrorResponse, code 0); README.md#lance-namespace-conformance
 // says why for each. The conformance test checks they do.
 var notServed = map[string]bool{
-	"POST /v1/table/{id}/schema_metadata/update":   true,
-	"POST /v1/table/version/batch-create":          true,
-	"POST /v1/table/batch-commit":                  true,
-	"POST /v1/table/{id}/alter_columns":            true,
-	"POST /v1/table/{id}/update_field_metadata":    true,
-	"POST /v1/table/{id}/drop_columns":             true,
-	"POST /v1/table/{id}/merge_insert":             true,
-	"POST /v1/table/{id}/branches/list":            true,
-	"POST /v1/table/{id}/branches/create":          true,
-	"POST /v1/table/{id}/branches/delete":          true,
-	"POST /v1/transaction/{id}/describe":           true,
-	"POST /v1/transaction/{id}/alter":              true,
+	"POST /v1/table/{id}/schema_metadata/update": true,
+	"POST /v1/table/version/batch-create":        true,
+	"POST /v1/table/batch-commit":                true,
+	"POST /v1/table/{id}/alter_columns":          true,
+	"POST /v1/table/{id}/update_field_metadata":  true,
+	"POST /v1/table/{id}/drop_columns":           true,
+	"POST /v1/table/{id}/merge_insert":           true,
+	"POST /v1/table/{id}/branches/list":          true,
+	"POST /v1/table/{id}/branches/create":        true,
+	"POST /v1/table/{id}/branches/delete":        true,
+	"POST /v1/transaction/{id}/describe":         true,
+	"POST /v1/transaction/{id}/alter":            true,
 }
 
 // setupSpec serves the API with views over a real Redis and returns a

@@ -119,12 +119,8 @@ func (r createIndexRequest) spec(scalarOnly bool) (index.Spec, error) {
 	return sp, nil
 }
 
-func checkBranch(b string) error {
-	if b != "" && b != "main" {
-		return table.Errorf(table.CodeUnsupported, "branch: only the main branch is supported")
-	}
-	return nil
-}
+// indexBranch refuses a branch other than main for the index operations.
+func indexBranch(b string) error { return checkBranch(&b) }
 
 // createIndex builds the index before answering (the spec allows an
 // asynchronous build; this server's is synchronous, so list and stats
@@ -136,7 +132,7 @@ func (s *Server) createIndex(scalarOnly bool) gin.HandlerFunc {
 		if !ok {
 			return
 		}
-		if err := checkBranch(req.Branch); err != nil {
+		if err := indexBranch(req.Branch); err != nil {
 			fail(c, err)
 			return
 		}
@@ -170,7 +166,7 @@ func (s *Server) indexTable(c *gin.Context, req *indexBody) (*table.Table, *tabl
 	}
 	v, err := versionBody{Version: req.Version}.version()
 	if err == nil {
-		err = checkBranch(req.Branch)
+		err = indexBranch(req.Branch)
 	}
 	if err != nil {
 		fail(c, err)
@@ -286,7 +282,7 @@ func (s *Server) dropIndex(c *gin.Context) {
 	if branch == "" {
 		branch = req.Branch
 	}
-	if err := checkBranch(branch); err != nil {
+	if err := indexBranch(branch); err != nil {
 		fail(c, err)
 		return
 	}

@@ -246,7 +246,7 @@ func TestIndexesOverHTTP(t *testing.T) {
 		{"create_index", `{"column": "id", "index_type": "BTREE", "stem": false}`, 400, "stem"},
 		{"create_index", `{"column": "id", "index_type": "BTREE", "colour": 1}`, 400, "colour"},
 		{"create_index", `{"column": "emb", "index_type": "BTREE"}`, 400, "column"},
-		{"create_index", `{"column": "id", "index_type": "BTREE", "branch": "dev"}`, 406, "branch"},
+		{"create_index", `{"column": "id", "index_type": "BTREE", "branch": "dev"}`, 400, "branch"},
 		{"index/list", `{"limit": -1}`, 400, "limit"},
 		{"index/id_idx/stats", `{"index_name": "other"}`, 400, "index_name"},
 		{"query", `{"vector": {}, "full_text_query": {"string_query": {"query": "x", "columns": ["id"]}}}`, 400, "INVERTED"},
