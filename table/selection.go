@@ -131,25 +131,52 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 			return nil, err
 		}
 		recs = fromStorageAll(recs, mem)
-		whole, err := concatRecords(recs, mem)
-		if err != nil {
-			return nil, err
+		// Take each batch's selected rows (local is sorted), without
+		// joining the batches first.
+		cctx := compute.WithAllocator(ctx, mem)
+		var taken []arrow.RecordBatch
+		defer func() {
+			for _, r := range taken {
+				r.Release()
+			}
+		}()
+		var base int64
+		k := 0
+		for _, r := range recs {
+			end := base + r.NumRows()
+			var idx []int64
+			for k < len(local) && local[k] < end {
+				idx = append(idx, local[k]-base)
+				k++
+			}
+			base = end
+			if len(idx) == 0 {
+				continue
+			}
+			ib := array.NewInt64Builder(mem)
+			ib.AppendValues(idx, nil)
+			ia := ib.NewArray()
+			ib.Release()
+			tr, err := TakeRecord(cctx, r, ia)
+			ia.Release()
+			if err != nil {
+				return nil, err
+			}
+			taken = append(taken, tr)
 		}
 		for _, r := range recs {
 			r.Release()
 		}
 		recs = nil
-		ib := array.NewInt64Builder(mem)
-		ib.AppendValues(local, nil)
-		idx := ib.NewArray()
-		ib.Release()
-		taken, err := TakeRecord(compute.WithAllocator(ctx, mem), whole, idx)
-		idx.Release()
-		whole.Release()
-		if err != nil {
-			return nil, err
+		if len(taken) == 1 {
+			recs, taken = taken, nil
+		} else {
+			one, err := concatRecords(taken, mem)
+			if err != nil {
+				return nil, err
+			}
+			recs = append(recs, one)
 		}
-		recs = append(recs, taken)
 	}
 	if rowAddr {
 		ab := array.NewUint64Builder(mem)
