@@ -276,26 +276,31 @@ func SearchText(ctx context.Context, t *table.Table, q FTSQuery) (arrow.RecordBa
 		}
 		for i, f := range m.Fragments {
 			ff := files[i]
-			score := map[uint32]float64{}
-			matched := map[uint32]int{}
+			// Dense per-row accumulators: postings are sorted by row.
+			score := make([]float64, len(ff.Lens))
+			matched := make([]int32, len(ff.Lens))
+			var touched []uint32
 			for j, tok := range terms {
 				rows, tfs := ff.postings(tok)
 				for p, r := range rows {
 					tf := float64(tfs[p])
 					dl := float64(ff.Lens[r])
+					if matched[r] == 0 {
+						touched = append(touched, r)
+					}
 					score[r] += idf[j] * tf * (BM25K1 + 1) / (tf + BM25K1*(1-BM25B+BM25B*dl/avgdl))
 					matched[r]++
 				}
 			}
-			for r, s := range score {
-				if q.And && matched[r] < len(terms) {
+			for _, r := range touched {
+				if q.And && int(matched[r]) < len(terms) {
 					continue
 				}
 				addr := table.RowAddress(f.ID, r)
 				if allowed != nil && !allowed[addr] {
 					continue
 				}
-				hits = append(hits, scored{s * q.Boost, addr})
+				hits = append(hits, scored{score[r] * q.Boost, addr})
 			}
 		}
 	}
