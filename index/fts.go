@@ -178,6 +178,59 @@ type FTSQuery struct {
 type scored struct {
 	score float64
 	addr  uint64
+	pos   int // the fragment's place in the manifest
+}
+
+// better orders hits: higher score, then table order.
+func better(a, b scored) bool {
+	if a.score != b.score {
+		return a.score > b.score
+	}
+	if a.pos != b.pos {
+		return a.pos < b.pos
+	}
+	return a.addr < b.addr
+}
+
+// topHits keeps the k best hits (a heap whose root is the worst kept).
+type topHits struct {
+	k     int
+	items []scored
+}
+
+func (h *topHits) offer(x scored) {
+	it := h.items
+	if len(it) < h.k {
+		it = append(it, x)
+		for i := len(it) - 1; i > 0; {
+			p := (i - 1) / 2
+			if !better(it[p], it[i]) {
+				break
+			}
+			it[p], it[i] = it[i], it[p]
+			i = p
+		}
+		h.items = it
+		return
+	}
+	if !better(x, it[0]) {
+		return
+	}
+	it[0] = x
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(it) && better(it[m], it[l]) {
+			m = l
+		}
+		if r < len(it) && better(it[m], it[r]) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		it[i], it[m] = it[m], it[i]
+		i = m
+	}
 }
 
 // SearchText runs q over t: the K rows with the highest BM25 score
@@ -267,7 +320,7 @@ func SearchText(ctx context.Context, t *table.Table, q FTSQuery) (arrow.RecordBa
 			return nil, err
 		}
 	}
-	var hits []scored
+	top := &topHits{k: q.K}
 	if docs > 0 && len(terms) > 0 {
 		avgdl := float64(total) / float64(docs)
 		idf := make([]float64, len(terms))
@@ -300,25 +353,12 @@ func SearchText(ctx context.Context, t *table.Table, q FTSQuery) (arrow.RecordBa
 				if allowed != nil && !allowed[addr] {
 					continue
 				}
-				hits = append(hits, scored{score[r] * q.Boost, addr})
+				top.offer(scored{score[r] * q.Boost, addr, i})
 			}
 		}
 	}
-	order := map[uint32]int{}
-	for i, f := range m.Fragments {
-		order[f.ID] = i
-	}
-	sort.Slice(hits, func(a, b int) bool {
-		if hits[a].score != hits[b].score {
-			return hits[a].score > hits[b].score
-		}
-		fa, fb := order[uint32(hits[a].addr>>32)], order[uint32(hits[b].addr>>32)]
-		if fa != fb {
-			return fa < fb
-		}
-		return hits[a].addr < hits[b].addr
-	})
-	hits = hits[:min(q.K, len(hits))]
+	hits := top.items
+	sort.Slice(hits, func(a, b int) bool { return better(hits[a], hits[b]) })
 	return fetchRows(ctx, t, m, out, q.Columns, q.RowAddr, hits)
 }
 

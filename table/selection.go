@@ -65,6 +65,10 @@ func (t *Table) selectRows(ctx context.Context, m *Manifest, schema *arrow.Schem
 	return (*fn)(ctx, t, m, schema, filter)
 }
 
+// wholeFileBytes: a selected read of a data file up to this size reads
+// it in one request.
+const wholeFileBytes = 4 << 20
+
 // readSelected reads the rows at offsets (sorted) of fragment f, fields
 // as ReadFragment, decoding only the row groups that hold them. With
 // rowAddr the records get a _rowaddr column of the rows' addresses
@@ -73,11 +77,24 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 	if len(offsets) == 0 {
 		return nil, nil
 	}
-	data, err := t.c.wh.Read(ctx, t.key+f.Path)
-	if err != nil {
-		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
+	// A small file is read in one request; a larger one by ranges, so
+	// only the column chunks of the row groups read are fetched.
+	var src parquet.ReaderAtSeeker
+	if f.Bytes > 0 && f.Bytes <= wholeFileBytes {
+		data, err := t.c.wh.Read(ctx, t.key+f.Path)
+		if err != nil {
+			return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
+		}
+		src = bytes.NewReader(data)
+	} else {
+		r, err := t.c.wh.Open(ctx, t.key+f.Path)
+		if err != nil {
+			return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
+		}
+		defer r.Close()
+		src = NewReaderAt(r, r.Size())
 	}
-	pf, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(parquet.NewReaderProperties(mem)))
+	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(mem)))
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) corrupt", f.ID, f.Path), Err: err}
 	}
