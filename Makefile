@@ -74,6 +74,9 @@ test-s3: tools weed ## Run the table and refresh suites, the commit race and the
 bench: ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000, MVQ_BENCH_ROWS=1000000)
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh
 	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./vector
+	@# Indexes: scalar filter, IVF vs exact (recall), full text, view refresh cost
+	@# (MVQ_BENCH_INDEX_ROWS, MVQ_BENCH_VECTORS, MVQ_BENCH_FTS_DOCS).
+	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./index
 	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead|HTTPRuntimeWorkers' -benchtime 3x -timeout 60m ./service
 	@# The control plane: accept, job status, fixed cost, small jobs, cancel
 	@# (each repeats inside one run and logs its ratios with -v).

@@ -122,6 +122,12 @@ var routeRules = map[string]routeRule{
 
 	// A catalog notification changes the external table it names.
 	"POST " + notificationRoute: {auth.Write, targetCatalogTable, true, false},
+	// Indexes (index.go): building and dropping write, reading is read.
+	"POST /v1/table/:id/create_index":            {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/create_scalar_index":     {auth.Write, targetPath, true, false},
+	"POST /v1/table/:id/index/list":              {auth.Read, targetPath, true, false},
+	"POST /v1/table/:id/index/:index_name/stats": {auth.Read, targetPath, true, false},
+	"POST /v1/table/:id/index/:index_name/drop":  {auth.Write, targetPath, true, false},
 }
 
 // openRoutes need no credentials; they carry no tenant data.

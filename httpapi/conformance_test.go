@@ -24,13 +24,7 @@ import (
 // notServed are the spec operations this server answers with a 501 (the
 // spec's ErrorResponse, code 0); README.md#lance-namespace-conformance
 // says why for each. The conformance test checks they do.
-var notServed = map[string]bool{
-	"POST /v1/table/{id}/create_index":             true,
-	"POST /v1/table/{id}/create_scalar_index":      true,
-	"POST /v1/table/{id}/index/list":               true,
-	"POST /v1/table/{id}/index/{index_name}/stats": true,
-	"POST /v1/table/{id}/index/{index_name}/drop":  true,
-}
+var notServed = map[string]bool{}
 
 // setupSpec serves the API with views over a real Redis and returns a
 // client that validates every exchange against the spec.
@@ -418,6 +412,8 @@ func TestSpecConformance(t *testing.T) {
 	if st != 200 || string(out) != `[{"id":1},{"id":2}]` {
 		t.Fatalf("rows after drop_columns: %d %s", st, out)
 	}
+	// Indexes (scalar, vector, full text) and their use by query.
+	specIndexes(t, sc)
 
 	// Materialized views.
 	st, m = sc.j("/v1/materialized_view/docs$v/create", map[string]any{"kind": "query", "source_query": `SELECT id, name FROM "docs$t" WHERE id > 1`, "output_schema": "", "with_no_data": true})

@@ -157,6 +157,7 @@ func (s *Server) Handler() http.Handler {
 	s.txnRoutes(v1)
 	s.branchRoutes(v1)
 	s.schemaRoutes(v1)
+	s.indexRoutes(v1)
 	if s.views != nil {
 		s.views.routes(v1)
 	}

@@ -349,6 +349,8 @@ type queryRequest struct {
 	LowerBound        *float32 `json:"lower_bound"`
 	UpperBound        *float32 `json:"upper_bound"`
 	BypassVectorIndex *bool    `json:"bypass_vector_index"`
+	Nprobes           *int64   `json:"nprobes"`       // index.go
+	RefineFactor      *int64   `json:"refine_factor"` // index.go
 	Extra             []string `json:"-"`
 	Branch            *string  `json:"branch"`
 }
@@ -372,9 +374,18 @@ func (s *Server) queryTable(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	fq, isText, err := req.textQuery(q)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	var rdr array.RecordReader
-	if isVector {
-		rdr, err = vectorSearch(c, t, vq, q)
+	if isText {
+		rdr, err = textSearch(c, t, fq, q)
+	} else if isVector {
+		if err = s.vectorIndex(c, t, &vq, req); err == nil {
+			rdr, err = vectorSearch(c, t, vq, q)
+		}
 	} else {
 		rdr, err = t.Query(c, q)
 	}
@@ -382,7 +393,7 @@ func (s *Server) queryTable(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if q.Filter != "" && !isVector {
+	if q.Filter != "" && !isVector && !isText {
 		// A filtered query runs in a DuckDB session: read the whole result
 		// first (memory, then a temporary file) so the session is free
 		// again before a slow client reads the first byte.
@@ -434,9 +445,6 @@ func queryErr(err error) error {
 
 func (req queryRequest) options() (table.QueryOptions, error) {
 	var q table.QueryOptions
-	if req.FullText != nil {
-		return q, table.Errorf(table.CodeUnsupported, "full_text_query: full text search is not supported; use filter")
-	}
 	for name, v := range map[string]*int64{"k": req.K, "limit": req.Limit, "offset": req.Offset, "version": req.Version} {
 		if err := nonNegative(name, v); err != nil {
 			return q, err

@@ -77,9 +77,9 @@ func (req queryRequest) vectorQuery(q table.QueryOptions) (vector.Query, bool, e
 	}
 	vq.Lower, vq.Upper = req.LowerBound, req.UpperBound
 	vq.Filter, vq.Columns, vq.Version, vq.RowAddr = q.Filter, q.Columns, q.Version, q.RowAddr
-	if req.Prefilter != nil && !*req.Prefilter && q.Filter != "" {
-		return vq, false, badInput("prefilter: false is not supported; the filter always applies before the search")
-	}
+	// prefilter false: the filter applies to the nearest rows found
+	// without it (fewer than k may remain).
+	vq.Postfilter = req.Prefilter != nil && !*req.Prefilter && q.Filter != ""
 	return vq, true, nil
 }
 

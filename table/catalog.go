@@ -75,6 +75,7 @@ func (c *Catalog) OnCommit(fn CommitHook) {
 
 // committed runs the commit hook, if any.
 func (c *Catalog) committed(ctx context.Context, id []string, m *Manifest) {
+	c.maintainIndexes(ctx, id, m)
 	if h := c.hook.Load(); h != nil && m != nil {
 		(*h)(context.WithoutCancel(ctx), append([]string(nil), id...), m)
 	}

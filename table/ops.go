@@ -192,8 +192,15 @@ func (t *Table) matchCounts(ctx context.Context, m *Manifest, schema *arrow.Sche
 	cols := referencedColumns(schema, predicate)
 	query := fmt.Sprintf("SELECT count(*) FILTER (WHERE COALESCE((%s), false)) FROM %s", predicate, viewName)
 	counts := make([]int64, len(m.Fragments))
-	err := forEachFragment(ctx, m.Fragments, func(ctx context.Context, i int, f Fragment) error {
-		scan, err := t.Scan(ctx, m, ScanOptions{Columns: cols, Fragments: []Fragment{f}, Prefetch: 1})
+	sel, err := t.selectRows(ctx, m, schema, predicate)
+	if err != nil {
+		return nil, err
+	}
+	err = forEachFragment(ctx, m.Fragments, func(ctx context.Context, i int, f Fragment) error {
+		if rows, ok := sel[f.ID]; sel != nil && (!ok || rows != nil && len(rows) == 0) {
+			return nil // the index says no row of f matches
+		}
+		scan, err := t.Scan(ctx, m, ScanOptions{Columns: cols, Fragments: []Fragment{f}, Prefetch: 1, Rows: sel})
 		if err != nil {
 			return err
 		}
@@ -460,6 +467,9 @@ type QueryOptions struct {
 	Offset  int64
 	Limit   int64 // 0: no limit
 	RowAddr bool  // add _rowaddr
+	// Rows, when set, reads only these rows (selection.go) instead of
+	// asking the registered row selector.
+	Rows Selection
 }
 
 // Query streams the selected rows in table order. Release the reader.
@@ -494,7 +504,17 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 	if err != nil {
 		return nil, err
 	}
-	scan, err := t.Scan(ctx, m, ScanOptions{RowAddr: q.RowAddr})
+	opts := ScanOptions{RowAddr: q.RowAddr}
+	sel := q.Rows
+	if sel == nil {
+		if sel, err = t.selectRows(ctx, m, schema, q.Filter); err != nil {
+			return nil, err
+		}
+	}
+	if sel != nil {
+		opts.Fragments, opts.Rows = sel.Fragments(m), sel
+	}
+	scan, err := t.Scan(ctx, m, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,9 @@ type ScanOptions struct {
 	RowAddr bool
 	// Prefetch is how many fragments are read ahead (default 2).
 	Prefetch int
+	// Rows, when set, reads only the listed rows of the fragments it
+	// names (selection.go); a fragment it lists as nil is read whole.
+	Rows Selection
 }
 
 // ProjectSchema returns the schema of a scan and the field indices read.
@@ -74,6 +77,10 @@ func (t *Table) Scan(ctx context.Context, m *Manifest, opts ScanOptions) (array.
 		for _, f := range frags {
 			var recs []arrow.RecordBatch
 			err := Recover("read fragment", func() (err error) {
+				if rows := opts.Rows[f.ID]; rows != nil {
+					recs, err = t.readSelected(ctx, f, idx, rows, opts.RowAddr, out, mem)
+					return err
+				}
 				recs, err = t.ReadFragment(ctx, f, idx, mem)
 				if err == nil {
 					recs, err = conformAll(ctx, recs, data, mem)

@@ -61,6 +61,16 @@ type Query struct {
 	Lower, Upper *float32
 	// RowAddr adds the _rowaddr column.
 	RowAddr bool
+	// Index, when set, scores only the rows it answers for the fragments
+	// it covers (an IVF index's probed partitions; ivf.go).
+	Index Candidates
+	// Refine, with Index, takes K×Refine candidates, ranks them by exact
+	// distance and keeps K.
+	Refine int
+	// Postfilter applies Filter to the nearest rows found without it
+	// (fewer than K may remain) instead of searching only the rows it
+	// keeps.
+	Postfilter bool
 }
 
 // hit is one candidate row.
@@ -114,15 +124,24 @@ func Search(ctx context.Context, t *table.Table, q Query, mem memory.Allocator) 
 	if err != nil {
 		return nil, err
 	}
+	k := q.K
+	if q.Index != nil && q.Refine > 1 {
+		q.K = min(k*q.Refine, MaxK)
+	}
 	var hits []hit
-	if strings.TrimSpace(q.Filter) == "" {
-		hits, err = searchFragments(ctx, t, m, col, dim, q.K, sc, mem)
+	if strings.TrimSpace(q.Filter) == "" || q.Postfilter {
+		hits, err = searchFragments(ctx, t, m, col, dim, q.K, sc, q.Index, mem)
+		if err == nil && strings.TrimSpace(q.Filter) != "" {
+			hits, err = postfilter(ctx, t, m, q.Filter, hits)
+		}
 	} else {
 		hits, err = searchFiltered(ctx, t, m, schema.Field(col).Name, dim, q, sc)
 	}
 	if err != nil {
 		return nil, err
 	}
+	// The distances are exact: the refined candidates are ranked already.
+	hits = hits[:min(k, len(hits))]
 	return fetch(ctx, t, m, schema, out, q, hits, col, dim, mem)
 }
 
@@ -167,7 +186,7 @@ func vectorDim(t arrow.DataType) (int, bool) {
 
 // searchFragments scores every fragment in parallel and merges their
 // best k.
-func searchFragments(ctx context.Context, t *table.Table, m *table.Manifest, col, dim, k int, sc *scorer, mem memory.Allocator) ([]hit, error) {
+func searchFragments(ctx context.Context, t *table.Table, m *table.Manifest, col, dim, k int, sc *scorer, idx Candidates, mem memory.Allocator) ([]hit, error) {
 	frags := m.Fragments
 	per := make([][]hit, len(frags))
 	g, gctx := errgroup.WithContext(ctx)
@@ -179,6 +198,17 @@ func searchFragments(ctx context.Context, t *table.Table, m *table.Manifest, col
 				return err
 			}
 			h := newTopK(k)
+			if idx != nil {
+				rows, ok, err := idx.Rows(gctx, f)
+				if err != nil {
+					return err
+				}
+				if ok {
+					sc.scanRows(vs, uint64(f.ID)<<32, rows, h)
+					per[i] = h.items
+					return nil
+				}
+			}
 			sc.scan(vs, uint64(f.ID)<<32, h)
 			per[i] = h.items
 			return nil
@@ -205,6 +235,10 @@ func searchFiltered(ctx context.Context, t *table.Table, m *table.Manifest, name
 	}
 	defer rdr.Release()
 	h := newTopK(q.K)
+	var ok *allowed
+	if q.Index != nil {
+		ok = newAllowed(q.Index, m)
+	}
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
 		vs, err := flatten(rec.Column(0), dim)
@@ -212,6 +246,11 @@ func searchFiltered(ctx context.Context, t *table.Table, m *table.Manifest, name
 			return nil, err
 		}
 		addrs := rec.Column(1).(*array.Uint64).Uint64Values()
+		if ok != nil {
+			if vs, addrs, err = ok.keep(ctx, vs, addrs); err != nil {
+				return nil, err
+			}
+		}
 		sc.scanAddrs(vs, addrs, h)
 	}
 	if err := rdr.Err(); err != nil {

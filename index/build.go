@@ -1,0 +1,299 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Spec is what to build.
+type Spec struct {
+	Name   string // "": <column>_idx
+	Column string
+	Type   string // BTREE, BITMAP, IVF_FLAT, INVERTED (FTS is INVERTED)
+	// Vector indexes.
+	Metric        string // l2 (default), cosine, dot
+	Partitions    int    // 0: about sqrt(rows), at most 4096
+	MaxIterations int    // k-means iterations, 0: 25
+	SampleRate    int    // training rows per partition, 0: 256
+}
+
+// ScalarTypes and VectorTypes are the types create answers for.
+var (
+	ScalarTypes = []string{BTree, Bitmap, Inverted}
+	VectorTypes = []string{IVFFlat}
+)
+
+// normalize checks spec against the schema and fills defaults; it
+// answers the column's field index.
+func (s *Spec) normalize(schema *arrow.Schema) (int, error) {
+	s.Type = strings.ToUpper(strings.TrimSpace(s.Type))
+	if s.Type == "FTS" {
+		s.Type = Inverted
+	}
+	if s.Column == "" {
+		return 0, table.Errorf(table.CodeInvalidInput, "column: required")
+	}
+	idx := schema.FieldIndices(s.Column)
+	if len(idx) == 0 {
+		return 0, table.Errorf(table.CodeTableColumnNotFound, "column: %q not found", s.Column)
+	}
+	f := schema.Field(idx[0])
+	if s.Name == "" {
+		s.Name = s.Column + "_idx"
+	}
+	if err := checkName(s.Name); err != nil {
+		return 0, err
+	}
+	vectorOnly := func() error {
+		for name, set := range map[string]bool{"distance_type": s.Metric != "", "num_partitions": s.Partitions != 0,
+			"max_iterations": s.MaxIterations != 0, "sample_rate": s.SampleRate != 0} {
+			if set {
+				return table.Errorf(table.CodeInvalidInput, "%s: only for vector indexes (IVF_FLAT), not %s", name, s.Type)
+			}
+		}
+		return nil
+	}
+	switch s.Type {
+	case BTree, Bitmap:
+		if _, err := keyKind(f.Name, f.Type); err != nil {
+			return 0, err
+		}
+		return idx[0], vectorOnly()
+	case Inverted:
+		if f.Type.ID() != arrow.STRING && f.Type.ID() != arrow.LARGE_STRING {
+			return 0, table.Errorf(table.CodeInvalidInput, "column: %q is %s; an INVERTED index takes a string column", f.Name, f.Type)
+		}
+		return idx[0], vectorOnly()
+	case IVFFlat:
+		if _, ok := vectorDim(f.Type); !ok {
+			return 0, table.Errorf(table.CodeInvalidInput, "column: %q is %s, not a vector column (fixed_size_list<float32>)", f.Name, f.Type)
+		}
+		s.Metric = strings.ToLower(s.Metric)
+		switch s.Metric {
+		case "":
+			s.Metric = "l2"
+		case "l2", "cosine", "dot":
+		default:
+			return 0, table.Errorf(table.CodeInvalidInput, "distance_type: %q (want l2, cosine or dot)", s.Metric)
+		}
+		if s.Partitions < 0 || s.Partitions > 65536 {
+			return 0, table.Errorf(table.CodeInvalidInput, "num_partitions: 1 to 65536 (got %d)", s.Partitions)
+		}
+		if s.MaxIterations < 0 || s.MaxIterations > 1000 {
+			return 0, table.Errorf(table.CodeInvalidInput, "max_iterations: 1 to 1000 (got %d)", s.MaxIterations)
+		}
+		if s.SampleRate < 0 || s.SampleRate > 1<<20 {
+			return 0, table.Errorf(table.CodeInvalidInput, "sample_rate: 1 to %d (got %d)", 1<<20, s.SampleRate)
+		}
+		return idx[0], nil
+	case "IVF_PQ", "IVF_SQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_HNSW_FLAT", "IVF_RQ", "HNSW", "LABEL_LIST", "NGRAM", "ZONEMAP":
+		return 0, table.Errorf(table.CodeInvalidInput, "index_type: %s is not supported; this server builds BTREE, BITMAP, INVERTED (FTS) and IVF_FLAT", s.Type)
+	}
+	return 0, table.Errorf(table.CodeInvalidInput, "index_type: %q is not an index type (BTREE, BITMAP, INVERTED, FTS, IVF_FLAT)", s.Type)
+}
+
+// IsVector reports whether typ names a vector index type.
+func IsVector(typ string) bool {
+	return strings.HasPrefix(strings.ToUpper(typ), "IVF_") || strings.EqualFold(typ, "HNSW")
+}
+
+// Create builds index spec over the latest version of t, replacing an
+// index of the same name (queries use the old one until the new
+// definition is written, then the new one).
+func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return nil, err
+	}
+	col, err := spec.normalize(schema)
+	if err != nil {
+		return nil, err
+	}
+	old, err := Load(ctx, t, spec.Name)
+	if err != nil && table.ErrorCode(err) != table.CodeTableIndexNotFound {
+		return nil, err
+	}
+	im := &Meta{
+		Name: spec.Name, UUID: uuid.NewString(), Column: schema.Field(col).Name, Type: spec.Type,
+		Version: m.Version, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Format: FormatVersion,
+		Fragments: []Covered{},
+	}
+	im.kind, _ = keyKind(im.Column, schema.Field(col).Type)
+	if spec.Type == IVFFlat {
+		im.Metric = spec.Metric
+		if err := train(ctx, t, m, col, im, spec); err != nil {
+			return nil, err
+		}
+	}
+	covered, err := buildFragments(ctx, t, im, col, m.Fragments)
+	if err != nil {
+		_ = t.Catalog().Warehouse().DeletePrefix(context.WithoutCancel(ctx), t.Key(dir+im.UUID+"/"))
+		return nil, err
+	}
+	im.Fragments = covered
+	if err := saveMeta(ctx, t, im); err != nil {
+		return nil, err
+	}
+	if old != nil {
+		_ = t.Catalog().Warehouse().DeletePrefix(context.WithoutCancel(ctx), t.Key(dir+old.UUID+"/"))
+	}
+	return im, nil
+}
+
+// buildFragments writes the index file of each fragment, in parallel.
+func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frags []table.Fragment) ([]Covered, error) {
+	out := make([]Covered, len(frags))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, f := range frags {
+		g.Go(func() error {
+			return table.Recover("build index", func() error {
+				v, err := buildOne(gctx, t, im, col, f)
+				if err != nil {
+					return err
+				}
+				data, err := encode(v)
+				if err != nil {
+					return err
+				}
+				if err := t.Catalog().Warehouse().Write(gctx, fileKey(t, im.UUID, f.ID), data); err != nil {
+					return err
+				}
+				out[i] = Covered{ID: f.ID, Path: f.Path, Rows: f.Rows, Bytes: int64(len(data))}
+				return nil
+			})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func buildOne(ctx context.Context, t *table.Table, im *Meta, col int, f table.Fragment) (any, error) {
+	switch im.Type {
+	case BTree, Bitmap:
+		cv, err := fragmentValues(ctx, t, f, col)
+		if err != nil {
+			return nil, err
+		}
+		return buildScalar(im.Type, im.kind, cv), nil
+	case IVFFlat:
+		return assignFragment(ctx, t, im, col, f)
+	case Inverted:
+		return buildInverted(ctx, t, f, col)
+	}
+	return nil, fmt.Errorf("index type %s", im.Type)
+}
+
+// Extend indexes the fragments of t's latest version that index name does
+// not cover (appended or rewritten since it was built) and forgets the
+// fragments the latest version no longer has. It answers how many
+// fragments it indexed.
+func Extend(ctx context.Context, t *table.Table, name string) (int, error) {
+	im, err := Load(ctx, t, name)
+	if err != nil {
+		return 0, err
+	}
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return 0, err
+	}
+	idx := schema.FieldIndices(im.Column)
+	if len(idx) == 0 {
+		return 0, table.Errorf(table.CodeTableColumnNotFound, "index %q: column %q is gone", name, im.Column)
+	}
+	im.kind, _ = keyKind(im.Column, schema.Field(idx[0]).Type)
+	var todo []table.Fragment
+	live := map[uint32]bool{}
+	for _, f := range m.Fragments {
+		live[f.ID] = true
+		if _, ok := im.covers(f); !ok {
+			todo = append(todo, f)
+		}
+	}
+	var keep, gone []Covered
+	for _, c := range im.Fragments {
+		if live[c.ID] {
+			keep = append(keep, c)
+		} else {
+			gone = append(gone, c)
+		}
+	}
+	if len(todo) == 0 && len(gone) == 0 {
+		return 0, nil
+	}
+	added, err := buildFragments(ctx, t, im, idx[0], todo)
+	if err != nil {
+		return 0, err
+	}
+	// The definition may have changed while building (replaced, dropped,
+	// or extended by another process): write only onto the same build.
+	cur, err := Load(ctx, t, name)
+	if err != nil {
+		return 0, err
+	}
+	if cur.UUID != im.UUID {
+		return 0, table.Errorf(table.CodeConcurrentModification, "index %q was replaced while it was being extended", name)
+	}
+	cur.Fragments = append(keep, added...)
+	cur.Version = m.Version
+	if err := saveMeta(ctx, t, cur); err != nil {
+		return 0, err
+	}
+	for _, c := range gone {
+		_ = t.Catalog().Warehouse().Delete(ctx, fileKey(t, im.UUID, c.ID))
+	}
+	return len(added), nil
+}
+
+// ExtendAll extends every index of t (see Extend).
+func ExtendAll(ctx context.Context, t *table.Table) error {
+	metas, err := List(ctx, t)
+	if err != nil {
+		return err
+	}
+	for _, im := range metas {
+		if _, err := Extend(ctx, t, im.Name); err != nil {
+			return fmt.Errorf("index %q: %w", im.Name, err)
+		}
+	}
+	return nil
+}
+
+func vectorDim(t arrow.DataType) (int, bool) {
+	fl, ok := t.(*arrow.FixedSizeListType)
+	if !ok || fl.Elem().ID() != arrow.FLOAT32 {
+		return 0, false
+	}
+	return int(fl.Len()), true
+}
+
+func init() { table.RegisterIndexMaintainer(Maintain) }
+
+// Maintain extends every index of t to the fragments a commit added or
+// rewrote (table.IndexMaintainer): a view's refresh, an insert, an
+// update, a compaction. A table without indexes costs one listing.
+func Maintain(ctx context.Context, t *table.Table, m *table.Manifest) {
+	if err := ExtendAll(ctx, t); err != nil {
+		slog.WarnContext(ctx, "index: extend after a commit", "table", table.JoinID(t.ID()), "version", m.Version, "err", err)
+	}
+}
