@@ -3,6 +3,8 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -266,7 +268,15 @@ func TestVersionCreate(t *testing.T) {
 	gap, _ := json.Marshal(man)
 	writeFile(t, c.dir+"/t.lance/staging/v4.manifest", gap)
 
-	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": "staging/v2.manifest", "naming_scheme": "V1", "metadata": map[string]string{"by": "test"}})
+	// The client's expectations of the staged file are checked, not
+	// ignored: a wrong size is a 400, a stale ETag a 409, nothing created.
+	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": "staging/v2.manifest", "manifest_size": len(staged) + 1})
+	c.want(st, m, 400, "manifest_size")
+	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": "staging/v2.manifest", "e_tag": `"0123456789abcdef0123456789abcdef"`})
+	c.want(st, m, 409, "e_tag")
+	sum := md5.Sum(staged)
+	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": "staging/v2.manifest", "naming_scheme": "V1", "metadata": map[string]string{"by": "test"},
+		"manifest_size": len(staged), "e_tag": `"` + hex.EncodeToString(sum[:]) + `"`})
 	c.want(st, m, 200, "")
 	v := m["version"].(map[string]any)
 	if v["version"] != 2.0 || v["manifest_path"] != "_versions/2.manifest" || v["e_tag"] == "" || v["manifest_size"].(float64) <= 0 {

@@ -850,7 +850,7 @@ func (s *Server) createVersion(c *gin.Context) {
 	if scheme == "" {
 		scheme = table.NamingV2
 	}
-	vf, m, data, err := t.CreateVersion(c, uint64(*req.Version), *req.ManifestPath, scheme, req.Metadata)
+	vf, m, data, err := t.CreateVersionIf(c, uint64(*req.Version), *req.ManifestPath, scheme, req.Metadata, req.ManifestSize, req.ETag)
 	if err != nil {
 		fail(c, err)
 		return

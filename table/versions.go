@@ -25,9 +25,25 @@ import (
 // It returns the new version file, its
 // manifest and the bytes written.
 func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string, scheme NamingScheme, metadata map[string]string) (VersionFile, *Manifest, []byte, error) {
+	return t.CreateVersionIf(ctx, v, manifestPath, scheme, metadata, nil, "")
+}
+
+// CreateVersionIf is CreateVersion with the client's expectations of the
+// staged manifest, as version/create and a batch entry carry them:
+// manifestSize, when set, must be its size (else invalid input), and
+// etag, when set, its ETag — the hex MD5 of its content, as S3 gives it
+// for a single-part object, quoted or not (else a conflict: it changed
+// since the client staged it).
+func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath string, scheme NamingScheme, metadata map[string]string, manifestSize *int64, etag string) (VersionFile, *Manifest, []byte, error) {
 	sv, err := t.stageVersion(ctx, v, manifestPath, scheme, metadata)
 	if err != nil {
 		return VersionFile{}, nil, nil, err
+	}
+	if manifestSize != nil && *manifestSize != sv.stagedSize {
+		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "manifest_size: %d, but the staged manifest has %d bytes", *manifestSize, sv.stagedSize)
+	}
+	if etag != "" && strings.Trim(etag, `"`) != sv.stagedMD5 {
+		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", etag, sv.stagedMD5)
 	}
 	err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+sv.name, sv.data)
 	if errors.Is(err, ErrExists) {
@@ -86,6 +102,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 		return nil, err
 	}
 	stagedSize := int64(len(data))
+	stagedSum := md5.Sum(data) // of the client's bytes, before any rewrite below
 	m, err := DecodeManifest(data)
 	if err != nil {
 		return nil, Errorf(CodeInvalidInput, "manifest_path: %v", err)
@@ -150,8 +167,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 			return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
-	sum := md5.Sum(data)
-	return &stagedVersion{name: name, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(sum[:])}, nil
+	return &stagedVersion{name: name, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(stagedSum[:])}, nil
 }
 
 // isStagedManifest reports whether clean (relative to the table folder)
