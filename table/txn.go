@@ -536,7 +536,9 @@ func (c *Catalog) finalize(ctx context.Context, id string, rec *txnState) error 
 			continue
 		}
 		if err := c.wh.Delete(ctx, key); err != nil {
-			errs = append(errs, err)
+			// Missing: a concurrent finalizer removed the marker first
+			// and runs the commit hook itself.
+			errs = append(errs, ignoreMissing(err))
 			continue
 		}
 		c.committed(ctx, e.Table, m)
@@ -567,13 +569,13 @@ func (c *Catalog) rollback(ctx context.Context, id string, rec *txnState, own bo
 		default:
 			if m, derr := DecodeManifest(b); derr == nil && m.Transaction == id {
 				if err := c.wh.Delete(ctx, key); err != nil {
-					errs = append(errs, err)
+					errs = append(errs, ignoreMissing(err))
 					continue
 				}
 			}
 		}
 		if dropMarkers {
-			errs = append(errs, c.wh.Delete(ctx, t.key+versionsDir+markerName(e.Manifest, id)))
+			errs = append(errs, ignoreMissing(c.wh.Delete(ctx, t.key+versionsDir+markerName(e.Manifest, id))))
 		}
 	}
 	return errors.Join(errs...)
@@ -726,7 +728,7 @@ func (t *Table) settleHolders(ctx context.Context, v uint64, wait bool) error {
 			key := t.key + versionsDir + mk.manifest
 			if b, err := t.c.wh.Read(ctx, key); err == nil {
 				if m, err := DecodeManifest(b); err == nil && m.Transaction == mk.id {
-					if err := t.c.wh.Delete(ctx, key); err != nil {
+					if err := ignoreMissing(t.c.wh.Delete(ctx, key)); err != nil {
 						return err
 					}
 				}

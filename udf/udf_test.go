@@ -116,7 +116,7 @@ runtimes:
     kind: exec
     command: ["python3", "testdata/misbehave.py"]
     protocol: ndjson
-    timeout: 2s
+    timeout: 6s # a python start on a loaded 2-core machine can take seconds
 `
 
 func TestExecNDJSONWordcount(t *testing.T) {
