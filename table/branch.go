@@ -58,19 +58,8 @@ const MaxBranchName = 200
 // letters, digits, '.', '_' and '-', not starting with '.', no ".."), and
 // not "main", which names the main line.
 func ValidateBranch(name string) error {
-	if name == "" {
-		return Errorf(CodeInvalidInput, "branch: required")
-	}
-	if len(name) > MaxBranchName {
-		return Errorf(CodeInvalidInput, "branch: longer than %d bytes", MaxBranchName)
-	}
-	if name[0] == '.' || strings.Contains(name, "..") {
-		return Errorf(CodeInvalidInput, "branch %q: may not start with '.' or contain \"..\"", name)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return Errorf(CodeInvalidInput, "branch %q: only letters, digits, '.', '_' and '-' are allowed", name)
-		}
+	if err := validateRefName("branch", name, MaxBranchName); err != nil {
+		return err
 	}
 	if name == MainBranch {
 		return Errorf(CodeInvalidInput, "branch %q: names the main line", name)

@@ -31,19 +31,24 @@ const MaxTagName = 200
 
 // ValidateTag checks a tag name: 1-200 characters of letters, digits,
 // '.', '_' and '-', not starting with '.' and without "..".
-func ValidateTag(tag string) error {
-	if tag == "" {
-		return Errorf(CodeInvalidInput, "tag: required")
+func ValidateTag(tag string) error { return validateRefName("tag", tag, MaxTagName) }
+
+// validateRefName checks the name of a tag or branch (kind names it in the
+// error): 1-max bytes of letters, digits, '.', '_' and '-', not starting
+// with '.' and without "..", so it is one safe path segment.
+func validateRefName(kind, name string, max int) error {
+	if name == "" {
+		return Errorf(CodeInvalidInput, "%s: required", kind)
 	}
-	if len(tag) > MaxTagName {
-		return Errorf(CodeInvalidInput, "tag: longer than %d bytes", MaxTagName)
+	if len(name) > max {
+		return Errorf(CodeInvalidInput, "%s: longer than %d bytes", kind, max)
 	}
-	if tag[0] == '.' || strings.Contains(tag, "..") {
-		return Errorf(CodeInvalidInput, "tag %q: may not start with '.' or contain \"..\"", tag)
+	if name[0] == '.' || strings.Contains(name, "..") {
+		return Errorf(CodeInvalidInput, "%s %q: may not start with '.' or contain \"..\"", kind, name)
 	}
-	for _, r := range tag {
+	for _, r := range name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return Errorf(CodeInvalidInput, "tag %q: only letters, digits, '.', '_' and '-' are allowed", tag)
+			return Errorf(CodeInvalidInput, "%s %q: only letters, digits, '.', '_' and '-' are allowed", kind, name)
 		}
 	}
 	return nil
