@@ -188,7 +188,7 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 		if len(taken) == 1 {
 			recs, taken = taken, nil
 		} else {
-			one, err := concatSelected(taken, mem)
+			one, err := ConcatBatches(taken, mem)
 			if err != nil {
 				return nil, err
 			}
@@ -214,8 +214,9 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 	return res, nil
 }
 
-// concatSelected joins records of one schema into one (a single record is retained and returned).
-func concatSelected(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
+// ConcatBatches joins records of one schema into one (a single record is
+// retained and returned). The caller releases the result.
+func ConcatBatches(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
 	if len(recs) == 1 {
 		recs[0].Retain()
 		return recs[0], nil

@@ -405,37 +405,10 @@ func hitVectors(ctx context.Context, t *table.Table, frags map[uint32]table.Frag
 
 // concat joins recs (no columns: rows rows of nothing).
 func concat(recs []arrow.RecordBatch, rows int64, mem memory.Allocator) (arrow.RecordBatch, error) {
-	if len(recs) == 1 {
-		recs[0].Retain()
-		return recs[0], nil
-	}
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("vector: fragment has no rows")
 	}
-	cols := make([]arrow.Array, recs[0].NumCols())
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	for i := range cols {
-		chunks := make([]arrow.Array, len(recs))
-		for j, r := range recs {
-			chunks[j] = r.Column(i)
-		}
-		c, err := array.Concatenate(chunks, mem)
-		if err != nil {
-			for _, c := range cols[:i] {
-				c.Release()
-			}
-			return nil, err
-		}
-		cols[i] = c
-	}
-	rec := array.NewRecordBatch(recs[0].Schema(), cols, n)
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec, nil
+	return table.ConcatBatches(recs, mem)
 }
 
 // topK keeps the k smallest distances (ties: the lower address) in a
