@@ -143,26 +143,7 @@ func (t *Table) BranchInfo(ctx context.Context, name string) (BranchInfo, error)
 
 // Branches returns every branch of the table by name.
 func (t *Table) Branches(ctx context.Context) (map[string]BranchInfo, error) {
-	entries, err := t.c.wh.List(ctx, t.key+branchRefsDir)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]BranchInfo{}
-	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name, ".json")
-		if e.IsDir || !ok || ValidateBranch(name) != nil {
-			continue
-		}
-		bi, err := t.BranchInfo(ctx, name)
-		if ErrorCode(err) == CodeTableBranchNotFound {
-			continue // deleted since the listing
-		}
-		if err != nil {
-			return nil, err
-		}
-		out[name] = bi
-	}
-	return out, nil
+	return readRefs(ctx, t, branchRefsDir, ValidateBranch, t.BranchInfo, CodeTableBranchNotFound)
 }
 
 // BranchNames returns the branch names, sorted.

@@ -58,24 +58,31 @@ func (t *Table) tagKey(tag string) string { return t.key + tagsDir + tag + ".jso
 
 // Tags returns every tag of the table.
 func (t *Table) Tags(ctx context.Context) (map[string]Tag, error) {
-	entries, err := t.c.wh.List(ctx, t.key+tagsDir)
+	return readRefs(ctx, t, tagsDir, nil, t.TagVersion, CodeTableTagNotFound)
+}
+
+// readRefs reads every ref (tag or branch record) named {name}.json in dir
+// of the table, skipping names valid refuses and refs deleted since the
+// listing (read answers notFound).
+func readRefs[V any](ctx context.Context, t *Table, dir string, valid func(string) error, read func(context.Context, string) (V, error), notFound Code) (map[string]V, error) {
+	entries, err := t.c.wh.List(ctx, t.key+dir)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]Tag{}
+	out := map[string]V{}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name, ".json")
-		if e.IsDir || !ok {
+		if e.IsDir || !ok || (valid != nil && valid(name) != nil) {
 			continue
 		}
-		tg, err := t.TagVersion(ctx, name)
-		if ErrorCode(err) == CodeTableTagNotFound {
+		v, err := read(ctx, name)
+		if ErrorCode(err) == notFound {
 			continue // deleted since the listing
 		}
 		if err != nil {
 			return nil, err
 		}
-		out[name] = tg
+		out[name] = v
 	}
 	return out, nil
 }
