@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/gin-gonic/gin"
 
@@ -435,22 +434,5 @@ func textSearch(ctx context.Context, t *table.Table, fq index.FTSQuery, q table.
 	if err != nil {
 		return nil, err
 	}
-	defer rec.Release()
-	if q.Offset > 0 {
-		off := min(q.Offset, rec.NumRows())
-		sl := rec.NewSlice(off, rec.NumRows())
-		defer sl.Release()
-		rec = sl
-	}
-	schema := rec.Schema()
-	if q.Aliases != nil {
-		fields := schema.Fields()
-		for i, a := range q.Aliases {
-			fields[i].Name = a
-		}
-		schema = arrow.NewSchema(fields, nil)
-		rec = array.NewRecordBatch(schema, rec.Columns(), rec.NumRows())
-		defer rec.Release()
-	}
-	return array.NewRecordReader(schema, []arrow.RecordBatch{rec})
+	return searchRows(rec, q)
 }

@@ -90,6 +90,12 @@ func vectorSearch(ctx context.Context, t *table.Table, vq vector.Query, q table.
 	if err != nil {
 		return nil, err
 	}
+	return searchRows(rec, q)
+}
+
+// searchRows answers a search's ranked rows after q's offset, with q's
+// aliases; it releases rec.
+func searchRows(rec arrow.RecordBatch, q table.QueryOptions) (array.RecordReader, error) {
 	defer rec.Release()
 	if q.Offset > 0 {
 		off := min(q.Offset, rec.NumRows())
