@@ -73,6 +73,27 @@ func (c *Catalog) moveFolder(ctx context.Context, from, to string) error {
 // from), which it removes from the source only after every manifest: a
 // batch's deregister marker hides the source until the move is done.
 func (c *Catalog) moveFolderKeeping(ctx context.Context, from, to, keep string) error {
+	return c.moveFolderWith(ctx, from, to, moveHooks{keep: keep})
+}
+
+// moveHooks are the options of moveFolderWith: keep as in
+// moveFolderKeeping; hold, when set, is called before each copy (a move
+// renews its claim there, and stops on its error); copied, when set, runs
+// once the destination holds every manifest, before the source goes.
+type moveHooks struct {
+	keep   string
+	hold   func(context.Context) error
+	copied func(context.Context) error
+}
+
+func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHooks) error {
+	keep := o.keep
+	hold := func() error {
+		if o.hold == nil {
+			return nil
+		}
+		return o.hold(ctx)
+	}
 	files, err := c.wh.walk(ctx, from)
 	if err != nil {
 		return err
@@ -87,6 +108,9 @@ func (c *Catalog) moveFolderKeeping(ctx context.Context, from, to, keep string) 
 			manifests = append(manifests, rel)
 			continue
 		}
+		if err := hold(); err != nil {
+			return err
+		}
 		if err := c.wh.copyObject(ctx, f, to+rel); err != nil {
 			return fmt.Errorf("move %s: %w", rel, err)
 		}
@@ -98,12 +122,20 @@ func (c *Catalog) moveFolderKeeping(ctx context.Context, from, to, keep string) 
 		return vi > vj
 	})
 	for _, rel := range manifests {
+		if err := hold(); err != nil {
+			return err
+		}
 		data, err := c.wh.Read(ctx, from+rel)
 		if err != nil {
 			return err
 		}
 		if err := c.wh.PutIfNotExists(ctx, to+rel, data); err != nil && !errors.Is(err, ErrExists) {
 			return fmt.Errorf("move %s: %w", rel, err)
+		}
+	}
+	if o.copied != nil {
+		if err := o.copied(ctx); err != nil {
+			return err
 		}
 	}
 	if keep != "" {
@@ -151,6 +183,13 @@ func (c *Catalog) recordIdentity(ctx context.Context, uuid string, id []string) 
 // (or its not-found error) when no move was recorded, so a table created
 // again under a name is still found by that name.
 func (c *Catalog) Resolve(ctx context.Context, id []string, uuid string) (*Table, error) {
+	// A recorded move wins: while a rename removes the source folder the
+	// table is whole (and its identity recorded) at the destination.
+	if uuid != "" {
+		if moved, err := c.movedTable(ctx, uuid); err != nil || moved != nil {
+			return moved, err
+		}
+	}
 	t, err := c.OpenTable(ctx, id)
 	if err != nil && ErrorCode(err) != CodeTableNotFound {
 		return nil, err
@@ -168,30 +207,39 @@ func (c *Catalog) Resolve(ctx context.Context, id []string, uuid string) (*Table
 			return t, nil
 		}
 	}
-	if uuid == "" {
-		return t, err
+	return t, err
+}
+
+// movedTable is the table a recorded move of identity uuid names, when it
+// has that identity (nil otherwise).
+func (c *Catalog) movedTable(ctx context.Context, uuid string) (*Table, error) {
+	b, err := c.wh.Read(ctx, identityDir+uuid+".json")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
 	}
-	b, rerr := c.wh.Read(ctx, identityDir+uuid+".json")
-	if errors.Is(rerr, os.ErrNotExist) {
-		return t, err
-	}
-	if rerr != nil {
-		return nil, rerr
+	if err != nil {
+		return nil, err
 	}
 	var rec identityRecord
 	if json.Unmarshal(b, &rec) != nil || len(rec.ID) == 0 {
-		return t, err
+		return nil, nil
 	}
-	moved, merr := c.OpenTable(ctx, rec.ID)
-	if merr != nil {
-		return t, err
+	moved, err := c.OpenTable(ctx, rec.ID)
+	if ErrorCode(err) == CodeTableNotFound {
+		return nil, nil
 	}
-	m, lerr := moved.Load(ctx, 0)
-	if lerr != nil {
-		return nil, lerr
+	if err != nil {
+		return nil, err
+	}
+	m, err := moved.Load(ctx, 0)
+	if ErrorCode(err) == CodeTableNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	if got, _ := moved.Identity(ctx, m); got != uuid {
-		return t, err
+		return nil, nil
 	}
 	return moved, nil
 }
@@ -201,15 +249,25 @@ func (c *Catalog) Resolve(ctx context.Context, id []string, uuid string) (*Table
 // Materialized views themselves are not renamed: their jobs and
 // dependants know them by name.
 func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
-	t, err := c.openSettled(ctx, id)
-	if err != nil {
-		return err
+	if len(id) == 0 {
+		return Errorf(CodeInvalidInput, "a table identifier needs a name")
 	}
 	if len(newID) == 0 {
 		return Errorf(CodeInvalidInput, "new_table_name: required")
 	}
 	if JoinID(id) == JoinID(newID) {
 		return Errorf(CodeInvalidInput, "new_table_name: the table is already called %s", JoinID(id))
+	}
+	// Both names are claimed for the whole move (claim.go): batches over
+	// either finish first, and none starts until the move is done.
+	mc, err := c.claimMove(ctx, tableKey(id), tableKey(newID), newID, tableKey(id), tableKey(newID))
+	if err != nil {
+		return err
+	}
+	defer mc.release(ctx)
+	t, err := c.openSettled(ctx, id)
+	if err != nil {
+		return err
 	}
 	if err := c.requireNamespace(ctx, newID[:len(newID)-1]); err != nil {
 		return err
@@ -230,16 +288,38 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 	} else if ok {
 		return Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(newID))
 	}
-	if err := c.moveFolder(ctx, t.key, tableKey(newID)); err != nil {
+	return c.claimedMove(ctx, mc, uuid)
+}
+
+// claimedMove moves the table with identity uuid as claimed by mc,
+// recording where it went once the destination holds it whole (before
+// the source goes, so Resolve finds it throughout).
+func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) error {
+	if err := mc.start(ctx, uuid); err != nil {
 		return err
 	}
-	return c.recordIdentity(ctx, uuid, newID)
+	failpoint("move-started")
+	return c.moveFolderWith(ctx, mc.h.From, mc.h.To, moveHooks{
+		hold: mc.hold,
+		copied: func(ctx context.Context) error {
+			failpoint("move-copied")
+			return c.recordIdentity(ctx, uuid, mc.h.ToID)
+		},
+	})
 }
 
 // DeregisterTable takes table id out of the catalog and keeps its content:
 // the folder moves to _deregistered/{identity}.lance/ in the warehouse,
 // whose location is returned for a later register.
 func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, error) {
+	if len(id) == 0 {
+		return "", Errorf(CodeInvalidInput, "a table identifier needs a name")
+	}
+	mc, err := c.claimMove(ctx, tableKey(id), "", nil, tableKey(id))
+	if err != nil {
+		return "", err
+	}
+	defer mc.release(ctx)
 	t, err := c.openSettled(ctx, id)
 	if err != nil {
 		return "", err
@@ -253,10 +333,8 @@ func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, err
 		return "", err
 	}
 	dst := deregisteredDir + uuid + tableSuffix + "/"
-	if err := c.moveFolder(ctx, t.key, dst); err != nil {
-		return "", err
-	}
-	if err := c.recordIdentity(ctx, uuid, nil); err != nil {
+	mc.h.To = dst
+	if err := c.claimedMove(ctx, mc, uuid); err != nil {
 		return "", err
 	}
 	return c.wh.Location(strings.TrimSuffix(dst, "/")), nil
@@ -309,15 +387,17 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 	if key == t.key {
 		return t, c.recordIdentity(ctx, uuid, id) // already in place
 	}
+	mc, err := c.claimMove(ctx, key, t.key, id, t.key)
+	if err != nil {
+		return nil, err
+	}
+	defer mc.release(ctx)
 	if ok, err := c.tableExists(ctx, id); err != nil {
 		return nil, err
 	} else if ok {
 		return nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
 	}
-	if err := c.moveFolder(ctx, key, t.key); err != nil {
-		return nil, err
-	}
-	return t, c.recordIdentity(ctx, uuid, id)
+	return t, c.claimedMove(ctx, mc, uuid)
 }
 
 // openSettled opens table id for a move once every batch transaction that

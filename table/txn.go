@@ -378,6 +378,15 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		e  BatchVersion
 		op *stagedOp
 	}
+	// Claim the tables first (claim.go): no move starts on them until the
+	// transaction is over, and what is staged below is what it changes.
+	id := newIdentity()
+	now := time.Now()
+	release, err := c.claimBatch(ctx, id, now.Add(c.opts.TxnTimeout), entries)
+	if err != nil {
+		return "", nil, err
+	}
+	defer release()
 	seen := map[string]string{}
 	all := make([]staged, 0, len(entries))
 	for i, e := range entries {
@@ -416,8 +425,6 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	// first on the same table, where exactly one of them wins.
 	sort.Slice(all, func(a, b int) bool { return all[a].t.key < all[b].t.key })
 
-	id := newIdentity()
-	now := time.Now()
 	rec := &txnState{Status: TxnRunning, Millis: now.UnixMilli(), Operation: operation, DeadlineMillis: now.Add(c.opts.TxnTimeout).UnixMilli()}
 	for _, s := range all {
 		if s.op != nil {
@@ -435,6 +442,10 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return "", nil, err
+	}
+	if time.Now().After(time.UnixMilli(rec.DeadlineMillis)) {
+		// Its claims may be taken over from now on.
+		return "", nil, Errorf(CodeServiceUnavailable, "transaction %s: not staged before its deadline (%s); nothing applied", id, c.opts.TxnTimeout)
 	}
 	if err := c.wh.PutIfNotExists(ctx, txnKey(id, 0), data); err != nil {
 		return "", nil, fmt.Errorf("record transaction: %w", err)
@@ -846,13 +857,15 @@ type TxnRecovery struct {
 	Seen      int // transactions found
 	Recovered int // Running past their deadline, decided now
 	Removed   int // decided longer than the retention ago, removed
+	Claims    int // claims of stopped batches and moves released (claim.go)
 }
 
 // RecoverTransactions settles every transaction in the warehouse:
 // overdue Running ones are decided (forward when all their versions are
 // written, else back), decided ones finalized or rolled back, and those
-// decided more than retention ago (0: TxnRetention) removed. The janitor
-// runs it each pass.
+// decided more than retention ago (0: TxnRetention) removed; then the
+// claims of stopped batches and moves are released (a stopped move is
+// completed first). The janitor runs it each pass.
 func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Duration) (TxnRecovery, error) {
 	var res TxnRecovery
 	if retention <= 0 {
@@ -899,6 +912,9 @@ func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Durati
 		decided.Delete(decidedKey{c.wh, d.Name})
 		res.Removed++
 	}
+	n, err := c.recoverClaims(ctx)
+	res.Claims = n
+	errs = append(errs, err)
 	return res, errors.Join(errs...)
 }
 
