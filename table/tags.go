@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Tags name versions of a table. A tag is a file _refs/tags/{tag}.json in
@@ -116,20 +117,21 @@ func (t *Table) TagVersion(ctx context.Context, tag string) (Tag, error) {
 	return tg, nil
 }
 
-func (t *Table) tagOf(ctx context.Context, v uint64) (Tag, error) {
+func (t *Table) tagOf(ctx context.Context, v uint64) (Tag, VersionFile, error) {
 	vf, err := t.Version(ctx, v)
 	if err != nil {
-		return Tag{}, err
+		return Tag{}, vf, err
 	}
-	return Tag{Version: v, ManifestSize: vf.Size, Branch: t.branch}, nil
+	return Tag{Version: v, ManifestSize: vf.Size, Branch: t.branch}, vf, nil
 }
 
-// CreateTag points a new tag at version v; an existing tag is a conflict.
+// CreateTag points a new tag at version v; an existing tag is a conflict,
+// and so is a version deleted meanwhile (tagguard.go).
 func (t *Table) CreateTag(ctx context.Context, tag string, v uint64) error {
 	if err := ValidateTag(tag); err != nil {
 		return err
 	}
-	tg, err := t.tagOf(ctx, v)
+	tg, vf, err := t.tagOf(ctx, v)
 	if err != nil {
 		return err
 	}
@@ -138,20 +140,38 @@ func (t *Table) CreateTag(ctx context.Context, tag string, v uint64) error {
 	if errors.Is(err, ErrExists) {
 		return Errorf(CodeTableTagAlreadyExists, "table %s already has a tag %q", JoinID(t.id), tag)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return t.confirmTag(ctx, tag, vf, func(ctx context.Context) error {
+		return ignoreMissing(t.c.wh.Delete(ctx, t.tagKey(tag)))
+	})
 }
 
-// UpdateTag points an existing tag at version v.
+// UpdateTag points an existing tag at version v; a version deleted
+// meanwhile is a conflict and leaves the tag as it was.
 func (t *Table) UpdateTag(ctx context.Context, tag string, v uint64) error {
 	if _, err := t.TagVersion(ctx, tag); err != nil {
 		return err
 	}
-	tg, err := t.tagOf(ctx, v)
+	old, err := t.c.wh.Read(ctx, t.tagKey(tag))
+	if errors.Is(err, os.ErrNotExist) {
+		return Errorf(CodeTableTagNotFound, "table %s has no tag %q", JoinID(t.id), tag)
+	}
+	if err != nil {
+		return err
+	}
+	tg, vf, err := t.tagOf(ctx, v)
 	if err != nil {
 		return err
 	}
 	b, _ := json.Marshal(tg)
-	return t.c.wh.Write(ctx, t.tagKey(tag), b)
+	if err := t.c.wh.Write(ctx, t.tagKey(tag), b); err != nil {
+		return err
+	}
+	return t.confirmTag(ctx, tag, vf, func(ctx context.Context) error {
+		return t.c.wh.Write(ctx, t.tagKey(tag), old)
+	})
 }
 
 // DeleteTag removes a tag (not its version).
@@ -178,6 +198,16 @@ func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int6
 	doomed, err := t.planDelete(ctx, ranges)
 	if err != nil {
 		return 0, err
+	}
+	// Announced first, so a tag written meanwhile gives way or stops it
+	// (tagguard.go).
+	done, deadline, err := t.announceDelete(ctx, doomed)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	if time.Now().After(deadline) {
+		return 0, Errorf(CodeServiceUnavailable, "deleting versions of %s: not started before its deadline (%s); nothing deleted", JoinID(t.id), t.c.opts.TxnTimeout)
 	}
 	var n int64
 	for _, vf := range doomed {

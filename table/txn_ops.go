@@ -133,7 +133,8 @@ func (c *Catalog) writeOp(ctx context.Context, id string, op *stagedOp) error {
 				return err
 			}
 		}
-		return nil
+		// A tag written since the plan stops the batch (tagguard.go).
+		return t.recheckTags(ctx, e.Deleted)
 	case opDeregister:
 		return c.wh.PutIfNotExists(ctx, t.key+versionsDir+e.Manifest+"."+id+txnDeregisterExt, []byte(id))
 	}
