@@ -73,7 +73,7 @@ func (e *Engine) freshnessOf(ctx context.Context, v *View, now time.Time) (*Fres
 	if w := v.Watermark; w != nil {
 		s.RefreshedVersion = w.SourceVersion
 	}
-	src, err := e.cat.OpenTable(ctx, v.Def.Source)
+	src, err := e.source(ctx, v) // by identity: a renamed source is followed
 	switch {
 	case table.ErrorCode(err) == table.CodeTableNotFound:
 		f.Problem = sourceGone(v.ID, v.Def.Source).Error()

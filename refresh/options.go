@@ -72,7 +72,7 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 	if err := e.checkColumns(v.Columns, v.Schema, opts.Manifest); err != nil {
 		return err
 	}
-	src, err := e.cat.OpenTable(ctx, v.Def.Source)
+	src, err := e.source(ctx, v) // by identity: a renamed source is followed
 	if table.ErrorCode(err) == table.CodeTableNotFound {
 		return sourceGone(id, v.Def.Source)
 	}
