@@ -11,7 +11,10 @@
 // mirrored with the same deletes keeps its fragment, so everything that
 // diffs fragments (incremental view refresh above all) sees added data
 // files as added fragments and removed ones as removed fragments; a data
-// file whose deletes changed is read again into a new fragment. Rows are
+// file whose deletes changed is read again into a new fragment whose rows
+// keep their ids (table.RowIDsProperty: the origin fragment and the
+// deleted positions), so views keep the rows of its surviving rows and
+// remove only the deleted ones. Rows are
 // copied, not referenced in place: the table reads only its own folder,
 // and it keeps working after the engine expires the snapshot's files.
 //
@@ -218,7 +221,7 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 				have[f.key()] = true
 			}
 		}
-		written := map[string]*table.Fragment{}
+		written := map[string]*written{}
 		for _, pf := range snap.files {
 			k := pf.ref.key()
 			if have[k] {
