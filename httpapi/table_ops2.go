@@ -109,12 +109,17 @@ func (s *Server) registerTable(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"location": t.Location(), "properties": gin.H{}})
 }
 
+// deregisterTable deregisters a table; views reading it make it a 409
+// listing them, as for drop, unless cascade (dropRequest) drops them.
 func (s *Server) deregisterTable(c *gin.Context) {
-	var req struct {
-		ID []string `json:"id"`
-	}
+	var req dropRequest
 	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
 	if !ok {
+		return
+	}
+	cascade, err := req.cascade()
+	if err != nil {
+		fail(c, err)
 		return
 	}
 	if t, err := s.cat.OpenTable(c, id); err == nil {
@@ -122,6 +127,19 @@ func (s *Server) deregisterTable(c *gin.Context) {
 			fail(c, badInput("%s is a materialized view: deregister is not allowed (its jobs know it by name); drop it instead", table.JoinID(id)))
 			return
 		}
+	}
+	views, direct, err := s.viewsToDrop(c, id)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if len(direct) > 0 && !cascade {
+		fail(c, table.Errorf(table.CodeInvalidTableState, "table %s has views that read it: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), joinIDs(direct)))
+		return
+	}
+	if err := s.dropDependents(c, views); err != nil {
+		fail(c, err)
+		return
 	}
 	loc, err := s.cat.DeregisterTable(c, id)
 	if err != nil {

@@ -34,11 +34,12 @@ type State struct {
 }
 
 // FileRef is one Iceberg data file and the fragment holding its rows with
-// the snapshot's delete files applied. A fragment's rows are in the data
-// file's row order, so __source_row_id (fragment id << 32 | offset) is
-// stable per (data file, row position) while no delete touches the file;
-// a file whose deletes change is read again into a new fragment (its
-// rows are removed and added again downstream).
+// the snapshot's delete files applied, in the data file's row order. A
+// file whose deletes change is read again into a new fragment, but its
+// rows keep their ids: Origin is the fragment the file was first read
+// into and Deleted the positions its delete files remove, so the row at
+// position p has the id Origin << 32 | p however many deletes came since
+// (table.RowIDsProperty, which views read for __source_row_id).
 type FileRef struct {
 	Path string `json:"path"`
 	// Deletes are the delete files (position, equality, deletion vectors)
@@ -47,6 +48,13 @@ type FileRef struct {
 	// Fragment holds the rows; nil when every row is deleted.
 	Fragment *uint32 `json:"fragment,omitempty"`
 	Rows     int64   `json:"rows"`
+	// Origin is the id the file's rows are numbered under; nil in states
+	// written before row ids were kept (then a file read again is a new
+	// origin).
+	Origin *uint32 `json:"origin,omitempty"`
+	// Deleted are the positions of the data file not in Fragment, as
+	// sorted [lo, hi) pairs.
+	Deleted []uint32 `json:"deleted,omitempty"`
 }
 
 func (f FileRef) key() string { return f.Path + "\x00" + strings.Join(f.Deletes, "\x00") }
@@ -174,22 +182,70 @@ func readErr(field, loc string, err error) error {
 	return table.Errorf(table.CodeInvalidInput, "%s: cannot read the Iceberg table at %s: %v", field, loc, err)
 }
 
+// written is a data file materialized for a commit: its fragment (nil
+// when no row is left) and, when known, the positions its deletes
+// removed (positioned false: they could not be told, and the file's rows
+// are numbered afresh).
+type written struct {
+	frag       *table.Fragment
+	deleted    []uint32
+	positioned bool
+}
+
 // materialize writes the rows of one data file, its deletes applied, as a
-// data file of t (nil when no row is left).
-func (s *snapshot) materialize(ctx context.Context, t *table.Table, pf plannedFile) (*table.Fragment, error) {
-	_, seq, err := s.scan.ReadTasks(ctx, pf.tasks)
+// data file of t, and finds the positions the deletes removed.
+func (s *snapshot) materialize(ctx context.Context, t *table.Table, pf plannedFile) (*written, error) {
+	recs, err := s.read(ctx, pf.ref.Path, pf.tasks)
+	defer release(recs)
 	if err != nil {
-		return nil, readErr("data file", pf.ref.Path, err)
+		return nil, err
+	}
+	w := &written{positioned: true}
+	if len(pf.ref.Deletes) > 0 {
+		all, err := s.read(ctx, pf.ref.Path, withoutDeletes(pf.tasks))
+		defer release(all)
+		if err != nil {
+			return nil, err
+		}
+		w.deleted, w.positioned = deletedPositions(all, recs)
+	}
+	if len(recs) == 0 {
+		return w, nil
+	}
+	f, err := t.WriteFile(ctx, s.schema, recs)
+	if err != nil {
+		return nil, err
+	}
+	w.frag = &f
+	return w, nil
+}
+
+func release(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
+}
+
+// withoutDeletes are tasks reading the same rows with no delete applied.
+func withoutDeletes(tasks []icetable.FileScanTask) []icetable.FileScanTask {
+	out := slices.Clone(tasks)
+	for i := range out {
+		out[i].DeleteFiles, out[i].EqualityDeleteFiles, out[i].DeletionVectorFiles = nil, nil, nil
+	}
+	return out
+}
+
+// read reads tasks of the data file at path as records of the
+// snapshot's schema, skipping empty ones.
+func (s *snapshot) read(ctx context.Context, path string, tasks []icetable.FileScanTask) ([]arrow.RecordBatch, error) {
+	_, seq, err := s.scan.ReadTasks(ctx, tasks)
+	if err != nil {
+		return nil, readErr("data file", path, err)
 	}
 	var recs []arrow.RecordBatch
-	defer func() {
-		for _, r := range recs {
-			r.Release()
-		}
-	}()
 	for rec, err := range seq {
 		if err != nil {
-			return nil, readErr("data file", pf.ref.Path, err)
+			return recs, readErr("data file", path, err)
 		}
 		if rec.NumRows() == 0 {
 			rec.Release()
@@ -200,12 +256,12 @@ func (s *snapshot) materialize(ctx context.Context, t *table.Table, pf plannedFi
 			// and other metadata the table's does not.
 			if len(rec.Columns()) != s.schema.NumFields() {
 				rec.Release()
-				return nil, table.Errorf(table.CodeSchemaValidation, "data file %s: read %d columns, the schema has %d", pf.ref.Path, len(rec.Columns()), s.schema.NumFields())
+				return recs, table.Errorf(table.CodeSchemaValidation, "data file %s: read %d columns, the schema has %d", path, len(rec.Columns()), s.schema.NumFields())
 			}
 			for i, f := range s.schema.Fields() {
 				if !arrow.TypeEqual(f.Type, rec.Column(i).DataType()) {
 					rec.Release()
-					return nil, table.Errorf(table.CodeSchemaValidation, "data file %s: column %s reads as %s, the schema says %s", pf.ref.Path, f.Name, rec.Column(i).DataType(), f.Type)
+					return recs, table.Errorf(table.CodeSchemaValidation, "data file %s: column %s reads as %s, the schema says %s", path, f.Name, rec.Column(i).DataType(), f.Type)
 				}
 			}
 			nr := array.NewRecordBatch(s.schema, rec.Columns(), rec.NumRows())
@@ -214,14 +270,7 @@ func (s *snapshot) materialize(ctx context.Context, t *table.Table, pf plannedFi
 		}
 		recs = append(recs, rec)
 	}
-	if len(recs) == 0 {
-		return nil, nil
-	}
-	f, err := t.WriteFile(ctx, s.schema, recs)
-	if err != nil {
-		return nil, err
-	}
-	return &f, nil
+	return recs, nil
 }
 
 // mirrorOp is the commit of one admitted CREATE/UPDATE: the fragments of
@@ -229,7 +278,7 @@ func (s *snapshot) materialize(ctx context.Context, t *table.Table, pf plannedFi
 // same deletes, else from written (files materialized for this commit,
 // by key). It fails with errStale when base needs a file written holds
 // not (a concurrent commit changed the table under the plan).
-func mirrorOp(p Payload, uuid string, snap *snapshot, written map[string]*table.Fragment, enc string) (table.Op, *opStats) {
+func mirrorOp(p Payload, uuid string, snap *snapshot, written map[string]*written, enc string) (table.Op, *opStats) {
 	st := &opStats{}
 	return func(base *table.Manifest) (*table.Manifest, error) {
 		*st = opStats{}
@@ -247,8 +296,12 @@ func mirrorOp(p Payload, uuid string, snap *snapshot, written map[string]*table.
 			}
 		}
 		oldPaths := map[string]bool{}
+		oldRefs := map[string]FileRef{}
 		for _, f := range old.Files {
 			oldPaths[f.Path] = true
+			if base.Schema == enc {
+				oldRefs[f.Path] = f
+			}
 		}
 		byID := map[uint32]table.Fragment{}
 		for _, f := range base.Fragments {
@@ -280,14 +333,24 @@ func mirrorOp(p Payload, uuid string, snap *snapshot, written map[string]*table.
 			} else {
 				st.added++
 			}
-			if w != nil {
-				f := *w
+			if w.frag != nil {
+				f := *w.frag
 				f.ID = base.NextFragmentID
 				base.NextFragmentID++
 				id := f.ID
 				ref.Fragment = &id
 				ref.Rows = f.Rows
 				frags = append(frags, f)
+				// The file's rows keep the ids they had when its
+				// positions are known now and were before.
+				origin := id
+				if o, ok := oldRefs[ref.Path]; ok && o.Origin != nil && w.positioned {
+					origin = *o.Origin
+				}
+				ref.Origin = &origin
+				if w.positioned {
+					ref.Deleted = w.deleted
+				}
 			}
 			next.Files = append(next.Files, ref)
 		}
@@ -307,9 +370,31 @@ func mirrorOp(p Payload, uuid string, snap *snapshot, written map[string]*table.
 			base.Properties = map[string]json.RawMessage{}
 		}
 		base.Properties[table.ExternalProperty] = raw
+		if ids := rowIDs(next.Files); len(ids.Fragments) > 0 {
+			raw, err := json.Marshal(ids)
+			if err != nil {
+				return nil, err
+			}
+			base.Properties[table.RowIDsProperty] = raw
+		} else {
+			delete(base.Properties, table.RowIDsProperty)
+		}
 		base.Metadata = st.metadata(p, snap)
 		return base, nil
 	}, st
+}
+
+// rowIDs lists the files whose fragment's rows are not numbered by their
+// offset in it: read again after deletes, or read first with deletes.
+func rowIDs(files []FileRef) table.RowIDs {
+	out := table.RowIDs{Fragments: []table.FragmentRowIDs{}}
+	for _, f := range files {
+		if f.Fragment == nil || f.Origin == nil || (*f.Origin == *f.Fragment && len(f.Deleted) == 0) {
+			continue
+		}
+		out.Fragments = append(out.Fragments, table.FragmentRowIDs{Fragment: *f.Fragment, Origin: *f.Origin, Deleted: f.Deleted})
+	}
+	return out
 }
 
 type opStats struct{ added, removed, recomputed int }

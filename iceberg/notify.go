@@ -11,7 +11,11 @@
 // mirrored with the same deletes keeps its fragment, so everything that
 // diffs fragments (incremental view refresh above all) sees added data
 // files as added fragments and removed ones as removed fragments; a data
-// file whose deletes changed is read again into a new fragment. Rows are
+// file whose deletes changed is read again into a new fragment whose rows
+// keep their ids (table.RowIDsProperty: the origin fragment and the
+// deleted positions), so views keep the rows of its surviving rows and
+// remove only the deleted ones. A notification of the snapshot mirrored
+// already commits nothing (admitted.go). Rows are
 // copied, not referenced in place: the table reads only its own folder,
 // and it keeps working after the engine expires the snapshot's files.
 //
@@ -195,8 +199,13 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 			if err := r.checkTombstone(ctx, id, p); err != nil {
 				return err
 			}
-		} else if err := admit(m, st, p, p.TableUUID); err != nil {
-			return err // early: nothing read
+		} else {
+			if st, err = r.withAdmitted(ctx, id, m, st); err != nil {
+				return err
+			}
+			if err := admit(m, st, p, p.TableUUID); err != nil {
+				return err // early: nothing read
+			}
 		}
 		snap, err := r.load(ctx, id, p.MetadataLocation, p.Metadata)
 		if err != nil {
@@ -209,6 +218,18 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 		if err != nil {
 			return err
 		}
+		if t != nil && unchanged(m, st, snap, enc) {
+			// The snapshot mirrored already: admit the timestamp, commit
+			// nothing (admitted.go).
+			moved, err := r.admitUnchanged(ctx, id, m, st, p)
+			if err != nil || !moved {
+				return err
+			}
+			if attempt < 100 { // each lost race is another notification admitted
+				continue
+			}
+			return table.Errorf(table.CodeConcurrentModification, "table %s kept changing while the notification was admitted; send it again", table.JoinID(id))
+		}
 		handle := r.cat.Handle(id)
 		// Materialize the data files the latest version does not hold
 		// with the same deletes and schema.
@@ -218,7 +239,7 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 				have[f.key()] = true
 			}
 		}
-		written := map[string]*table.Fragment{}
+		written := map[string]*written{}
 		for _, pf := range snap.files {
 			k := pf.ref.key()
 			if have[k] {
@@ -244,7 +265,20 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 			return err
 		}
 		op, _ := mirrorOp(p, p.TableUUID, snap, written, enc)
-		_, err = t.CommitExternal(ctx, op)
+		_, err = t.CommitExternal(ctx, func(base *table.Manifest) (*table.Manifest, error) {
+			// Timestamps admitted without a version count too.
+			old, _, err := stateOf(base)
+			if err != nil {
+				return nil, err
+			}
+			if old, err = r.withAdmitted(ctx, id, base, old); err != nil {
+				return nil, err
+			}
+			if err := admit(base, old, p, p.TableUUID); err != nil {
+				return nil, err
+			}
+			return op(base)
+		})
 		if errors.Is(err, errStale) && attempt < 5 {
 			continue
 		}
@@ -288,6 +322,9 @@ func (r *Registrar) drop(ctx context.Context, id []string, p Payload) error {
 	}
 	if t == nil {
 		return table.Errorf(table.CodeTableNotFound, "table %s is not registered", table.JoinID(id))
+	}
+	if st, err = r.withAdmitted(ctx, id, m, st); err != nil {
+		return err
 	}
 	if err := admit(m, st, p, p.TableUUID); err != nil {
 		return err

@@ -27,11 +27,12 @@ const (
 // classify decides, from the lineage alone, what removing the rows of
 // source fragments removed does to each fragment of view version v. A
 // fragment without lineage is filtered (read to find out).
-func classify(v *View, removed IDSet) []oldAction {
+func classify(v *View, rm removal) []oldAction {
 	acts := make([]oldAction, len(v.Manifest.Fragments))
-	if len(removed) == 0 {
+	if rm.empty() {
 		return acts
 	}
+	removed := rm.frags
 	var known IDSet
 	lineage := map[uint32]Lineage{}
 	if wm := v.Watermark; wm != nil {
@@ -47,10 +48,12 @@ func classify(v *View, removed IDSet) []oldAction {
 			continue
 		}
 		switch r := removed.CountIn(l.Lo, l.Hi); {
+		case r >= known.CountIn(l.Lo, l.Hi) && r > 0:
+			acts[i] = dropOld
+		case rm.touches(l.Lo, l.Hi):
+			acts[i] = filterOld
 		case r == 0:
 			acts[i] = keepOld
-		case r >= known.CountIn(l.Lo, l.Hi):
-			acts[i] = dropOld
 		default:
 			acts[i] = filterOld
 		}
@@ -61,7 +64,7 @@ func classify(v *View, removed IDSet) []oldAction {
 // keptRows counts the rows of view v not derived from removed source
 // fragments, reading only the __source_row_id column of the view
 // fragments that mix kept and removed rows.
-func (e *Engine) keptRows(ctx context.Context, v *View, removed IDSet) (int64, error) {
+func (e *Engine) keptRows(ctx context.Context, v *View, removed removal) (int64, error) {
 	var n int64
 	for i, act := range classify(v, removed) {
 		f := v.Manifest.Fragments[i]
@@ -75,7 +78,7 @@ func (e *Engine) keptRows(ctx context.Context, v *View, removed IDSet) (int64, e
 			}
 			for _, r := range recs {
 				for _, addr := range r.Column(0).(*array.Uint64).Uint64Values() {
-					if !removed.Has(uint32(addr >> 32)) {
+					if !removed.has(addr) {
 						n++
 					}
 				}
@@ -295,7 +298,7 @@ func (b *build) keepOld(ctx context.Context) error {
 		b.res.RowsRemoved = b.v.Manifest.NumRows()
 		return nil
 	}
-	removed := NewIDSet(b.plan.RemovedSourceFragments)
+	removed := newRemoval(b.plan.RemovedSourceFragments, b.plan.RemovedSourceRows)
 	lineage := map[uint32]Lineage{}
 	if wm := b.v.Watermark; wm != nil {
 		for _, l := range wm.Lineage {
@@ -345,7 +348,7 @@ func (b *build) keepOld(ctx context.Context) error {
 
 // filterRemoved keeps the rows of recs not derived from removed source
 // fragments. It releases recs.
-func (e *Engine) filterRemoved(ctx context.Context, recs []arrow.RecordBatch, removed IDSet) ([]arrow.RecordBatch, error) {
+func (e *Engine) filterRemoved(ctx context.Context, recs []arrow.RecordBatch, removed removal) ([]arrow.RecordBatch, error) {
 	defer func() {
 		for _, r := range recs {
 			r.Release()
@@ -356,7 +359,7 @@ func (e *Engine) filterRemoved(ctx context.Context, recs []arrow.RecordBatch, re
 	for _, r := range recs {
 		mb := array.NewBooleanBuilder(e.mem)
 		for _, addr := range r.Column(0).(*array.Uint64).Uint64Values() {
-			mb.Append(!removed.Has(uint32(addr >> 32)))
+			mb.Append(!removed.has(addr))
 		}
 		mask := mb.NewArray()
 		mb.Release()
@@ -549,11 +552,7 @@ func (b *build) watermark(ctx context.Context, src *sourceVersion) *Watermark {
 	}
 	wm.SourceBranch, wm.SourceBranchID = b.plan.Options.SrcBranch, b.plan.SourceBranchID
 	if b.rowwise() {
-		ids := make([]uint32, 0, len(src.m.Fragments))
-		for _, f := range src.m.Fragments {
-			ids = append(ids, f.ID)
-		}
-		wm.Fragments = NewIDSet(ids)
+		wm.Fragments = src.rid.origins(src.m.Fragments)
 		if wm.OutputLimit != nil {
 			wm.LimitCut = b.cut
 		}

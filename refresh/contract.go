@@ -82,7 +82,11 @@ type Plan struct {
 	// RemovedSourceFragments are source fragments gone since the last
 	// refresh; the view rows derived from them are removed at commit.
 	RemovedSourceFragments []uint32 `json:"removed_source_fragments,omitempty"`
-	Options                Options  `json:"options"`
+	// RemovedSourceRows are rows of source fragments that stay (rowids.go:
+	// a data file of an external table that deletes touched); the view
+	// rows derived from them are removed at commit.
+	RemovedSourceRows []RemovedRows `json:"removed_source_rows,omitempty"`
+	Options           Options       `json:"options"`
 	// Reason says why the mode is full (empty otherwise).
 	Reason string `json:"reason,omitempty"`
 	// ViewUUID and SourceUUID are the identities (table.Table.Identity)

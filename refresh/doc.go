@@ -14,7 +14,9 @@
 //   - query: SELECT <expressions> FROM <source> [WHERE ...]. Each view row
 //     is one source row, so the query may not aggregate, join, sort, limit,
 //     window or unnest. Output: __source_row_id (the source row address,
-//     fragment << 32 | offset), then the selected columns.
+//     fragment << 32 | offset; of an external table's rows read again
+//     after deletes, the id they had before: rowids.go), then the
+//     selected columns.
 //   - chunker: the same query, then every row's input_column is cut by a
 //     built-in chunker (package chunker) into 0..N rows: __source_row_id,
 //     __chunk_index, the other selected columns, and the chunk.

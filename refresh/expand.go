@@ -119,6 +119,7 @@ type sourceVersion struct {
 	t     *table.Table
 	m     *table.Manifest
 	byID  map[uint32]table.Fragment
+	rid   rowIDs        // the ids of the rows of m's fragments (rowids.go)
 	input *arrow.Schema // row-wise kinds: the projected columns plus _rowaddr
 	cols  []int         // the projected columns' indices
 }
@@ -155,7 +156,11 @@ func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVe
 			return nil, sourceReplaced(plan.View, v.Def.Source)
 		}
 	}
-	s := &sourceVersion{t: t, m: m, byID: make(map[uint32]table.Fragment, len(m.Fragments))}
+	rid, err := rowIDsOf(m)
+	if err != nil {
+		return nil, stateErr(err)
+	}
+	s := &sourceVersion{t: t, m: m, rid: rid, byID: make(map[uint32]table.Fragment, len(m.Fragments))}
 	for _, f := range m.Fragments {
 		s.byID[f.ID] = f
 	}
@@ -371,7 +376,7 @@ func (e *Engine) readItem(ctx context.Context, src *sourceVersion, item WorkItem
 		}
 		off := uint64(rg.Start)
 		for i, r := range recs {
-			rec, err := e.addRowAddr(ctx, r, src.input, f.ID, off)
+			rec, err := e.addRowAddr(ctx, r, src.input, src.rid, f.ID, off)
 			if err != nil {
 				for _, rest := range recs[i:] {
 					rest.Release()
@@ -387,15 +392,15 @@ func (e *Engine) readItem(ctx context.Context, src *sourceVersion, item WorkItem
 }
 
 // addRowAddr returns rec conformed to schema's leading fields with the
-// row addresses (frag << 32 | off+i) as the last column.
-func (e *Engine) addRowAddr(ctx context.Context, rec arrow.RecordBatch, schema *arrow.Schema, frag uint32, off uint64) (arrow.RecordBatch, error) {
+// row ids (frag << 32 | off+i, unless rid maps frag) as the last column.
+func (e *Engine) addRowAddr(ctx context.Context, rec arrow.RecordBatch, schema *arrow.Schema, rid rowIDs, frag uint32, off uint64) (arrow.RecordBatch, error) {
 	data := arrow.NewSchema(schema.Fields()[:schema.NumFields()-1], nil)
 	c, err := table.Conform(ctx, rec, data, e.mem)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Release()
-	addr := table.RowAddrs(e.mem, frag, off, int(rec.NumRows()))
+	addr := rid.addrs(e.mem, frag, off, int(rec.NumRows()))
 	defer addr.Release()
 	return array.NewRecordBatch(schema, append(slices.Clone(c.Columns()), addr), rec.NumRows()), nil
 }

@@ -103,6 +103,10 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	}
 	frags := slices.Clone(sm.Fragments)
 	slices.SortFunc(frags, func(a, b table.Fragment) int { return int(int64(a.ID) - int64(b.ID)) })
+	rid, err := rowIDsOf(sm)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
+	}
 
 	wm := v.Watermark
 	if !traitsOf(v.Def.Kind).Incremental {
@@ -128,13 +132,13 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		return p, nil
 	}
 
-	ids := make([]uint32, len(frags))
-	for i, f := range frags {
-		ids[i] = f.ID
-	}
-	target := NewIDSet(ids)
+	// Row-wise views see each source fragment as the origin its rows are
+	// numbered under (rowids.go), and read them in that order.
+	slices.SortStableFunc(frags, func(a, b table.Fragment) int { return int(int64(rid.origin(a.ID)) - int64(rid.origin(b.ID))) })
+	target := rid.origins(frags)
 	p.Mode, p.Reason = ModeIncremental, ""
 	var gone, added IDSet
+	var changed []RemovedRows
 	switch {
 	case wm == nil:
 		p.Mode, p.Reason = ModeFull, "first refresh"
@@ -147,10 +151,15 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	default:
 		gone, added = wm.Fragments.Minus(target), target.Minus(wm.Fragments)
 		kept := wm.Fragments.Minus(gone)
+		if changed, err = changedOrigins(ctx, src, wm.SourceVersion, sm, rid); err != nil {
+			return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
+		}
 		switch {
-		case len(gone) == 0 && len(added) == 0:
+		case len(gone) == 0 && len(added) == 0 && len(changed) == 0:
 			p.Mode = ModeNoOp
 			return p, nil
+		case wm.LimitCut != nil && len(changed) > 0:
+			p.Mode, p.Reason = ModeFull, "rows were removed from a view trimmed by output_limit"
 		case wm.LimitCut != nil && len(gone) > 0 && gone[0] <= *wm.LimitCut:
 			// Rows output_limit left out would move up into the view.
 			p.Mode, p.Reason = ModeFull, "rows were removed from a view trimmed by output_limit"
@@ -166,12 +175,13 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	if p.Mode == ModeIncremental {
 		expand = expand[:0:0]
 		for _, f := range frags {
-			if added.Has(f.ID) {
+			if added.Has(rid.origin(f.ID)) {
 				expand = append(expand, f)
 			}
 		}
 		p.RemovedSourceFragments = []uint32(gone)
-		if existing, err = e.keptRows(ctx, v, gone); err != nil {
+		p.RemovedSourceRows = changed
+		if existing, err = e.keptRows(ctx, v, newRemoval(gone, changed)); err != nil {
 			return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
 		}
 	}

@@ -229,10 +229,32 @@ func TestIcebergSourceEndToEnd(t *testing.T) {
 		t.Fatal("no job with cause notification")
 	}
 
-	// DROP unregisters; the view's next refresh names the table.
+	// DROP unregisters, though views read the table: the engine that
+	// sent it dropped the table already. The views stay, their status and
+	// describe say the source is gone, and their next refresh names it.
 	e.notify("lake", "docs", lake.Notification("DROP", 5000))
 	if st := e.post("/v1/table/lake$docs/describe", map[string]any{}, &desc); st != 404 {
 		t.Fatalf("describe after DROP: %d", st)
+	}
+	var status map[string]any
+	if code := e.getJSON("/v1/materialized_view/lake$chunks/status", &status); code != 200 {
+		t.Fatalf("status after DROP: %d %v", code, status)
+	}
+	if src := status["sources"].([]any)[0].(map[string]any); src["exists"] != false || !strings.Contains(fmt.Sprint(status["problem"]), "lake$docs is gone") {
+		t.Fatalf("status of a view whose Iceberg source was dropped: %v", status)
+	}
+	desc = nil
+	if code := e.post("/v1/table/lake$chunks/describe", map[string]any{}, &desc); code != 200 {
+		t.Fatalf("describe of the view after DROP: %d %v", code, desc)
+	}
+	if mv, _ := desc["materialized_view"].(map[string]any); mv == nil || !strings.Contains(fmt.Sprint(mv["problem"]), "lake$docs is gone") {
+		t.Fatalf("describe of a view whose Iceberg source was dropped: %v", desc["materialized_view"])
+	}
+	// A view created under the dropped table's name over a view that
+	// reads it: a cycle.
+	if code := e.post("/v1/materialized_view/lake$docs/create", map[string]any{"kind": "query", "source_query": `SELECT id FROM "lake$copy"`,
+		"output_schema": "", "with_no_data": true}, &r); code != 400 || !strings.Contains(fmt.Sprint(r["detail"]), "cycle") {
+		t.Fatalf("a cycle: %d %v", code, r)
 	}
 	var fr map[string]any
 	if st := e.post("/v1/materialized_view/lake$chunks/refresh", map[string]any{}, &fr); st != 409 || !strings.Contains(fmt.Sprint(fr["detail"]), "lake$docs") {

@@ -1,0 +1,143 @@
+package refresh
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Row ids of a source row. A source row's __source_row_id is its address
+// (fragment << 32 | offset), except in an external table whose manifest
+// maps fragments to other ids (table.RowIDsProperty): a data file another
+// engine deleted rows of is copied again, without them, into a new
+// fragment whose rows keep the ids they had (origin << 32 | position in
+// the data file). For the row-wise diff such a fragment is its origin:
+// the watermark's fragments are origins, the view rows of its surviving
+// rows stay, and the rows of the positions deleted since are removed
+// (Plan.RemovedSourceRows), so __source_row_id is stable per (data file,
+// row position).
+
+// rowIDs maps a source version's fragments to the ids of their rows; a
+// fragment it does not list numbers its rows by their offset.
+type rowIDs map[uint32]table.FragmentRowIDs
+
+func rowIDsOf(m *table.Manifest) (rowIDs, error) {
+	r, err := table.RowIDsOf(m)
+	return rowIDs(r), err
+}
+
+// origin is the fragment id the rows of fragment id are numbered under.
+func (r rowIDs) origin(id uint32) uint32 {
+	if f, ok := r[id]; ok {
+		return f.Origin
+	}
+	return id
+}
+
+// origins are the origins of frags, a set.
+func (r rowIDs) origins(frags []table.Fragment) IDSet {
+	ids := make([]uint32, len(frags))
+	for i, f := range frags {
+		ids[i] = r.origin(f.ID)
+	}
+	return NewIDSet(ids)
+}
+
+// addrs are the row ids of n rows of fragment frag from offset off.
+func (r rowIDs) addrs(mem memory.Allocator, frag uint32, off uint64, n int) arrow.Array {
+	f, ok := r[frag]
+	if !ok {
+		return table.RowAddrs(mem, frag, off, n)
+	}
+	b := array.NewUint64Builder(mem)
+	defer b.Release()
+	b.Reserve(n)
+	for i := 0; i < n; i++ {
+		b.UnsafeAppend(table.RowAddress(f.Origin, 0) | f.Position(off+uint64(i)))
+	}
+	return b.NewArray()
+}
+
+// RemovedRows are the rows of one source origin removed since the last
+// refresh while the origin stays: the positions Deleted (sorted [lo, hi)
+// pairs; rows already removed before may be among them).
+type RemovedRows struct {
+	Origin  uint32   `json:"origin"`
+	Deleted []uint32 `json:"deleted"`
+}
+
+// removal is what a refresh removes from the view: the rows of whole
+// source origins, and single rows of others.
+type removal struct {
+	frags IDSet
+	rows  map[uint32]table.FragmentRowIDs
+}
+
+func newRemoval(frags []uint32, rows []RemovedRows) removal {
+	r := removal{frags: NewIDSet(frags)}
+	for _, x := range rows {
+		if r.rows == nil {
+			r.rows = map[uint32]table.FragmentRowIDs{}
+		}
+		r.rows[x.Origin] = table.FragmentRowIDs{Origin: x.Origin, Deleted: x.Deleted}
+	}
+	return r
+}
+
+func (r removal) empty() bool { return len(r.frags) == 0 && len(r.rows) == 0 }
+
+// has reports whether the view row of source row id addr is removed.
+func (r removal) has(addr uint64) bool {
+	frag, off := table.SplitRowAddress(addr)
+	if r.frags.Has(frag) {
+		return true
+	}
+	f, ok := r.rows[frag]
+	return ok && f.IsDeleted(uint32(off))
+}
+
+// touches reports whether a source origin in [lo, hi] loses single rows.
+func (r removal) touches(lo, hi uint32) bool {
+	for o := range r.rows {
+		if lo <= o && o <= hi {
+			return true
+		}
+	}
+	return false
+}
+
+// changedOrigins are the origins both versions hold in different
+// fragments (deletes applied since), with the rows deleted now.
+func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, cur *table.Manifest, curIDs rowIDs) ([]RemovedRows, error) {
+	if len(curIDs) == 0 {
+		return nil, nil
+	}
+	prev, err := src.Load(ctx, prevVersion)
+	if err != nil {
+		return nil, fmt.Errorf("source version %d last refreshed from: %w", prevVersion, err)
+	}
+	prevIDs, err := rowIDsOf(prev)
+	if err != nil {
+		return nil, err
+	}
+	held := map[uint32]uint32{} // origin -> fragment, in prev
+	for _, f := range prev.Fragments {
+		held[prevIDs.origin(f.ID)] = f.ID
+	}
+	var out []RemovedRows
+	for _, f := range cur.Fragments {
+		ids, ok := curIDs[f.ID]
+		if !ok {
+			continue
+		}
+		if was, ok := held[ids.Origin]; ok && was != f.ID {
+			out = append(out, RemovedRows{Origin: ids.Origin, Deleted: ids.Deleted})
+		}
+	}
+	return out, nil
+}
