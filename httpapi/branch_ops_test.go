@@ -352,7 +352,7 @@ func TestBranchBatch(t *testing.T) {
 	ea3 := stageOnLine(t, c.dir, "docs", "a", "dev", "a3")
 	st, m = sc.j("/v1/table/batch-commit", map[string]any{"operations": []any{
 		map[string]any{"create_table_version": ea3},
-		map[string]any{"delete_table_versions": map[string]any{"id": []string{"docs", "b"}, "branch": "dev", "ranges": []any{map[string]any{"start_version": 2, "end_version": 2}}}},
+		map[string]any{"delete_table_versions": map[string]any{"id": []string{"docs", "b"}, "branch": "dev", "ranges": []any{map[string]any{"start_version": 2, "end_version": 3}}}},
 	}})
 	sc.expect("batch-commit on branches", st, m, 200)
 	if got := m["results"].([]any)[1].(map[string]any)["delete_table_versions"].(map[string]any)["deleted_count"]; got != 1.0 {

@@ -104,7 +104,7 @@ func TestBatchOnBranch(t *testing.T) {
 	}
 
 	// A deletion on the branch.
-	_, _, err = c.CommitBatch(ctx, "batch-commit", []BatchVersion{{Field: "operations[0]", ID: a.ID(), Kind: BatchDeleteVersions, Branch: "dev", Ranges: []VersionRange{{Start: 1, End: 1}}}})
+	_, _, err = c.CommitBatch(ctx, "batch-commit", []BatchVersion{{Field: "operations[0]", ID: a.ID(), Kind: BatchDeleteVersions, Branch: "dev", Ranges: []VersionRange{{Start: 1, End: 2}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
