@@ -7,11 +7,13 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/table"
 )
 
 // Virtual and computed columns (spec add_columns, backfill_column): the
 // engine adds them; a backfill is a job on the same orchestrator as a
-// refresh.
+// refresh. Both take the spec's branch: the columns are added to, and
+// filled on, that branch only.
 
 func (v *ViewRoutes) columnRoutes(r gin.IRouter, idem gin.HandlerFunc) {
 	r.POST("/table/:id/add_columns", idem, v.addColumns)
@@ -24,13 +26,17 @@ type addColumnsRequest struct {
 	NewColumns []refresh.AddColumnEntry `json:"new_columns"`
 }
 
-// checkBranch refuses a branch other than main: tables have one line of
-// versions.
-func checkBranch(b *string) error {
-	if b != nil && *b != "" && *b != "main" {
-		return badInput("branch: %q: tables here have only the main branch", *b)
+// columnsBranch is the branch a request names ("" for main); a bad name
+// is a 400 naming the field. The engine opens the branch (an unknown one
+// is a 404).
+func columnsBranch(b *string) (string, error) {
+	if b == nil || *b == "" || *b == table.MainBranch {
+		return "", nil
 	}
-	return nil
+	if err := table.ValidateBranch(*b); err != nil {
+		return "", err
+	}
+	return *b, nil
 }
 
 // addColumns adds the columns, then submits a backfill for each virtual
@@ -41,7 +47,8 @@ func (v *ViewRoutes) addColumns(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := checkBranch(req.Branch); err != nil {
+	branch, err := columnsBranch(req.Branch)
+	if err != nil {
 		fail(c, err)
 		return
 	}
@@ -61,7 +68,7 @@ func (v *ViewRoutes) addColumns(c *gin.Context) {
 			return
 		}
 	}
-	m, added, err := v.Engine.AddColumns(c, id, req.NewColumns)
+	m, added, err := v.Engine.AddColumnsOn(c, id, branch, req.NewColumns)
 	if err != nil {
 		fail(c, err)
 		return
@@ -72,7 +79,7 @@ func (v *ViewRoutes) addColumns(c *gin.Context) {
 		if !b.AutoBackfill {
 			continue
 		}
-		job, err := v.Jobs.Submit(c, id, refresh.Options{Backfill: &refresh.BackfillOptions{Column: b.Name}})
+		job, err := v.Jobs.Submit(c, id, refresh.Options{Backfill: &refresh.BackfillOptions{Column: b.Name, Branch: branch}})
 		if err != nil {
 			// The columns exist; say which backfill did not start.
 			resp["backfill_error"] = b.Name + ": " + err.Error()
@@ -107,9 +114,6 @@ type backfillRequest struct {
 
 func (r *backfillRequest) options() (refresh.Options, error) {
 	var o refresh.Options
-	if err := checkBranch(r.Branch); err != nil {
-		return o, err
-	}
 	switch {
 	case r.Column == nil || strings.TrimSpace(*r.Column) == "":
 		return o, badInput("column: required")
@@ -120,7 +124,11 @@ func (r *backfillRequest) options() (refresh.Options, error) {
 	case r.NumFrags != nil:
 		return o, badInput("num_frags: not supported; use where or task_size")
 	}
-	bf := &refresh.BackfillOptions{Column: *r.Column}
+	branch, err := columnsBranch(r.Branch)
+	if err != nil {
+		return o, err
+	}
+	bf := &refresh.BackfillOptions{Column: *r.Column, Branch: branch}
 	if r.Where != nil {
 		bf.Where = *r.Where
 	}

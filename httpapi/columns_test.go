@@ -35,7 +35,7 @@ func TestAddColumnsAndBackfillRoutes(t *testing.T) {
 		{"add_columns", `{"new_columns": [{"name": "x", "virtual_column": {"input_columns": ["body"], "outputs": [{"column": "x", "struct_field": "x", "data_type": {"type": "utf8"}, "nullable": true}], "image": "", "udf": "eyJydW50aW1lIjogIm5vcGUifQ==", "udf_name": "u", "udf_version": "1"}}]}`, "nope"},
 		{"add_columns", `{"new_columns": [{"name": "x", "computed": "1", "wat": 1}]}`, "wat"},
 		{"add_columns", `{}`, "new_columns"},
-		{"add_columns", `{"branch": "dev", "new_columns": []}`, "branch"},
+		{"add_columns", `{"branch": "a/b", "new_columns": []}`, "branch"},
 		{"backfill_column", `{}`, "column"},
 		{"backfill_column", `{"column": "body"}`, "not a virtual"},
 		{"backfill_column", `{"column": "n", "num_frags": 2}`, "num_frags"},

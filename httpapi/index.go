@@ -17,7 +17,10 @@ import (
 
 // Indexes: create_index, create_scalar_index, index/list,
 // index/{index_name}/stats, index/{index_name}/drop (package index), and
-// their use by query (nprobes, refine_factor, full_text_query).
+// their use by query (nprobes, refine_factor, full_text_query). Each line
+// of a table has its own indexes: the request's branch names the line
+// (drop: the body's field or the query parameter), and a query on a
+// branch uses that branch's.
 
 func (s *Server) indexRoutes(v1 gin.IRouter) {
 	t := v1.Group("/table/:id")
@@ -30,7 +33,7 @@ func (s *Server) indexRoutes(v1 gin.IRouter) {
 
 type createIndexRequest struct {
 	ID             []string `json:"id"`
-	Branch         string   `json:"branch"`
+	Branch         *string  `json:"branch"`
 	Column         string   `json:"column"`
 	IndexType      string   `json:"index_type"`
 	Name           *string  `json:"name"`
@@ -118,9 +121,6 @@ func (r createIndexRequest) spec(scalarOnly bool) (index.Spec, error) {
 	return sp, nil
 }
 
-// indexBranch refuses a branch other than main for the index operations.
-func indexBranch(b string) error { return checkBranch(&b) }
-
 // createIndex builds the index before answering (the spec allows an
 // asynchronous build; this server's is synchronous, so list and stats
 // show it complete at once). An existing index of the name is replaced.
@@ -128,11 +128,10 @@ func (s *Server) createIndex(scalarOnly bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req createIndexRequest
 		t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-		if !ok {
-			return
+		if ok {
+			t, ok = onBranch(c, t, req.Branch)
 		}
-		if err := indexBranch(req.Branch); err != nil {
-			fail(c, err)
+		if !ok {
 			return
 		}
 		sp, err := req.spec(scalarOnly)
@@ -151,7 +150,7 @@ func (s *Server) createIndex(scalarOnly bool) gin.HandlerFunc {
 type indexBody struct {
 	ID        []string `json:"id"`
 	Version   *int64   `json:"version"`
-	Branch    string   `json:"branch"`
+	Branch    *string  `json:"branch"`
 	IndexName *string  `json:"index_name"`
 	PageToken *string  `json:"page_token"`
 	Limit     *int64   `json:"limit"`
@@ -160,13 +159,13 @@ type indexBody struct {
 // indexTable opens the table and the manifest of the body's version.
 func (s *Server) indexTable(c *gin.Context, req *indexBody) (*table.Table, *table.Manifest, bool) {
 	t, ok := s.tableAndBody(c, req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return nil, nil, false
 	}
 	v, err := versionBody{Version: req.Version}.version()
-	if err == nil {
-		err = indexBranch(req.Branch)
-	}
 	if err != nil {
 		fail(c, err)
 		return nil, nil, false
@@ -271,18 +270,13 @@ func (s *Server) indexStats(c *gin.Context) {
 func (s *Server) dropIndex(c *gin.Context) {
 	var req struct {
 		ID     []string `json:"id"`
-		Branch string   `json:"branch"`
+		Branch *string  `json:"branch"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
-		return
-	}
-	branch := c.Query("branch")
-	if branch == "" {
-		branch = req.Branch
-	}
-	if err := indexBranch(branch); err != nil {
-		fail(c, err)
 		return
 	}
 	if err := index.Drop(c, t, c.Param("index_name")); err != nil {

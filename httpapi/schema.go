@@ -15,7 +15,8 @@ import (
 
 // Schema evolution (table/schema_evolve.go): alter_columns,
 // drop_columns, update_field_metadata, schema_metadata/update. Each
-// commits one new version that changes only the manifest.
+// commits one new version that changes only the manifest, on the line the
+// request's branch names (schema_metadata/update: the query parameter).
 
 func (s *Server) schemaRoutes(v1 gin.IRouter) {
 	t := v1.Group("/table/:id")
@@ -40,10 +41,13 @@ func (s *Server) alterColumns(c *gin.Context) {
 		Alterations *[]alterColumnsEntry `json:"alterations"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
+	}
 	if !ok {
 		return
 	}
-	alts, err := alterations(req.Branch, req.Alterations)
+	alts, err := alterations(req.Alterations)
 	if err != nil {
 		fail(c, err)
 		return
@@ -57,10 +61,7 @@ func (s *Server) alterColumns(c *gin.Context) {
 }
 
 // alterations checks the request's entries and converts them.
-func alterations(branch *string, entries *[]alterColumnsEntry) ([]table.Alteration, error) {
-	if err := checkBranch(branch); err != nil {
-		return nil, err
-	}
+func alterations(entries *[]alterColumnsEntry) ([]table.Alteration, error) {
 	if entries == nil {
 		return nil, badInput("alterations: required")
 	}
@@ -108,11 +109,10 @@ func (s *Server) dropColumns(c *gin.Context) {
 		Columns *[]string `json:"columns"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
 	}
-	if err := checkBranch(req.Branch); err != nil {
-		fail(c, err)
+	if !ok {
 		return
 	}
 	if req.Columns == nil {
@@ -138,11 +138,10 @@ func (s *Server) updateFieldMetadata(c *gin.Context) {
 		} `json:"updates"`
 	}
 	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	if ok {
+		t, ok = onBranch(c, t, req.Branch)
 	}
-	if err := checkBranch(req.Branch); err != nil {
-		fail(c, err)
+	if !ok {
 		return
 	}
 	if req.Updates == nil {
@@ -178,12 +177,6 @@ func (s *Server) updateSchemaMetadata(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if b, ok := c.GetQuery("branch"); ok {
-		if err := checkBranch(&b); err != nil {
-			fail(c, err)
-			return
-		}
-	}
 	body, err := readBody(c)
 	if err != nil {
 		fail(c, err)
@@ -201,6 +194,10 @@ func (s *Server) updateSchemaMetadata(c *gin.Context) {
 	t, err := s.cat.OpenTable(c, id)
 	if err != nil {
 		fail(c, err)
+		return
+	}
+	t, ok := onBranch(c, t, nil)
+	if !ok {
 		return
 	}
 	if _, err := t.UpdateSchemaMetadata(c, md); err != nil {

@@ -85,7 +85,8 @@ func TestSchemaEvolutionRoutes(t *testing.T) {
 		{"alter_columns", `{"alterations": [{"path": "body", "rename": "KEY"}]}`, 400, "SQL cannot tell apart"},
 		{"alter_columns", `{"alterations": [{"path": "body", "virtual_column": {"udf": "x"}}]}`, 400, "virtual_column"},
 		{"alter_columns", `{"alterations": [{"path": "body", "rename": "b2", "wat": 1}]}`, 400, "wat"},
-		{"alter_columns", `{"branch": "dev", "alterations": [{"path": "body", "rename": "b2"}]}`, 400, "branch"},
+		{"alter_columns", `{"branch": "dev", "alterations": [{"path": "body", "rename": "b2"}]}`, 404, `no branch \"dev\"`},
+		{"alter_columns", `{"branch": "a/b", "alterations": [{"path": "body", "rename": "b2"}]}`, 400, "branch"},
 		{"alter_columns", `{"id": ["docs", "other"], "alterations": [{"path": "body", "rename": "b2"}]}`, 400, "id"},
 		{"drop_columns", `{}`, 400, "columns: required"},
 		{"drop_columns", `{"columns": ["key", "body"]}`, 400, "at least one column"},
@@ -100,7 +101,7 @@ func TestSchemaEvolutionRoutes(t *testing.T) {
 		{"schema_metadata/update", `["a"]`, 400, "JSON"},
 		{"schema_metadata/update", ``, 400, "JSON"},
 		{"schema_metadata/update", `{"a": "1", "a": "2"}`, 400, "a"},
-		{"schema_metadata/update?branch=dev", `{"a": "1"}`, 400, "branch"},
+		{"schema_metadata/update?branch=dev", `{"a": "1"}`, 404, "branch"},
 	} {
 		st, out := c.do("POST", "/v1/table/docs$t/"+tc.path, "application/json", []byte(tc.body))
 		if st != tc.status || !strings.Contains(string(out), tc.want) {

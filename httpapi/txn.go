@@ -75,8 +75,9 @@ func batchVersion(c *gin.Context, field string, e versionEntry) (table.BatchVers
 	if err := nonNegative(field+".manifest_size", e.ManifestSize); err != nil {
 		return table.BatchVersion{}, err
 	}
-	if e.Branch != nil && *e.Branch != "" && *e.Branch != "main" {
-		return table.BatchVersion{}, badInput("%s.branch: a batch commits to the main branch only", field)
+	branch, err := batchBranch(field, e.Branch)
+	if err != nil {
+		return table.BatchVersion{}, err
 	}
 	scheme := table.NamingV2
 	if e.NamingScheme != nil && *e.NamingScheme != "" {
@@ -87,7 +88,7 @@ func batchVersion(c *gin.Context, field string, e versionEntry) (table.BatchVers
 	}
 	return table.BatchVersion{
 		Field: field, ID: e.ID, Version: uint64(*e.Version), ManifestPath: *e.ManifestPath,
-		ManifestSize: e.ManifestSize, ETag: deref(e.ETag), Scheme: scheme, Metadata: e.Metadata,
+		ManifestSize: e.ManifestSize, ETag: deref(e.ETag), Scheme: scheme, Metadata: e.Metadata, Branch: branch,
 	}, nil
 }
 
@@ -170,6 +171,18 @@ type commitOperation struct {
 	} `json:"deregister_table"`
 }
 
+// batchBranch checks an entry's branch (absent, "" and "main": main); the
+// entry then commits to that branch's line of versions.
+func batchBranch(field string, b *string) (string, error) {
+	if b == nil || *b == "" || *b == table.MainBranch {
+		return "", nil
+	}
+	if err := table.ValidateBranch(*b); err != nil {
+		return "", badInput("%s.branch: %v", field, err)
+	}
+	return *b, nil
+}
+
 // batchTableID checks an operation's table identifier.
 func batchTableID(field string, id []string) error {
 	if len(id) == 0 {
@@ -223,8 +236,9 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 		if err := noIdentity(field, d.Identity); err != nil {
 			return table.BatchVersion{}, err
 		}
-		if d.Branch != nil && *d.Branch != "" && *d.Branch != "main" {
-			return table.BatchVersion{}, badInput("%s.branch: a batch commits to the main branch only", field)
+		branch, err := batchBranch(field, d.Branch)
+		if err != nil {
+			return table.BatchVersion{}, err
 		}
 		if d.Ranges == nil {
 			return table.BatchVersion{}, badInput("%s.ranges: required", field)
@@ -239,7 +253,7 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 		if err := allowTable(c, auth.Write, d.ID); err != nil {
 			return table.BatchVersion{}, err
 		}
-		return table.BatchVersion{Field: field, ID: d.ID, Kind: table.BatchDeleteVersions, Ranges: ranges}, nil
+		return table.BatchVersion{Field: field, ID: d.ID, Kind: table.BatchDeleteVersions, Ranges: ranges, Branch: branch}, nil
 	default:
 		d := op.DeregisterTable
 		field += ".deregister_table"
@@ -365,6 +379,9 @@ func txnProperties(tx *table.Transaction) map[string]string {
 	tables := make([]string, len(tx.Entries))
 	for i, e := range tx.Entries {
 		tables[i] = fmt.Sprintf("%s@%d", table.JoinID(e.Table), e.Version)
+		if e.Branch != "" {
+			tables[i] = fmt.Sprintf("%s@%s:%d", table.JoinID(e.Table), e.Branch, e.Version)
+		}
 	}
 	out[table.TxnReservedPrefix+"operation"] = tx.Operation
 	out[table.TxnReservedPrefix+"tables"] = strings.Join(tables, ",")

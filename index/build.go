@@ -141,7 +141,7 @@ func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
 	}
 	covered, err := buildFragments(ctx, t, im, col, m.Fragments)
 	if err != nil {
-		_ = t.Catalog().Warehouse().DeletePrefix(context.WithoutCancel(ctx), t.Key(dir+im.UUID+"/"))
+		_ = t.Catalog().Warehouse().DeletePrefix(context.WithoutCancel(ctx), t.LineKey(dir+im.UUID+"/"))
 		return nil, err
 	}
 	im.Fragments = covered
@@ -149,7 +149,7 @@ func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
 		return nil, err
 	}
 	if old != nil {
-		_ = t.Catalog().Warehouse().DeletePrefix(context.WithoutCancel(ctx), t.Key(dir+old.UUID+"/"))
+		_ = t.Catalog().Warehouse().DeletePrefix(context.WithoutCancel(ctx), t.LineKey(dir+old.UUID+"/"))
 	}
 	return im, nil
 }

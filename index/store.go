@@ -3,8 +3,10 @@
 // indexes that narrow nearest-neighbour searches, and INVERTED full-text
 // indexes scored with BM25.
 //
-// An index is per fragment. Its definition lives in the table folder at
-// _indices/<name>.json: column, type, parameters, the uuid of this build
+// An index is per fragment, and per line of versions: main's live in the
+// table folder, a branch's in its folder tree/{b}/ (table.LineKey), so a
+// branch starts with no indexes and its commits extend only its own. Its
+// definition lives at _indices/<name>.json in that folder: column, type, parameters, the uuid of this build
 // and the fragments it covers (id and data file path). Each covered
 // fragment has its own file _indices/<uuid>/frag-<id>.idx, written before
 // the definition names it and never changed (data files never change, so
@@ -82,12 +84,12 @@ type Params struct {
 	SampleRate    int `json:"sample_rate,omitempty"`
 }
 
-func metaKey(t *table.Table, name string) string { return t.Key(dir + name + ".json") }
+func metaKey(t *table.Table, name string) string { return t.LineKey(dir + name + ".json") }
 func fileKey(t *table.Table, uuid string, frag uint32) string {
-	return t.Key(fmt.Sprintf("%s%s/frag-%d.idx", dir, uuid, frag))
+	return t.LineKey(fmt.Sprintf("%s%s/frag-%d.idx", dir, uuid, frag))
 }
 func centroidKey(t *table.Table, uuid string) string {
-	return t.Key(dir + uuid + "/centroids.idx")
+	return t.LineKey(dir + uuid + "/centroids.idx")
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
@@ -103,7 +105,7 @@ func checkName(name string) error {
 // List returns the table's index definitions, by name.
 func List(ctx context.Context, t *table.Table) ([]*Meta, error) {
 	wh := t.Catalog().Warehouse()
-	entries, err := wh.List(ctx, t.Key(dir))
+	entries, err := wh.List(ctx, t.LineKey(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +165,7 @@ func Drop(ctx context.Context, t *table.Table, name string) error {
 	if err := wh.Delete(ctx, metaKey(t, name)); err != nil {
 		return err
 	}
-	return wh.DeletePrefix(ctx, t.Key(dir+m.UUID+"/"))
+	return wh.DeletePrefix(ctx, t.LineKey(dir+m.UUID+"/"))
 }
 
 // covers answers the covered entry of fragment f, if the index covers

@@ -67,6 +67,9 @@ type BackfillOptions struct {
 	CheckpointSize int `json:"checkpoint_size"`
 	// CommitGranularity is the fragments an item commits at once.
 	CommitGranularity int `json:"commit_granularity"`
+	// Branch is the branch of the table filled ("": main; see
+	// backfill_branch.go).
+	Branch string `json:"branch,omitempty"`
 }
 
 // prepareBackfill is Prepare for a backfill of table id.
@@ -98,7 +101,7 @@ func (e *Engine) prepareBackfill(ctx context.Context, id []string, opts *Options
 			return invalid("%s: must be > 0 and <= %d (got %d)", f.name, f.most, *f.val)
 		}
 	}
-	t, err := e.cat.OpenTable(ctx, id)
+	t, err := e.backfillTable(ctx, id, bf, nil)
 	if err != nil {
 		return err
 	}
@@ -173,7 +176,11 @@ func whereQuery(where string) string {
 
 // planBackfill is Plan for a backfill.
 func (e *Engine) planBackfill(ctx context.Context, id []string, jobID string, opts Options) (*Plan, error) {
-	t, err := e.cat.OpenTable(ctx, id)
+	t, err := e.backfillTable(ctx, id, opts.Backfill, nil)
+	if err != nil {
+		return nil, stateErr(err)
+	}
+	bid, err := sourceBranchID(ctx, t)
 	if err != nil {
 		return nil, stateErr(err)
 	}
@@ -198,7 +205,7 @@ func (e *Engine) planBackfill(ctx context.Context, id []string, jobID string, op
 		return nil, err
 	}
 	p := &Plan{JobID: jobID, View: t.ID(), Kind: KindBackfill, Mode: ModeBackfill, SourceVersion: m.Version,
-		BaseViewVersion: latest.Version, Options: opts, ViewUUID: tid, Items: []WorkItem{}}
+		BaseViewVersion: latest.Version, Options: opts, ViewUUID: tid, SourceBranchID: bid, Items: []WorkItem{}}
 	cur := WorkItem{}
 	for _, f := range m.Fragments {
 		if f.Rows == 0 {
@@ -233,7 +240,7 @@ type rewrite struct {
 func (e *Engine) expandBackfill(ctx context.Context, plan *Plan, index int) (ItemResult, error) {
 	res := ItemResult{Index: index, Fragments: []table.Fragment{}}
 	bf := plan.Options.Backfill
-	t, err := e.cat.OpenTable(ctx, plan.View)
+	t, err := e.backfillTable(ctx, plan.View, bf, plan)
 	if err != nil {
 		return res, stateErr(err)
 	}
@@ -667,7 +674,7 @@ func marshalRaw(v any) (json.RawMessage, bool) {
 // commitBackfill is Commit for a backfill: the items committed already;
 // it answers the table's version and what was filled.
 func (e *Engine) commitBackfill(ctx context.Context, plan *Plan, results []ItemResult) (Result, error) {
-	t, err := e.cat.OpenTable(ctx, plan.View)
+	t, err := e.backfillTable(ctx, plan.View, plan.Options.Backfill, plan)
 	if err != nil {
 		return Result{}, stateErr(err)
 	}

@@ -181,10 +181,17 @@ func compactFilled(raw json.RawMessage, merges []table.Merge) (json.RawMessage, 
 // ..."), CodeTableNotFound, CodeConcurrentModification when the table
 // changed while the columns were added (try again).
 func (e *Engine) AddColumns(ctx context.Context, id []string, entries []AddColumnEntry) (*table.Manifest, []ColumnBinding, error) {
+	return e.addColumns(ctx, id, "", entries)
+}
+
+func (e *Engine) addColumns(ctx context.Context, id []string, branch string, entries []AddColumnEntry) (*table.Manifest, []ColumnBinding, error) {
 	if len(entries) == 0 {
 		return nil, nil, invalid("new_columns: at least one column is required")
 	}
 	t, err := e.cat.OpenTable(ctx, id)
+	if err == nil {
+		t, err = t.OnBranch(ctx, branch)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -100,7 +100,8 @@ type Plan struct {
 	// Read only, through sourceIdentity.
 	SourceCreated int64 `json:"source_created_millis,omitempty"`
 	// SourceBranchID is the identity (table.BranchInfo.ID) of the source
-	// branch Options.SrcBranch names, as planned ("" for main).
+	// branch Options.SrcBranch names, as planned ("" for main); for a
+	// backfill, of the branch it fills (BackfillOptions.Branch).
 	SourceBranchID string `json:"source_branch_id,omitempty"`
 }
 

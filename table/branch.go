@@ -101,12 +101,9 @@ func (t *Table) noVersions() error {
 }
 
 // notify runs the catalog's commit hook for a commit on main; commits on
-// a branch are not the table's (views refresh from main unless told).
-func (t *Table) notify(ctx context.Context, m *Manifest) {
-	if t.branch == "" {
-		t.c.committed(ctx, t.id, m)
-	}
-}
+// a branch are not the table's (views refresh from main unless told), and
+// only extend the branch's own indexes (branch_line.go).
+func (t *Table) notify(ctx context.Context, m *Manifest) { t.c.committedOn(ctx, t, m) }
 
 // OnBranch returns a handle on branch name of the table; "" and "main"
 // are main. An unknown branch is CodeTableBranchNotFound.

@@ -93,6 +93,9 @@ type TxnEntry struct {
 	Table    []string `json:"table"`
 	Version  uint64   `json:"version"`
 	Manifest string   `json:"manifest"` // file name under _versions/
+	// Branch is the line the entry commits to ("": main); its
+	// _versions/ folder holds the marker and manifest (branch_line.go).
+	Branch string `json:"branch,omitempty"`
 	// Op is what the entry does (txn_ops.go): "" writes version Version
 	// (Manifest); the others declare the table, delete the versions
 	// named in Deleted, or deregister it (identity UUID; Manifest is then
@@ -330,6 +333,9 @@ type BatchVersion struct {
 	ETag         string
 	Scheme       NamingScheme
 	Metadata     map[string]string
+	// Branch is the line a new version or a deletion of versions is on
+	// ("" or "main": main); an unknown branch is CodeTableBranchNotFound.
+	Branch string
 	// Kind is the operation (zero: create this version); the others
 	// use ID and: BatchDeclare Properties, BatchDeleteVersions Ranges.
 	Kind       BatchKind
@@ -400,14 +406,14 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		if e.Kind != BatchCreateVersion {
 			op, err := c.stageOp(ctx, e)
 			if err != nil {
-				return "", nil, fieldErr(e.Field, err)
+				return "", nil, fieldErr(branchField(e.Field, err), err)
 			}
 			all = append(all, staged{i: i, t: op.t, e: e, op: op})
 			continue
 		}
-		t, err := c.OpenTable(ctx, e.ID)
+		t, err := c.openLine(ctx, e.ID, e.Branch)
 		if err != nil {
-			return "", nil, fieldErr(e.Field, err)
+			return "", nil, fieldErr(branchField(e.Field, err), err)
 		}
 		sv, err := t.stageVersion(ctx, e.Version, e.ManifestPath, e.Scheme, e.Metadata)
 		if err != nil {
@@ -431,7 +437,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 			rec.Entries = append(rec.Entries, s.op.entry)
 			continue
 		}
-		rec.Entries = append(rec.Entries, TxnEntry{Table: s.t.id, Version: s.e.Version, Manifest: s.sv.name})
+		rec.Entries = append(rec.Entries, TxnEntry{Table: s.t.id, Version: s.e.Version, Manifest: s.sv.name, Branch: s.t.branch})
 		s.sv.m.Transaction = id
 		data, err := s.sv.m.Encode()
 		if err != nil {
@@ -474,19 +480,19 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 			failpoint(fmt.Sprintf("marker-%d", k))
 			continue
 		}
-		mk := s.t.key + versionsDir + markerName(s.sv.name, id)
+		mk := s.t.versionsKey() + markerName(s.sv.name, id)
 		if err := c.wh.PutIfNotExists(ctx, mk, []byte(id)); err != nil {
 			return abort(fmt.Errorf("transaction %s: write marker: %w", id, err))
 		}
 		failpoint(fmt.Sprintf("marker-%d", k))
-		err := c.wh.PutIfNotExists(ctx, s.t.key+versionsDir+s.sv.name, s.sv.data)
+		err := c.wh.PutIfNotExists(ctx, s.t.versionsKey()+s.sv.name, s.sv.data)
 		if errors.Is(err, ErrExists) {
 			// A transaction that failed may still hold the version: undo
 			// it and try once more.
 			if serr := s.t.settleVersionNow(ctx, s.e.Version); serr != nil {
 				return abort(serr)
 			}
-			err = c.wh.PutIfNotExists(ctx, s.t.key+versionsDir+s.sv.name, s.sv.data)
+			err = c.wh.PutIfNotExists(ctx, s.t.versionsKey()+s.sv.name, s.sv.data)
 		}
 		if errors.Is(err, ErrExists) {
 			return abort(Errorf(CodeConcurrentModification, "%s: version %d of %s already exists (a concurrent commit took it); transaction %s aborted, nothing applied", s.e.Field, s.e.Version, JoinID(s.t.id), id))
@@ -535,8 +541,8 @@ func (c *Catalog) finalize(ctx context.Context, id string, rec *txnState) error 
 			errs = append(errs, c.finalizeOp(ctx, id, e))
 			continue
 		}
-		t := c.handle(e.Table)
-		key := t.key + versionsDir + markerName(e.Manifest, id)
+		t := c.lineHandle(e.Table, e.Branch)
+		key := t.versionsKey() + markerName(e.Manifest, id)
 		if ok, err := c.wh.Exists(ctx, key); err != nil || !ok {
 			errs = append(errs, err)
 			continue // gone: finalized already
@@ -552,7 +558,7 @@ func (c *Catalog) finalize(ctx context.Context, id string, rec *txnState) error 
 			errs = append(errs, ignoreMissing(err))
 			continue
 		}
-		c.committed(ctx, e.Table, m)
+		c.committedOn(ctx, t, m)
 	}
 	return errors.Join(errs...)
 }
@@ -569,8 +575,8 @@ func (c *Catalog) rollback(ctx context.Context, id string, rec *txnState, own bo
 			errs = append(errs, c.rollbackOp(ctx, id, e))
 			continue
 		}
-		t := c.handle(e.Table)
-		key := t.key + versionsDir + e.Manifest
+		t := c.lineHandle(e.Table, e.Branch)
+		key := t.versionsKey() + e.Manifest
 		b, err := c.wh.Read(ctx, key)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -586,7 +592,7 @@ func (c *Catalog) rollback(ctx context.Context, id string, rec *txnState, own bo
 			}
 		}
 		if dropMarkers {
-			errs = append(errs, ignoreMissing(c.wh.Delete(ctx, t.key+versionsDir+markerName(e.Manifest, id))))
+			errs = append(errs, ignoreMissing(c.wh.Delete(ctx, t.versionsKey()+markerName(e.Manifest, id))))
 		}
 	}
 	return errors.Join(errs...)
@@ -602,7 +608,7 @@ func (c *Catalog) allWritten(ctx context.Context, id string, rec *txnState) (boo
 			}
 			continue
 		}
-		b, err := c.wh.Read(ctx, c.handle(e.Table).key+versionsDir+e.Manifest)
+		b, err := c.wh.Read(ctx, c.lineHandle(e.Table, e.Branch).versionsKey()+e.Manifest)
 		if errors.Is(err, os.ErrNotExist) {
 			return false, nil
 		}
@@ -687,7 +693,7 @@ func (t *Table) hideUncommitted(ctx context.Context, byVersion map[uint64]Versio
 		if st == TxnSucceeded {
 			continue
 		}
-		b, err := t.c.wh.Read(ctx, t.key+versionsDir+vf.Name)
+		b, err := t.c.wh.Read(ctx, t.versionsKey()+vf.Name)
 		if errors.Is(err, os.ErrNotExist) {
 			delete(byVersion, v) // rolled back meanwhile
 			continue
@@ -717,7 +723,7 @@ func (t *Table) settleVersionNow(ctx context.Context, v uint64) error {
 }
 
 func (t *Table) settleHolders(ctx context.Context, v uint64, wait bool) error {
-	entries, err := t.c.wh.List(ctx, t.key+versionsDir)
+	entries, err := t.c.wh.List(ctx, t.versionsKey())
 	if err != nil {
 		return err
 	}
@@ -736,7 +742,7 @@ func (t *Table) settleHolders(ctx context.Context, v uint64, wait bool) error {
 		// Settled through the record's table names; this table may have
 		// another name by now (rename copies the folder), so undo here too.
 		if st.Final() && st != TxnSucceeded {
-			key := t.key + versionsDir + mk.manifest
+			key := t.versionsKey() + mk.manifest
 			if b, err := t.c.wh.Read(ctx, key); err == nil {
 				if m, err := DecodeManifest(b); err == nil && m.Transaction == mk.id {
 					if err := ignoreMissing(t.c.wh.Delete(ctx, key)); err != nil {

@@ -57,6 +57,9 @@ type stagedOp struct {
 func (c *Catalog) stageOp(ctx context.Context, e BatchVersion) (*stagedOp, error) {
 	t := c.handle(e.ID)
 	op := &stagedOp{t: t, entry: TxnEntry{Table: t.id}}
+	if e.Branch != "" && e.Branch != MainBranch && e.Kind != BatchDeleteVersions {
+		return nil, Errorf(CodeInvalidInput, "branch: a table is declared or deregistered whole, not on a branch")
+	}
 	switch e.Kind {
 	case BatchDeclare:
 		if err := c.requireNamespace(ctx, e.ID[:len(e.ID)-1]); err != nil {
@@ -74,9 +77,11 @@ func (c *Catalog) stageOp(ctx context.Context, e BatchVersion) (*stagedOp, error
 		}
 		op.entry.Op, op.entry.Properties, op.location = opDeclare, e.Properties, t.Location()
 	case BatchDeleteVersions:
-		if _, err := c.OpenTable(ctx, e.ID); err != nil {
+		t, err := c.openLine(ctx, e.ID, e.Branch)
+		if err != nil {
 			return nil, err
 		}
+		op.t, op.entry.Branch = t, t.branch
 		doomed, err := t.planDelete(ctx, e.Ranges)
 		if err != nil {
 			return nil, err
@@ -129,7 +134,7 @@ func (c *Catalog) writeOp(ctx context.Context, id string, op *stagedOp) error {
 		return err
 	case opDelete:
 		for _, name := range e.Deleted {
-			if err := c.wh.PutIfNotExists(ctx, t.key+versionsDir+name+"."+id+txnDeleteExt, []byte(id)); err != nil {
+			if err := c.wh.PutIfNotExists(ctx, t.versionsKey()+name+"."+id+txnDeleteExt, []byte(id)); err != nil {
 				return err
 			}
 		}
@@ -143,14 +148,14 @@ func (c *Catalog) writeOp(ctx context.Context, id string, op *stagedOp) error {
 
 // writtenOp reports whether everything writeOp writes is in place.
 func (c *Catalog) writtenOp(ctx context.Context, id string, e TxnEntry) (bool, error) {
-	t := c.handle(e.Table)
+	t := c.lineHandle(e.Table, e.Branch)
 	switch e.Op {
 	case opDeclare:
 		d, err := c.readDeclared(ctx, t)
 		return err == nil && d != nil && d.Transaction == id, err
 	case opDelete:
 		for _, name := range e.Deleted {
-			if ok, err := c.wh.Exists(ctx, t.key+versionsDir+name+"."+id+txnDeleteExt); err != nil || !ok {
+			if ok, err := c.wh.Exists(ctx, t.versionsKey()+name+"."+id+txnDeleteExt); err != nil || !ok {
 				return false, err
 			}
 		}
@@ -171,7 +176,7 @@ func ignoreMissing(err error) error {
 // finalizeOp applies an entry of a transaction that succeeded; running it
 // again after a crash finishes it.
 func (c *Catalog) finalizeOp(ctx context.Context, id string, e TxnEntry) error {
-	t := c.handle(e.Table)
+	t := c.lineHandle(e.Table, e.Branch)
 	switch e.Op {
 	case opDeclare:
 		d, err := c.readDeclared(ctx, t)
@@ -183,12 +188,12 @@ func (c *Catalog) finalizeOp(ctx context.Context, id string, e TxnEntry) error {
 	case opDelete:
 		var errs []error
 		for _, name := range e.Deleted {
-			mk := t.key + versionsDir + name + "." + id + txnDeleteExt
+			mk := t.versionsKey() + name + "." + id + txnDeleteExt
 			if ok, err := c.wh.Exists(ctx, mk); err != nil || !ok {
 				errs = append(errs, err)
 				continue
 			}
-			if err := ignoreMissing(c.wh.Delete(ctx, t.key+versionsDir+name)); err != nil {
+			if err := ignoreMissing(c.wh.Delete(ctx, t.versionsKey()+name)); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -211,7 +216,7 @@ func (c *Catalog) finalizeOp(ctx context.Context, id string, e TxnEntry) error {
 // rollbackOp removes what an entry of a transaction that did not succeed
 // wrote (none of it has an effect; this only tidies).
 func (c *Catalog) rollbackOp(ctx context.Context, id string, e TxnEntry) error {
-	t := c.handle(e.Table)
+	t := c.lineHandle(e.Table, e.Branch)
 	switch e.Op {
 	case opDeclare:
 		d, err := c.readDeclared(ctx, t)
@@ -222,7 +227,7 @@ func (c *Catalog) rollbackOp(ctx context.Context, id string, e TxnEntry) error {
 	case opDelete:
 		var errs []error
 		for _, name := range e.Deleted {
-			errs = append(errs, ignoreMissing(c.wh.Delete(ctx, t.key+versionsDir+name+"."+id+txnDeleteExt)))
+			errs = append(errs, ignoreMissing(c.wh.Delete(ctx, t.versionsKey()+name+"."+id+txnDeleteExt)))
 		}
 		return errors.Join(errs...)
 	case opDeregister:
@@ -292,15 +297,9 @@ func (c *Catalog) declaredNow(ctx context.Context, t *Table, remove bool) (bool,
 // decision (waiting for a Running one until its deadline, then recovering
 // it), so a rename or deregister moves a table no batch is changing.
 func (c *Catalog) settleTable(ctx context.Context, t *Table) error {
-	entries, err := c.wh.List(ctx, t.key+versionsDir)
+	ids, err := c.txnsHolding(ctx, t)
 	if err != nil {
 		return err
-	}
-	ids := map[string]bool{}
-	for _, e := range entries {
-		if mk, ok := parseTxnMarker(e.Name); ok {
-			ids[mk.id] = true
-		}
 	}
 	if d, err := c.readDeclared(ctx, t); err != nil {
 		return err
