@@ -299,39 +299,53 @@ func TestNotificationConcurrent(t *testing.T) {
 	if won != 1 {
 		t.Fatalf("%d notifications with one timestamp admitted, want exactly 1: %v", won, same)
 	}
+	// Newer timestamps, the snapshot mirrored already: the newest is
+	// admitted, none commits a version.
 	distinct := run(func(i int) int64 { return 200 + int64(i) })
 	if distinct[n-1] != 204 {
 		t.Fatalf("the newest notification was refused: %v", distinct)
 	}
-	st, m = c.post("/v1/table/db$docs/version/list", map[string]any{})
-	c.want(st, m, 200, "")
-	last := int64(-1)
-	admitted := 0
-	for _, v := range m["versions"].([]any) {
-		md, _ := v.(map[string]any)["metadata"].(map[string]any)
-		var ts int64
-		fmt.Sscan(md[iceberg.MetaTimestamp].(string), &ts)
-		if ts <= last {
-			t.Fatalf("versions out of timestamp order: %d after %d", ts, last)
+	c.wantNotify(notifyPath, lake.Notification("UPDATE", 200+n-1), 409, "AlreadyExistsException", "newer timestamp")
+	versions := func() []int64 {
+		st, m := c.post("/v1/table/db$docs/version/list", map[string]any{})
+		c.want(st, m, 200, "")
+		var out []int64
+		for _, v := range m["versions"].([]any) {
+			md, _ := v.(map[string]any)["metadata"].(map[string]any)
+			var ts int64
+			fmt.Sscan(md[iceberg.MetaTimestamp].(string), &ts)
+			if len(out) > 0 && ts <= out[len(out)-1] {
+				t.Fatalf("versions out of timestamp order: %d after %d", ts, out[len(out)-1])
+			}
+			out = append(out, ts)
 		}
-		last = ts
-		if ts >= 200 {
-			admitted++
-		}
+		return out
 	}
-	if last != 200+n-1 {
-		t.Fatalf("latest version is from timestamp %d, want %d", last, 200+n-1)
+	if vs := versions(); fmt.Sprint(vs) != "[1 100]" {
+		t.Fatalf("versions by timestamp %v, want [1 100]: unchanged snapshots commit nothing", vs)
 	}
+	// A new snapshot announced by concurrent notifications: one version
+	// mirrors it, the newest timestamp is admitted.
+	lake.Append(icebergtest.Row{ID: 3, Text: "three"})
+	distinct = run(func(i int) int64 { return 300 + int64(i) })
 	wins := 0
 	for _, s := range distinct {
-		if s == 204 {
+		switch s {
+		case 204:
 			wins++
+		case 409:
+		default:
+			t.Fatalf("status %d", s)
 		}
 	}
-	if wins != admitted {
-		t.Fatalf("%d notifications answered 204, %d versions committed", wins, admitted)
+	if distinct[n-1] != 204 || wins == 0 {
+		t.Fatalf("the newest notification was refused: %v", distinct)
 	}
-	if n := c.countRows("db$docs"); n != "2" {
+	if vs := versions(); len(vs) != 3 || vs[2] < 300 {
+		t.Fatalf("versions by timestamp %v, want one more for the new snapshot", vs)
+	}
+	c.wantNotify(notifyPath, lake.Notification("UPDATE", 300+n-1), 409, "AlreadyExistsException", "newer timestamp")
+	if n := c.countRows("db$docs"); n != "3" {
 		t.Fatalf("count: %s", n)
 	}
 }

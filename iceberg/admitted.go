@@ -29,6 +29,10 @@ import (
 // version's timestamp is newer, or else mirrored onto it), so the newest
 // timestamp admitted always describes the table's state.
 
+// errUnchanged ends a commit whose base mirrors the notification's
+// snapshot already (a concurrent one committed it): admit it as unchanged.
+var errUnchanged = errors.New("the snapshot is mirrored already")
+
 // admittedKey is the record n of table id's version of identity uuid.
 func admittedKey(id []string, uuid string, version uint64, n int) string {
 	if uuid == "" {

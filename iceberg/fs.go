@@ -5,6 +5,9 @@ import (
 	"io/fs"
 
 	iceio "github.com/apache/iceberg-go/io"
+	// s3:// locations; credentials, region and endpoint come from the
+	// AWS_* environment (AWS_S3_ENDPOINT for an S3-compatible server).
+	_ "github.com/apache/iceberg-go/io/gocloud/s3"
 )
 
 // guardFS is the file system Iceberg metadata, manifests, data and delete

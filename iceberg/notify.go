@@ -277,9 +277,12 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 			if err := admit(base, old, p, p.TableUUID); err != nil {
 				return nil, err
 			}
+			if unchanged(base, old, snap, enc) {
+				return nil, errUnchanged // a concurrent notification mirrored it
+			}
 			return op(base)
 		})
-		if errors.Is(err, errStale) && attempt < 5 {
+		if (errors.Is(err, errStale) || errors.Is(err, errUnchanged)) && attempt < 5 {
 			continue
 		}
 		return err

@@ -61,6 +61,11 @@
 //     others kept as they are;
 //   - no fragment added or gone: no_op, and nothing is committed.
 //
+// An external table's data file read again after deletes is a new
+// fragment diffed as the one it replaces (its origin, rowids.go): neither
+// added nor gone, its view rows stay but those of the positions deleted
+// since (Plan.RemovedSourceRows), which Commit filters out as above.
+//
 // Because new fragments have higher ids than every kept one, the rows they
 // add sort after every kept view row, and appending their files keeps the
 // view in (__source_row_id, __chunk_index) order. That order is what

@@ -3,9 +3,13 @@ package refresh
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/iceberg"
@@ -63,10 +67,32 @@ func iceChunkOracle(t *testing.T, rows []icebergtest.Row) []string {
 // view created afterwards (a full refresh) numbers the rows the same.
 func TestExternalSourceRowIDsSurviveDeletes(t *testing.T) {
 	t.Parallel()
-	b := setup(t, table.Options{})
 	lakeDir := t.TempDir()
-	lake := icebergtest.NewLake(t, lakeDir, "lake", true)
-	allowed, err := iceberg.ParseAllowed("file://" + lakeDir)
+	externalRowIDs(t, lakeDir, "file://"+lakeDir)
+}
+
+// TestExternalSourceOnS3: the same with the Iceberg table on S3 (make
+// test-s3: the SeaweedFS server the suite's warehouses are on).
+func TestExternalSourceOnS3(t *testing.T) {
+	base := os.Getenv("MVQ_TEST_S3_URL")
+	if base == "" {
+		t.Skip("needs make test-s3 (MVQ_TEST_S3=1 and a weed binary)")
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_S3_ENDPOINT", u.Query().Get("endpoint"))
+	loc := "s3://" + u.Host + "/iceberg-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	externalRowIDs(t, loc, loc)
+}
+
+// externalRowIDs runs the row id scenario over an Iceberg table written
+// at lakeLoc, read with allowedLoc the one allowed location.
+func externalRowIDs(t *testing.T, lakeLoc, allowedLoc string) {
+	b := setup(t, table.Options{})
+	lake := icebergtest.NewLake(t, lakeLoc, "lake", true)
+	allowed, err := iceberg.ParseAllowed(allowedLoc)
 	if err != nil {
 		t.Fatal(err)
 	}

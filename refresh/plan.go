@@ -151,10 +151,15 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	default:
 		gone, added = wm.Fragments.Minus(target), target.Minus(wm.Fragments)
 		kept := wm.Fragments.Minus(gone)
-		if changed, err = changedOrigins(ctx, src, wm.SourceVersion, sm, rid); err != nil {
+		changed, err = changedOrigins(ctx, src, wm.SourceVersion, sm, rid)
+		lost := table.ErrorCode(err) == table.CodeTableVersionNotFound
+		if err != nil && !lost {
 			return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
 		}
 		switch {
+		case lost:
+			// Which rows deletes removed since cannot be told.
+			p.Mode, p.Reason = ModeFull, fmt.Sprintf("source version %d, the one last refreshed from, is gone", wm.SourceVersion)
 		case len(gone) == 0 && len(added) == 0 && len(changed) == 0:
 			p.Mode = ModeNoOp
 			return p, nil
