@@ -34,8 +34,8 @@ import (
 // A holder stops holding when it releases its claim, and also when it
 // stopped without releasing: a batch once its transaction is decided (one
 // overdue is recovered first, as any reader does), or when it has no
-// record yet and its deadline is one more TxnTimeout past; a move when its
-// lease (TxnTimeout, renewed while it copies) is one more TxnTimeout past.
+// record yet and its deadline is one more lease (its TxnTimeout) past; a
+// move when its lease (renewed while it copies) is one more lease past.
 // (The holder itself checks its deadline before each write: the grace
 // covers a pause between that check and the write.) A stopped move
 // is completed before its names are claimed again: forward when it
@@ -50,6 +50,9 @@ const claimDir = ".mvq-claim/"
 type claimHolder struct {
 	ID             string `json:"id"`
 	DeadlineMillis int64  `json:"deadline_millis"`
+	// GraceMillis is how long past the deadline the holder still holds:
+	// its lease (TxnTimeout where it runs).
+	GraceMillis int64 `json:"grace_millis,omitempty"`
 	// A move's: its source and destination folders, the identifier the
 	// table gets (nil: it leaves the catalog), the table's identity, and
 	// whether manifests may have been copied (recovery completes it then).
@@ -168,7 +171,11 @@ func (c *Catalog) updateClaim(ctx context.Context, chain string, fn func(cur *cl
 // holderAlive reports whether a holder still holds its claim (see the
 // package comment above); an overdue Running transaction is recovered.
 func (c *Catalog) holderAlive(ctx context.Context, h claimHolder, move bool) (bool, error) {
-	grace := time.UnixMilli(h.DeadlineMillis).Add(c.opts.TxnTimeout)
+	lease := time.Duration(h.GraceMillis) * time.Millisecond
+	if lease <= 0 {
+		lease = c.opts.TxnTimeout
+	}
+	grace := time.UnixMilli(h.DeadlineMillis).Add(lease)
 	if move {
 		return time.Now().Before(grace), nil
 	}
@@ -360,7 +367,7 @@ func (c *Catalog) claimMove(ctx context.Context, from, to string, toID []string,
 	}
 	mc := &moveClaim{c: c, keys: uniq, renewed: time.Now(), h: claimHolder{
 		ID: newIdentity(), DeadlineMillis: time.Now().Add(c.opts.TxnTimeout).UnixMilli(),
-		From: from, To: to, ToID: toID,
+		GraceMillis: c.opts.TxnTimeout.Milliseconds(), From: from, To: to, ToID: toID,
 	}}
 	for i, k := range mc.keys {
 		if err := c.acquireClaim(ctx, k, mc.h, true); err != nil {
@@ -434,7 +441,7 @@ func (c *Catalog) claimBatch(ctx context.Context, id string, deadline time.Time,
 		}
 	}
 	sort.Strings(keys)
-	h := claimHolder{ID: id, DeadlineMillis: deadline.UnixMilli()}
+	h := claimHolder{ID: id, DeadlineMillis: deadline.UnixMilli(), GraceMillis: c.opts.TxnTimeout.Milliseconds()}
 	release := func(held []string) {
 		for _, k := range held {
 			_ = c.releaseClaim(context.WithoutCancel(ctx), k, id)
