@@ -9,6 +9,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,15 +28,16 @@ import (
 // .mvq-claim/{table folder}, each written with put-if-not-exists like a
 // transaction's states: the latest is in force, and an update that loses
 // the race for the next number reads again. Only the latest state counts,
-// so older ones are pruned; a writer whose put landed on a pruned number
-// (it read a state that was long superseded) sees a newer number in the
-// listing after its put and reads again.
+// so each update removes the older ones (RecoverTransactions those left
+// over); a writer whose put landed on a pruned number (it read a state
+// that was long superseded) sees a newer number in the listing after its
+// put and reads again.
 //
 // A holder stops holding when it releases its claim, and also when it
 // stopped without releasing: a batch once its transaction is decided (one
 // overdue is recovered first, as any reader does), or when it has no
-// record yet and its deadline is one more TxnTimeout past; a move when its
-// lease (TxnTimeout, renewed while it copies) is one more TxnTimeout past.
+// record yet and its deadline is one more lease (its TxnTimeout) past; a
+// move when its lease (renewed while it copies) is one more lease past.
 // (The holder itself checks its deadline before each write: the grace
 // covers a pause between that check and the write.) A stopped move
 // is completed before its names are claimed again: forward when it
@@ -50,6 +52,9 @@ const claimDir = ".mvq-claim/"
 type claimHolder struct {
 	ID             string `json:"id"`
 	DeadlineMillis int64  `json:"deadline_millis"`
+	// GraceMillis is how long past the deadline the holder still holds:
+	// its lease (TxnTimeout where it runs).
+	GraceMillis int64 `json:"grace_millis,omitempty"`
 	// A move's: its source and destination folders, the identifier the
 	// table gets (nil: it leaves the catalog), the table's identity, and
 	// whether manifests may have been copied (recovery completes it then).
@@ -168,7 +173,11 @@ func (c *Catalog) updateClaim(ctx context.Context, chain string, fn func(cur *cl
 // holderAlive reports whether a holder still holds its claim (see the
 // package comment above); an overdue Running transaction is recovered.
 func (c *Catalog) holderAlive(ctx context.Context, h claimHolder, move bool) (bool, error) {
-	grace := time.UnixMilli(h.DeadlineMillis).Add(c.opts.TxnTimeout)
+	lease := time.Duration(h.GraceMillis) * time.Millisecond
+	if lease <= 0 {
+		lease = c.opts.TxnTimeout
+	}
+	grace := time.UnixMilli(h.DeadlineMillis).Add(lease)
 	if move {
 		return time.Now().Before(grace), nil
 	}
@@ -360,7 +369,7 @@ func (c *Catalog) claimMove(ctx context.Context, from, to string, toID []string,
 	}
 	mc := &moveClaim{c: c, keys: uniq, renewed: time.Now(), h: claimHolder{
 		ID: newIdentity(), DeadlineMillis: time.Now().Add(c.opts.TxnTimeout).UnixMilli(),
-		From: from, To: to, ToID: toID,
+		GraceMillis: c.opts.TxnTimeout.Milliseconds(), From: from, To: to, ToID: toID,
 	}}
 	for i, k := range mc.keys {
 		if err := c.acquireClaim(ctx, k, mc.h, true); err != nil {
@@ -434,22 +443,46 @@ func (c *Catalog) claimBatch(ctx context.Context, id string, deadline time.Time,
 		}
 	}
 	sort.Strings(keys)
-	h := claimHolder{ID: id, DeadlineMillis: deadline.UnixMilli()}
-	release := func(held []string) {
-		for _, k := range held {
-			_ = c.releaseClaim(context.WithoutCancel(ctx), k, id)
-		}
-	}
+	uniq := keys[:0]
 	for i, k := range keys {
-		if i > 0 && k == keys[i-1] {
-			continue
-		}
-		if err := c.acquireClaim(ctx, k, h, false); err != nil {
-			release(keys[:i])
-			return nil, err
+		if i == 0 || k != keys[i-1] {
+			uniq = append(uniq, k)
 		}
 	}
-	return func() { release(keys) }, nil
+	h := claimHolder{ID: id, DeadlineMillis: deadline.UnixMilli(), GraceMillis: c.opts.TxnTimeout.Milliseconds()}
+	// A batch never waits for a claim, so its names are claimed (and
+	// released) all at once.
+	each := func(keys []string, fn func(string) error) []error {
+		errs := make([]error, len(keys))
+		var wg sync.WaitGroup
+		for i, k := range keys {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = fn(k)
+			}()
+		}
+		wg.Wait()
+		return errs
+	}
+	release := func(held []string) {
+		each(held, func(k string) error { return c.releaseClaim(context.WithoutCancel(ctx), k, id) })
+	}
+	errs := each(uniq, func(k string) error { return c.acquireClaim(ctx, k, h, false) })
+	var held []string
+	var first error
+	for i, err := range errs {
+		if err == nil {
+			held = append(held, uniq[i])
+		} else if first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		release(held)
+		return nil, first
+	}
+	return func() { release(uniq) }, nil
 }
 
 // recoverClaims takes stopped holders off every claim chain (completing
@@ -466,6 +499,12 @@ func (c *Catalog) recoverClaims(ctx context.Context) (int, error) {
 	n := 0
 	var errs []error
 	for chain := range chains {
+		// Only the latest state counts: older ones left over go.
+		if seqs, err := c.claimSeqs(ctx, chain); err == nil && len(seqs) > 1 {
+			for _, s := range seqs[:len(seqs)-1] {
+				_ = ignoreMissing(c.wh.Delete(ctx, claimKey(chain, s)))
+			}
+		}
 		var stopped *claimHolder
 		removed := 0
 		_, err := c.updateClaim(ctx, chain, func(cur *claimState) (*claimState, error) {

@@ -275,7 +275,9 @@ func TestRenameKilledMidway(t *testing.T) {
 					t.Fatalf("old name after recovery: %v (renamed: %v)", err, tc.forward)
 				}
 				if !tc.forward {
-					// Not moved: the rename runs again, racing the batch.
+					// Not moved: the rename runs again, racing the batch
+					// (with a deadline a loaded machine cannot miss).
+					fresh := NewCatalog(mustOpen(t, c.wh.URI()), c.sql, Options{TxnTimeout: 10 * time.Second})
 					var wg sync.WaitGroup
 					var batchErr, renameErr error
 					wg.Add(2)

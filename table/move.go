@@ -258,6 +258,13 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 	if JoinID(id) == JoinID(newID) {
 		return Errorf(CodeInvalidInput, "new_table_name: the table is already called %s", JoinID(id))
 	}
+	// Refused before anything is written when it cannot go through.
+	if _, err := c.OpenTable(ctx, id); err != nil {
+		return err
+	}
+	if err := c.requireNamespace(ctx, newID[:len(newID)-1]); err != nil {
+		return err
+	}
 	// Both names are claimed for the whole move (claim.go): batches over
 	// either finish first, and none starts until the move is done.
 	mc, err := c.claimMove(ctx, tableKey(id), tableKey(newID), newID, tableKey(id), tableKey(newID))
@@ -314,6 +321,9 @@ func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) e
 func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, error) {
 	if len(id) == 0 {
 		return "", Errorf(CodeInvalidInput, "a table identifier needs a name")
+	}
+	if _, err := c.OpenTable(ctx, id); err != nil {
+		return "", err
 	}
 	mc, err := c.claimMove(ctx, tableKey(id), "", nil, tableKey(id))
 	if err != nil {

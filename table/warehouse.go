@@ -273,6 +273,18 @@ type Entry struct {
 // List returns the direct children of prefix (a key ending in "/", or ""),
 // sorted by name. Hidden entries (starting with ".") are skipped.
 func (w *Warehouse) List(ctx context.Context, prefix string) ([]Entry, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := w.list(ctx, prefix)
+		// A local folder's listing stats each file it read: one removed
+		// in between is not an error of the listing; list again.
+		if err != nil && (gcerrors.Code(err) == gcerrors.NotFound || errors.Is(err, os.ErrNotExist)) && attempt < 5 {
+			continue
+		}
+		return out, err
+	}
+}
+
+func (w *Warehouse) list(ctx context.Context, prefix string) ([]Entry, error) {
 	it := w.bucket.List(&blob.ListOptions{Prefix: prefix, Delimiter: "/"})
 	var out []Entry
 	for {
