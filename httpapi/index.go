@@ -92,7 +92,6 @@ func (r createIndexRequest) spec(scalarOnly bool) (index.Spec, error) {
 	}
 	isFTS := strings.EqualFold(r.IndexType, index.Inverted) || strings.EqualFold(r.IndexType, "FTS")
 	tok := map[string]bool{
-		"with_position":     r.WithPosition != nil && *r.WithPosition,
 		"base_tokenizer":    r.BaseTokenizer != nil && *r.BaseTokenizer != "simple",
 		"language":          r.Language != nil && !strings.EqualFold(*r.Language, "English"),
 		"max_token_length":  r.MaxTokenLength != nil && *r.MaxTokenLength != index.MaxTokenLength,
@@ -103,8 +102,11 @@ func (r createIndexRequest) spec(scalarOnly bool) (index.Spec, error) {
 	}
 	for name, bad := range tok {
 		if bad {
-			return sp, badInput("%s: the INVERTED index has one tokenizer (simple: split at non-letters and non-digits, lower case, tokens up to %d bytes, no positions, stemming, stop words or folding)", name, index.MaxTokenLength)
+			return sp, badInput("%s: the INVERTED index has one tokenizer (simple: split at non-letters and non-digits, lower case, tokens up to %d bytes, no stemming, stop words or folding)", name, index.MaxTokenLength)
 		}
+	}
+	if isFTS && r.WithPosition != nil {
+		sp.NoPositions = !*r.WithPosition
 	}
 	if !isFTS {
 		for name, set := range map[string]bool{"with_position": r.WithPosition != nil, "base_tokenizer": r.BaseTokenizer != nil,
@@ -190,6 +192,7 @@ func indexContent(im *index.Meta, m *table.Manifest) gin.H {
 	}
 	if im.Type == index.Inverted {
 		details["tokenizer"] = "simple"
+		details["with_position"] = !im.Params.NoPositions
 		details["max_token_length"] = index.MaxTokenLength
 		details["scoring"] = "bm25"
 	}
@@ -326,8 +329,9 @@ func (s *Server) vectorIndex(ctx context.Context, t *table.Table, vq *vector.Que
 }
 
 // textQuery reads full_text_query: {"string_query": {"query",
-// "columns"}} or {"structured_query": {"query": {"match": {"terms",
-// "column", "operator", "boost"}}}}; ok is false without one.
+// "columns"}} (several columns: a multi_match over them) or
+// {"structured_query": {"query": FtsQuery}} (ftsQuery); ok is false
+// without one.
 func (req queryRequest) textQuery(q table.QueryOptions) (index.FTSQuery, bool, error) {
 	var fq index.FTSQuery
 	if req.FullText == nil {
@@ -343,7 +347,7 @@ func (req queryRequest) textQuery(q table.QueryOptions) (index.FTSQuery, bool, e
 			Columns []string `json:"columns"`
 		} `json:"string_query"`
 		StructuredQuery *struct {
-			Query map[string]json.RawMessage `json:"query"`
+			Query json.RawMessage `json:"query"`
 		} `json:"structured_query"`
 	}
 	if err := decodeStrict(raw, &body); err != nil {
@@ -357,54 +361,20 @@ func (req queryRequest) textQuery(q table.QueryOptions) (index.FTSQuery, bool, e
 			return fq, false, badInput("full_text_query.string_query.query: required")
 		}
 		fq.Text = *body.StringQuery.Query
-		switch len(body.StringQuery.Columns) {
-		case 0:
-		case 1:
+		if len(body.StringQuery.Columns) > 1 {
+			fq.Query = &index.TextQuery{Multi: []index.MatchQuery{}}
+			for _, col := range body.StringQuery.Columns {
+				fq.Query.Multi = append(fq.Query.Multi, index.MatchQuery{Column: col, Terms: fq.Text})
+			}
+		} else if len(body.StringQuery.Columns) == 1 {
 			fq.Column = body.StringQuery.Columns[0]
-		default:
-			return fq, false, badInput("full_text_query.string_query.columns: search one column at a time")
 		}
 	case body.StructuredQuery != nil:
-		for k := range body.StructuredQuery.Query {
-			if k != "match" {
-				return fq, false, badInput("full_text_query.structured_query.query: %q queries are not supported; use match", k)
-			}
+		if body.StructuredQuery.Query == nil {
+			return fq, false, badInput("full_text_query.structured_query.query: required")
 		}
-		mraw, ok := body.StructuredQuery.Query["match"]
-		if !ok {
-			return fq, false, badInput("full_text_query.structured_query.query: want {\"match\": {...}}")
-		}
-		var mq struct {
-			Terms         *string  `json:"terms"`
-			Column        string   `json:"column"`
-			Operator      string   `json:"operator"`
-			Boost         *float64 `json:"boost"`
-			Fuzziness     *int64   `json:"fuzziness"`
-			MaxExpansions *int64   `json:"max_expansions"`
-			PrefixLength  *int64   `json:"prefix_length"`
-		}
-		if err := decodeStrict(mraw, &mq); err != nil {
-			return fq, false, badInput("full_text_query.structured_query.query.match: %v", err)
-		}
-		if mq.Terms == nil {
-			return fq, false, badInput("full_text_query.structured_query.query.match.terms: required")
-		}
-		if mq.Fuzziness != nil && *mq.Fuzziness != 0 || mq.MaxExpansions != nil || mq.PrefixLength != nil {
-			return fq, false, badInput("full_text_query.structured_query.query.match: fuzzy matching (fuzziness, max_expansions, prefix_length) is not supported")
-		}
-		fq.Text, fq.Column = *mq.Terms, mq.Column
-		switch strings.ToLower(mq.Operator) {
-		case "", "or":
-		case "and":
-			fq.And = true
-		default:
-			return fq, false, badInput("full_text_query.structured_query.query.match.operator: %q (want And or Or)", mq.Operator)
-		}
-		if mq.Boost != nil {
-			if *mq.Boost <= 0 {
-				return fq, false, badInput("full_text_query.structured_query.query.match.boost: must be positive")
-			}
-			fq.Boost = *mq.Boost
+		if fq.Query, err = ftsQuery(body.StructuredQuery.Query, "full_text_query.structured_query.query", 0); err != nil {
+			return fq, false, err
 		}
 	default:
 		return fq, false, nil // {}: no full-text search

@@ -115,8 +115,12 @@ func specIndexes(t *testing.T, sc *specClient) {
 	sc.expect("vector query bad nprobes", st, string(out), 400)
 	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"string_query": {"query": "red blue"}}}`), checkBoth)
 	sc.expect("full-text query", st, string(out), 200)
-	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"structured_query": {"query": {"phrase": {"terms": "red blue"}}}}}`), checkResponse)
-	sc.expect("full-text phrase query", st, string(out), 400)
+	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"structured_query": {"query": {"phrase": {"terms": "red blue"}}}}}`), checkBoth)
+	sc.expect("full-text phrase query", st, string(out), 200)
+	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"structured_query": {"query": {"boolean": {"must": [{"match": {"terms": "red"}}], "should": [{"phrase": {"terms": "red blue", "slop": 1}}], "must_not": [{"boost": {"positive": {"match": {"terms": "x"}}, "negative": {"multi_match": {"match_queries": [{"terms": "y"}]}}}}]}}}}}`), checkBoth)
+	sc.expect("full-text boolean query", st, string(out), 200)
+	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"structured_query": {"query": {"phrase": {"terms": "red", "slop": -1}}}}}`), checkResponse)
+	sc.expect("full-text phrase negative slop", st, string(out), 400)
 
 	st, out = sc.send("POST", "/v1/table/docs$vec/index/body_fts/drop", "", nil, checkBoth)
 	sc.expect("index drop", st, string(out), 200)
@@ -249,7 +253,13 @@ func TestIndexesOverHTTP(t *testing.T) {
 		{"create_index", `{"column": "id", "index_type": "BTREE", "branch": "dev"}`, 400, "branch"},
 		{"index/list", `{"limit": -1}`, 400, "limit"},
 		{"index/id_idx/stats", `{"index_name": "other"}`, 400, "index_name"},
-		{"query", `{"vector": {}, "full_text_query": {"string_query": {"query": "x", "columns": ["id"]}}}`, 400, "INVERTED"},
+		{"query", `{"vector": {}, "full_text_query": {"string_query": {"query": "x", "columns": ["id"]}}}`, 400, "id"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"match": {"terms": "x"}, "phrase": {"terms": "x"}}}}}`, 400, "exactly one"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"regex": {"terms": "x"}}}}}`, 400, "regex"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"boolean": {"must": []}}}}}`, 400, "should"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"boost": {"positive": {"match": {"terms": "x"}}}}}}}`, 400, "negative"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"multi_match": {"match_queries": []}}}}}`, 400, "match_queries"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"phrase": {"terms": "x", "column": "nope"}}}}}`, 404, "nope"},
 		{"query", `{"vector": {}, "full_text_query": {"string_query": {}}}`, 400, "query"},
 		{"query", `{"vector": [1,1,1,1,1,1,1,1], "full_text_query": {"string_query": {"query": "x"}}}`, 400, "hybrid"},
 		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"match": {"terms": "x", "fuzziness": 2}}}}}`, 400, "fuzzy"},
