@@ -84,10 +84,23 @@ func (r createIndexRequest) spec(scalarOnly bool) (index.Spec, error) {
 	if r.MaxIterations != nil {
 		sp.MaxIterations = int(min(*r.MaxIterations, 1<<20))
 	}
-	for name, set := range map[string]bool{"num_sub_vectors": r.NumSubVectors != nil, "num_bits": r.NumBits != nil,
-		"target_partition_size": r.TargetPartSize != nil, "m": r.M != nil, "ef_construction": r.EfConstruction != nil} {
+	for name, v := range map[string]*int64{"num_sub_vectors": r.NumSubVectors, "num_bits": r.NumBits} {
+		if v != nil && !strings.EqualFold(strings.TrimSpace(r.IndexType), index.IVFPQ) {
+			return sp, badInput("%s: only for IVF_PQ", name)
+		}
+		if v != nil && (*v < 1 || *v > 1<<16) {
+			return sp, badInput("%s: 1 to %d (got %d)", name, 1<<16, *v)
+		}
+	}
+	if r.NumSubVectors != nil {
+		sp.SubVectors = int(*r.NumSubVectors)
+	}
+	if r.NumBits != nil {
+		sp.Bits = int(*r.NumBits)
+	}
+	for name, set := range map[string]bool{"target_partition_size": r.TargetPartSize != nil, "m": r.M != nil, "ef_construction": r.EfConstruction != nil} {
 		if set {
-			return sp, badInput("%s: only for index types this server does not build (IVF_PQ, HNSW); IVF_FLAT takes num_partitions, sample_rate, max_iterations, distance_type", name)
+			return sp, badInput("%s: only for index types this server does not build (HNSW); IVF_FLAT and IVF_PQ take num_partitions, sample_rate, max_iterations, distance_type (IVF_PQ also num_sub_vectors, num_bits)", name)
 		}
 	}
 	isFTS := strings.EqualFold(r.IndexType, index.Inverted) || strings.EqualFold(r.IndexType, "FTS")
@@ -184,7 +197,11 @@ func (s *Server) indexTable(c *gin.Context, req *indexBody) (*table.Table, *tabl
 func indexContent(im *index.Meta, m *table.Manifest) gin.H {
 	indexed, unindexed := im.Coverage(m)
 	details := map[string]any{"column": im.Column}
-	if im.Type == index.IVFFlat {
+	if im.Type == index.IVFFlat || im.Type == index.IVFPQ {
+		if im.Type == index.IVFPQ {
+			details["num_sub_vectors"] = im.Params.SubVectors
+			details["num_bits"] = im.Params.Bits
+		}
 		details["distance_type"] = im.Metric
 		details["num_partitions"] = im.Params.Partitions
 		details["sample_rate"] = im.Params.SampleRate
@@ -324,6 +341,13 @@ func (s *Server) vectorIndex(ctx context.Context, t *table.Table, vq *vector.Que
 	vq.Index = p
 	if req.RefineFactor != nil {
 		vq.Refine = int(*req.RefineFactor)
+	}
+	if im.Type == index.IVFPQ && (vq.Filter == "" || vq.Postfilter) {
+		k := vq.K
+		if k <= 0 {
+			k = vector.DefaultK
+		}
+		p.Shortlist(min(k*max(vq.Refine, 1), vector.MaxK))
 	}
 	return nil
 }

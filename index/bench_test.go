@@ -158,6 +158,42 @@ func BenchmarkVectorIVF(b *testing.B) {
 	if recall < 0.95 {
 		b.Fatalf("recall@10 %.3f < 0.95", recall)
 	}
+	// IVF_PQ over the same table and queries: each fragment shortlists
+	// k × refine_factor rows by their codes, ranked exactly.
+	start = time.Now()
+	pq, err := index.Create(ctx, tb, index.Spec{Name: "emb_pq", Column: "emb", Type: "IVF_PQ"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pqBuild := time.Since(start)
+	const refine = 10
+	var pqT time.Duration
+	var pqIDs [][]int64
+	for range b.N {
+		pqIDs = pqIDs[:0]
+		for _, q := range queries {
+			s := time.Now()
+			p, err := index.NewProbe(ctx, tb, pq, q, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Shortlist(10 * refine)
+			rec, err := vector.Search(ctx, tb, vector.Query{Vector: q, K: 10, Columns: []string{"id"}, Index: p, Refine: refine}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pqT += time.Since(s)
+			pqIDs = append(pqIDs, ids(b, rec))
+		}
+	}
+	pqRecall := Recall(exact, pqIDs)
+	b.Logf("IVF_PQ (%d sub-vectors × %d bits, refine_factor %d, build %v): %v/query, speed-up over exact %.1f×, recall@10 %.3f",
+		pq.Params.SubVectors, pq.Params.Bits, refine, pqBuild.Round(time.Millisecond), (pqT / per).Round(time.Microsecond), float64(exactT)/float64(pqT), pqRecall)
+	b.ReportMetric(float64(exactT)/float64(pqT), "pq_speedup")
+	b.ReportMetric(pqRecall, "pq_recall@10")
+	if pqRecall < 0.95 {
+		b.Fatalf("IVF_PQ recall@10 %.3f < 0.95", pqRecall)
+	}
 }
 
 // BenchmarkFTS: BM25 full-text queries through an INVERTED index; the

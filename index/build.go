@@ -27,6 +27,10 @@ type Spec struct {
 	Partitions    int    // 0: about sqrt(rows), at most 4096
 	MaxIterations int    // k-means iterations, 0: 25
 	SampleRate    int    // training rows per partition, 0: 256
+	// IVF_PQ: sub-vectors per code (0: dim/8 where 8 divides dim) and
+	// bits per sub-vector code (0: 8; 1 to 8).
+	SubVectors int
+	Bits       int
 	// INVERTED: NoPositions leaves token positions out of the index
 	// (with_position false); phrase queries then tokenize the fragment.
 	NoPositions bool
@@ -35,7 +39,7 @@ type Spec struct {
 // ScalarTypes and VectorTypes are the types create answers for.
 var (
 	ScalarTypes = []string{BTree, Bitmap, Inverted}
-	VectorTypes = []string{IVFFlat}
+	VectorTypes = []string{IVFFlat, IVFPQ}
 )
 
 // normalize checks spec against the schema and fills defaults; it
@@ -82,7 +86,7 @@ func (s *Spec) normalize(schema *arrow.Schema) (int, error) {
 			return 0, table.Errorf(table.CodeInvalidInput, "column: %q is %s; an INVERTED index takes a string column", f.Name, f.Type)
 		}
 		return idx[0], vectorOnly()
-	case IVFFlat:
+	case IVFFlat, IVFPQ:
 		if s.NoPositions {
 			return 0, table.Errorf(table.CodeInvalidInput, "with_position: only for INVERTED (FTS) indexes")
 		}
@@ -106,9 +110,31 @@ func (s *Spec) normalize(schema *arrow.Schema) (int, error) {
 		if s.SampleRate < 0 || s.SampleRate > 1<<20 {
 			return 0, table.Errorf(table.CodeInvalidInput, "sample_rate: 1 to %d (got %d)", 1<<20, s.SampleRate)
 		}
+		dim, _ := vectorDim(f.Type)
+		if s.Type == IVFFlat {
+			if s.SubVectors != 0 || s.Bits != 0 {
+				return 0, table.Errorf(table.CodeInvalidInput, "num_sub_vectors, num_bits: only for IVF_PQ")
+			}
+			return idx[0], nil
+		}
+		if s.Metric == "dot" {
+			return 0, table.Errorf(table.CodeInvalidInput, "distance_type: dot is not supported with IVF_PQ (l2 or cosine)")
+		}
+		if s.SubVectors == 0 {
+			s.SubVectors = defaultSubVectors(dim)
+		}
+		if s.SubVectors < 1 || s.SubVectors > dim || dim%s.SubVectors != 0 {
+			return 0, table.Errorf(table.CodeInvalidInput, "num_sub_vectors: %d does not divide the dimension %d", s.SubVectors, dim)
+		}
+		if s.Bits == 0 {
+			s.Bits = 8
+		}
+		if s.Bits < 1 || s.Bits > 8 {
+			return 0, table.Errorf(table.CodeInvalidInput, "num_bits: 1 to 8 (got %d)", s.Bits)
+		}
 		return idx[0], nil
-	case "IVF_PQ", "IVF_SQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_HNSW_FLAT", "IVF_RQ", "HNSW", "LABEL_LIST", "NGRAM", "ZONEMAP":
-		return 0, table.Errorf(table.CodeInvalidInput, "index_type: %s is not supported; this server builds BTREE, BITMAP, INVERTED (FTS) and IVF_FLAT", s.Type)
+	case "IVF_SQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_HNSW_FLAT", "IVF_RQ", "HNSW", "LABEL_LIST", "NGRAM", "ZONEMAP":
+		return 0, table.Errorf(table.CodeInvalidInput, "index_type: %s is not supported; this server builds BTREE, BITMAP, INVERTED (FTS), IVF_FLAT and IVF_PQ", s.Type)
 	}
 	return 0, table.Errorf(table.CodeInvalidInput, "index_type: %q is not an index type (BTREE, BITMAP, INVERTED, FTS, IVF_FLAT)", s.Type)
 }
@@ -141,7 +167,7 @@ func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
 	}
 	im.kind, _ = keyKind(im.Column, schema.Field(col).Type)
 	im.Params.NoPositions = spec.Type == Inverted && spec.NoPositions
-	if spec.Type == IVFFlat {
+	if spec.Type == IVFFlat || spec.Type == IVFPQ {
 		im.Metric = spec.Metric
 		if err := train(ctx, t, m, col, im, spec); err != nil {
 			return nil, err
@@ -199,6 +225,9 @@ func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frag
 					return err
 				}
 				out[i] = Covered{ID: f.ID, Path: f.Path, Rows: f.Rows, Bytes: int64(len(data))}
+				if sf, ok := v.(*scalarFile); ok {
+					sf.keyRange(&out[i])
+				}
 				return nil
 			})
 		})
@@ -217,7 +246,7 @@ func buildOne(ctx context.Context, t *table.Table, im *Meta, col int, f table.Fr
 			return nil, err
 		}
 		return buildScalar(im.Type, im.kind, cv), nil
-	case IVFFlat:
+	case IVFFlat, IVFPQ:
 		return assignFragment(ctx, t, im, col, f)
 	case Inverted:
 		return buildInverted(ctx, t, f, col, !im.Params.NoPositions)

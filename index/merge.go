@@ -77,8 +77,12 @@ func sortInput[K cmp.Ordered](keys []K, rows []uint32) ([]K, []int32) {
 
 // Match implements table.KeyIndex.
 func (ki *keyIndex) Match(ctx context.Context, f table.Fragment) ([]uint32, []int32, bool, error) {
-	if _, ok := ki.im.covers(f); !ok {
+	cov, ok := ki.im.covers(f)
+	if !ok {
 		return nil, nil, false, nil
+	}
+	if !ki.mayHold(cov) {
+		return nil, nil, true, nil // no input key within the fragment's keys
 	}
 	sf, found, err := readFile[scalarFile](ctx, ki.t, fileKey(ki.t, ki.im.UUID, f.ID))
 	if err != nil || !found {
@@ -131,4 +135,24 @@ func joinSorted[K cmp.Ordered](keys []K, rows, starts []uint32, in []K, inRows [
 		}
 	}
 	return out
+}
+
+// mayHold reports whether an input key lies within the fragment's key
+// range (true when the definition has no range).
+func (ki *keyIndex) mayHold(c Covered) bool {
+	switch {
+	case ki.kind == kindInt && c.IntRange != nil:
+		return inRange(ki.ints, c.IntRange[0], c.IntRange[1])
+	case ki.kind == kindFloat && c.FloatRange != nil:
+		return inRange(ki.flts, c.FloatRange[0], c.FloatRange[1])
+	case ki.kind == kindString && c.StrRange != nil:
+		return inRange(ki.strs, c.StrRange[0], c.StrRange[1])
+	}
+	return true
+}
+
+// inRange reports whether sorted keys hold a value in [lo, hi].
+func inRange[K cmp.Ordered](keys []K, lo, hi K) bool {
+	i := sort.Search(len(keys), func(n int) bool { return keys[n] >= lo })
+	return i < len(keys) && keys[i] <= hi
 }

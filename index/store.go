@@ -52,6 +52,7 @@ const (
 	BTree    = "BTREE"
 	Bitmap   = "BITMAP"
 	IVFFlat  = "IVF_FLAT"
+	IVFPQ    = "IVF_PQ"
 	Inverted = "INVERTED"
 )
 
@@ -66,6 +67,12 @@ type Covered struct {
 	Path  string `json:"path"` // the data file indexed
 	Rows  int64  `json:"rows"`
 	Bytes int64  `json:"bytes"` // size of the index file
+	// BTREE and BITMAP: the least and greatest non-NaN key of the
+	// fragment (by kind; absent when it has none, or for strings over
+	// 256 bytes), so an equality lookup can skip the fragment unread.
+	IntRange   *[2]int64   `json:"int_range,omitempty"`
+	FloatRange *[2]float64 `json:"float_range,omitempty"`
+	StrRange   *[2]string  `json:"str_range,omitempty"`
 }
 
 // Meta is an index definition (_indices/<name>.json).
@@ -97,6 +104,8 @@ type Params struct {
 	Partitions    int `json:"num_partitions,omitempty"`
 	MaxIterations int `json:"max_iterations,omitempty"`
 	SampleRate    int `json:"sample_rate,omitempty"`
+	SubVectors    int `json:"num_sub_vectors,omitempty"`
+	Bits          int `json:"num_bits,omitempty"`
 	// NoPositions: an INVERTED index built without token positions.
 	NoPositions bool `json:"no_positions,omitempty"`
 }
