@@ -79,8 +79,10 @@ func specIndexes(t *testing.T, sc *specClient) {
 	sc.expect("create_scalar_index missing table", st, m, 404)
 	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "emb", "index_type": "IVF_FLAT", "distance_type": "l2", "num_partitions": 4})
 	sc.expect("create_index IVF_FLAT", st, m, 200)
-	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "emb", "index_type": "IVF_PQ", "num_sub_vectors": 2})
-	sc.expect("create_index IVF_PQ", st, m, 400)
+	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "emb", "index_type": "IVF_PQ", "num_sub_vectors": 3})
+	sc.expect("create_index IVF_PQ num_sub_vectors not dividing the dimension", st, m, 400)
+	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "emb", "index_type": "IVF_HNSW_SQ"})
+	sc.expect("create_index IVF_HNSW_SQ", st, m, 400)
 	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "id", "index_type": "BITMAP", "name": "../x"})
 	sc.expect("create_index bad name", st, m, 400)
 	st, m = sc.j("/v1/table/docs$nope/create_index", map[string]any{"column": "emb", "index_type": "IVF_FLAT"})
@@ -246,6 +248,8 @@ func TestIndexesOverHTTP(t *testing.T) {
 		{"create_index", `{"column": "id", "index_type": "BTREE", "num_partitions": 4}`, 400, "num_partitions"},
 		{"create_index", `{"column": "emb", "index_type": "IVF_FLAT", "num_partitions": 0}`, 400, "num_partitions"},
 		{"create_index", `{"column": "emb", "index_type": "IVF_FLAT", "distance_type": "hamming"}`, 400, "distance_type"},
+		{"create_index", `{"column": "emb", "index_type": "IVF_PQ", "num_bits": 9}`, 400, "num_bits"},
+		{"create_index", `{"column": "emb", "index_type": "IVF_FLAT", "num_sub_vectors": 2}`, 400, "num_sub_vectors"},
 		{"create_index", `{"column": "body", "index_type": "INVERTED", "stem": true}`, 400, "stem"},
 		{"create_index", `{"column": "id", "index_type": "BTREE", "stem": false}`, 400, "stem"},
 		{"create_index", `{"column": "id", "index_type": "BTREE", "colour": 1}`, 400, "colour"},

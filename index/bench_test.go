@@ -166,7 +166,7 @@ func BenchmarkVectorIVF(b *testing.B) {
 		b.Fatal(err)
 	}
 	pqBuild := time.Since(start)
-	const refine = 10
+	const refine = 20
 	var pqT time.Duration
 	var pqIDs [][]int64
 	for range b.N {

@@ -27,7 +27,7 @@ type Spec struct {
 	Partitions    int    // 0: about sqrt(rows), at most 4096
 	MaxIterations int    // k-means iterations, 0: 25
 	SampleRate    int    // training rows per partition, 0: 256
-	// IVF_PQ: sub-vectors per code (0: dim/8 where 8 divides dim) and
+	// IVF_PQ: sub-vectors per code (0: dim/4 where 4 divides dim) and
 	// bits per sub-vector code (0: 8; 1 to 8).
 	SubVectors int
 	Bits       int

@@ -85,11 +85,12 @@ func pqTable(cf *centroidFile, q []float32, c int) []float32 {
 	return out
 }
 
-// defaultSubVectors: dim/8 sub-vectors when 8 divides dim, else the
-// largest divisor of dim up to dim/2 (1 for a prime dim).
+// defaultSubVectors: dim/4 sub-vectors (4 dimensions each) when 4
+// divides dim, else the largest divisor of dim up to dim/2 (1 for a
+// prime dim).
 func defaultSubVectors(dim int) int {
-	if dim%8 == 0 {
-		return dim / 8
+	if dim%4 == 0 {
+		return dim / 4
 	}
 	for s := dim / 2; s > 1; s-- {
 		if dim%s == 0 {
