@@ -44,6 +44,8 @@ import (
 	"sync"
 	"time"
 
+	"gocloud.dev/gcerrors"
+
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -141,7 +143,16 @@ func defKey(t *table.Table, name string, seq uint64) string {
 // ascending. One listing of _indices/ ('@' is not a name character, so
 // the file names parse without ambiguity).
 func defs(ctx context.Context, t *table.Table) (map[string][]uint64, error) {
-	entries, err := t.Catalog().Warehouse().List(ctx, t.Key(dir))
+	var entries []table.Entry
+	var err error
+	for attempt := 0; ; attempt++ {
+		entries, err = t.Catalog().Warehouse().List(ctx, t.Key(dir))
+		// A listing can trip over a superseded version removed while it
+		// ran (file:// stats each entry): list again.
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || attempt >= 8 {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
