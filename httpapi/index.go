@@ -87,15 +87,27 @@ func (r createIndexRequest) spec(scalarOnly bool) (index.Spec, error) {
 	if r.MaxIterations != nil {
 		sp.MaxIterations = int(min(*r.MaxIterations, 1<<20))
 	}
-	for name, set := range map[string]bool{"num_sub_vectors": r.NumSubVectors != nil, "num_bits": r.NumBits != nil,
-		"target_partition_size": r.TargetPartSize != nil, "m": r.M != nil, "ef_construction": r.EfConstruction != nil} {
+	for name, v := range map[string]*int64{"num_sub_vectors": r.NumSubVectors, "num_bits": r.NumBits} {
+		if v != nil && !strings.EqualFold(strings.TrimSpace(r.IndexType), index.IVFPQ) {
+			return sp, badInput("%s: only for IVF_PQ", name)
+		}
+		if v != nil && (*v < 1 || *v > 1<<16) {
+			return sp, badInput("%s: 1 to %d (got %d)", name, 1<<16, *v)
+		}
+	}
+	if r.NumSubVectors != nil {
+		sp.SubVectors = int(*r.NumSubVectors)
+	}
+	if r.NumBits != nil {
+		sp.Bits = int(*r.NumBits)
+	}
+	for name, set := range map[string]bool{"target_partition_size": r.TargetPartSize != nil, "m": r.M != nil, "ef_construction": r.EfConstruction != nil} {
 		if set {
-			return sp, badInput("%s: only for index types this server does not build (IVF_PQ, HNSW); IVF_FLAT takes num_partitions, sample_rate, max_iterations, distance_type", name)
+			return sp, badInput("%s: only for index types this server does not build (HNSW); IVF_FLAT and IVF_PQ take num_partitions, sample_rate, max_iterations, distance_type (IVF_PQ also num_sub_vectors, num_bits)", name)
 		}
 	}
 	isFTS := strings.EqualFold(r.IndexType, index.Inverted) || strings.EqualFold(r.IndexType, "FTS")
 	tok := map[string]bool{
-		"with_position":     r.WithPosition != nil && *r.WithPosition,
 		"base_tokenizer":    r.BaseTokenizer != nil && *r.BaseTokenizer != "simple",
 		"language":          r.Language != nil && !strings.EqualFold(*r.Language, "English"),
 		"max_token_length":  r.MaxTokenLength != nil && *r.MaxTokenLength != index.MaxTokenLength,
@@ -106,8 +118,11 @@ func (r createIndexRequest) spec(scalarOnly bool) (index.Spec, error) {
 	}
 	for name, bad := range tok {
 		if bad {
-			return sp, badInput("%s: the INVERTED index has one tokenizer (simple: split at non-letters and non-digits, lower case, tokens up to %d bytes, no positions, stemming, stop words or folding)", name, index.MaxTokenLength)
+			return sp, badInput("%s: the INVERTED index has one tokenizer (simple: split at non-letters and non-digits, lower case, tokens up to %d bytes, no stemming, stop words or folding)", name, index.MaxTokenLength)
 		}
+	}
+	if isFTS && r.WithPosition != nil {
+		sp.NoPositions = !*r.WithPosition
 	}
 	if !isFTS {
 		for name, set := range map[string]bool{"with_position": r.WithPosition != nil, "base_tokenizer": r.BaseTokenizer != nil,
@@ -181,7 +196,11 @@ func (s *Server) indexTable(c *gin.Context, req *indexBody) (*table.Table, *tabl
 func indexContent(im *index.Meta, m *table.Manifest) gin.H {
 	indexed, unindexed := im.Coverage(m)
 	details := map[string]any{"column": im.Column}
-	if im.Type == index.IVFFlat {
+	if im.Type == index.IVFFlat || im.Type == index.IVFPQ {
+		if im.Type == index.IVFPQ {
+			details["num_sub_vectors"] = im.Params.SubVectors
+			details["num_bits"] = im.Params.Bits
+		}
 		details["distance_type"] = im.Metric
 		details["num_partitions"] = im.Params.Partitions
 		details["sample_rate"] = im.Params.SampleRate
@@ -189,6 +208,7 @@ func indexContent(im *index.Meta, m *table.Manifest) gin.H {
 	}
 	if im.Type == index.Inverted {
 		details["tokenizer"] = "simple"
+		details["with_position"] = !im.Params.NoPositions
 		details["max_token_length"] = index.MaxTokenLength
 		details["scoring"] = "bm25"
 	}
@@ -316,12 +336,20 @@ func (s *Server) vectorIndex(ctx context.Context, t *table.Table, vq *vector.Que
 	if req.RefineFactor != nil {
 		vq.Refine = int(*req.RefineFactor)
 	}
+	if im.Type == index.IVFPQ && (vq.Filter == "" || vq.Postfilter) {
+		k := vq.K
+		if k <= 0 {
+			k = vector.DefaultK
+		}
+		p.Shortlist(min(k*max(vq.Refine, 1), vector.MaxK))
+	}
 	return nil
 }
 
 // textQuery reads full_text_query: {"string_query": {"query",
-// "columns"}} or {"structured_query": {"query": {"match": {"terms",
-// "column", "operator", "boost"}}}}; ok is false without one.
+// "columns"}} (several columns: a multi_match over them) or
+// {"structured_query": {"query": FtsQuery}} (ftsQuery); ok is false
+// without one.
 func (req queryRequest) textQuery(q table.QueryOptions) (index.FTSQuery, bool, error) {
 	var fq index.FTSQuery
 	if req.FullText == nil {
@@ -337,7 +365,7 @@ func (req queryRequest) textQuery(q table.QueryOptions) (index.FTSQuery, bool, e
 			Columns []string `json:"columns"`
 		} `json:"string_query"`
 		StructuredQuery *struct {
-			Query map[string]json.RawMessage `json:"query"`
+			Query json.RawMessage `json:"query"`
 		} `json:"structured_query"`
 	}
 	if err := decodeStrict(raw, &body); err != nil {
@@ -351,54 +379,20 @@ func (req queryRequest) textQuery(q table.QueryOptions) (index.FTSQuery, bool, e
 			return fq, false, badInput("full_text_query.string_query.query: required")
 		}
 		fq.Text = *body.StringQuery.Query
-		switch len(body.StringQuery.Columns) {
-		case 0:
-		case 1:
+		if len(body.StringQuery.Columns) > 1 {
+			fq.Query = &index.TextQuery{Multi: []index.MatchQuery{}}
+			for _, col := range body.StringQuery.Columns {
+				fq.Query.Multi = append(fq.Query.Multi, index.MatchQuery{Column: col, Terms: fq.Text})
+			}
+		} else if len(body.StringQuery.Columns) == 1 {
 			fq.Column = body.StringQuery.Columns[0]
-		default:
-			return fq, false, badInput("full_text_query.string_query.columns: search one column at a time")
 		}
 	case body.StructuredQuery != nil:
-		for k := range body.StructuredQuery.Query {
-			if k != "match" {
-				return fq, false, badInput("full_text_query.structured_query.query: %q queries are not supported; use match", k)
-			}
+		if body.StructuredQuery.Query == nil {
+			return fq, false, badInput("full_text_query.structured_query.query: required")
 		}
-		mraw, ok := body.StructuredQuery.Query["match"]
-		if !ok {
-			return fq, false, badInput("full_text_query.structured_query.query: want {\"match\": {...}}")
-		}
-		var mq struct {
-			Terms         *string  `json:"terms"`
-			Column        string   `json:"column"`
-			Operator      string   `json:"operator"`
-			Boost         *float64 `json:"boost"`
-			Fuzziness     *int64   `json:"fuzziness"`
-			MaxExpansions *int64   `json:"max_expansions"`
-			PrefixLength  *int64   `json:"prefix_length"`
-		}
-		if err := decodeStrict(mraw, &mq); err != nil {
-			return fq, false, badInput("full_text_query.structured_query.query.match: %v", err)
-		}
-		if mq.Terms == nil {
-			return fq, false, badInput("full_text_query.structured_query.query.match.terms: required")
-		}
-		if mq.Fuzziness != nil && *mq.Fuzziness != 0 || mq.MaxExpansions != nil || mq.PrefixLength != nil {
-			return fq, false, badInput("full_text_query.structured_query.query.match: fuzzy matching (fuzziness, max_expansions, prefix_length) is not supported")
-		}
-		fq.Text, fq.Column = *mq.Terms, mq.Column
-		switch strings.ToLower(mq.Operator) {
-		case "", "or":
-		case "and":
-			fq.And = true
-		default:
-			return fq, false, badInput("full_text_query.structured_query.query.match.operator: %q (want And or Or)", mq.Operator)
-		}
-		if mq.Boost != nil {
-			if *mq.Boost <= 0 {
-				return fq, false, badInput("full_text_query.structured_query.query.match.boost: must be positive")
-			}
-			fq.Boost = *mq.Boost
+		if fq.Query, err = ftsQuery(body.StructuredQuery.Query, "full_text_query.structured_query.query", 0); err != nil {
+			return fq, false, err
 		}
 	default:
 		return fq, false, nil // {}: no full-text search

@@ -79,8 +79,10 @@ func specIndexes(t *testing.T, sc *specClient) {
 	sc.expect("create_scalar_index missing table", st, m, 404)
 	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "emb", "index_type": "IVF_FLAT", "distance_type": "l2", "num_partitions": 4})
 	sc.expect("create_index IVF_FLAT", st, m, 200)
-	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "emb", "index_type": "IVF_PQ", "num_sub_vectors": 2})
-	sc.expect("create_index IVF_PQ", st, m, 400)
+	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "emb", "index_type": "IVF_PQ", "num_sub_vectors": 3})
+	sc.expect("create_index IVF_PQ num_sub_vectors not dividing the dimension", st, m, 400)
+	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "emb", "index_type": "IVF_HNSW_SQ"})
+	sc.expect("create_index IVF_HNSW_SQ", st, m, 400)
 	st, m = sc.j("/v1/table/docs$vec/create_index", map[string]any{"column": "id", "index_type": "BITMAP", "name": "../x"})
 	sc.expect("create_index bad name", st, m, 400)
 	st, m = sc.j("/v1/table/docs$nope/create_index", map[string]any{"column": "emb", "index_type": "IVF_FLAT"})
@@ -115,8 +117,12 @@ func specIndexes(t *testing.T, sc *specClient) {
 	sc.expect("vector query bad nprobes", st, string(out), 400)
 	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"string_query": {"query": "red blue"}}}`), checkBoth)
 	sc.expect("full-text query", st, string(out), 200)
-	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"structured_query": {"query": {"phrase": {"terms": "red blue"}}}}}`), checkResponse)
-	sc.expect("full-text phrase query", st, string(out), 400)
+	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"structured_query": {"query": {"phrase": {"terms": "red blue"}}}}}`), checkBoth)
+	sc.expect("full-text phrase query", st, string(out), 200)
+	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"structured_query": {"query": {"boolean": {"must": [{"match": {"terms": "red"}}], "should": [{"phrase": {"terms": "red blue", "slop": 1}}], "must_not": [{"boost": {"positive": {"match": {"terms": "x"}}, "negative": {"multi_match": {"match_queries": [{"terms": "y"}]}}}}]}}}}}`), checkBoth)
+	sc.expect("full-text boolean query", st, string(out), 200)
+	st, out = sc.send("POST", "/v1/table/docs$vec/query", "application/json", []byte(`{"k": 3, "vector": {}, "full_text_query": {"structured_query": {"query": {"phrase": {"terms": "red", "slop": -1}}}}}`), checkResponse)
+	sc.expect("full-text phrase negative slop", st, string(out), 400)
 
 	st, out = sc.send("POST", "/v1/table/docs$vec/index/body_fts/drop", "", nil, checkBoth)
 	sc.expect("index drop", st, string(out), 200)
@@ -242,6 +248,8 @@ func TestIndexesOverHTTP(t *testing.T) {
 		{"create_index", `{"column": "id", "index_type": "BTREE", "num_partitions": 4}`, 400, "num_partitions"},
 		{"create_index", `{"column": "emb", "index_type": "IVF_FLAT", "num_partitions": 0}`, 400, "num_partitions"},
 		{"create_index", `{"column": "emb", "index_type": "IVF_FLAT", "distance_type": "hamming"}`, 400, "distance_type"},
+		{"create_index", `{"column": "emb", "index_type": "IVF_PQ", "num_bits": 9}`, 400, "num_bits"},
+		{"create_index", `{"column": "emb", "index_type": "IVF_FLAT", "num_sub_vectors": 2}`, 400, "num_sub_vectors"},
 		{"create_index", `{"column": "body", "index_type": "INVERTED", "stem": true}`, 400, "stem"},
 		{"create_index", `{"column": "id", "index_type": "BTREE", "stem": false}`, 400, "stem"},
 		{"create_index", `{"column": "id", "index_type": "BTREE", "colour": 1}`, 400, "colour"},
@@ -250,7 +258,13 @@ func TestIndexesOverHTTP(t *testing.T) {
 		{"create_index", `{"column": "id", "index_type": "BTREE", "branch": "a/b"}`, 400, "branch"},
 		{"index/list", `{"limit": -1}`, 400, "limit"},
 		{"index/id_idx/stats", `{"index_name": "other"}`, 400, "index_name"},
-		{"query", `{"vector": {}, "full_text_query": {"string_query": {"query": "x", "columns": ["id"]}}}`, 400, "INVERTED"},
+		{"query", `{"vector": {}, "full_text_query": {"string_query": {"query": "x", "columns": ["id"]}}}`, 400, "id"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"match": {"terms": "x"}, "phrase": {"terms": "x"}}}}}`, 400, "exactly one"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"regex": {"terms": "x"}}}}}`, 400, "regex"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"boolean": {"must": []}}}}}`, 400, "should"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"boost": {"positive": {"match": {"terms": "x"}}}}}}}`, 400, "negative"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"multi_match": {"match_queries": []}}}}}`, 400, "match_queries"},
+		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"phrase": {"terms": "x", "column": "nope"}}}}}`, 404, "nope"},
 		{"query", `{"vector": {}, "full_text_query": {"string_query": {}}}`, 400, "query"},
 		{"query", `{"vector": [1,1,1,1,1,1,1,1], "full_text_query": {"string_query": {"query": "x"}}}`, 400, "hybrid"},
 		{"query", `{"vector": {}, "full_text_query": {"structured_query": {"query": {"match": {"terms": "x", "fuzziness": 2}}}}}`, 400, "fuzzy"},

@@ -96,9 +96,9 @@ func mergeTimeout(ctx context.Context, err error) error {
 }
 
 // mergeOptions reads the spec's query parameters. on may be repeated for
-// a key of several columns. use_index is accepted either way: the spec
-// makes it a hint that falls back to a scan when no index applies, and
-// the match here always reads only the key columns.
+// a key of several columns. use_index=true matches through a BTREE or
+// BITMAP index on a one-column key where one covers a fragment (the
+// spec's hint: without such an index the match scans the key column).
 func mergeOptions(c *gin.Context) (table.MergeOptions, time.Duration, error) {
 	var o table.MergeOptions
 	o.On = c.QueryArray("on")
@@ -112,7 +112,7 @@ func mergeOptions(c *gin.Context) (table.MergeOptions, time.Duration, error) {
 		{"when_matched_update_all", &o.WhenMatchedUpdateAll},
 		{"when_not_matched_insert_all", &o.WhenNotMatchedInsertAll},
 		{"when_not_matched_by_source_delete", &o.WhenNotMatchedBySourceDelete},
-		{"use_index", new(bool)},
+		{"use_index", &o.UseIndex},
 	} {
 		if v, ok := c.GetQuery(f.name); ok {
 			b, err := strconv.ParseBool(v)

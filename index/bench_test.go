@@ -158,6 +158,42 @@ func BenchmarkVectorIVF(b *testing.B) {
 	if recall < 0.95 {
 		b.Fatalf("recall@10 %.3f < 0.95", recall)
 	}
+	// IVF_PQ over the same table and queries: each fragment shortlists
+	// k × refine_factor rows by their codes, ranked exactly.
+	start = time.Now()
+	pq, err := index.Create(ctx, tb, index.Spec{Name: "emb_pq", Column: "emb", Type: "IVF_PQ"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pqBuild := time.Since(start)
+	const refine = 20
+	var pqT time.Duration
+	var pqIDs [][]int64
+	for range b.N {
+		pqIDs = pqIDs[:0]
+		for _, q := range queries {
+			s := time.Now()
+			p, err := index.NewProbe(ctx, tb, pq, q, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Shortlist(10 * refine)
+			rec, err := vector.Search(ctx, tb, vector.Query{Vector: q, K: 10, Columns: []string{"id"}, Index: p, Refine: refine}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			pqT += time.Since(s)
+			pqIDs = append(pqIDs, ids(b, rec))
+		}
+	}
+	pqRecall := Recall(exact, pqIDs)
+	b.Logf("IVF_PQ (%d sub-vectors × %d bits, refine_factor %d, build %v): %v/query, speed-up over exact %.1f×, recall@10 %.3f",
+		pq.Params.SubVectors, pq.Params.Bits, refine, pqBuild.Round(time.Millisecond), (pqT / per).Round(time.Microsecond), float64(exactT)/float64(pqT), pqRecall)
+	b.ReportMetric(float64(exactT)/float64(pqT), "pq_speedup")
+	b.ReportMetric(pqRecall, "pq_recall@10")
+	if pqRecall < 0.95 {
+		b.Fatalf("IVF_PQ recall@10 %.3f < 0.95", pqRecall)
+	}
 }
 
 // BenchmarkFTS: BM25 full-text queries through an INVERTED index; the
@@ -283,4 +319,92 @@ func BenchmarkViewRefreshIndex(b *testing.B) {
 	b.Logf("incremental refresh of a view after a 1%% append to %d rows: without index %v, with a BTREE index %v (%.2f×)",
 		n, (plainT / time.Duration(b.N)).Round(time.Millisecond), (indexedT / time.Duration(b.N)).Round(time.Millisecond), float64(indexedT)/float64(plainT))
 	b.ReportMetric(float64(indexedT)/float64(plainT), "cost_ratio")
+}
+
+// BenchmarkMergeInsertUseIndex: a CDC-style merge_insert of 1% of the
+// rows of a table (MVQ_BENCH_ROWS, default 1M, fragments of 64k, a BTREE
+// index on the key) — 0.9% updates spread over the newest tenth, 0.1%
+// new rows — with use_index (matches looked up in the index) against
+// the same merge on a twin table by scanning the key column, in the same
+// run. Both must update and insert the same rows.
+func BenchmarkMergeInsertUseIndex(b *testing.B) {
+	ctx := context.Background()
+	n := benchSize("MVQ_BENCH_ROWS", 1_000_000)
+	upd, ins := n*9/1000, n/1000
+	var keys []int64
+	for id := n - upd*10; id < n; id += 10 {
+		keys = append(keys, int64(id))
+	}
+	for id := n; id < n+ins; id++ {
+		keys = append(keys, int64(id))
+	}
+	var tIndex, tScan time.Duration
+	var indexed, frags int
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		cat := newCatalog(b, table.Options{MaxRowsPerFragment: 1 << 16})
+		mk := func(name string) *table.Table {
+			rec := benchRows(0, n)
+			defer rec.Release()
+			tb, _, err := cat.CreateTable(ctx, []string{"ns", name}, benchSchema, reader(rec), "", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := index.Create(ctx, tb, index.Spec{Column: "id", Type: "BTREE"}); err != nil {
+				b.Fatal(err)
+			}
+			return tb
+		}
+		withIdx, scan := mk("with"), mk("scan")
+		m, _ := withIdx.Load(ctx, 0)
+		frags = len(m.Fragments)
+		input := func() array.RecordReader {
+			bl := array.NewRecordBuilder(memory.DefaultAllocator, benchSchema)
+			defer bl.Release()
+			for _, k := range keys {
+				bl.Field(0).(*array.Int64Builder).Append(k)
+				bl.Field(1).(*array.Int32Builder).Append(int32(k % 7))
+				bl.Field(2).(*array.StringBuilder).Append("merged")
+			}
+			rec := bl.NewRecordBatch()
+			defer rec.Release()
+			return reader(rec)
+		}
+		o := table.MergeOptions{On: []string{"id"}, WhenMatchedUpdateAll: true, WhenNotMatchedInsertAll: true}
+		b.StartTimer()
+		run := func(tb *table.Table, use bool) (table.MergeResult, time.Duration) {
+			rdr := input()
+			defer rdr.Release()
+			o.UseIndex = use
+			start := time.Now()
+			_, r, err := tb.MergeInsert(ctx, rdr, o)
+			d := time.Since(start)
+			if err != nil || r.Updated != int64(upd) || r.Inserted != int64(ins) {
+				b.Fatalf("merge_insert (use_index %v): %+v %v", use, r, err)
+			}
+			return r, d
+		}
+		// Alternate which goes first, so neither always meets a warmer cache.
+		var ri, rs table.MergeResult
+		var di, ds time.Duration
+		if i%2 == 0 {
+			ri, di = run(withIdx, true)
+			rs, ds = run(scan, false)
+		} else {
+			rs, ds = run(scan, false)
+			ri, di = run(withIdx, true)
+		}
+		tIndex += di
+		tScan += ds
+		indexed = ri.FragmentsIndexed
+		if rs.FragmentsIndexed != 0 || ri.FragmentsRewritten != rs.FragmentsRewritten {
+			b.Fatalf("use_index %+v, scan %+v", ri, rs)
+		}
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(b.N) }
+	b.Logf("merge_insert of %d keys into %d rows (%d fragments): use_index %.1f ms (%d fragments matched through the index), scan %.1f ms, speed-up %.2f×",
+		len(keys), n, frags, per(tIndex), indexed, per(tScan), tScan.Seconds()/tIndex.Seconds())
+	b.ReportMetric(per(tIndex), "use_index_ms")
+	b.ReportMetric(per(tScan), "scan_ms")
+	b.ReportMetric(tScan.Seconds()/tIndex.Seconds(), "speedup")
 }

@@ -2,9 +2,11 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"sort"
 	"strings"
 	"time"
 
@@ -25,12 +27,19 @@ type Spec struct {
 	Partitions    int    // 0: about sqrt(rows), at most 4096
 	MaxIterations int    // k-means iterations, 0: 25
 	SampleRate    int    // training rows per partition, 0: 256
+	// IVF_PQ: sub-vectors per code (0: dim/4 where 4 divides dim) and
+	// bits per sub-vector code (0: 8; 1 to 8).
+	SubVectors int
+	Bits       int
+	// INVERTED: NoPositions leaves token positions out of the index
+	// (with_position false); phrase queries then tokenize the fragment.
+	NoPositions bool
 }
 
 // ScalarTypes and VectorTypes are the types create answers for.
 var (
 	ScalarTypes = []string{BTree, Bitmap, Inverted}
-	VectorTypes = []string{IVFFlat}
+	VectorTypes = []string{IVFFlat, IVFPQ}
 )
 
 // normalize checks spec against the schema and fills defaults; it
@@ -68,13 +77,19 @@ func (s *Spec) normalize(schema *arrow.Schema) (int, error) {
 		if _, err := keyKind(f.Name, f.Type); err != nil {
 			return 0, err
 		}
+		if s.NoPositions {
+			return 0, table.Errorf(table.CodeInvalidInput, "with_position: only for INVERTED (FTS) indexes")
+		}
 		return idx[0], vectorOnly()
 	case Inverted:
 		if f.Type.ID() != arrow.STRING && f.Type.ID() != arrow.LARGE_STRING {
 			return 0, table.Errorf(table.CodeInvalidInput, "column: %q is %s; an INVERTED index takes a string column", f.Name, f.Type)
 		}
 		return idx[0], vectorOnly()
-	case IVFFlat:
+	case IVFFlat, IVFPQ:
+		if s.NoPositions {
+			return 0, table.Errorf(table.CodeInvalidInput, "with_position: only for INVERTED (FTS) indexes")
+		}
 		if _, ok := vectorDim(f.Type); !ok {
 			return 0, table.Errorf(table.CodeInvalidInput, "column: %q is %s, not a vector column (fixed_size_list<float32>)", f.Name, f.Type)
 		}
@@ -95,9 +110,31 @@ func (s *Spec) normalize(schema *arrow.Schema) (int, error) {
 		if s.SampleRate < 0 || s.SampleRate > 1<<20 {
 			return 0, table.Errorf(table.CodeInvalidInput, "sample_rate: 1 to %d (got %d)", 1<<20, s.SampleRate)
 		}
+		dim, _ := vectorDim(f.Type)
+		if s.Type == IVFFlat {
+			if s.SubVectors != 0 || s.Bits != 0 {
+				return 0, table.Errorf(table.CodeInvalidInput, "num_sub_vectors, num_bits: only for IVF_PQ")
+			}
+			return idx[0], nil
+		}
+		if s.Metric == "dot" {
+			return 0, table.Errorf(table.CodeInvalidInput, "distance_type: dot is not supported with IVF_PQ (l2 or cosine)")
+		}
+		if s.SubVectors == 0 {
+			s.SubVectors = defaultSubVectors(dim)
+		}
+		if s.SubVectors < 1 || s.SubVectors > dim || dim%s.SubVectors != 0 {
+			return 0, table.Errorf(table.CodeInvalidInput, "num_sub_vectors: %d does not divide the dimension %d", s.SubVectors, dim)
+		}
+		if s.Bits == 0 {
+			s.Bits = 8
+		}
+		if s.Bits < 1 || s.Bits > 8 {
+			return 0, table.Errorf(table.CodeInvalidInput, "num_bits: 1 to 8 (got %d)", s.Bits)
+		}
 		return idx[0], nil
-	case "IVF_PQ", "IVF_SQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_HNSW_FLAT", "IVF_RQ", "HNSW", "LABEL_LIST", "NGRAM", "ZONEMAP":
-		return 0, table.Errorf(table.CodeInvalidInput, "index_type: %s is not supported; this server builds BTREE, BITMAP, INVERTED (FTS) and IVF_FLAT", s.Type)
+	case "IVF_SQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_HNSW_FLAT", "IVF_RQ", "HNSW", "LABEL_LIST", "NGRAM", "ZONEMAP":
+		return 0, table.Errorf(table.CodeInvalidInput, "index_type: %s is not supported; this server builds BTREE, BITMAP, INVERTED (FTS), IVF_FLAT and IVF_PQ", s.Type)
 	}
 	return 0, table.Errorf(table.CodeInvalidInput, "index_type: %q is not an index type (BTREE, BITMAP, INVERTED, FTS, IVF_FLAT)", s.Type)
 }
@@ -123,35 +160,49 @@ func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
 	if err != nil {
 		return nil, err
 	}
-	old, err := Load(ctx, t, spec.Name)
-	if err != nil && table.ErrorCode(err) != table.CodeTableIndexNotFound {
-		return nil, err
-	}
 	im := &Meta{
 		Name: spec.Name, UUID: uuid.NewString(), Column: schema.Field(col).Name, Type: spec.Type,
 		Version: m.Version, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Format: FormatVersion,
 		Fragments: []Covered{},
 	}
 	im.kind, _ = keyKind(im.Column, schema.Field(col).Type)
-	if spec.Type == IVFFlat {
+	im.Params.NoPositions = spec.Type == Inverted && spec.NoPositions
+	if spec.Type == IVFFlat || spec.Type == IVFPQ {
 		im.Metric = spec.Metric
 		if err := train(ctx, t, m, col, im, spec); err != nil {
 			return nil, err
 		}
 	}
+	wh := t.Catalog().Warehouse()
 	covered, err := buildFragments(ctx, t, im, col, m.Fragments)
 	if err != nil {
-		_ = t.Catalog().Warehouse().DeletePrefix(context.WithoutCancel(ctx), t.LineKey(dir+im.UUID+"/"))
+		_ = wh.DeletePrefix(context.WithoutCancel(ctx), t.LineKey(dir+im.UUID+"/"))
 		return nil, err
 	}
 	im.Fragments = covered
-	if err := saveMeta(ctx, t, im); err != nil {
-		return nil, err
+	// Commit over whatever definition is newest now (a replaced build's
+	// extensions lose to this one).
+	for attempt := 0; ; attempt++ {
+		old, err := loadAny(ctx, t, spec.Name)
+		if err == nil {
+			im.Seq = 0
+			if old != nil {
+				im.Seq = old.Seq
+			}
+			err = commitDef(ctx, t, im)
+		}
+		if errors.Is(err, errDefRace) && attempt < maxDefAttempts {
+			continue
+		}
+		if err != nil {
+			_ = wh.DeletePrefix(context.WithoutCancel(ctx), t.LineKey(dir+im.UUID+"/"))
+			return nil, err
+		}
+		if old != nil && old.UUID != im.UUID {
+			_ = wh.DeletePrefix(context.WithoutCancel(ctx), t.LineKey(dir+old.UUID+"/"))
+		}
+		return im, nil
 	}
-	if old != nil {
-		_ = t.Catalog().Warehouse().DeletePrefix(context.WithoutCancel(ctx), t.LineKey(dir+old.UUID+"/"))
-	}
-	return im, nil
 }
 
 // buildFragments writes the index file of each fragment, in parallel.
@@ -170,10 +221,13 @@ func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frag
 				if err != nil {
 					return err
 				}
-				if err := t.Catalog().Warehouse().Write(gctx, fileKey(t, im.UUID, f.ID), data); err != nil {
+				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, fileKey(t, im.UUID, f.ID), data); err != nil && !errors.Is(err, table.ErrExists) {
 					return err
 				}
 				out[i] = Covered{ID: f.ID, Path: f.Path, Rows: f.Rows, Bytes: int64(len(data))}
+				if sf, ok := v.(*scalarFile); ok {
+					sf.keyRange(&out[i])
+				}
 				return nil
 			})
 		})
@@ -192,10 +246,10 @@ func buildOne(ctx context.Context, t *table.Table, im *Meta, col int, f table.Fr
 			return nil, err
 		}
 		return buildScalar(im.Type, im.kind, cv), nil
-	case IVFFlat:
+	case IVFFlat, IVFPQ:
 		return assignFragment(ctx, t, im, col, f)
 	case Inverted:
-		return buildInverted(ctx, t, f, col)
+		return buildInverted(ctx, t, f, col, !im.Params.NoPositions)
 	}
 	return nil, fmt.Errorf("index type %s", im.Type)
 }
@@ -203,12 +257,24 @@ func buildOne(ctx context.Context, t *table.Table, im *Meta, col int, f table.Fr
 // Extend indexes the fragments of t's latest version that index name does
 // not cover (appended or rewritten since it was built) and forgets the
 // fragments the latest version no longer has. It answers how many
-// fragments it indexed.
+// fragments it added to the definition. Concurrent extensions (and an
+// extension racing a create or drop) are safe: the definition is
+// committed compare-and-swap (commitDef), each attempt merging this
+// extension's fragments into the newest definition and dropping the
+// fragments the newest table version lacks. An index replaced or dropped
+// meanwhile is left alone (0, nil): the new build is extended by the
+// next commit.
 func Extend(ctx context.Context, t *table.Table, name string) (int, error) {
 	im, err := Load(ctx, t, name)
 	if err != nil {
 		return 0, err
 	}
+	return extend(ctx, t, im)
+}
+
+// extend is Extend from the definition im (as read).
+func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
+	name := im.Name
 	m, err := t.Load(ctx, 0)
 	if err != nil {
 		return 0, err
@@ -230,39 +296,88 @@ func Extend(ctx context.Context, t *table.Table, name string) (int, error) {
 			todo = append(todo, f)
 		}
 	}
-	var keep, gone []Covered
+	gone := false
 	for _, c := range im.Fragments {
-		if live[c.ID] {
-			keep = append(keep, c)
-		} else {
-			gone = append(gone, c)
-		}
+		gone = gone || !live[c.ID]
 	}
-	if len(todo) == 0 && len(gone) == 0 {
+	if len(todo) == 0 && !gone {
 		return 0, nil
 	}
 	added, err := buildFragments(ctx, t, im, idx[0], todo)
 	if err != nil {
 		return 0, err
 	}
-	// The definition may have changed while building (replaced, dropped,
-	// or extended by another process): write only onto the same build.
-	cur, err := Load(ctx, t, name)
-	if err != nil {
-		return 0, err
+	wh := t.Catalog().Warehouse()
+	for attempt := 0; ; attempt++ {
+		cur, err := loadAny(ctx, t, name)
+		if err != nil {
+			return 0, err
+		}
+		if cur == nil || cur.Dropped || cur.UUID != im.UUID {
+			// Replaced or dropped: this build's files go with it.
+			for _, c := range added {
+				_ = wh.Delete(context.WithoutCancel(ctx), fileKey(t, im.UUID, c.ID))
+			}
+			return 0, nil
+		}
+		// Liveness from the newest table version, read after the newest
+		// definition: a fragment gone there is gone for good (ids are not
+		// reused), so no later definition can name it again.
+		lm, err := t.Load(ctx, 0)
+		if err != nil {
+			return 0, err
+		}
+		now := make(map[uint32]string, len(lm.Fragments))
+		for _, f := range lm.Fragments {
+			now[f.ID] = f.Path
+		}
+		next := *cur
+		next.Fragments = nil
+		have := map[uint32]bool{}
+		var removed []Covered
+		for _, c := range cur.Fragments {
+			if p, ok := now[c.ID]; ok && p == c.Path {
+				next.Fragments = append(next.Fragments, c)
+				have[c.ID] = true
+			} else {
+				removed = append(removed, c)
+			}
+		}
+		n := 0
+		var unused []Covered
+		for _, c := range added {
+			switch p, ok := now[c.ID]; {
+			case have[c.ID]:
+			case ok && p == c.Path:
+				next.Fragments = append(next.Fragments, c)
+				have[c.ID] = true
+				n++
+			default:
+				unused = append(unused, c)
+			}
+		}
+		if n == 0 && len(removed) == 0 {
+			return 0, nil // another extension did it all
+		}
+		sort.Slice(next.Fragments, func(i, j int) bool { return next.Fragments[i].ID < next.Fragments[j].ID })
+		if next.Fragments == nil {
+			next.Fragments = []Covered{}
+		}
+		next.Version = max(cur.Version, m.Version)
+		err = commitDef(ctx, t, &next)
+		if errors.Is(err, errDefRace) && attempt < maxDefAttempts {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		for _, c := range append(removed, unused...) {
+			if !have[c.ID] {
+				_ = wh.Delete(context.WithoutCancel(ctx), fileKey(t, im.UUID, c.ID))
+			}
+		}
+		return n, nil
 	}
-	if cur.UUID != im.UUID {
-		return 0, table.Errorf(table.CodeConcurrentModification, "index %q was replaced while it was being extended", name)
-	}
-	cur.Fragments = append(keep, added...)
-	cur.Version = m.Version
-	if err := saveMeta(ctx, t, cur); err != nil {
-		return 0, err
-	}
-	for _, c := range gone {
-		_ = t.Catalog().Warehouse().Delete(ctx, fileKey(t, im.UUID, c.ID))
-	}
-	return len(added), nil
 }
 
 // ExtendAll extends every index of t (see Extend).
@@ -272,7 +387,7 @@ func ExtendAll(ctx context.Context, t *table.Table) error {
 		return err
 	}
 	for _, im := range metas {
-		if _, err := Extend(ctx, t, im.Name); err != nil {
+		if _, err := extend(ctx, t, im); err != nil {
 			return fmt.Errorf("index %q: %w", im.Name, err)
 		}
 	}

@@ -2,7 +2,6 @@ package index
 
 import (
 	"context"
-	"math"
 	"sort"
 	"strings"
 	"unicode"
@@ -73,12 +72,23 @@ type ftsFile struct {
 	Starts   []uint32 // postings of Terms[i]: Starts[i]:Starts[i+1]
 	Rows     []uint32
 	TFs      []uint32
+	// PosStarts[p]:PosStarts[p+1] are the token positions (0-based,
+	// ascending) of posting p in its row, in Pos; nil when the index was
+	// built without positions (with_position false, or a file written
+	// before positions were kept).
+	PosStarts []uint32
+	Pos       []uint32
 }
 
-// invert builds a fragment's postings from its texts (nil: null).
-func invert(texts []*string) *ftsFile {
+// invert builds a fragment's postings from its texts (nil: null), with
+// the tokens' positions when positions is set.
+func invert(texts []*string, positions bool) *ftsFile {
 	ff := &ftsFile{Lens: make([]uint32, len(texts))}
-	post := map[string][][2]uint32{}
+	type posting struct {
+		row uint32
+		pos []uint32
+	}
+	post := map[string][]posting{}
 	for row, s := range texts {
 		if s == nil {
 			continue
@@ -87,12 +97,16 @@ func invert(texts []*string) *ftsFile {
 		toks := Tokenize(*s)
 		ff.Lens[row] = uint32(len(toks))
 		ff.TotalLen += int64(len(toks))
-		tf := map[string]uint32{}
-		for _, tok := range toks {
-			tf[tok]++
+		at := map[string][]uint32{}
+		var order []string
+		for i, tok := range toks {
+			if _, ok := at[tok]; !ok {
+				order = append(order, tok)
+			}
+			at[tok] = append(at[tok], uint32(i))
 		}
-		for tok, n := range tf {
-			post[tok] = append(post[tok], [2]uint32{uint32(row), n})
+		for _, tok := range order {
+			post[tok] = append(post[tok], posting{uint32(row), at[tok]})
 		}
 	}
 	ff.Terms = make([]string, 0, len(post))
@@ -100,13 +114,18 @@ func invert(texts []*string) *ftsFile {
 		ff.Terms = append(ff.Terms, tok)
 	}
 	sort.Strings(ff.Terms)
+	if positions {
+		ff.PosStarts = []uint32{0}
+	}
 	for _, tok := range ff.Terms {
 		ff.Starts = append(ff.Starts, uint32(len(ff.Rows)))
-		p := post[tok]
-		sort.Slice(p, func(a, b int) bool { return p[a][0] < p[b][0] })
-		for _, x := range p {
-			ff.Rows = append(ff.Rows, x[0])
-			ff.TFs = append(ff.TFs, x[1])
+		for _, x := range post[tok] { // rows ascending: appended in row order
+			ff.Rows = append(ff.Rows, x.row)
+			ff.TFs = append(ff.TFs, uint32(len(x.pos)))
+			if positions {
+				ff.Pos = append(ff.Pos, x.pos...)
+				ff.PosStarts = append(ff.PosStarts, uint32(len(ff.Pos)))
+			}
 		}
 	}
 	ff.Starts = append(ff.Starts, uint32(len(ff.Rows)))
@@ -115,12 +134,22 @@ func invert(texts []*string) *ftsFile {
 
 // postings answers the rows and term frequencies of tok.
 func (ff *ftsFile) postings(tok string) ([]uint32, []uint32) {
+	rows, tfs, _ := ff.postingsAt(tok)
+	return rows, tfs
+}
+
+// postingsAt is postings with the index of the first posting (for
+// positions); -1 when tok is not in the file.
+func (ff *ftsFile) postingsAt(tok string) ([]uint32, []uint32, int) {
 	i := sort.SearchStrings(ff.Terms, tok)
 	if i == len(ff.Terms) || ff.Terms[i] != tok {
-		return nil, nil
+		return nil, nil, -1
 	}
-	return ff.Rows[ff.Starts[i]:ff.Starts[i+1]], ff.TFs[ff.Starts[i]:ff.Starts[i+1]]
+	return ff.Rows[ff.Starts[i]:ff.Starts[i+1]], ff.TFs[ff.Starts[i]:ff.Starts[i+1]], int(ff.Starts[i])
 }
+
+// hasPositions reports whether phrase queries can read positions here.
+func (ff *ftsFile) hasPositions() bool { return ff.PosStarts != nil || len(ff.Rows) == 0 }
 
 func fragmentTexts(ctx context.Context, t *table.Table, f table.Fragment, col int) ([]*string, error) {
 	recs, err := t.ReadFragment(ctx, f, []int{col}, t.Catalog().Options().Mem)
@@ -154,17 +183,20 @@ func fragmentTexts(ctx context.Context, t *table.Table, f table.Fragment, col in
 	return out, nil
 }
 
-func buildInverted(ctx context.Context, t *table.Table, f table.Fragment, col int) (*ftsFile, error) {
+func buildInverted(ctx context.Context, t *table.Table, f table.Fragment, col int, positions bool) (*ftsFile, error) {
 	texts, err := fragmentTexts(ctx, t, f, col)
 	if err != nil {
 		return nil, err
 	}
-	return invert(texts), nil
+	return invert(texts, positions), nil
 }
 
-// FTSQuery is one full-text search.
+// FTSQuery is one full-text search: Query, or (Query nil) a match of
+// Text in Column ("": every column with an INVERTED index) with And and
+// Boost.
 type FTSQuery struct {
-	Column  string // "": the table's only INVERTED index
+	Query   *TextQuery
+	Column  string
 	Text    string
 	And     bool    // every term must match (default: any)
 	Boost   float64 // scales the scores (0: 1)
@@ -231,135 +263,6 @@ func (h *topHits) offer(x scored) {
 		it[i], it[m] = it[m], it[i]
 		i = m
 	}
-}
-
-// SearchText runs q over t: the K rows with the highest BM25 score
-// (ties: table order), with their columns and _score, best first.
-// Errors: CodeInvalidInput naming full_text_query when the column has no
-// INVERTED index.
-func SearchText(ctx context.Context, t *table.Table, q FTSQuery) (arrow.RecordBatch, error) {
-	m, err := t.Load(ctx, q.Version)
-	if err != nil {
-		return nil, err
-	}
-	schema, err := m.ArrowSchema()
-	if err != nil {
-		return nil, err
-	}
-	metas, err := List(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	var im *Meta
-	var names []string
-	for _, x := range metas {
-		if x.Type != Inverted {
-			continue
-		}
-		names = append(names, x.Column)
-		if q.Column == "" || x.Column == q.Column {
-			if im != nil && q.Column == "" {
-				return nil, table.Errorf(table.CodeInvalidInput, "full_text_query: columns: name one of the columns with an INVERTED index (%s)", strings.Join(names, ", "))
-			}
-			im = x
-		}
-	}
-	if im == nil {
-		if q.Column != "" && len(schema.FieldIndices(q.Column)) == 0 {
-			return nil, table.Errorf(table.CodeTableColumnNotFound, "full_text_query: column %q not found", q.Column)
-		}
-		return nil, table.Errorf(table.CodeInvalidInput, "full_text_query: column %q has no INVERTED index; create one with create_scalar_index (index_type INVERTED)", q.Column)
-	}
-	col := schema.FieldIndices(im.Column)
-	if len(col) == 0 {
-		return nil, table.Errorf(table.CodeTableColumnNotFound, "full_text_query: column %q not found", im.Column)
-	}
-	if q.K <= 0 {
-		q.K = 10
-	}
-	if q.Boost == 0 {
-		q.Boost = 1
-	}
-	terms := dedup(Tokenize(q.Text))
-	out, _, err := table.ProjectSchema(schema, q.Columns, q.RowAddr)
-	if err != nil {
-		return nil, err
-	}
-	// Every fragment's file: the index's, or built now.
-	files := make([]*ftsFile, len(m.Fragments))
-	var docs, total int64
-	df := make([]int64, len(terms))
-	for i, f := range m.Fragments {
-		var ff *ftsFile
-		if _, ok := im.covers(f); ok {
-			got, found, err := readFile[ftsFile](ctx, t, fileKey(t, im.UUID, f.ID))
-			if err != nil {
-				return nil, err
-			}
-			ff = got
-			if !found {
-				ff = nil
-			}
-		}
-		if ff == nil {
-			if ff, err = buildInverted(ctx, t, f, col[0]); err != nil {
-				return nil, err
-			}
-		}
-		files[i] = ff
-		docs += ff.Docs
-		total += ff.TotalLen
-		for j, tok := range terms {
-			rows, _ := ff.postings(tok)
-			df[j] += int64(len(rows))
-		}
-	}
-	var allowed map[uint64]bool
-	if strings.TrimSpace(q.Filter) != "" {
-		if allowed, err = filterAddrs(ctx, t, m, q.Filter); err != nil {
-			return nil, err
-		}
-	}
-	top := &topHits{k: q.K}
-	if docs > 0 && len(terms) > 0 {
-		avgdl := float64(total) / float64(docs)
-		idf := make([]float64, len(terms))
-		for j := range terms {
-			idf[j] = math.Log(1 + (float64(docs)-float64(df[j])+0.5)/(float64(df[j])+0.5))
-		}
-		for i, f := range m.Fragments {
-			ff := files[i]
-			// Dense per-row accumulators: postings are sorted by row.
-			score := make([]float64, len(ff.Lens))
-			matched := make([]int32, len(ff.Lens))
-			var touched []uint32
-			for j, tok := range terms {
-				rows, tfs := ff.postings(tok)
-				for p, r := range rows {
-					tf := float64(tfs[p])
-					dl := float64(ff.Lens[r])
-					if matched[r] == 0 {
-						touched = append(touched, r)
-					}
-					score[r] += idf[j] * tf * (BM25K1 + 1) / (tf + BM25K1*(1-BM25B+BM25B*dl/avgdl))
-					matched[r]++
-				}
-			}
-			for _, r := range touched {
-				if q.And && int(matched[r]) < len(terms) {
-					continue
-				}
-				addr := table.RowAddress(f.ID, r)
-				if allowed != nil && !allowed[addr] {
-					continue
-				}
-				top.offer(scored{score[r] * q.Boost, addr, i})
-			}
-		}
-	}
-	hits := top.items
-	sort.Slice(hits, func(a, b int) bool { return better(hits[a], hits[b]) })
-	return fetchRows(ctx, t, m, out, q.Columns, q.RowAddr, hits)
 }
 
 func dedup(toks []string) []string {

@@ -269,7 +269,8 @@ func TestCreateErrors(t *testing.T) {
 	}{
 		{index.Spec{Column: "nope", Type: "BTREE"}, table.CodeTableColumnNotFound, "column"},
 		{index.Spec{Column: "id", Type: "SORTED"}, table.CodeInvalidInput, "index_type"},
-		{index.Spec{Column: "id", Type: "IVF_PQ"}, table.CodeInvalidInput, "index_type"},
+		{index.Spec{Column: "id", Type: "IVF_PQ"}, table.CodeInvalidInput, "vector column"},
+		{index.Spec{Column: "id", Type: "IVF_HNSW_SQ"}, table.CodeInvalidInput, "index_type"},
 		{index.Spec{Column: "id", Type: "IVF_FLAT"}, table.CodeInvalidInput, "vector column"},
 		{index.Spec{Column: "id", Type: "INVERTED"}, table.CodeInvalidInput, "string column"},
 		{index.Spec{Column: "id", Type: "BTREE", Metric: "l2"}, table.CodeInvalidInput, "distance_type"},

@@ -28,10 +28,15 @@ const DefaultNProbes = 20
 type centroidFile struct {
 	Dim       int
 	Centroids []float32 // partitions × dim
+	// IVF_PQ: the codebooks, sub-vector j's entry c at
+	// (j*2^Bits+c)*(Dim/SubVectors).
+	SubVectors, Bits int
+	Codebooks        []float32
 }
 
 type ivfFile struct {
 	Parts [][]uint32 // partition → rows
+	Codes [][]byte   // IVF_PQ: partition → each row's code (SubVectors bytes)
 }
 
 // seed makes training deterministic.
@@ -93,7 +98,12 @@ func train(ctx context.Context, t *table.Table, m *table.Manifest, col int, im *
 	}
 	cents := kmeans(ctx, sample, dim, parts, iters, rng)
 	im.Params = Params{Partitions: parts, MaxIterations: iters, SampleRate: rate}
-	data, err := encode(&centroidFile{Dim: dim, Centroids: cents})
+	cf := &centroidFile{Dim: dim, Centroids: cents}
+	if im.Type == IVFPQ {
+		pqTrain(ctx, cf, sample, spec.SubVectors, spec.Bits, iters, rng)
+		im.Params.SubVectors, im.Params.Bits = spec.SubVectors, spec.Bits
+	}
+	data, err := encode(cf)
 	if err != nil {
 		return err
 	}
@@ -236,6 +246,16 @@ func assignFragment(ctx context.Context, t *table.Table, im *Meta, col int, f ta
 		}
 		c, _ := nearest(v, cf.Centroids, dim, k)
 		out.Parts[c] = append(out.Parts[c], uint32(i))
+		if cf.SubVectors > 0 {
+			if out.Codes == nil {
+				out.Codes = make([][]byte, k)
+			}
+			r := make([]float32, dim)
+			for d := range r {
+				r[d] = v[d] - cf.Centroids[c*dim+d]
+			}
+			out.Codes[c] = pqEncode(cf, r, out.Codes[c])
+		}
 	}
 	return out, nil
 }
@@ -246,7 +266,17 @@ type Probe struct {
 	t     *table.Table
 	im    *Meta
 	parts []int
+	// IVF_PQ: the distance table of each probed partition and the rows
+	// each fragment answers (0: every probed row).
+	cf     *centroidFile
+	tables map[int][]float32
+	limit  int
 }
+
+// Shortlist has an IVF_PQ probe answer, per fragment, only the n probed
+// rows nearest by their codes (the search then ranks them exactly); no
+// effect on IVF_FLAT.
+func (p *Probe) Shortlist(n int) { p.limit = n }
 
 // NewProbe ranks im's partitions by distance to q and keeps the nprobes
 // nearest (0: DefaultNProbes).
@@ -277,7 +307,14 @@ func NewProbe(ctx context.Context, t *table.Table, im *Meta, q []float32, nprobe
 	sort.Slice(order, func(a, b int) bool {
 		return ds[order[a]] < ds[order[b]] || ds[order[a]] == ds[order[b]] && order[a] < order[b]
 	})
-	return &Probe{t: t, im: im, parts: order[:min(nprobes, k)]}, nil
+	p := &Probe{t: t, im: im, parts: order[:min(nprobes, k)]}
+	if cf.SubVectors > 0 {
+		p.cf, p.tables = cf, map[int][]float32{}
+		for _, c := range p.parts {
+			p.tables[c] = pqTable(cf, q, c)
+		}
+	}
+	return p, nil
 }
 
 // Rows answers the rows of f in the probed partitions (ok=false: f not
@@ -289,6 +326,9 @@ func (p *Probe) Rows(ctx context.Context, f table.Fragment) ([]uint32, bool, err
 	ff, found, err := readFile[ivfFile](ctx, p.t, fileKey(p.t, p.im.UUID, f.ID))
 	if err != nil || !found {
 		return nil, false, err
+	}
+	if p.cf != nil && p.limit > 0 && ff.Codes != nil {
+		return shortlist(p.tables, p.parts, ff, p.cf.SubVectors, p.cf.Bits, p.limit), true, nil
 	}
 	var out []uint32
 	for _, c := range p.parts {
@@ -328,7 +368,7 @@ func ForVector(ctx context.Context, t *table.Table, column, metric string) (*Met
 		}
 	}
 	for _, im := range metas {
-		if im.Type == IVFFlat && im.Column == column && im.Metric == metric {
+		if (im.Type == IVFFlat || im.Type == IVFPQ) && im.Column == column && im.Metric == metric {
 			return im, nil
 		}
 	}

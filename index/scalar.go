@@ -237,3 +237,18 @@ func fragmentValues(ctx context.Context, t *table.Table, f table.Fragment, col i
 	}
 	return cv, nil
 }
+
+// keyRange records the file's least and greatest key in c.
+func (sf *scalarFile) keyRange(c *Covered) {
+	switch {
+	case len(sf.Ints) > 0:
+		c.IntRange = &[2]int64{sf.Ints[0], sf.Ints[len(sf.Ints)-1]}
+	case len(sf.Floats) > 0:
+		c.FloatRange = &[2]float64{sf.Floats[0], sf.Floats[len(sf.Floats)-1]}
+	case len(sf.Strs) > 0:
+		lo, hi := sf.Strs[0], sf.Strs[len(sf.Strs)-1]
+		if len(lo) <= 256 && len(hi) <= 256 {
+			c.StrRange = &[2]string{lo, hi}
+		}
+	}
+}

@@ -6,18 +6,27 @@
 // An index is per fragment, and per line of versions: main's live in the
 // table folder, a branch's in its folder tree/{b}/ (table.LineKey), so a
 // branch starts with no indexes and its commits extend only its own. Its
-// definition lives at _indices/<name>.json in that folder: column, type, parameters, the uuid of this build
-// and the fragments it covers (id and data file path). Each covered
-// fragment has its own file _indices/<uuid>/frag-<id>.idx, written before
-// the definition names it and never changed (data files never change, so
-// neither does what is derived from them). A query uses the index for a
-// fragment only when the definition covers that fragment id with the same
-// data file; every other fragment — appended after the build, or
-// rewritten by update, delete or compaction (a rewritten fragment gets a
-// new id) — is read unindexed. Extend indexes the uncovered fragments of
-// the latest version and adds them to the definition; create of an
-// existing name builds afresh under a new uuid and then removes the old
-// files.
+// definition lives in that folder as versioned files _indices/<name>@<version>.json: column, type,
+// parameters, the uuid of this build and the fragments it covers (id and
+// data file path); the highest version is the definition. Each covered
+// fragment has its own file _indices/<uuid>/frag-<id>.idx, written
+// (put-if-not-exists: its content is a function of the build and the
+// data file) before any definition names it and never changed. A query
+// uses the index for a fragment only when the definition covers that
+// fragment id with the same data file; every other fragment — appended
+// after the build, or rewritten by update, delete or compaction (a
+// rewritten fragment gets a new id) — is read unindexed.
+//
+// Every change of a definition (create, extend, drop) writes the next
+// version put-if-not-exists: of concurrent writers exactly one wins, and
+// the others reload the newest definition, merge their change into it
+// and try the next version (compare-and-swap). Extend indexes the
+// uncovered fragments of the latest table version and adds them; the
+// fragments the latest table version no longer has are forgotten. So two
+// commits extending one index at once both land. Create of an existing
+// name builds afresh under a new uuid, then removes the old files; drop
+// writes a tombstone version (an extension racing with it cannot bring
+// the index back), then removes the files.
 package index
 
 import (
@@ -30,10 +39,14 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"gocloud.dev/gcerrors"
 
 	"github.com/mvq-dev/mvq/table"
 )
@@ -43,6 +56,7 @@ const (
 	BTree    = "BTREE"
 	Bitmap   = "BITMAP"
 	IVFFlat  = "IVF_FLAT"
+	IVFPQ    = "IVF_PQ"
 	Inverted = "INVERTED"
 )
 
@@ -57,6 +71,12 @@ type Covered struct {
 	Path  string `json:"path"` // the data file indexed
 	Rows  int64  `json:"rows"`
 	Bytes int64  `json:"bytes"` // size of the index file
+	// BTREE and BITMAP: the least and greatest non-NaN key of the
+	// fragment (by kind; absent when it has none, or for strings over
+	// 256 bytes), so an equality lookup can skip the fragment unread.
+	IntRange   *[2]int64   `json:"int_range,omitempty"`
+	FloatRange *[2]float64 `json:"float_range,omitempty"`
+	StrRange   *[2]string  `json:"str_range,omitempty"`
 }
 
 // Meta is an index definition (_indices/<name>.json).
@@ -73,6 +93,12 @@ type Meta struct {
 	Fragments []Covered `json:"fragments"`
 	// CentroidBytes is the size of the IVF centroids file.
 	CentroidBytes int64 `json:"centroid_bytes,omitempty"`
+	// Dropped marks a tombstone: the index was dropped.
+	Dropped bool `json:"dropped,omitempty"`
+
+	// Seq is the definition version this was read from (or committed
+	// as); see commitDef.
+	Seq uint64 `json:"-"`
 
 	kind byte // scalar key kind, set while building
 }
@@ -82,9 +108,12 @@ type Params struct {
 	Partitions    int `json:"num_partitions,omitempty"`
 	MaxIterations int `json:"max_iterations,omitempty"`
 	SampleRate    int `json:"sample_rate,omitempty"`
+	SubVectors    int `json:"num_sub_vectors,omitempty"`
+	Bits          int `json:"num_bits,omitempty"`
+	// NoPositions: an INVERTED index built without token positions.
+	NoPositions bool `json:"no_positions,omitempty"`
 }
 
-func metaKey(t *table.Table, name string) string { return t.LineKey(dir + name + ".json") }
 func fileKey(t *table.Table, uuid string, frag uint32) string {
 	return t.LineKey(fmt.Sprintf("%s%s/frag-%d.idx", dir, uuid, frag))
 }
@@ -102,29 +131,121 @@ func checkName(name string) error {
 	return nil
 }
 
-// List returns the table's index definitions, by name.
-func List(ctx context.Context, t *table.Table) ([]*Meta, error) {
-	wh := t.Catalog().Warehouse()
-	entries, err := wh.List(ctx, t.LineKey(dir))
+// defKey is the key of version seq of index name's definition. Version 0
+// is the single definition file of the first on-disk layout
+// (_indices/<name>.json), read as the oldest version.
+func defKey(t *table.Table, name string, seq uint64) string {
+	if seq == 0 {
+		return t.LineKey(dir + name + ".json")
+	}
+	return t.LineKey(fmt.Sprintf("%s%s@%020d.json", dir, name, seq))
+}
+
+// defs lists the definition versions of every index: name → versions,
+// ascending. One listing of _indices/ ('@' is not a name character, so
+// the file names parse without ambiguity).
+func defs(ctx context.Context, t *table.Table) (map[string][]uint64, error) {
+	var entries []table.Entry
+	var err error
+	for attempt := 0; ; attempt++ {
+		entries, err = t.Catalog().Warehouse().List(ctx, t.LineKey(dir))
+		// A listing can trip over a superseded version removed while it
+		// ran (file:// stats each entry): list again.
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || attempt >= 8 {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	var out []*Meta
+	out := map[string][]uint64{}
 	for _, e := range entries {
 		if e.IsDir || !strings.HasSuffix(e.Name, ".json") {
 			continue
 		}
-		m, err := Load(ctx, t, strings.TrimSuffix(e.Name, ".json"))
-		if table.ErrorCode(err) == table.CodeTableIndexNotFound {
-			continue // dropped meanwhile
+		name, num, versioned := strings.Cut(strings.TrimSuffix(e.Name, ".json"), "@")
+		var seq uint64
+		if versioned {
+			if seq, err = strconv.ParseUint(num, 10, 64); err != nil || seq == 0 {
+				continue
+			}
 		}
+		if checkName(name) != nil {
+			continue
+		}
+		out[name] = append(out[name], seq)
+	}
+	for _, seqs := range out {
+		slices.Sort(seqs)
+	}
+	return out, nil
+}
+
+// latest reads the newest definition of name among seqs (as listed);
+// found=false when there is none. A tombstone (a dropped index) is
+// answered as such: the caller decides. A version removed between the
+// listing and the read (superseded and cleaned up) has the listing
+// taken again.
+func latest(ctx context.Context, t *table.Table, name string, seqs []uint64) (*Meta, bool, error) {
+	for attempt := 0; ; attempt++ {
+		if len(seqs) == 0 {
+			return nil, false, nil
+		}
+		seq := seqs[len(seqs)-1]
+		data, err := t.Catalog().Warehouse().Read(ctx, defKey(t, name, seq))
+		if errors.Is(err, os.ErrNotExist) && attempt < 8 {
+			all, err := defs(ctx, t)
+			if err != nil {
+				return nil, false, err
+			}
+			seqs = all[name]
+			continue
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		var m Meta
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, false, &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("index %q: unreadable definition", name), Err: err}
+		}
+		m.Seq = seq
+		return &m, true, nil
+	}
+}
+
+// List returns the table's index definitions, by name (dropped ones left
+// out).
+func List(ctx context.Context, t *table.Table) ([]*Meta, error) {
+	all, err := defs(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Meta
+	for name, seqs := range all {
+		m, found, err := latest(ctx, t, name, seqs)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, m)
+		if found && !m.Dropped {
+			out = append(out, m)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// loadAny reads the newest definition of name, a tombstone included;
+// nil when name has none.
+func loadAny(ctx context.Context, t *table.Table, name string) (*Meta, error) {
+	all, err := defs(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	m, _, err := latest(ctx, t, name, all[name])
+	return m, err
 }
 
 // Load reads the definition of index name.
@@ -132,40 +253,76 @@ func Load(ctx context.Context, t *table.Table, name string) (*Meta, error) {
 	if checkName(name) != nil {
 		return nil, table.Errorf(table.CodeTableIndexNotFound, "index %q not found", name)
 	}
-	data, err := t.Catalog().Warehouse().Read(ctx, metaKey(t, name))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, table.Errorf(table.CodeTableIndexNotFound, "index %q not found on table %s", name, table.JoinID(t.ID()))
-	}
+	m, err := loadAny(ctx, t, name)
 	if err != nil {
 		return nil, err
 	}
-	var m Meta
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("index %q: unreadable definition", name), Err: err}
+	if m == nil || m.Dropped {
+		return nil, table.Errorf(table.CodeTableIndexNotFound, "index %q not found on table %s", name, table.JoinID(t.ID()))
 	}
-	return &m, nil
+	return m, nil
 }
 
-func saveMeta(ctx context.Context, t *table.Table, m *Meta) error {
+// errDefRace says another writer committed the definition version this
+// one meant to: reload and try again.
+var errDefRace = errors.New("index definition changed concurrently")
+
+// commitDef writes m as the version after m.Seq (the one it was derived
+// from), put-if-not-exists: exactly one of concurrent writers of a
+// version wins, the others get errDefRace. On success m.Seq is the new
+// version and versions older than the one before it are removed (readers
+// that listed them read again).
+func commitDef(ctx context.Context, t *table.Table, m *Meta) error {
 	data, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	return t.Catalog().Warehouse().Write(ctx, metaKey(t, m.Name), data)
+	wh := t.Catalog().Warehouse()
+	next := m.Seq + 1
+	if err := wh.PutIfNotExists(ctx, defKey(t, m.Name, next), data); err != nil {
+		if errors.Is(err, table.ErrExists) {
+			return errDefRace
+		}
+		return err
+	}
+	m.Seq = next
+	if next >= 2 {
+		_ = wh.Delete(context.WithoutCancel(ctx), defKey(t, m.Name, next-2))
+	}
+	return nil
 }
 
-// Drop removes index name: the definition first (queries stop using it at
-// once), then its files.
+// maxDefAttempts bounds the retries of a definition commit that keeps
+// losing to concurrent writers.
+const maxDefAttempts = 50
+
+// Drop removes index name: a tombstone version first (queries stop using
+// it at once, and an extension racing with the drop cannot bring it
+// back), then the older versions and the index files.
 func Drop(ctx context.Context, t *table.Table, name string) error {
-	m, err := Load(ctx, t, name)
-	if err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		m, err := Load(ctx, t, name)
+		if err != nil {
+			return err
+		}
+		tomb := &Meta{Name: m.Name, UUID: m.UUID, Dropped: true, Seq: m.Seq, Fragments: []Covered{}}
+		err = commitDef(ctx, t, tomb)
+		if errors.Is(err, errDefRace) && attempt < maxDefAttempts {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		wh := t.Catalog().Warehouse()
+		if all, err := defs(ctx, t); err == nil {
+			for _, seq := range all[name] {
+				if seq < tomb.Seq {
+					_ = wh.Delete(ctx, defKey(t, name, seq))
+				}
+			}
+		}
+		return wh.DeletePrefix(ctx, t.LineKey(dir+m.UUID+"/"))
 	}
-	wh := t.Catalog().Warehouse()
-	if err := wh.Delete(ctx, metaKey(t, name)); err != nil {
-		return err
-	}
-	return wh.DeletePrefix(ctx, t.LineKey(dir+m.UUID+"/"))
 }
 
 // covers answers the covered entry of fragment f, if the index covers

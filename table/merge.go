@@ -38,6 +38,11 @@ type MergeOptions struct {
 	// holds (a SQL expression over the target's columns).
 	WhenNotMatchedBySourceDelete     bool
 	WhenNotMatchedBySourceDeleteFilt string
+	// UseIndex matches through a BTREE or BITMAP index on a one-column
+	// key where one covers a fragment (see KeyIndex) instead of reading
+	// the fragment's key column; fragments it does not cover, and merges
+	// it cannot serve (several key columns, delete-by-source), scan.
+	UseIndex bool
 }
 
 // MergeResult counts what a merge did.
@@ -50,6 +55,9 @@ type MergeResult struct {
 	// Attempts counts the merges computed: more than one when a
 	// concurrent commit changed rows the merge had to see again.
 	Attempts int
+	// FragmentsIndexed is how many fragments the last attempt matched
+	// through a key index (UseIndex) rather than by reading their keys.
+	FragmentsIndexed int
 }
 
 // maxMergeAttempts bounds how often a merge is computed again after a
@@ -76,6 +84,8 @@ type fragMatch struct {
 	off []uint32 // matched target offsets, ascending
 	src []int32  // the input row of each
 	del []uint32 // offsets to delete (not matched by the input), ascending
+	// indexed: found through a KeyIndex, not by reading the keys.
+	indexed bool
 }
 
 // MergeInsert upserts the rows of rdr by the key columns o.On (the spec's
@@ -372,6 +382,9 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 	matched := make([]bool, in.rec.NumRows())
 	var touched []int
 	for i, fm := range matches {
+		if fm.indexed {
+			res.FragmentsIndexed++
+		}
 		for _, s := range fm.src {
 			matched[s] = true
 		}
@@ -521,7 +534,7 @@ func (t *Table) mergeOp(ctx context.Context, snap *Manifest, in *mergeInput, o M
 			if o.WhenNotMatchedBySourceDelete {
 				return nil, errMergeStale
 			}
-			ms, err := t.mergeMatch(ctx, base, in, MergeOptions{On: o.On}, fresh)
+			ms, err := t.mergeMatch(ctx, base, in, MergeOptions{On: o.On, UseIndex: o.UseIndex}, fresh)
 			if err != nil {
 				return nil, err
 			}
@@ -543,7 +556,9 @@ func (t *Table) mergeOp(ctx context.Context, snap *Manifest, in *mergeInput, o M
 
 // mergeMatch finds, in each of frags (of version m), the target rows the
 // input matches and, with delete-by-source, the unmatched rows to delete,
-// reading only the key columns and the delete filter's.
+// reading only the key columns and the delete filter's — or, with
+// o.UseIndex, looking the input keys up in a key index where it covers
+// the fragment (mergeKeyIndex).
 func (t *Table) mergeMatch(ctx context.Context, m *Manifest, in *mergeInput, o MergeOptions, frags []Fragment) ([]fragMatch, error) {
 	schema, err := m.ArrowSchema()
 	if err != nil {
@@ -562,8 +577,22 @@ func (t *Table) mergeMatch(ctx context.Context, m *Manifest, in *mergeInput, o M
 			}
 		}
 	}
+	ki, err := t.mergeKeyIndex(ctx, m, in, o)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]fragMatch, len(frags))
 	err = forEachFragment(ctx, frags, func(ctx context.Context, i int, f Fragment) error {
+		if ki != nil {
+			off, src, ok, err := ki.Match(ctx, f)
+			if err != nil {
+				return err
+			}
+			if ok {
+				out[i] = fragMatch{off: off, src: src, indexed: true}
+				return nil
+			}
+		}
 		scan, err := t.Scan(ctx, m, ScanOptions{Columns: cols, Fragments: []Fragment{f}, Prefetch: 1, RowAddr: filt != ""})
 		if err != nil {
 			return err
