@@ -271,6 +271,17 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 				return table.BatchVersion{}, badInput("%s: %s is a materialized view: deregister is not allowed (its jobs know it by name); drop it instead", field, table.JoinID(d.ID))
 			}
 		}
+		// As a drop: a table views read stays unless they go first. A
+		// batch cannot cascade (dropping the views would not be part of
+		// its all-or-nothing commit).
+		if v, ok := d.Context["cascade"]; ok && strings.EqualFold(v, "true") {
+			return table.BatchVersion{}, badInput("%s.context.cascade: a batch cannot drop the views that read a table; drop them first, or deregister the table alone with cascade", field)
+		}
+		if _, direct, err := s.viewsToDrop(c, d.ID); err != nil {
+			return table.BatchVersion{}, err
+		} else if len(direct) > 0 {
+			return table.BatchVersion{}, table.Errorf(table.CodeInvalidTableState, "%s: table %s has views that read it: %s; drop them first", field, table.JoinID(d.ID), joinIDs(direct))
+		}
 		return table.BatchVersion{Field: field, ID: d.ID, Kind: table.BatchDeregister}, nil
 	}
 }

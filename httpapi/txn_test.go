@@ -343,6 +343,25 @@ func TestBatchRefreshesViews(t *testing.T) {
 			t.Fatalf("v%s: no automatic job triggered by version 2: %s", name, r.body)
 		}
 	}
+	// A batch deregister of a table views read is refused as a drop is,
+	// naming them, and cannot cascade; nothing of the batch applies.
+	r = s.do("POST", "/v1/table/batch-commit", body(t, map[string]any{"operations": []any{
+		map[string]any{"declare_table": map[string]any{"id": []string{"docs", "c"}}},
+		map[string]any{"deregister_table": map[string]any{"id": []string{"docs", "a"}}},
+	}}))
+	mustStatus(t, r, 409)
+	if !strings.Contains(string(r.body), "docs$va") || !strings.Contains(string(r.body), "operations[1].deregister_table") {
+		t.Fatalf("batch deregister of a read table: %s", r.body)
+	}
+	r = s.do("POST", "/v1/table/batch-commit", body(t, map[string]any{"operations": []any{
+		map[string]any{"deregister_table": map[string]any{"id": []string{"docs", "a"}, "context": map[string]string{"cascade": "true"}}},
+	}}))
+	mustStatus(t, r, 400)
+	if !strings.Contains(string(r.body), "context.cascade") {
+		t.Fatalf("batch deregister with cascade: %s", r.body)
+	}
+	mustStatus(t, s.do("POST", "/v1/table/docs$a/describe", `{}`), 200)
+	mustStatus(t, s.do("POST", "/v1/table/docs$c/describe", `{}`), 404)
 }
 
 // txnConformance drives version/batch-create, batch-commit and
