@@ -76,6 +76,15 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 	if table.ErrorCode(err) == table.CodeTableNotFound {
 		return sourceGone(id, v.Def.Source)
 	}
+	if table.ErrorCode(err) == table.CodeServiceUnavailable {
+		// The source's latest version cannot be read now: the job is
+		// accepted and its plan retries (the plan binds the identity);
+		// the checks below read only the versions they name.
+		src, err = e.cat.OpenTable(ctx, v.Def.Source)
+		if table.ErrorCode(err) == table.CodeTableNotFound {
+			return sourceGone(id, v.Def.Source)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -136,5 +145,7 @@ func (e *Engine) source(ctx context.Context, v *View) (*table.Table, error) {
 	if table.ErrorCode(err) == table.CodeTableNotFound {
 		return nil, table.Errorf(table.CodeTableNotFound, "source table %s of view %s not found", table.JoinID(v.Def.Source), table.JoinID(v.ID))
 	}
-	return src, err
+	// Resolving reads the source's latest version: a version that cannot
+	// be read now is a state error, retried.
+	return src, stateErr(err)
 }
