@@ -210,9 +210,11 @@ func orDash(s string) string {
 }
 
 // acquire reports whether the job is at the head of its view's FIFO:
-// "head", "wait" (with the id of the job ahead, when known) or "gone".
-func (s *store) acquire(ctx context.Context, j *Job) (turn, ahead string, err error) {
-	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.viewID), jobKey(j.ID)}, j.ID, jobKey("")).Text()
+// "head", "wait" (with the id of the job ahead, when known) or "gone". At
+// the head, task (unless "") is recorded as held by worker, as hold does.
+func (s *store) acquire(ctx context.Context, j *Job, task, worker string) (turn, ahead string, err error) {
+	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.viewID), jobKey(j.ID), holdersKey(j.ID)},
+		j.ID, jobKey(""), task, worker, int64(DispatchRetention.Seconds())).Text()
 	if err != nil {
 		return "", "", redisErr("view queue", err)
 	}
