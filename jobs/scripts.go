@@ -99,6 +99,8 @@ return 1
 //
 // Returns {code, state, phase} with the state and phase after the call;
 // code -1: no such job, 0: refused, 1: changed, 2: already so (no event).
+// A terminal change adds the first two jobs left in the view queue (the
+// next job's plan is woken without another round trip).
 var scriptTransition = redis.NewScript(luaEmit + `
 local cur = redis.call('HMGET', KEYS[1], 'state', 'phase')
 if not cur[1] then return {-1, '', ''} end
@@ -132,6 +134,8 @@ if tonumber(ARGV[7]) > 0 then
   redis.call('EXPIRE', KEYS[2], ARGV[7])
   for i = 5, #KEYS do redis.call('EXPIRE', KEYS[i], ARGV[8]) end
   redis.call('PUBLISH', 'mvq:jobs:stopped', ARGV[9])
+  local now = redis.call('HMGET', KEYS[1], 'state', 'phase')
+  return {1, now[1], now[2] or '', redis.call('LRANGE', KEYS[3], 0, 1)}
 end
 local now = redis.call('HMGET', KEYS[1], 'state', 'phase')
 return {1, now[1], now[2] or ''}
