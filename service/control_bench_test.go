@@ -429,9 +429,12 @@ func BenchmarkSmallJobs(b *testing.B) {
 	first := o.refreshAll(b, ctx, views, want, false)
 	noop := o.refreshAll(b, ctx, views, want, true)
 	tasks2 := asynqNoop(b, noopConn, 3*len(views))
+	// The baseline is the mean of the runs before and after: on a shared
+	// machine the load changes between them.
 	b.Logf("%d small views, one refresh each, submitted at once: first refresh (one work item, DuckDB and Parquet) %.0f jobs/s; "+
 		"no-op refresh %.0f jobs/s; asynq no-op tasks %.0f/s and %.0f/s (before, after); ratios %.3f and %.3f (target >= 0.1)",
-		len(views), first, noop, tasks, tasks2, first/tasks, noop/tasks)
+		len(views), first, noop, tasks, tasks2, first/((tasks+tasks2)/2), noop/((tasks+tasks2)/2))
+	tasks = (tasks + tasks2) / 2
 	b.ReportMetric(first, "jobs/s")
 	b.ReportMetric(noop, "noop_jobs/s")
 	b.ReportMetric(tasks, "asynq_tasks/s")
