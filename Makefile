@@ -78,10 +78,10 @@ bench: ## Run the benchmarks; each prints ratios against a baseline from the sam
 	@# (MVQ_BENCH_INDEX_ROWS, MVQ_BENCH_VECTORS, MVQ_BENCH_FTS_DOCS).
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./index
 	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead|HTTPRuntimeWorkers' -benchtime 3x -timeout 60m ./service
-	@# The control plane: accept, job status, fixed cost, small jobs, cancel
-	@# (each repeats inside one run and logs its ratios with -v).
+	@# The control plane: accept, job status, fixed cost, small jobs, cancel,
+	@# and its Redis side alone (each logs its ratios with -v).
 	$(GO) test -run '^$$' -bench 'APIControlPlane|JobFixedCost|SmallJobs' -benchtime 1x -timeout 30m -v ./service
-	$(GO) test -run '^$$' -bench CancelLatency -benchtime 1x -timeout 10m -v ./jobs
+	$(GO) test -run '^$$' -bench 'CancelLatency|ControlPlaneRedis' -benchtime 1x -timeout 10m -v ./jobs
 	@# Commit to auto-refreshed view visible, p50/p99 over 50 commits (MVQ_BENCH_AUTO_COMMITS).
 	$(GO) test -run '^$$' -bench AutoRefreshLatency -benchtime 1x -timeout 10m -v ./jobs
 

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -175,7 +176,7 @@ func (s *Server) authenticate() gin.HandlerFunc {
 		peek := known && rule.jsonBody && c.Request.Body != nil
 		if s.cfg.Auth == nil {
 			if peek {
-				if _, err := peekBody(c, -1); err != nil {
+				if _, err := peekBody(c, -1, false); err != nil {
 					fail(c, err)
 					return
 				}
@@ -206,7 +207,7 @@ func (s *Server) authenticate() gin.HandlerFunc {
 			if id == nil {
 				limit = maxUnauthenticatedBody
 			}
-			if body, err = peekBody(c, limit); err != nil {
+			if body, err = peekBody(c, limit, true); err != nil {
 				if table.ErrorCode(err) == table.CodeUnauthenticated {
 					unauthorized(err)
 				} else {
@@ -422,8 +423,10 @@ func visibleJobs(c *gin.Context, list []*jobs.Job) []*jobs.Job {
 // credential), decodes the fields the middleware needs, and puts the body
 // back with its top-level identity members removed. An empty body is an
 // empty object; a body that does not decode is a 400, as the handler
-// would answer.
-func peekBody(c *gin.Context, limit int64) (bodyFields, error) {
+// would answer. fields: decode the fields (only authentication needs
+// them). The body put back is noted as checked (checkedBody), so the
+// handler's bindJSON does not check it again.
+func peekBody(c *gin.Context, limit int64, fields bool) (bodyFields, error) {
 	var f bodyFields
 	var r io.Reader = c.Request.Body
 	if limit >= 0 {
@@ -455,18 +458,49 @@ func peekBody(c *gin.Context, limit int64) (bodyFields, error) {
 	if err := checkJSON(raw); err != nil {
 		return f, err
 	}
-	if _, err := takeEnvelope(raw, &struct{}{}); err != nil {
+	obj := jsonObject(raw)
+	if _, err := envelopeOf(raw, obj, &struct{}{}); err != nil {
 		return f, err
 	}
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return f, badInput("malformed JSON body: %v", strings.TrimPrefix(err.Error(), "json: "))
+	if fields {
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return f, badInput("malformed JSON body: %v", strings.TrimPrefix(err.Error(), "json: "))
+		}
 	}
-	stripped, err := removeMembers(raw, isIdentityKey)
-	if err != nil {
-		return f, badInput("malformed JSON body: %v", err)
+	stripped := raw
+	if obj == nil || hasIdentityKey(obj) {
+		var err error
+		if stripped, err = removeMembers(raw, isIdentityKey); err != nil {
+			return f, badInput("malformed JSON body: %v", err)
+		}
+	}
+	if obj != nil {
+		_, ctxMember := obj["context"]
+		c.Set(checkedBodyKey, &checkedBody{body: stripped, envelope: ctxMember})
 	}
 	restore(stripped)
 	return f, nil
+}
+
+// hasIdentityKey reports whether an object has a member isIdentityKey
+// matches; ASCII names are told apart without a decode.
+func hasIdentityKey(obj map[string]json.RawMessage) bool {
+	for k := range obj {
+		ascii := true
+		for i := 0; i < len(k); i++ {
+			if k[i] >= utf8.RuneSelf {
+				ascii = false
+				break
+			}
+		}
+		if ascii && !strings.EqualFold(k, "identity") {
+			continue
+		}
+		if isIdentityKey(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // isIdentityKey reports whether encoding/json would decode a member named

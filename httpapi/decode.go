@@ -28,7 +28,42 @@ func bindJSON(c *gin.Context, v any) error {
 	if err != nil {
 		return err
 	}
+	if cb, ok := c.Get(checkedBodyKey); ok && cb.(*checkedBody).is(body) {
+		// The authentication middleware made the strict checks on this
+		// very body (peekBody): only the decode of v is left.
+		if cb.(*checkedBody).envelope {
+			if body, err = envelopeOf(body, jsonObject(body), v); err != nil {
+				return err
+			}
+		}
+		return decodeInto(body, v)
+	}
 	return decodeStrict(body, v)
+}
+
+// checkedKey is the gin context key of a checkedBody.
+const checkedBodyKey = "mvq.checked_body"
+
+// checkedBody is a JSON object body that passed checkJSON and the
+// envelope checks of takeEnvelope, with its identity members removed;
+// envelope: it has a context member (takeEnvelope has work left to do).
+type checkedBody struct {
+	body     []byte
+	envelope bool
+}
+
+// is reports whether body is the checked body (a handler may have
+// replaced the request body since).
+func (cb *checkedBody) is(body []byte) bool { return bytes.Equal(cb.body, body) }
+
+// decodeInto decodes body into v, refusing unknown fields.
+func decodeInto(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonErr(err)
+	}
+	return nil
 }
 
 // decodeStrict is bindJSON on a body already read.
@@ -43,12 +78,7 @@ func decodeStrict(body []byte, v any) error {
 	if err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonErr(err)
-	}
-	return nil
+	return decodeInto(body, v)
 }
 
 // MaxJSONDepth bounds how deeply a request body's objects and arrays nest.
@@ -80,8 +110,23 @@ type identity struct {
 // of a body object and removes them when v does not declare them, so a
 // strict decode of v accepts them.
 func takeEnvelope(body []byte, v any) ([]byte, error) {
+	return envelopeOf(body, jsonObject(body), v)
+}
+
+// jsonObject decodes body's top-level members; nil when it is not an
+// object.
+func jsonObject(body []byte) map[string]json.RawMessage {
 	var obj map[string]json.RawMessage
-	if json.Unmarshal(body, &obj) != nil || obj == nil {
+	if json.Unmarshal(body, &obj) != nil {
+		return nil
+	}
+	return obj
+}
+
+// envelopeOf is takeEnvelope with body's members already decoded (obj,
+// nil when body is not an object). It does not change obj.
+func envelopeOf(body []byte, obj map[string]json.RawMessage, v any) ([]byte, error) {
+	if obj == nil {
 		return body, nil // not an object: the decode of v says so
 	}
 	removed := false
@@ -109,13 +154,19 @@ func takeEnvelope(body []byte, v any) ([]byte, error) {
 				return nil, badInput("context: expected an object of string values")
 			}
 		}
-		delete(obj, name)
 		removed = true
 	}
 	if !removed {
 		return body, nil
 	}
-	return json.Marshal(obj)
+	kept := make(map[string]json.RawMessage, len(obj))
+	for k, raw := range obj {
+		if (k == "identity" || k == "context") && !declaresField(v, k) {
+			continue
+		}
+		kept[k] = raw
+	}
+	return json.Marshal(kept)
 }
 
 // prefixed puts field in front of a decode error's message.

@@ -218,7 +218,8 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		string(msg), taskID, now.UnixNano(), queue, runAt,
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
-		fTraceID, j.TraceID, fCause, j.Cause, fTrigger, trig, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0}
+		fTraceID, j.TraceID, fCause, j.Cause, fTrigger, trig, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0,
+		fProgressAt, formatTime(now)}
 	res, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Result()
 	if err != nil {
 		return nil, redisErr("create job", err)

@@ -126,10 +126,11 @@ func (s *Server) commit(ctx context.Context, j *Job) error {
 	}
 	msg := fmt.Sprintf("done: %s refresh of source version %d, view version %d, %d rows added, %d removed",
 		res.Mode, res.SourceVersion, res.ViewVersion, res.RowsAdded, res.RowsRemoved)
-	if _, err := s.st.finish(context.WithoutCancel(ctx), j, StateDone, []string{StateRunning}, "", msg, fResult, string(b)); err != nil {
+	fr, err := s.st.finish(context.WithoutCancel(ctx), j, StateDone, []string{StateRunning}, "", msg, fResult, string(b))
+	if err != nil {
 		return err // the retried commit finds its version and succeeds
 	}
-	s.wakeNext(context.WithoutCancel(ctx), j)
+	s.wakeNext(context.WithoutCancel(ctx), j, fr.queued)
 	return nil
 }
 
@@ -137,14 +138,18 @@ func (s *Server) commit(ctx context.Context, j *Job) error {
 // FIFO: it waits for its turn in asynq's retry set, where a retry's time
 // is rounded to whole seconds, and the view is free now. A task that is
 // not waiting for its turn (pending, scheduled, running, gone) is left
-// alone.
-func (s *Server) wakeNext(ctx context.Context, j *Job) {
+// alone. queued is the head of the view queue as the finish left it (nil:
+// not known, read it).
+func (s *Server) wakeNext(ctx context.Context, j *Job, queued []string) {
 	if s.inspector == nil {
 		return
 	}
-	ids, err := s.st.rdb.LRange(ctx, viewQueueKey(j.viewID), 0, 1).Result()
-	if err != nil {
-		return
+	ids := queued
+	if ids == nil {
+		var err error
+		if ids, err = s.st.rdb.LRange(ctx, viewQueueKey(j.viewID), 0, 1).Result(); err != nil {
+			return
+		}
 	}
 	for _, id := range ids {
 		if id == j.ID {

@@ -48,7 +48,13 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	if j.State != StatePending && j.State != StateRunning {
 		return nil
 	}
-	switch turn, ahead, err := s.st.acquire(ctx, j); {
+	// At its turn the plan is held by this worker (recorded by acquire,
+	// in the same round trip).
+	task := ""
+	if id, ok := asynq.GetTaskID(ctx); ok {
+		task = logicalTask(id)
+	}
+	switch turn, ahead, err := s.st.acquire(ctx, j, task, s.id); {
 	case err != nil:
 		return err
 	case turn == "gone":
@@ -57,11 +63,7 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 		s.healLostPlan(ctx, ahead)
 		return errWaitTurn
 	}
-	if id, ok := asynq.GetTaskID(ctx); ok {
-		task := logicalTask(id)
-		if err := s.st.hold(ctx, j.ID, task, s.id); err != nil {
-			return err
-		}
+	if task != "" {
 		defer s.st.release(context.WithoutCancel(ctx), j.ID, task, s.id)
 	}
 	r, err := s.st.transition(ctx, j, transition{

@@ -37,11 +37,12 @@ end
 // ARGV: id, now, maxlen, message, backlog limit (0: none), created (unix
 // ms), fingerprint ("": never join), pending TTL ms, job key prefix, join
 // age ms, plan task message ("": none), task id, now (unix ns), queue,
-// run at (unix s; 0: now, else the task is scheduled), then field/value
-// pairs.
+// run at (unix s; 0: now, else the task is scheduled), then the record's
+// field/value pairs (progress_at among them: the script writes the first
+// event itself, with the values of a new PENDING record).
 // Returns 1 (created), 0 (the record exists), -2 (backlog full), -3 (no
 // live worker) or the record (HGETALL) of the PENDING job joined.
-var scriptCreate = redis.NewScript(luaEmit + `
+var scriptCreate = redis.NewScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('ZCOUNT', KEYS[7], '(' .. ARGV[6], '+inf') == 0 then return -3 end
 if ARGV[7] ~= '' then
@@ -74,7 +75,12 @@ if ARGV[11] ~= '' and redis.call('EXISTS', KEYS[9]) == 0 then
   end
   redis.call('SADD', KEYS[11], ARGV[14])
 end
-emit(KEYS[1], KEYS[2], 'state', ARGV[4], ARGV[2], ARGV[3])
+-- The first event: what emit writes, from the record just written
+-- (progress_at is among its fields) without reading it back.
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
+  'type', 'state', 'state', 'PENDING', 'phase', '', 'message', ARGV[4], 'time', ARGV[2],
+  'items_total', '0', 'items_done', '0', 'items_failed', '0',
+  'rows_read', '0', 'rows_written', '0', 'max_running', '0')
 return 1
 `)
 
@@ -93,6 +99,8 @@ return 1
 //
 // Returns {code, state, phase} with the state and phase after the call;
 // code -1: no such job, 0: refused, 1: changed, 2: already so (no event).
+// A terminal change adds the first two jobs left in the view queue (the
+// next job's plan is woken without another round trip).
 var scriptTransition = redis.NewScript(luaEmit + `
 local cur = redis.call('HMGET', KEYS[1], 'state', 'phase')
 if not cur[1] then return {-1, '', ''} end
@@ -126,6 +134,8 @@ if tonumber(ARGV[7]) > 0 then
   redis.call('EXPIRE', KEYS[2], ARGV[7])
   for i = 5, #KEYS do redis.call('EXPIRE', KEYS[i], ARGV[8]) end
   redis.call('PUBLISH', 'mvq:jobs:stopped', ARGV[9])
+  local now = redis.call('HMGET', KEYS[1], 'state', 'phase')
+  return {1, now[1], now[2] or '', redis.call('LRANGE', KEYS[3], 0, 1)}
 end
 local now = redis.call('HMGET', KEYS[1], 'state', 'phase')
 return {1, now[1], now[2] or ''}
@@ -134,8 +144,11 @@ return {1, now[1], now[2] or ''}
 // scriptAcquire decides whether a job may run on its view: it may when it
 // is at the head of the view's FIFO. Heads that are finished (or whose
 // record is gone) are popped; a live job missing from the queue joins it.
+// A job at the head is recorded as held by the worker in the same step
+// (the round trip a separate hold would cost).
 //
-// KEYS: view queue, job. ARGV: job id, job key prefix.
+// KEYS: view queue, job, job's holders. ARGV: job id, job key prefix,
+// task ("": record no holder), worker, holders TTL seconds.
 // Returns "head", "wait" or "gone" (the job is terminal or unknown).
 var scriptAcquire = redis.NewScript(`
 local st = redis.call('HGET', KEYS[2], 'state')
@@ -145,6 +158,10 @@ for i = 1, 10000 do
   if not head then
     redis.call('RPUSH', KEYS[1], ARGV[1])
   elseif head == ARGV[1] then
+    if ARGV[3] ~= '' then
+      redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
+      redis.call('EXPIRE', KEYS[3], ARGV[5])
+    end
     return 'head'
   else
     local hs = redis.call('HGET', ARGV[2] .. head, 'state')

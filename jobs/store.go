@@ -140,6 +140,9 @@ type transitionResult struct {
 	code  int64 // -1 no job, 0 refused, 1 changed, 2 already so
 	state string
 	phase string
+	// queued: the first jobs of the view queue after a terminal change
+	// (code 1); nil otherwise.
+	queued []string
 }
 
 func (r transitionResult) applied() bool { return r.code == 1 || r.code == 2 }
@@ -166,6 +169,15 @@ func (s *store) transition(ctx context.Context, j *Job, t transition) (transitio
 	r := transitionResult{code: v[0].(int64)}
 	r.state, _ = v[1].(string)
 	r.phase, _ = v[2].(string)
+	if len(v) > 3 {
+		ids, _ := v[3].([]any)
+		r.queued = make([]string, 0, len(ids))
+		for _, id := range ids {
+			if str, ok := id.(string); ok {
+				r.queued = append(r.queued, str)
+			}
+		}
+	}
 	if r.code == 1 && t.terminal {
 		jobEnded(ctx, j, r.state)
 	}
@@ -210,9 +222,11 @@ func orDash(s string) string {
 }
 
 // acquire reports whether the job is at the head of its view's FIFO:
-// "head", "wait" (with the id of the job ahead, when known) or "gone".
-func (s *store) acquire(ctx context.Context, j *Job) (turn, ahead string, err error) {
-	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.viewID), jobKey(j.ID)}, j.ID, jobKey("")).Text()
+// "head", "wait" (with the id of the job ahead, when known) or "gone". At
+// the head, task (unless "") is recorded as held by worker, as hold does.
+func (s *store) acquire(ctx context.Context, j *Job, task, worker string) (turn, ahead string, err error) {
+	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.viewID), jobKey(j.ID), holdersKey(j.ID)},
+		j.ID, jobKey(""), task, worker, int64(DispatchRetention.Seconds())).Text()
 	if err != nil {
 		return "", "", redisErr("view queue", err)
 	}

@@ -94,7 +94,16 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 		s.stopped(context.WithoutCancel(ctx), j.ID)
 		return nil
 	}
-	defer s.st.endItem(context.WithoutCancel(ctx), j.ID, p.Index)
+	// The item is marked running (started 1) until its completion,
+	// which unmarks it itself; a failed step unmarks it here.
+	completed := false
+	if started == 1 {
+		defer func() {
+			if !completed {
+				s.st.endItem(context.WithoutCancel(ctx), j.ID, p.Index)
+			}
+		}()
+	}
 
 	res := refresh.ItemResult{Index: p.Index}
 	if started == 1 {
@@ -109,6 +118,7 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 	if err != nil {
 		return err
 	}
+	completed = true
 	if c.code == 1 { // counted once, however often the item ran
 		a := telemetry.Attrs(attribute.String("cluster", j.Cluster), attribute.String("kind", s.kindOf(j.ID)))
 		telemetry.RowsRead.Add(ctx, res.RowsRead, a)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"time"
 
@@ -44,7 +43,7 @@ func (t *Table) Location() string { return t.c.wh.Location(strings.TrimSuffix(t.
 func (t *Table) Key(rel string) string { return t.key + rel }
 
 func (c *Catalog) tableExists(ctx context.Context, id []string) (bool, error) {
-	vs, err := c.handle(id).Versions(ctx)
+	vs, err := c.handle(id).versionNames(ctx)
 	return len(vs) > 0, err
 }
 
@@ -91,62 +90,17 @@ func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	byVersion := make(map[uint64]VersionFile, len(entries))
-	var markers []txnMarker
-	for _, e := range entries {
-		if e.IsDir {
-			continue
-		}
-		v, scheme, ok := ParseManifestName(e.Name)
-		if !ok {
-			if mk, ok := parseTxnMarker(e.Name); ok {
-				markers = append(markers, mk)
-			}
-			continue
-		}
-		if old, dup := byVersion[v]; dup && old.Scheme == NamingV2 {
-			continue
-		}
-		byVersion[v] = VersionFile{Version: v, Scheme: scheme, Name: e.Name, Size: e.Size, ModTime: e.ModTime, MD5: e.MD5}
-	}
-	// Versions of a batch transaction that has not committed are not
-	// versions yet (txn.go).
-	if len(markers) > 0 {
-		if err := t.hideUncommitted(ctx, byVersion, markers); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]VersionFile, 0, len(byVersion))
-	for _, vf := range byVersion {
-		out = append(out, vf)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, nil
+	return t.versionsOf(ctx, entries)
 }
 
-// LatestVersion returns the newest version file.
+// LatestVersion returns the newest version file (latest.go).
 func (t *Table) LatestVersion(ctx context.Context) (VersionFile, error) {
-	vs, err := t.Versions(ctx)
-	if err != nil {
-		return VersionFile{}, err
-	}
-	if len(vs) == 0 {
-		return VersionFile{}, t.noVersions()
-	}
-	return vs[len(vs)-1], nil
+	return t.latestVersion(ctx)
 }
 
-// Version returns the file of version v.
+// Version returns the file of version v (latest.go).
 func (t *Table) Version(ctx context.Context, v uint64) (VersionFile, error) {
-	vs, err := t.Versions(ctx)
-	if err != nil {
-		return VersionFile{}, err
-	}
-	i := sort.Search(len(vs), func(i int) bool { return vs[i].Version >= v })
-	if i == len(vs) || vs[i].Version != v {
-		return VersionFile{}, Errorf(CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
-	}
-	return vs[i], nil
+	return t.version(ctx, v)
 }
 
 // Load reads version v, or the latest when v is 0.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gocloud.dev/blob"
@@ -36,6 +37,8 @@ type Warehouse struct {
 	// put-if-not-exists uses link(2) (fileblob's IfNotExist is a
 	// check-then-rename and is not atomic across processes).
 	dir string
+	// lists counts List calls (tests check hot paths make none).
+	lists atomic.Int64
 }
 
 // OpenWarehouse opens a warehouse root: file://path (relative paths are
@@ -285,6 +288,7 @@ func (w *Warehouse) List(ctx context.Context, prefix string) ([]Entry, error) {
 }
 
 func (w *Warehouse) list(ctx context.Context, prefix string) ([]Entry, error) {
+	w.lists.Add(1)
 	it := w.bucket.List(&blob.ListOptions{Prefix: prefix, Delimiter: "/"})
 	var out []Entry
 	for {

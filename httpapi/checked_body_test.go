@@ -1,0 +1,70 @@
+package httpapi
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// afterPeek is a gin context whose body the authentication middleware has
+// read (peekBody, as with authentication off).
+func afterPeek(t *testing.T, body string) (*gin.Context, error) {
+	t.Helper()
+	c, _ := gin.CreateTestContext(httptest.NewRecorder())
+	c.Request = httptest.NewRequest("POST", "/x", strings.NewReader(body))
+	_, err := peekBody(c, -1, false)
+	return c, err
+}
+
+// TestBindJSONAfterPeek: a body the middleware checked is decoded once
+// more only (identity removed, context taken off as before), and one a
+// handler put in its place is checked in full again.
+func TestBindJSONAfterPeek(t *testing.T) {
+	type req struct {
+		A int `json:"a"`
+	}
+	for _, tc := range []struct{ body, err string }{
+		{`{"a":1}`, ""},
+		{`{"a":1,"Identity":{"api_key":"k"}}`, ""},
+		{`{"a":1,"context":{"k":"v"}}`, ""},
+		{`{"a":1,"b":2}`, "unknown field"},
+		{`{"a":"x"}`, "a"},
+	} {
+		c, err := afterPeek(t, tc.body)
+		if err != nil {
+			t.Fatalf("%s: peek: %v", tc.body, err)
+		}
+		if _, ok := c.Get(checkedBodyKey); !ok {
+			t.Fatalf("%s: not noted as checked", tc.body)
+		}
+		var r req
+		err = bindJSON(c, &r)
+		switch {
+		case tc.err == "" && (err != nil || r.A != 1):
+			t.Errorf("%s: %+v %v", tc.body, r, err)
+		case tc.err != "" && (table.ErrorCode(err) != table.CodeInvalidInput || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: got %v, want a 400 naming %q", tc.body, err, tc.err)
+		}
+	}
+	// The strict checks are made once, in the middleware.
+	for _, body := range []string{`{"a":1,"a":2}`, `{"context":{"k":1}}`, `{"identity":{"x":1}}`, `{"a":1} {}`} {
+		if _, err := afterPeek(t, body); table.ErrorCode(err) != table.CodeInvalidInput {
+			t.Errorf("%s: peek answered %v, want a 400", body, err)
+		}
+	}
+	// A body replaced after the peek is not the checked one.
+	c, err := afterPeek(t, `{"a":1}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Request.Body = io.NopCloser(strings.NewReader(`{"a":1,"a":2}`))
+	var r req
+	if err := bindJSON(c, &r); err == nil || !strings.Contains(err.Error(), `"a"`) {
+		t.Fatalf("replaced body with a duplicate key: %v", err)
+	}
+}

@@ -1,0 +1,179 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Finding a table's latest version (and whether it has one) is on the path
+// of every refresh accept, so on file:// warehouses it reads the names of
+// _versions/ straight from the directory (one open and getdents) instead of
+// through fileblob's List, which walks the folder, tries a sidecar
+// attribute file and stats every entry. Only the version chosen is stat'ed
+// (its size and time key caches). The names are judged exactly as
+// Versions judges a listing (the same parse, the same transaction
+// markers), so the answer is the same; other stores list as before.
+//
+// A latest-version hint object (read with one GET, then probing forward)
+// was weighed and left: a stale hint below a version deleted from the
+// middle of the history (cleanup keeps tagged versions, delete_table_versions
+// takes any range) would stop the probe early, and the batch transaction
+// markers that hide versions are found only by listing.
+
+// versionNames returns the table's versions as Versions does, ascending,
+// without their sizes and times on file:// warehouses (stat them with
+// statVersion); other stores list, with them.
+func (t *Table) versionNames(ctx context.Context) ([]VersionFile, error) {
+	if t.c.wh.dir == "" {
+		return t.Versions(ctx)
+	}
+	entries, err := t.c.wh.listNames(t.versionsKey())
+	if err != nil {
+		return nil, err
+	}
+	return t.versionsOf(ctx, entries)
+}
+
+// latestVersion is LatestVersion on the cheapest listing the store has.
+func (t *Table) latestVersion(ctx context.Context) (VersionFile, error) {
+	for range 3 {
+		vs, err := t.versionNames(ctx)
+		if err != nil {
+			return VersionFile{}, err
+		}
+		if len(vs) == 0 {
+			return VersionFile{}, t.noVersions()
+		}
+		vf, ok, err := t.statVersion(vs[len(vs)-1])
+		if err != nil {
+			return VersionFile{}, err
+		}
+		if ok {
+			return vf, nil
+		}
+		// Gone between the listing and the stat (a rollback, a drop):
+		// look again.
+	}
+	vs, err := t.Versions(ctx)
+	if err != nil {
+		return VersionFile{}, err
+	}
+	if len(vs) == 0 {
+		return VersionFile{}, t.noVersions()
+	}
+	return vs[len(vs)-1], nil
+}
+
+// version is Version on the cheapest listing the store has.
+func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
+	vs, err := t.versionNames(ctx)
+	if err != nil {
+		return VersionFile{}, err
+	}
+	i := sort.Search(len(vs), func(i int) bool { return vs[i].Version >= v })
+	if i == len(vs) || vs[i].Version != v {
+		return VersionFile{}, Errorf(CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
+	}
+	vf, ok, err := t.statVersion(vs[i])
+	if err != nil {
+		return VersionFile{}, err
+	}
+	if !ok {
+		// Removed meanwhile.
+		return VersionFile{}, Errorf(CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
+	}
+	return vf, nil
+}
+
+// statVersion fills in the size and time of a version versionNames
+// found on a file:// warehouse (others have them already); ok is false
+// when the file is gone.
+func (t *Table) statVersion(vf VersionFile) (VersionFile, bool, error) {
+	if t.c.wh.dir == "" {
+		return vf, true, nil
+	}
+	fi, err := os.Lstat(t.c.wh.path(t.versionsKey() + vf.Name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return vf, false, nil
+	}
+	if err != nil {
+		return vf, false, t.c.wh.rel(err)
+	}
+	vf.Size, vf.ModTime = fi.Size(), fi.ModTime()
+	return vf, true, nil
+}
+
+// versionsOf judges a listing of _versions/: manifests by name (V2 wins
+// over V1 for one version), versions of batch transactions that did not
+// commit hidden; ascending.
+func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile, error) {
+	byVersion := make(map[uint64]VersionFile, len(entries))
+	var markers []txnMarker
+	for _, e := range entries {
+		if e.IsDir {
+			continue
+		}
+		v, scheme, ok := ParseManifestName(e.Name)
+		if !ok {
+			if mk, ok := parseTxnMarker(e.Name); ok {
+				markers = append(markers, mk)
+			}
+			continue
+		}
+		if old, dup := byVersion[v]; dup && old.Scheme == NamingV2 {
+			continue
+		}
+		byVersion[v] = VersionFile{Version: v, Scheme: scheme, Name: e.Name, Size: e.Size, ModTime: e.ModTime, MD5: e.MD5}
+	}
+	// Versions of a batch transaction that has not committed are not
+	// versions yet (txn.go).
+	if len(markers) > 0 {
+		if err := t.hideUncommitted(ctx, byVersion, markers); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]VersionFile, 0, len(byVersion))
+	for _, vf := range byVersion {
+		out = append(out, vf)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// path is the file of key in a file:// warehouse.
+func (w *Warehouse) path(key string) string {
+	return filepath.Join(w.dir, filepath.FromSlash(key))
+}
+
+// listNames is List for a file:// warehouse from the directory's names
+// alone: entries carry no size or time. As List, it skips hidden names
+// (and fileblob's sidecar attribute files) and answers a missing folder
+// with no entries.
+func (w *Warehouse) listNames(prefix string) ([]Entry, error) {
+	f, err := os.Open(w.path(prefix))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, w.rel(err)
+	}
+	des, err := f.ReadDir(-1) // unsorted: callers order what they keep
+	f.Close()
+	if err != nil {
+		return nil, w.rel(err)
+	}
+	out := make([]Entry, 0, len(des))
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".attrs") {
+			continue
+		}
+		out = append(out, Entry{Name: name, IsDir: de.IsDir()})
+	}
+	return out, nil
+}
