@@ -188,7 +188,7 @@ func (s *Server) updateSchemaMetadata(c *gin.Context) {
 	}
 	var md map[string]string
 	if err := json.Unmarshal(body, &md); err != nil || md == nil {
-		fail(c, badInput("body: expected an object of string values (the schema metadata)"))
+		fail(c, badInput("body: expected a JSON object of string values (the schema metadata)"))
 		return
 	}
 	t, err := s.cat.OpenTable(c, id)
