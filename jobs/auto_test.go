@@ -211,6 +211,30 @@ func TestAutoRefreshBurstCoalesces(t *testing.T) {
 	}
 }
 
+// TestAutoRefreshBurstAtDefaultInterval: the same burst at the deployed
+// default (MVQ_AUTO_REFRESH_MIN_INTERVAL unset, 1s): a burst within a
+// second costs each level at most two refreshes; on a machine too loaded
+// to insert 50 times in a second, each level still refreshes at most once
+// per interval the burst spanned, plus the one that takes the rest.
+func TestAutoRefreshBurstAtDefaultInterval(t *testing.T) {
+	t.Parallel()
+	c := newChain(t, 10, AutoConfig{})
+	start := time.Now()
+	for range 50 {
+		c.insert(t, 1)
+	}
+	d := time.Since(start)
+	c.settled(t, 60)
+	most := int(d/DefaultAutoMinInterval) + 2
+	for i, v := range c.levels {
+		js := c.autoJobs(t, v)
+		if len(js) == 0 || len(js) > most {
+			t.Fatalf("level %d (%s): %d automatic refreshes for a burst of %v, want 1..%d", i+1, table.JoinID(v), len(js), d, most)
+		}
+	}
+	t.Logf("50 inserts in %v: at most %d refreshes per level allowed", d, most)
+}
+
 func TestAutoRefreshOffAndForgotten(t *testing.T) {
 	t.Parallel()
 	w := newWarehouse(t, 5)
