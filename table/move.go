@@ -98,15 +98,26 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 	if err != nil {
 		return err
 	}
-	var manifests []string
+	// The move's seals (seal.go) are neither copied nor removed before
+	// every other manifest of the source.
+	sealed, err := c.sealFiles(ctx, files)
+	if err != nil {
+		return err
+	}
+	var manifests, lineManifests []string
 	for _, f := range files {
 		rel := strings.TrimPrefix(f, from)
-		if keep != "" && rel == keep {
+		if keep != "" && rel == keep || sealed[f] {
 			continue
 		}
 		if strings.HasPrefix(rel, versionsDir) {
 			manifests = append(manifests, rel)
 			continue
+		}
+		if i := strings.LastIndexByte(rel, '/'); i >= 0 && strings.HasSuffix(rel[:i+1], "/"+versionsDir) {
+			if _, _, ok := ParseManifestName(rel[i+1:]); ok {
+				lineManifests = append(lineManifests, rel) // a branch's
+			}
 		}
 		if err := hold(); err != nil {
 			return err
@@ -138,12 +149,25 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 			return err
 		}
 	}
-	if keep != "" {
-		for _, rel := range manifests {
+	if keep != "" || len(sealed) > 0 {
+		// Every manifest first, then the seals (a commit racing them
+		// still meets one), then their markers.
+		for _, rel := range append(manifests, lineManifests...) {
 			if err := ignoreMissing(c.wh.Delete(ctx, from+rel)); err != nil {
 				return err
 			}
 		}
+		for _, markers := range []bool{false, true} {
+			for f := range sealed {
+				if strings.HasSuffix(f, sealExt) == markers {
+					if err := ignoreMissing(c.wh.Delete(ctx, f)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	if keep != "" {
 		if err := ignoreMissing(c.wh.Delete(ctx, from+keep)); err != nil {
 			return err
 		}
@@ -306,13 +330,33 @@ func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) e
 		return err
 	}
 	failpoint("move-started")
-	return c.moveFolderWith(ctx, mc.h.From, mc.h.To, moveHooks{
+	// Commits take no claim: sealing the source's lines makes every
+	// commit either land before the copy or fail (seal.go).
+	to := mc.h.To
+	if mc.h.ToID != nil {
+		to = JoinID(mc.h.ToID)
+	}
+	if err := c.seal(ctx, mc.h.From, mc.h.ID, to); err != nil {
+		return errors.Join(err, c.unseal(context.WithoutCancel(ctx), mc.h.From, mc.h.ID))
+	}
+	failpoint("move-sealed")
+	err := c.moveFolderWith(ctx, mc.h.From, mc.h.To, moveHooks{
 		hold: mc.hold,
 		copied: func(ctx context.Context) error {
 			failpoint("move-copied")
 			return c.recordIdentity(ctx, uuid, mc.h.ToID)
 		},
 	})
+	if err != nil {
+		// Never leave the source sealed: finish forward when the
+		// destination holds the table, else unseal; when even that fails
+		// the claim stays for recovery (RecoverTransactions).
+		if ferr := c.finishMove(context.WithoutCancel(ctx), mc.h); ferr != nil {
+			mc.stuck = true
+			return errors.Join(err, ferr)
+		}
+	}
+	return err
 }
 
 // DeregisterTable takes table id out of the catalog and keeps its content:

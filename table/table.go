@@ -93,6 +93,7 @@ func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
 	}
 	byVersion := make(map[uint64]VersionFile, len(entries))
 	var markers []txnMarker
+	var seals []sealMarker
 	for _, e := range entries {
 		if e.IsDir {
 			continue
@@ -101,6 +102,8 @@ func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
 		if !ok {
 			if mk, ok := parseTxnMarker(e.Name); ok {
 				markers = append(markers, mk)
+			} else if mk, ok := parseSealMarker(e.Name); ok {
+				seals = append(seals, mk)
 			}
 			continue
 		}
@@ -113,6 +116,12 @@ func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
 	// versions yet (txn.go).
 	if len(markers) > 0 {
 		if err := t.hideUncommitted(ctx, byVersion, markers); err != nil {
+			return nil, err
+		}
+	}
+	// A move's seal is not a version (seal.go).
+	if len(seals) > 0 {
+		if err := t.hideSeals(ctx, byVersion, seals); err != nil {
 			return nil, err
 		}
 	}
@@ -247,7 +256,11 @@ var tracer = otel.Tracer("github.com/mvq-dev/mvq/table")
 func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, error) {
 	for {
 		*attempts++
-		base, err := t.Load(ctx, 0)
+		parent, err := t.LatestVersion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		base, err := t.readManifest(ctx, parent)
 		if err != nil {
 			return nil, err
 		}
@@ -269,12 +282,21 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		if err != nil {
 			return nil, err
 		}
-		err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+ManifestName(next.Version, NamingV2), data)
+		name := ManifestName(next.Version, NamingV2)
+		err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+name, data)
 		if err == nil {
+			// A move may have removed the folder under it (seal.go).
+			if err := t.confirmCommit(ctx, parent.Name, name, next, data); err != nil {
+				return nil, err
+			}
 			return next, nil
 		}
 		if !errors.Is(err, ErrExists) {
 			return nil, fmt.Errorf("commit %s v%d: %w", JoinID(t.id), next.Version, err)
+		}
+		// A move's seal took it: the table is going elsewhere.
+		if err := t.sealedVersion(ctx, next.Version, name); err != nil {
+			return nil, err
 		}
 		// A batch transaction may hold the version: wait for its outcome
 		// (recovering it when its writer is overdue) before trying again.

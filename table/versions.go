@@ -47,10 +47,16 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 	}
 	err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+sv.name, sv.data)
 	if errors.Is(err, ErrExists) {
+		if err := t.sealedVersion(ctx, v, sv.name); err != nil {
+			return VersionFile{}, nil, nil, err
+		}
 		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 	}
 	if err != nil {
 		return VersionFile{}, nil, nil, fmt.Errorf("create version %d: %w", v, err)
+	}
+	if err := t.confirmCommit(ctx, sv.parent, sv.name, sv.m, sv.data); err != nil {
+		return VersionFile{}, nil, nil, err
 	}
 	t.notify(ctx, sv.m)
 	return VersionFile{Version: v, Scheme: scheme, Name: sv.name, Size: int64(len(sv.data))}, sv.m, sv.data, nil
@@ -61,6 +67,7 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 // bytes to write; stagedSize is the size of the client's staged file.
 type stagedVersion struct {
 	name       string
+	parent     string // the file name of the version it follows
 	m          *Manifest
 	data       []byte
 	stagedSize int64
@@ -167,7 +174,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 			return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
-	return &stagedVersion{name: name, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(stagedSum[:])}, nil
+	return &stagedVersion{name: name, parent: latest.Name, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(stagedSum[:])}, nil
 }
 
 // isStagedManifest reports whether clean (relative to the table folder)
