@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Table folders move between names (rename, deregister, register) by
@@ -84,6 +85,9 @@ type moveHooks struct {
 	keep   string
 	hold   func(context.Context) error
 	copied func(context.Context) error
+	// sealed is when the move sealed the source (zero: unknown, as in
+	// recovery); no manifest goes before SealGrace past it (seal.go).
+	sealed time.Time
 }
 
 func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHooks) error {
@@ -122,7 +126,9 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 		if err := hold(); err != nil {
 			return err
 		}
-		if err := c.wh.copyObject(ctx, f, to+rel); err != nil {
+		if err := c.wh.copyObject(ctx, f, to+rel); errors.Is(err, os.ErrNotExist) && strings.HasSuffix(rel, ".tmp") {
+			continue // a writer's temporary file, renamed meanwhile
+		} else if err != nil {
 			return fmt.Errorf("move %s: %w", rel, err)
 		}
 	}
@@ -149,10 +155,26 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 			return err
 		}
 	}
+	if len(sealed) > 0 {
+		// A commit that listed before the seal puts within half the
+		// grace: none lands after its name is free again.
+		since := o.sealed
+		if since.IsZero() {
+			since = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(since.Add(c.opts.SealGrace))):
+		}
+	}
 	if keep != "" || len(sealed) > 0 {
-		// Every manifest first, then the seals (a commit racing them
-		// still meets one), then their markers.
-		for _, rel := range append(manifests, lineManifests...) {
+		// Every manifest first, oldest first (a reader meanwhile still
+		// finds the latest), then the seals (a commit racing them still
+		// meets one), then their markers.
+		all := append(append([]string(nil), manifests...), lineManifests...)
+		for i := len(all) - 1; i >= 0; i-- {
+			rel := all[i]
 			if err := ignoreMissing(c.wh.Delete(ctx, from+rel)); err != nil {
 				return err
 			}
@@ -339,9 +361,11 @@ func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) e
 	if err := c.seal(ctx, mc.h.From, mc.h.ID, to); err != nil {
 		return errors.Join(err, c.unseal(context.WithoutCancel(ctx), mc.h.From, mc.h.ID))
 	}
+	sealed := time.Now()
 	failpoint("move-sealed")
 	err := c.moveFolderWith(ctx, mc.h.From, mc.h.To, moveHooks{
-		hold: mc.hold,
+		hold:   mc.hold,
+		sealed: sealed,
 		copied: func(ctx context.Context) error {
 			failpoint("move-copied")
 			return c.recordIdentity(ctx, uuid, mc.h.ToID)

@@ -1,13 +1,14 @@
 package table
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"time"
+
+	"gocloud.dev/gcerrors"
 )
 
 // Seals: a move (rename, deregister, register) copies the table folder
@@ -24,12 +25,13 @@ import (
 // seal: one read per marker, nothing while no move runs), and the move
 // neither copies seals nor removes them before every other manifest.
 //
-// A commit whose base was read before the move and whose put lands only
-// after the source was removed (the name was free again) is caught after
-// its put: its parent version is gone. When the table has moved (its
-// identity recorded elsewhere, or deregistered) and the destination does
-// not hold exactly this version, the commit removes what it put and
-// answers errMoved; one parent check per commit is all a commit pays.
+// A commit must not put into the source once the move removes it (the
+// names are free again then). A writer's listing that shows a seal
+// answers errMoved at once (latestToCommit); one that shows none was made
+// before the seal, and the commit puts within half of Options.SealGrace
+// of it (else it lists again: revalidate), while the move removes no
+// manifest before a whole SealGrace after sealing, and the seals last.
+// Commits pay no extra request for it.
 //
 // A move stopped after sealing is finished forward when the destination
 // holds the table, else its seals are removed (unseal): the source is
@@ -67,8 +69,10 @@ func isSeal(m *Manifest, id string) bool {
 	return m != nil && m.Operation == sealOperation && m.Transaction == id && id != ""
 }
 
-// hideSeals takes the seals the markers name out of a listing.
-func (t *Table) hideSeals(ctx context.Context, byVersion map[uint64]VersionFile, seals []sealMarker) error {
+// hideSeals takes the seals the markers name out of a listing and
+// returns one of them (nil: none).
+func (t *Table) hideSeals(ctx context.Context, byVersion map[uint64]VersionFile, seals []sealMarker) (*Manifest, error) {
+	var seal *Manifest
 	for _, mk := range seals {
 		v, _, _ := ParseManifestName(mk.manifest)
 		vf, ok := byVersion[v]
@@ -77,17 +81,21 @@ func (t *Table) hideSeals(ctx context.Context, byVersion map[uint64]VersionFile,
 		}
 		b, err := t.c.wh.Read(ctx, t.versionsKey()+vf.Name)
 		if errors.Is(err, os.ErrNotExist) {
-			delete(byVersion, v) // removed meanwhile
+			// Removed since the listing: the move ended (or was undone).
+			delete(byVersion, v)
+			seal = &Manifest{Version: v}
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if m, err := DecodeManifest(b); err == nil && isSeal(m, mk.id) {
 			delete(byVersion, v)
+			m.Version = v
+			seal = m
 		}
 	}
-	return nil
+	return seal, nil
 }
 
 // errMoved is the error of a commit that lost to a move's seal, or
@@ -120,51 +128,46 @@ func (t *Table) sealedVersion(ctx context.Context, v uint64, name string) error 
 	return t.errMoved(v, m.Metadata[sealMovedTo])
 }
 
-// confirmCommit is called by a commit that put version m (data, under
-// name) on parent (the file name of its base): when the parent is gone
-// and the table moved while the commit ran, the version counts only if
-// the destination holds exactly it (the move copied it); otherwise the
-// commit landed in a removed folder: it takes its manifest back and
-// answers errMoved.
-func (t *Table) confirmCommit(ctx context.Context, parent, name string, m *Manifest, data []byte) error {
-	if ok, err := t.c.wh.Exists(ctx, t.versionsKey()+parent); err != nil || ok {
-		return nil // the parent is there: the folder was not moved away before the put
+// latestToCommit is LatestVersion for a writer: it also answers
+// errMoved when the listing shows a seal, and the time the listing began
+// (a commit must put within half the seal grace of it; see the top).
+func (t *Table) latestToCommit(ctx context.Context) (VersionFile, time.Time, error) {
+	start := time.Now()
+	vs, seal, err := t.listVersions(ctx)
+	if err != nil {
+		return VersionFile{}, start, err
 	}
-	if m.UUID == "" {
-		return nil
+	if seal != nil {
+		return VersionFile{}, start, t.errMoved(seal.Version, seal.Metadata[sealMovedTo])
 	}
-	dest, movedTo, err := t.c.movedLine(ctx, m.UUID, t.branch)
-	if err != nil || dest == nil || dest.key == t.key {
-		return nil // not moved: the parent went another way (a version deletion)
+	if len(vs) == 0 {
+		return VersionFile{}, start, t.noVersions()
 	}
-	if b, err := t.c.wh.Read(ctx, dest.versionsKey()+name); err == nil && bytes.Equal(b, data) {
-		return nil // copied by the move: committed under the new name
-	}
-	if err := ignoreMissing(t.c.wh.Delete(context.WithoutCancel(ctx), t.versionsKey()+name)); err != nil {
-		return fmt.Errorf("take back version %d of moved table %s: %w", m.Version, JoinID(t.id), err)
-	}
-	return t.errMoved(m.Version, movedTo)
+	return vs[len(vs)-1], start, nil
 }
 
-// movedLine is line b of the table with identity uuid where a move took
-// it (renamed: its identity record; deregistered: _deregistered/), with
-// a description of where; nil when no move is recorded.
-func (c *Catalog) movedLine(ctx context.Context, uuid, b string) (*Table, string, error) {
-	moved, err := c.movedTable(ctx, uuid)
-	if err != nil {
-		return nil, "", err
+// fresh reports whether a commit that listed at listed may still put:
+// within half the seal grace (a move removes no manifest before a whole
+// grace after sealing).
+func (t *Table) fresh(listed time.Time) bool { return time.Since(listed) < t.c.opts.SealGrace/2 }
+
+// revalidate is called by a commit that took too long since its listing:
+// it lists again and answers the new listing time when parent is still
+// the latest (ok false: rebase), or errMoved.
+func (t *Table) revalidate(ctx context.Context, parent string) (time.Time, bool, error) {
+	for range maxCommitAttempts {
+		vf, listed, err := t.latestToCommit(ctx)
+		if err != nil {
+			return listed, false, err
+		}
+		if vf.Name != parent {
+			return listed, false, nil
+		}
+		if t.fresh(listed) {
+			return listed, true, nil
+		}
 	}
-	if moved != nil {
-		line := *moved
-		line.branch = b
-		return &line, JoinID(moved.id), nil
-	}
-	key := deregisteredDir + uuid + tableSuffix + "/"
-	line := &Table{c: c, id: []string{strings.TrimSuffix(key, "/")}, key: key, branch: b}
-	if vs, err := line.Main().Versions(ctx); err != nil || len(vs) == 0 {
-		return nil, "", err
-	}
-	return line, key, nil
+	return time.Time{}, false, Errorf(CodeServiceUnavailable, "commit %s: listing the versions takes longer than %s", JoinID(t.id), t.c.opts.SealGrace/2)
 }
 
 // seal seals every line of the table at key for move id (to describes
@@ -296,4 +299,17 @@ func (c *Catalog) unseal(ctx context.Context, key, id string) error {
 		}
 	}
 	return nil
+}
+
+// writeGone turns the error of a write into the table's folder that
+// failed because a move (or a drop) removed the folder meanwhile into a
+// clear one; other errors pass.
+func (t *Table) writeGone(ctx context.Context, err error) error {
+	if err == nil || !errors.Is(err, os.ErrNotExist) && gcerrors.Code(err) != gcerrors.NotFound {
+		return err
+	}
+	if _, _, lerr := t.latestToCommit(ctx); lerr != nil && (ErrorCode(lerr) == CodeTableNotFound || ErrorCode(lerr) == CodeConcurrentModification) {
+		return &Error{Code: CodeTableNotFound, Message: fmt.Sprintf("table %s was moved or dropped while this write ran: nothing was written", JoinID(t.id)), Err: err}
+	}
+	return err
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -87,9 +88,16 @@ type VersionFile struct {
 // Versions lists the table's versions in ascending order. Where a version
 // exists under both names, the V2 file wins.
 func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
+	vs, _, err := t.listVersions(ctx)
+	return vs, err
+}
+
+// listVersions is Versions and the seal of a move it hid (nil: none;
+// seal.go).
+func (t *Table) listVersions(ctx context.Context) ([]VersionFile, *Manifest, error) {
 	entries, err := t.c.wh.List(ctx, t.versionsKey())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byVersion := make(map[uint64]VersionFile, len(entries))
 	var markers []txnMarker
@@ -116,13 +124,14 @@ func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
 	// versions yet (txn.go).
 	if len(markers) > 0 {
 		if err := t.hideUncommitted(ctx, byVersion, markers); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// A move's seal is not a version (seal.go).
+	var seal *Manifest
 	if len(seals) > 0 {
-		if err := t.hideSeals(ctx, byVersion, seals); err != nil {
-			return nil, err
+		if seal, err = t.hideSeals(ctx, byVersion, seals); err != nil {
+			return nil, nil, err
 		}
 	}
 	out := make([]VersionFile, 0, len(byVersion))
@@ -130,7 +139,7 @@ func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
 		out = append(out, vf)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, nil
+	return out, seal, nil
 }
 
 // LatestVersion returns the newest version file.
@@ -163,7 +172,16 @@ func (t *Table) Load(ctx context.Context, v uint64) (*Manifest, error) {
 	var vf VersionFile
 	var err error
 	if v == 0 {
-		vf, err = t.LatestVersion(ctx)
+		for attempt := 0; ; attempt++ {
+			var m *Manifest
+			if vf, err = t.LatestVersion(ctx); err == nil {
+				m, err = t.readManifest(ctx, vf)
+			}
+			// Removed since the listing (a move, a rollback): list again.
+			if !errors.Is(err, os.ErrNotExist) || attempt >= 20 {
+				return m, err
+			}
+		}
 	} else {
 		vf, err = t.Version(ctx, v)
 	}
@@ -256,11 +274,17 @@ var tracer = otel.Tracer("github.com/mvq-dev/mvq/table")
 func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, error) {
 	for {
 		*attempts++
-		parent, err := t.LatestVersion(ctx)
+		parent, listed, err := t.latestToCommit(ctx)
+		if errors.Is(err, os.ErrNotExist) && *attempts < maxCommitAttempts {
+			continue // a listing that met files being removed
+		}
 		if err != nil {
 			return nil, err
 		}
 		base, err := t.readManifest(ctx, parent)
+		if errors.Is(err, os.ErrNotExist) && *attempts < maxCommitAttempts {
+			continue // removed since the listing (a move, a rollback): list again
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -282,14 +306,23 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		if err != nil {
 			return nil, err
 		}
+		// Put within half the seal grace of the listing (seal.go).
+		if !t.fresh(listed) {
+			_, ok, err := t.revalidate(ctx, parent.Name)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+		}
 		name := ManifestName(next.Version, NamingV2)
 		err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+name, data)
 		if err == nil {
-			// A move may have removed the folder under it (seal.go).
-			if err := t.confirmCommit(ctx, parent.Name, name, next, data); err != nil {
-				return nil, err
-			}
 			return next, nil
+		}
+		if errors.Is(err, os.ErrNotExist) && *attempts < maxCommitAttempts {
+			continue // the folder went (a move, a drop): list again
 		}
 		if !errors.Is(err, ErrExists) {
 			return nil, fmt.Errorf("commit %s v%d: %w", JoinID(t.id), next.Version, err)
