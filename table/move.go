@@ -143,6 +143,9 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 			return err
 		}
 		data, err := c.wh.Read(ctx, from+rel)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // a version deleted meanwhile
+		}
 		if err != nil {
 			return err
 		}
