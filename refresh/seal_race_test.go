@@ -61,7 +61,11 @@ func TestViewRefreshAfterInsertsRaceRename(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: refresh after the rename: %v", i, err)
 		}
-		if p.Mode != ModeIncremental || res.RowsAdded != int64(ok) {
+		mode := ModeIncremental
+		if ok == 0 {
+			mode = ModeNoOp // every insert lost to the rename
+		}
+		if p.Mode != mode || res.RowsAdded != int64(ok) {
 			t.Fatalf("round %d: plan %s (%s), result %+v; %d inserts landed", i, p.Mode, p.Reason, res, ok)
 		}
 		want += ok
