@@ -46,7 +46,7 @@ func TestViewRefreshAfterInsertsRaceRename(t *testing.T) {
 						ok++
 						mu.Unlock()
 					case table.ErrorCode(err) == table.CodeTableNotFound:
-					case table.ErrorCode(err) == table.CodeConcurrentModification && strings.Contains(err.Error(), "while this commit ran"):
+					case table.ErrorCode(err) == table.CodeConcurrentModification && strings.Contains(err.Error(), "while this write ran"):
 					default:
 						t.Errorf("round %d: insert %d: %v", i, id, err)
 					}

@@ -108,7 +108,20 @@ func (t *Table) errMoved(v uint64, movedTo string) error {
 	case movedTo != "":
 		where = "renamed to " + movedTo
 	}
-	return Errorf(CodeConcurrentModification, "table %s was %s while this commit ran: version %d was not committed there; commit again under its new name", JoinID(t.id), where, v)
+	return Errorf(CodeConcurrentModification, "table %s was %s while this write ran: it was not applied there (version %d); apply it again under its new name", JoinID(t.id), where, v)
+}
+
+// guardMove is called by a write into the table folder that is not a
+// version (a tag, a branch) once it is written: when the main line is
+// sealed or gone, a move may have walked the folder before it, so undo
+// takes it back and the write answers errMoved (or not found). A move
+// seals before it walks, so a write this check passes is copied.
+func (t *Table) guardMove(ctx context.Context, undo func(context.Context) error) error {
+	_, _, err := t.Main().latestToCommit(ctx)
+	if ErrorCode(err) != CodeConcurrentModification && ErrorCode(err) != CodeTableNotFound {
+		return nil
+	}
+	return errors.Join(err, undo(context.WithoutCancel(ctx)))
 }
 
 // sealedVersion returns errMoved when the manifest at name (a version a

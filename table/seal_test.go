@@ -57,7 +57,7 @@ func raceInserts(t *testing.T, c *Catalog, tb *Table, move func() error) []int64
 					ok = append(ok, int64(id))
 					mu.Unlock()
 				case ErrorCode(err) == CodeTableNotFound:
-				case ErrorCode(err) == CodeConcurrentModification && strings.Contains(err.Error(), "while this commit ran"):
+				case ErrorCode(err) == CodeConcurrentModification && strings.Contains(err.Error(), "while this write ran"):
 				default:
 					t.Errorf("insert %d: %v (code %d)", id, err, ErrorCode(err))
 				}
@@ -201,11 +201,28 @@ func TestCommitLosesToSeal(t *testing.T) {
 			t.Fatalf("line %q: insert into a sealed table: %v", line.branch, err)
 		}
 	}
+	// A tag or branch created meanwhile is taken back: the move may
+	// have walked the folder before it.
+	if err := tb.CreateTag(ctx, "t1", 1); ErrorCode(err) != CodeConcurrentModification {
+		t.Fatalf("tag created on a sealed table: %v", err)
+	}
+	if _, err := tb.TagVersion(ctx, "t1"); ErrorCode(err) != CodeTableTagNotFound {
+		t.Fatalf("tag left after the refused create: %v", err)
+	}
+	if _, err := tb.CreateBranch(ctx, "dev2", "", 0); ErrorCode(err) != CodeConcurrentModification {
+		t.Fatalf("branch created on a sealed table: %v", err)
+	}
+	if bs, err := tb.Branches(ctx); err != nil || len(bs) != 1 {
+		t.Fatalf("branches after the refused create: %v (%v)", BranchNames(bs), err)
+	}
 	if err := c.unseal(ctx, tb.key, id); err != nil {
 		t.Fatal(err)
 	}
 	if left := sealFilesLeft(t, c, tb.key); len(left) != 0 {
 		t.Fatalf("unseal left %v", left)
+	}
+	if err := tb.CreateTag(ctx, "t1", 1); err != nil {
+		t.Fatalf("tag after unseal: %v", err)
 	}
 	for _, line := range []*Table{tb, dev} {
 		if _, _, err := line.Insert(ctx, rows(t, 10, 11), "append"); err != nil {
