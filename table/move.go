@@ -165,10 +165,15 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 		if since.IsZero() {
 			since = time.Now()
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Until(since.Add(c.opts.SealGrace))):
+		for until := since.Add(c.opts.SealGrace); time.Now().Before(until); {
+			if err := hold(); err != nil { // the lease may be shorter
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(min(time.Until(until), 50*time.Millisecond)):
+			}
 		}
 	}
 	if keep != "" || len(sealed) > 0 {
