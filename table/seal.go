@@ -31,7 +31,9 @@ import (
 // before the seal, and the commit puts within half of Options.SealGrace
 // of it (else it lists again: revalidate), while the move removes no
 // manifest before a whole SealGrace after sealing, and the seals last.
-// Commits pay no extra request for it.
+// Commits pay no extra request for it. (The pause between that check
+// and the put is covered by the other half, as a batch's deadline check
+// is by its grace, txn.go.)
 //
 // A move stopped after sealing is finished forward when the destination
 // holds the table, else its seals are removed (unseal): the source is
@@ -98,8 +100,8 @@ func (t *Table) hideSeals(ctx context.Context, byVersion map[uint64]VersionFile,
 	return seal, nil
 }
 
-// errMoved is the error of a commit that lost to a move's seal, or
-// whose version landed in a folder the move had already removed.
+// errMoved is the error of a write that lost to a move's seal (or whose
+// listing showed one): 409 naming where the table went.
 func (t *Table) errMoved(v uint64, movedTo string) error {
 	where := "moved"
 	switch {
