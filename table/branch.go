@@ -196,6 +196,15 @@ func (t *Table) CreateBranch(ctx context.Context, name, fromBranch string, fromV
 	if err := t.c.wh.PutIfNotExists(ctx, b.versionsKey()+ManifestName(m.Version, NamingV2), data); err != nil {
 		return BranchInfo{}, fmt.Errorf("create branch %q of %s: %w", name, JoinID(t.id), err)
 	}
+	// A move that walked the folder before this create: take it back.
+	if err := t.guardMove(ctx, func(ctx context.Context) error {
+		if err := t.c.wh.DeletePrefix(ctx, b.key+branchTreeDir+name+"/"); err != nil {
+			return err
+		}
+		return ignoreMissing(t.c.wh.Delete(ctx, t.branchRefKey(name)))
+	}); err != nil {
+		return BranchInfo{}, err
+	}
 	return bi, nil
 }
 

@@ -27,6 +27,10 @@ type Options struct {
 	// TxnTimeout is how long a batch transaction may take from its record
 	// to its decision; past it, others recover it (txn.go). Default 30s.
 	TxnTimeout time.Duration
+	// SealGrace is how long a move waits after sealing a table before it
+	// removes the source's manifests; a commit puts within half of it of
+	// its listing, else lists again (seal.go). Default 1s.
+	SealGrace time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -41,6 +45,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TxnTimeout <= 0 {
 		o.TxnTimeout = 30 * time.Second
+	}
+	if o.SealGrace <= 0 {
+		o.SealGrace = time.Second
 	}
 	return o
 }

@@ -333,8 +333,13 @@ func (c *Catalog) finishMove(ctx context.Context, h claimHolder) error {
 		return u, true, err
 	}
 	du, ok, err := identityAt(h.To)
-	if err != nil || !ok || du != h.UUID {
-		return err // the copy never reached the manifests: the source is whole
+	if err != nil {
+		return err
+	}
+	if !ok || du != h.UUID {
+		// The copy never reached the manifests: the source is whole, and
+		// writable again once its seals are gone.
+		return c.unseal(ctx, h.From, h.ID)
 	}
 	su, ok, err := identityAt(h.From)
 	if err != nil {
@@ -355,6 +360,9 @@ type moveClaim struct {
 	keys    []string
 	h       claimHolder
 	renewed time.Time
+	// stuck: a stopped move left for recovery to complete; release keeps
+	// the claim then.
+	stuck bool
 }
 
 // claimMove claims the folders keys (sorted, so two moves meet on the same
@@ -423,6 +431,9 @@ func (mc *moveClaim) hold(ctx context.Context) error {
 }
 
 func (mc *moveClaim) release(ctx context.Context) {
+	if mc.stuck {
+		return
+	}
 	for _, k := range mc.keys {
 		_ = mc.c.releaseClaim(context.WithoutCancel(ctx), k, mc.h.ID)
 	}

@@ -237,6 +237,7 @@ func TestRenameKilledMidway(t *testing.T) {
 		forward bool // recovery completes what the killed process began
 	}{
 		{"move-started", true, false},
+		{"move-sealed", true, false},
 		{"move-copied", true, true},
 		{"marker-0", false, false},
 		{"manifest-1", false, true},
@@ -269,6 +270,9 @@ func TestRenameKilledMidway(t *testing.T) {
 						t.Fatal("the killed rename's claim was never released")
 					}
 					time.Sleep(20 * time.Millisecond)
+				}
+				if left := sealFilesLeft(t, fresh, a.key); len(left) != 0 {
+					t.Fatalf("seals left after recovery: %v", left)
 				}
 				_, err := fresh.OpenTable(ctx, a.ID())
 				if tc.forward != (ErrorCode(err) == CodeTableNotFound) {

@@ -36,7 +36,8 @@ func (t *Table) versionNames(ctx context.Context) ([]VersionFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return t.versionsOf(ctx, entries)
+	vs, _, err := t.versionsOf(ctx, entries)
+	return vs, err
 }
 
 // latestVersion is LatestVersion on the cheapest listing the store has.
@@ -111,9 +112,10 @@ func (t *Table) statVersion(vf VersionFile) (VersionFile, bool, error) {
 // versionsOf judges a listing of _versions/: manifests by name (V2 wins
 // over V1 for one version), versions of batch transactions that did not
 // commit hidden; ascending.
-func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile, error) {
+func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile, *Manifest, error) {
 	byVersion := make(map[uint64]VersionFile, len(entries))
 	var markers []txnMarker
+	var seals []sealMarker
 	for _, e := range entries {
 		if e.IsDir {
 			continue
@@ -122,6 +124,8 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 		if !ok {
 			if mk, ok := parseTxnMarker(e.Name); ok {
 				markers = append(markers, mk)
+			} else if mk, ok := parseSealMarker(e.Name); ok {
+				seals = append(seals, mk)
 			}
 			continue
 		}
@@ -134,7 +138,15 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 	// versions yet (txn.go).
 	if len(markers) > 0 {
 		if err := t.hideUncommitted(ctx, byVersion, markers); err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+	}
+	// A move's seal is not a version (seal.go).
+	var seal *Manifest
+	if len(seals) > 0 {
+		var err error
+		if seal, err = t.hideSeals(ctx, byVersion, seals); err != nil {
+			return nil, nil, err
 		}
 	}
 	out := make([]VersionFile, 0, len(byVersion))
@@ -142,7 +154,7 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 		out = append(out, vf)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, nil
+	return out, seal, nil
 }
 
 // path is the file of key in a file:// warehouse.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Table folders move between names (rename, deregister, register) by
@@ -84,6 +85,9 @@ type moveHooks struct {
 	keep   string
 	hold   func(context.Context) error
 	copied func(context.Context) error
+	// sealed is when the move sealed the source (zero: unknown, as in
+	// recovery); no manifest goes before SealGrace past it (seal.go).
+	sealed time.Time
 }
 
 func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHooks) error {
@@ -98,20 +102,33 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 	if err != nil {
 		return err
 	}
-	var manifests []string
+	// The move's seals (seal.go) are neither copied nor removed before
+	// every other manifest of the source.
+	sealed, err := c.sealFiles(ctx, files)
+	if err != nil {
+		return err
+	}
+	var manifests, lineManifests []string
 	for _, f := range files {
 		rel := strings.TrimPrefix(f, from)
-		if keep != "" && rel == keep {
+		if keep != "" && rel == keep || sealed[f] {
 			continue
 		}
 		if strings.HasPrefix(rel, versionsDir) {
 			manifests = append(manifests, rel)
 			continue
 		}
+		if i := strings.LastIndexByte(rel, '/'); i >= 0 && strings.HasSuffix(rel[:i+1], "/"+versionsDir) {
+			if _, _, ok := ParseManifestName(rel[i+1:]); ok {
+				lineManifests = append(lineManifests, rel) // a branch's
+			}
+		}
 		if err := hold(); err != nil {
 			return err
 		}
-		if err := c.wh.copyObject(ctx, f, to+rel); err != nil {
+		if err := c.wh.copyObject(ctx, f, to+rel); errors.Is(err, os.ErrNotExist) && strings.HasSuffix(rel, ".tmp") {
+			continue // a writer's temporary file, renamed meanwhile
+		} else if err != nil {
 			return fmt.Errorf("move %s: %w", rel, err)
 		}
 	}
@@ -126,6 +143,9 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 			return err
 		}
 		data, err := c.wh.Read(ctx, from+rel)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // a version deleted meanwhile
+		}
 		if err != nil {
 			return err
 		}
@@ -138,12 +158,46 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 			return err
 		}
 	}
-	if keep != "" {
-		for _, rel := range manifests {
+	if len(sealed) > 0 {
+		// A commit that listed before the seal puts within half the
+		// grace: none lands after its name is free again.
+		since := o.sealed
+		if since.IsZero() {
+			since = time.Now()
+		}
+		for until := since.Add(c.opts.SealGrace); time.Now().Before(until); {
+			if err := hold(); err != nil { // the lease may be shorter
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(min(time.Until(until), 50*time.Millisecond)):
+			}
+		}
+	}
+	if keep != "" || len(sealed) > 0 {
+		// Every manifest first, oldest first (a reader meanwhile still
+		// finds the latest), then the seals (a commit racing them still
+		// meets one), then their markers.
+		all := append(append([]string(nil), manifests...), lineManifests...)
+		for i := len(all) - 1; i >= 0; i-- {
+			rel := all[i]
 			if err := ignoreMissing(c.wh.Delete(ctx, from+rel)); err != nil {
 				return err
 			}
 		}
+		for _, markers := range []bool{false, true} {
+			for f := range sealed {
+				if strings.HasSuffix(f, sealExt) == markers {
+					if err := ignoreMissing(c.wh.Delete(ctx, f)); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	if keep != "" {
 		if err := ignoreMissing(c.wh.Delete(ctx, from+keep)); err != nil {
 			return err
 		}
@@ -306,13 +360,35 @@ func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) e
 		return err
 	}
 	failpoint("move-started")
-	return c.moveFolderWith(ctx, mc.h.From, mc.h.To, moveHooks{
-		hold: mc.hold,
+	// Commits take no claim: sealing the source's lines makes every
+	// commit either land before the copy or fail (seal.go).
+	to := mc.h.To
+	if mc.h.ToID != nil {
+		to = JoinID(mc.h.ToID)
+	}
+	if err := c.seal(ctx, mc.h.From, mc.h.ID, to); err != nil {
+		return errors.Join(err, c.unseal(context.WithoutCancel(ctx), mc.h.From, mc.h.ID))
+	}
+	sealed := time.Now()
+	failpoint("move-sealed")
+	err := c.moveFolderWith(ctx, mc.h.From, mc.h.To, moveHooks{
+		hold:   mc.hold,
+		sealed: sealed,
 		copied: func(ctx context.Context) error {
 			failpoint("move-copied")
 			return c.recordIdentity(ctx, uuid, mc.h.ToID)
 		},
 	})
+	if err != nil {
+		// Never leave the source sealed: finish forward when the
+		// destination holds the table, else unseal; when even that fails
+		// the claim stays for recovery (RecoverTransactions).
+		if ferr := c.finishMove(context.WithoutCancel(ctx), mc.h); ferr != nil {
+			mc.stuck = true
+			return errors.Join(err, ferr)
+		}
+	}
+	return err
 }
 
 // DeregisterTable takes table id out of the catalog and keeps its content:

@@ -285,7 +285,7 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	in := ConformReader(ctx, rdr, schema, t.c.opts.Mem)
 	frags, err := t.WriteFragments(ctx, schema, in, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, t.writeGone(ctx, err)
 	}
 	var rows int64
 	for _, f := range frags {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"time"
 
@@ -86,9 +87,16 @@ type VersionFile struct {
 // Versions lists the table's versions in ascending order. Where a version
 // exists under both names, the V2 file wins.
 func (t *Table) Versions(ctx context.Context) ([]VersionFile, error) {
+	vs, _, err := t.listVersions(ctx)
+	return vs, err
+}
+
+// listVersions is Versions and the seal of a move it hid (nil: none;
+// seal.go).
+func (t *Table) listVersions(ctx context.Context) ([]VersionFile, *Manifest, error) {
 	entries, err := t.c.wh.List(ctx, t.versionsKey())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return t.versionsOf(ctx, entries)
 }
@@ -108,7 +116,16 @@ func (t *Table) Load(ctx context.Context, v uint64) (*Manifest, error) {
 	var vf VersionFile
 	var err error
 	if v == 0 {
-		vf, err = t.LatestVersion(ctx)
+		for attempt := 0; ; attempt++ {
+			var m *Manifest
+			if vf, err = t.LatestVersion(ctx); err == nil {
+				m, err = t.readManifest(ctx, vf)
+			}
+			// Removed since the listing (a move, a rollback): list again.
+			if !errors.Is(err, os.ErrNotExist) || attempt >= 20 {
+				return m, err
+			}
+		}
 	} else {
 		vf, err = t.Version(ctx, v)
 	}
@@ -201,7 +218,17 @@ var tracer = otel.Tracer("github.com/mvq-dev/mvq/table")
 func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, error) {
 	for {
 		*attempts++
-		base, err := t.Load(ctx, 0)
+		parent, listed, err := t.latestToCommit(ctx)
+		if errors.Is(err, os.ErrNotExist) && *attempts < maxCommitAttempts {
+			continue // a listing that met files being removed
+		}
+		if err != nil {
+			return nil, err
+		}
+		base, err := t.readManifest(ctx, parent)
+		if errors.Is(err, os.ErrNotExist) && *attempts < maxCommitAttempts {
+			continue // removed since the listing (a move, a rollback): list again
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -223,12 +250,30 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		if err != nil {
 			return nil, err
 		}
-		err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+ManifestName(next.Version, NamingV2), data)
+		// Put within half the seal grace of the listing (seal.go).
+		if !t.fresh(listed) {
+			_, ok, err := t.revalidate(ctx, parent.Name)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		name := ManifestName(next.Version, NamingV2)
+		err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+name, data)
 		if err == nil {
 			return next, nil
 		}
+		if errors.Is(err, os.ErrNotExist) && *attempts < maxCommitAttempts {
+			continue // the folder went (a move, a drop): list again
+		}
 		if !errors.Is(err, ErrExists) {
 			return nil, fmt.Errorf("commit %s v%d: %w", JoinID(t.id), next.Version, err)
+		}
+		// A move's seal took it: the table is going elsewhere.
+		if err := t.sealedVersion(ctx, next.Version, name); err != nil {
+			return nil, err
 		}
 		// A batch transaction may hold the version: wait for its outcome
 		// (recovering it when its writer is overdue) before trying again.

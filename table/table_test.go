@@ -69,6 +69,9 @@ func newCatalog(t testing.TB, dir string, opts Options) *Catalog {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wh.Close() })
+	if opts.SealGrace == 0 {
+		opts.SealGrace = 200 * time.Millisecond // moves wait it out
+	}
 	return NewCatalog(wh, testDB(t), opts)
 }
 

@@ -143,9 +143,13 @@ func (t *Table) CreateTag(ctx context.Context, tag string, v uint64) error {
 	if err != nil {
 		return err
 	}
-	return t.confirmTag(ctx, tag, vf, func(ctx context.Context) error {
+	undo := func(ctx context.Context) error {
 		return ignoreMissing(t.c.wh.Delete(ctx, t.tagKey(tag)))
-	})
+	}
+	if err := t.confirmTag(ctx, tag, vf, undo); err != nil {
+		return err
+	}
+	return t.guardMove(ctx, undo) // seal.go
 }
 
 // UpdateTag points an existing tag at version v; a version deleted

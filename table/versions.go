@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -45,13 +46,25 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 	if etag != "" && strings.Trim(etag, `"`) != sv.stagedMD5 {
 		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", etag, sv.stagedMD5)
 	}
+	// Put within half the seal grace of the listing (seal.go).
+	if !t.fresh(sv.listed) {
+		if _, ok, err := t.revalidate(ctx, sv.parent); err != nil {
+			return VersionFile{}, nil, nil, err
+		} else if !ok {
+			return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
+		}
+	}
 	err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+sv.name, sv.data)
 	if errors.Is(err, ErrExists) {
+		if err := t.sealedVersion(ctx, v, sv.name); err != nil {
+			return VersionFile{}, nil, nil, err
+		}
 		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 	}
 	if err != nil {
 		return VersionFile{}, nil, nil, fmt.Errorf("create version %d: %w", v, err)
 	}
+
 	t.notify(ctx, sv.m)
 	return VersionFile{Version: v, Scheme: scheme, Name: sv.name, Size: int64(len(sv.data))}, sv.m, sv.data, nil
 }
@@ -61,6 +74,8 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 // bytes to write; stagedSize is the size of the client's staged file.
 type stagedVersion struct {
 	name       string
+	parent     string    // the file name of the version it follows
+	listed     time.Time // when the listing that found parent began
 	m          *Manifest
 	data       []byte
 	stagedSize int64
@@ -124,7 +139,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 			return nil, Errorf(CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, f.Path)
 		}
 	}
-	latest, err := t.LatestVersion(ctx)
+	latest, listed, err := t.latestToCommit(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +182,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 			return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
-	return &stagedVersion{name: name, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(stagedSum[:])}, nil
+	return &stagedVersion{name: name, parent: latest.Name, listed: listed, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(stagedSum[:])}, nil
 }
 
 // isStagedManifest reports whether clean (relative to the table folder)

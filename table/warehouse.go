@@ -311,15 +311,22 @@ func (w *Warehouse) list(ctx context.Context, prefix string) ([]Entry, error) {
 // DeletePrefix removes every object under prefix.
 func (w *Warehouse) DeletePrefix(ctx context.Context, prefix string) error {
 	it := w.bucket.List(&blob.ListOptions{Prefix: prefix})
-	for {
+	for restarts := 0; ; {
 		obj, err := it.Next(ctx)
 		if err == io.EOF {
 			break
 		}
+		// A local folder's listing stats each file: one a writer removed
+		// meanwhile (a temporary file renamed) restarts the listing.
+		if err != nil && (gcerrors.Code(err) == gcerrors.NotFound || errors.Is(err, os.ErrNotExist)) && restarts < 5 {
+			restarts++
+			it = w.bucket.List(&blob.ListOptions{Prefix: prefix})
+			continue
+		}
 		if err != nil {
 			return w.rel(err)
 		}
-		if err := w.Delete(ctx, obj.Key); err != nil {
+		if err := w.Delete(ctx, obj.Key); err != nil && !errors.Is(err, os.ErrNotExist) && gcerrors.Code(err) != gcerrors.NotFound {
 			return err
 		}
 	}
