@@ -233,3 +233,57 @@ func TestCommitLosesToSeal(t *testing.T) {
 		}
 	}
 }
+
+// TestTagChangesDuringSeal: a tag update or delete while a move has
+// sealed the table is taken back (the move may have copied the tag
+// already) and answers the move's conflict; after unsealing both work.
+func TestTagChangesDuringSeal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{})
+	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, _, err := c.CreateTable(ctx, []string{"docs", "a"}, testSchema, rows(t, 0, 10), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := tb.Insert(ctx, rows(t, 10, 11), "append"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.CreateTag(ctx, "t0", 1); err != nil {
+		t.Fatal(err)
+	}
+	tagAt := func(want uint64) {
+		t.Helper()
+		got, err := tb.TagVersion(ctx, "t0")
+		if err != nil || got.Version != want {
+			t.Fatalf("tag t0: %+v (%v), want version %d", got, err, want)
+		}
+	}
+	id := newIdentity()
+	if err := c.seal(ctx, tb.key, id, "docs.b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.UpdateTag(ctx, "t0", 2); ErrorCode(err) != CodeConcurrentModification {
+		t.Fatalf("tag update on a sealed table: %v", err)
+	}
+	tagAt(1)
+	if err := tb.DeleteTag(ctx, "t0"); ErrorCode(err) != CodeConcurrentModification {
+		t.Fatalf("tag delete on a sealed table: %v", err)
+	}
+	tagAt(1)
+	if err := c.unseal(ctx, tb.key, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.UpdateTag(ctx, "t0", 2); err != nil {
+		t.Fatal(err)
+	}
+	tagAt(2)
+	if err := tb.DeleteTag(ctx, "t0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.TagVersion(ctx, "t0"); ErrorCode(err) != CodeTableTagNotFound {
+		t.Fatalf("tag after delete: %v", err)
+	}
+}

@@ -173,17 +173,35 @@ func (t *Table) UpdateTag(ctx context.Context, tag string, v uint64) error {
 	if err := t.c.wh.Write(ctx, t.tagKey(tag), b); err != nil {
 		return err
 	}
-	return t.confirmTag(ctx, tag, vf, func(ctx context.Context) error {
+	undo := func(ctx context.Context) error {
 		return t.c.wh.Write(ctx, t.tagKey(tag), old)
-	})
+	}
+	if err := t.confirmTag(ctx, tag, vf, undo); err != nil {
+		return err
+	}
+	return t.guardMove(ctx, undo) // seal.go: a move may have copied the old tag
 }
 
-// DeleteTag removes a tag (not its version).
+// DeleteTag removes a tag (not its version). During a move of the table
+// the tag is put back and the delete answers the move's conflict (the
+// move may have copied it already; apply the delete under the new name).
 func (t *Table) DeleteTag(ctx context.Context, tag string) error {
 	if _, err := t.TagVersion(ctx, tag); err != nil {
 		return err
 	}
-	return t.c.wh.Delete(ctx, t.tagKey(tag))
+	old, err := t.c.wh.Read(ctx, t.tagKey(tag))
+	if errors.Is(err, os.ErrNotExist) {
+		return Errorf(CodeTableTagNotFound, "table %s has no tag %q", JoinID(t.id), tag)
+	}
+	if err != nil {
+		return err
+	}
+	if err := t.c.wh.Delete(ctx, t.tagKey(tag)); err != nil {
+		return err
+	}
+	return t.guardMove(ctx, func(ctx context.Context) error {
+		return t.c.wh.Write(ctx, t.tagKey(tag), old)
+	})
 }
 
 // VersionRange is a range of versions, start inclusive, end exclusive;
