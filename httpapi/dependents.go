@@ -91,6 +91,20 @@ func (s *Server) dropDependents(c *gin.Context, views [][]string) error {
 	return nil
 }
 
+// dropViewsFirst is what a drop or deregister of table id does before
+// removing it: a 409 naming the views that read it, or with cascade their
+// drop (deepest first).
+func (s *Server) dropViewsFirst(c *gin.Context, id []string, cascade bool) error {
+	views, direct, err := s.viewsToDrop(c, id)
+	if err != nil {
+		return err
+	}
+	if len(direct) > 0 && !cascade {
+		return table.Errorf(table.CodeInvalidTableState, "table %s has views that read it: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), joinIDs(direct))
+	}
+	return s.dropDependents(c, views)
+}
+
 func joinIDs(ids [][]string) string {
 	parts := make([]string, len(ids))
 	for i, id := range ids {

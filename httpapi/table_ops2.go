@@ -128,16 +128,7 @@ func (s *Server) deregisterTable(c *gin.Context) {
 			return
 		}
 	}
-	views, direct, err := s.viewsToDrop(c, id)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	if len(direct) > 0 && !cascade {
-		fail(c, table.Errorf(table.CodeInvalidTableState, "table %s has views that read it: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), joinIDs(direct)))
-		return
-	}
-	if err := s.dropDependents(c, views); err != nil {
+	if err := s.dropViewsFirst(c, id, cascade); err != nil {
 		fail(c, err)
 		return
 	}
