@@ -38,6 +38,17 @@ func branchArg(c *gin.Context, body *string) (string, error) {
 // onBranch returns the handle on the branch of t the request names. On
 // failure it has written the problem (404 TableBranchNotFound for an
 // unknown branch, 400 for a bad name) and returns false.
+// tableOnBranch is tableAndBody, then onBranch with the decoded body's
+// branch: the table a request with a branch field reads or writes.
+func (s *Server) tableOnBranch(c *gin.Context, req any, fields func() ([]string, *string)) (*table.Table, bool) {
+	t, ok := s.tableAndBody(c, req, func() []string { id, _ := fields(); return id })
+	if !ok {
+		return nil, false
+	}
+	_, branch := fields()
+	return onBranch(c, t, branch)
+}
+
 func onBranch(c *gin.Context, t *table.Table, body *string) (*table.Table, bool) {
 	name, err := branchArg(c, body)
 	if err == nil {

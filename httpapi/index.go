@@ -142,10 +142,7 @@ func (r createIndexRequest) spec(scalarOnly bool) (index.Spec, error) {
 func (s *Server) createIndex(scalarOnly bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req createIndexRequest
-		t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-		if ok {
-			t, ok = onBranch(c, t, req.Branch)
-		}
+		t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 		if !ok {
 			return
 		}
@@ -292,10 +289,7 @@ func (s *Server) dropIndex(c *gin.Context) {
 		ID     []string `json:"id"`
 		Branch *string  `json:"branch"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}

@@ -40,10 +40,7 @@ func (s *Server) alterColumns(c *gin.Context) {
 		Branch      *string              `json:"branch"`
 		Alterations *[]alterColumnsEntry `json:"alterations"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -108,10 +105,7 @@ func (s *Server) dropColumns(c *gin.Context) {
 		Branch  *string   `json:"branch"`
 		Columns *[]string `json:"columns"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -137,10 +131,7 @@ func (s *Server) updateFieldMetadata(c *gin.Context) {
 			Replace  *bool               `json:"replace"`
 		} `json:"updates"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}

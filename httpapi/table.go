@@ -277,10 +277,7 @@ func (s *Server) describeTable(c *gin.Context) {
 
 func (s *Server) tableExists(c *gin.Context) {
 	var req versionBody
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -305,10 +302,7 @@ func (s *Server) countRows(c *gin.Context) {
 		Predicate string   `json:"predicate"`
 		Branch    *string  `json:"branch"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -357,10 +351,7 @@ type queryRequest struct {
 
 func (s *Server) queryTable(c *gin.Context) {
 	var req queryRequest
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -540,10 +531,7 @@ func (s *Server) deleteFromTable(c *gin.Context) {
 		Predicate *string  `json:"predicate"`
 		Branch    *string  `json:"branch"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -566,10 +554,7 @@ func (s *Server) updateTable(c *gin.Context) {
 		Updates   [][]string `json:"updates"`
 		Branch    *string    `json:"branch"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -624,10 +609,7 @@ func (s *Server) dropTable(c *gin.Context) {
 
 func (s *Server) restoreTable(c *gin.Context) {
 	var req versionBody
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -650,10 +632,7 @@ func (s *Server) restoreTable(c *gin.Context) {
 
 func (s *Server) tableStats(c *gin.Context) {
 	var req versionBody
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -768,10 +747,7 @@ func (s *Server) listVersions(c *gin.Context) {
 
 func (s *Server) describeVersion(c *gin.Context) {
 	var req versionBody
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -809,10 +785,7 @@ func (s *Server) createVersion(c *gin.Context) {
 		NamingScheme string            `json:"naming_scheme"`
 		Branch       *string           `json:"branch"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}

@@ -36,10 +36,7 @@ func (s *Server) deleteVersions(c *gin.Context) {
 			End   *int64 `json:"end_version"`
 		} `json:"ranges"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -73,10 +70,7 @@ type tagRequest struct {
 // tagArgs decodes a tag request; withVersion says version is required.
 func (s *Server) tagArgs(c *gin.Context, withVersion bool) (*table.Table, string, uint64, bool) {
 	var req tagRequest
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return nil, "", 0, false
 	}
@@ -200,10 +194,7 @@ func (s *Server) explainPlan(c *gin.Context) {
 		Query   *queryRequest `json:"query"`
 		Verbose *bool         `json:"verbose"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
@@ -229,10 +220,7 @@ func (s *Server) explainPlan(c *gin.Context) {
 
 func (s *Server) analyzePlan(c *gin.Context) {
 	var req queryRequest
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
-	}
+	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if !ok {
 		return
 	}
