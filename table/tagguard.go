@@ -24,6 +24,13 @@ import (
 // Whichever checks second sees the other's write, so at most one of them
 // goes through (both may give way: each answers a conflict).
 
+// Test hooks (nil outside tests): after a tag write listed the versions,
+// and after a plain deletion announced itself and read the tags again.
+var testHookTagListed, testHookDeleteAnnounced func()
+
+// errMarkerGone: a delete marker listed a moment ago is gone.
+var errMarkerGone = errors.New("delete marker removed since the listing")
+
 // deleteIntent is the content of a plain deletion's delete marker.
 type deleteIntent struct {
 	DeadlineMillis int64 `json:"deadline_millis"`
@@ -94,7 +101,10 @@ func (t *Table) deleteMarkerLive(ctx context.Context, name string, mk txnMarker)
 	}
 	b, err := t.c.wh.Read(ctx, t.versionsKey()+name)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		// Removed since the listing: the deletion is over, and it may
+		// have removed the version after the listing showed it. The
+		// caller looks at the version again (confirmTag).
+		return false, errMarkerGone
 	}
 	if err != nil {
 		return false, err
@@ -114,7 +124,10 @@ func (t *Table) confirmTag(ctx context.Context, tag string, vf VersionFile, undo
 	if err != nil {
 		return errors.Join(err, undo(context.WithoutCancel(ctx)))
 	}
-	present, doomed := false, false
+	if testHookTagListed != nil {
+		testHookTagListed()
+	}
+	present, doomed, gone := false, false, false
 	for _, e := range entries {
 		if e.Name == vf.Name {
 			present = true
@@ -125,10 +138,26 @@ func (t *Table) confirmTag(ctx context.Context, tag string, vf VersionFile, undo
 			continue
 		}
 		live, err := t.deleteMarkerLive(ctx, e.Name, mk)
+		if errors.Is(err, errMarkerGone) {
+			gone = true
+			continue
+		}
 		if err != nil {
 			return errors.Join(err, undo(context.WithoutCancel(ctx)))
 		}
 		doomed = doomed || live
+	}
+	if gone && present && !doomed {
+		// A deletion removes its markers only after removing the
+		// versions it announced: a marker gone since the listing leaves
+		// the listing's "present" stale. Whatever is there now decides;
+		// a deletion starting later writes its marker after our tag and
+		// sees the tag when it reads the tags again.
+		ok, err := t.c.wh.Exists(ctx, t.versionsKey()+vf.Name)
+		if err != nil {
+			return errors.Join(err, undo(context.WithoutCancel(ctx)))
+		}
+		present = ok
 	}
 	if present && !doomed {
 		return nil

@@ -3,7 +3,6 @@ package table
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -35,7 +34,6 @@ func requireTagsValid(t testing.TB, tb *Table) {
 // or neither goes through. Cleanup of orphans afterwards keeps every
 // tagged version readable.
 func TestTagRacesVersionDelete(t *testing.T) {
-	quarantinedTagRace(t)
 	t.Parallel()
 	for _, batch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
@@ -108,7 +106,6 @@ func TestTagRacesVersionDelete(t *testing.T) {
 // deleted either loses (the tag keeps its old version) or stops the
 // deletion.
 func TestTagUpdateRacesVersionDelete(t *testing.T) {
-	quarantinedTagRace(t)
 	t.Parallel()
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
@@ -153,14 +150,45 @@ func TestTagUpdateRacesVersionDelete(t *testing.T) {
 	}
 }
 
-// quarantinedTagRace skips the tag-against-deletion race tests unless
-// MVQ_TEST_TAG_RACE=1: about one run in 25 (each of 30 races) a tag write
-// and the deletion of its version both went through, on a local folder and
-// on S3, and the cause is not found yet. Run them with
-// MVQ_TEST_TAG_RACE=1 go test -count=25 -run TagRaces ./table.
-func quarantinedTagRace(t *testing.T) {
-	t.Helper()
-	if os.Getenv("MVQ_TEST_TAG_RACE") != "1" {
-		t.Skip("quarantined: a rare race lets a tag and its version's deletion both go through (set MVQ_TEST_TAG_RACE=1 to run)")
+// TestTagConfirmSeesDeletionFinishAfterListing replays the interleaving
+// that let both sides through: the deletion announces itself and finds no
+// tag; the tag is written and its check lists the versions (the version
+// and the marker both there); then the deletion removes the version and
+// its marker before the check reads the marker. The tag must give way.
+func TestTagConfirmSeesDeletionFinishAfterListing(t *testing.T) {
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{})
+	tb, _ := twoTables(t, c)
+	for k := range 2 {
+		if _, _, err := tb.Insert(ctx, rows(t, 100+k, 101+k), "append"); err != nil {
+			t.Fatal(err)
+		}
 	}
+	v := latest(t, tb) - 1
+	announced, proceed, deleted := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	testHookDeleteAnnounced = func() { close(announced); <-proceed }
+	testHookTagListed = func() { close(proceed); <-deleted }
+	t.Cleanup(func() { testHookDeleteAnnounced, testHookTagListed = nil, nil })
+	var delErr error
+	go func() {
+		defer close(deleted)
+		_, delErr = tb.DeleteVersions(ctx, []VersionRange{{Start: int64(v), End: int64(v) + 1}})
+	}()
+	select {
+	case <-announced:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the deletion never announced itself")
+	}
+	testHookDeleteAnnounced = nil
+	tagErr := tb.CreateTag(ctx, "late", v)
+	if delErr != nil {
+		t.Fatalf("the deletion failed: %v", delErr)
+	}
+	if ErrorCode(tagErr) != CodeConcurrentModification {
+		t.Fatalf("the tag of deleted v%d: %v, want a conflict", v, tagErr)
+	}
+	if _, err := tb.TagVersion(ctx, "late"); ErrorCode(err) != CodeTableTagNotFound {
+		t.Fatalf("the tag is still there: %v", err)
+	}
+	requireTagsValid(t, tb)
 }

@@ -228,6 +228,9 @@ func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int6
 		return 0, err
 	}
 	defer done()
+	if testHookDeleteAnnounced != nil {
+		testHookDeleteAnnounced()
+	}
 	if time.Now().After(deadline) {
 		return 0, Errorf(CodeServiceUnavailable, "deleting versions of %s: not started before its deadline (%s); nothing deleted", JoinID(t.id), t.c.opts.TxnTimeout)
 	}
