@@ -243,6 +243,18 @@ func (t *Table) DeleteBranch(ctx context.Context, name string) error {
 	if len(tagged) > 0 {
 		return Errorf(CodeInvalidInput, "name: branch %q of %s has tagged versions (tags %s); delete the tags first", name, JoinID(t.id), strings.Join(tagged, ", "))
 	}
+	// A move copies the branch's folder: the deletion holds the table's
+	// name as a batch does (claim.go), so a move waits for it and a
+	// deletion during a move is a conflict, never a branch deleted here
+	// and alive under the new name.
+	release, err := t.c.claimBatch(ctx, newIdentity(), time.Now().Add(t.c.opts.TxnTimeout), []BatchVersion{{ID: t.id}})
+	if err != nil {
+		return err
+	}
+	defer release()
+	if _, err := t.BranchInfo(ctx, name); err != nil {
+		return err // deleted meanwhile, or moved with the table
+	}
 	b := *t
 	b.branch = name
 	if err := t.c.wh.DeletePrefix(ctx, b.versionsKey()); err != nil {

@@ -119,6 +119,12 @@ func (t *Table) errMoved(v uint64, movedTo string) error {
 // takes it back and the write answers errMoved (or not found). A move
 // seals before it walks, so a write this check passes is copied.
 func (t *Table) guardMove(ctx context.Context, undo func(context.Context) error) error {
+	return t.GuardMove(ctx, undo)
+}
+
+// GuardMove is guardMove for writes other packages make into the table's
+// folders (an index definition).
+func (t *Table) GuardMove(ctx context.Context, undo func(context.Context) error) error {
 	_, _, err := t.Main().latestToCommit(ctx)
 	if ErrorCode(err) != CodeConcurrentModification && ErrorCode(err) != CodeTableNotFound {
 		return nil

@@ -164,6 +164,78 @@ func TestDeregisterRacesInserts(t *testing.T) {
 	}
 }
 
+// TestBatchDeregisterRacesInserts: inserts racing a batch's
+// deregister_table either land in the table it deregisters (and come back
+// with it when it is registered again) or fail; none is lost behind the
+// copy.
+func TestBatchDeregisterRacesInserts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{TxnTimeout: 10 * time.Second})
+	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		tb, _, err := c.CreateTable(ctx, []string{"docs", "a"}, testSchema, rows(t, 0, 10), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var loc string
+		ok := raceInserts(t, c, tb, func() error {
+			_, res, err := c.CommitBatch(ctx, "batch-commit", []BatchVersion{{Field: "d", ID: tb.ID(), Kind: BatchDeregister}})
+			if err == nil {
+				loc = res[0].Location
+			}
+			return err
+		})
+		moved, err := c.RegisterTable(ctx, []string{"docs", fmt.Sprintf("b%d", i)}, loc, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMoved(t, c, moved, ok)
+	}
+}
+
+// TestBranchDeleteDuringMove: deleting a branch while a move holds the
+// table's name is a conflict that leaves the branch whole; a move waits
+// for a branch deletion under way (it holds the name as a batch does).
+func TestBranchDeleteDuringMove(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{})
+	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, _, err := c.CreateTable(ctx, []string{"docs", "a"}, testSchema, rows(t, 0, 10), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.CreateBranch(ctx, "dev", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := c.claimMove(ctx, tb.key, tableKey([]string{"docs", "b"}), []string{"docs", "b"}, tb.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.DeleteBranch(ctx, "dev"); ErrorCode(err) != CodeConcurrentModification {
+		t.Fatalf("branch deleted during a move: %v", err)
+	}
+	mc.release(ctx)
+	dev, err := tb.OnBranch(ctx, "dev")
+	if err != nil {
+		t.Fatalf("the branch after the refused delete: %v", err)
+	}
+	if n, err := dev.CountRows(ctx, 0, ""); err != nil || n != 10 {
+		t.Fatalf("the branch after the refused delete: %d rows, %v", n, err)
+	}
+	if err := tb.DeleteBranch(ctx, "dev"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.OnBranch(ctx, "dev"); err == nil {
+		t.Fatal("the branch is still there")
+	}
+}
+
 // TestCommitLosesToSeal: a commit whose version a move's seal took
 // answers the clear error at once, readers never see the seal, and
 // unsealing makes the table writable again.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"time"
 )
 
 // The batch operations beside a new version (txn.go): declare a table,
@@ -205,6 +206,14 @@ func (c *Catalog) finalizeOp(ctx context.Context, id string, e TxnEntry) error {
 		if ok, err := c.wh.Exists(ctx, t.key+versionsDir+mk); err != nil || !ok {
 			return err
 		}
+		// A commit that listed the versions before the decision (after
+		// it, listings hide the table) puts within half the seal grace
+		// of its listing (seal.go): the folder is copied only once a
+		// whole grace has passed since the decision, so such a commit
+		// goes with the table instead of landing behind the copy.
+		if err := c.waitSealGrace(ctx, id); err != nil {
+			return err
+		}
 		if err := c.moveFolderKeeping(ctx, t.key, deregisteredDir+e.UUID+tableSuffix+"/", versionsDir+mk); err != nil {
 			return err
 		}
@@ -309,6 +318,24 @@ func (c *Catalog) settleTable(ctx context.Context, t *Table) error {
 	for id := range ids {
 		if _, err := c.settleTxn(ctx, id, true); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// waitSealGrace waits until Options.SealGrace has passed since
+// transaction id was decided.
+func (c *Catalog) waitSealGrace(ctx context.Context, id string) error {
+	_, cur, err := c.readTxn(ctx, id)
+	if err != nil {
+		return err
+	}
+	until := time.UnixMilli(cur.Millis).Add(c.opts.SealGrace)
+	if d := time.Until(until); d > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
 		}
 	}
 	return nil
