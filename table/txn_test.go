@@ -440,7 +440,10 @@ func TestTxnHelperProcess(t *testing.T) {
 		t.Skip("run by TestBatchKilledMidway")
 	}
 	ctx := context.Background()
-	c := newCatalog(t, dir, Options{TxnTimeout: 500 * time.Millisecond})
+	// Long enough that a loaded machine (or a slow S3) still reaches the
+	// failpoint before the batch's deadline; the parent's recovery waits
+	// for it.
+	c := newCatalog(t, dir, Options{TxnTimeout: 2 * time.Second})
 	var entries []BatchVersion
 	for _, name := range []string{"a", "b"} {
 		entries = append(entries, BatchVersion{Field: name, ID: []string{"docs", name}, Version: 2, ManifestPath: "staged/" + name + "2.manifest", Scheme: NamingV2})
@@ -490,16 +493,18 @@ func TestBatchKilledMidway(t *testing.T) {
 			}
 			sc := bufio.NewScanner(stderr)
 			paused := false
+			var said []string
 			for sc.Scan() {
 				if sc.Text() == "mvq-txn-failpoint "+tc.step {
 					paused = true
 					break
 				}
+				said = append(said, sc.Text())
 			}
 			if !paused {
 				cmd.Process.Kill()
 				cmd.Wait()
-				t.Fatalf("the writer never reached %s", tc.step)
+				t.Fatalf("the writer never reached %s; it said:\n%s", tc.step, strings.Join(said, "\n"))
 			}
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
