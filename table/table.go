@@ -263,7 +263,14 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		name := ManifestName(next.Version, NamingV2)
 		err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+name, data)
 		if err == nil {
-			return next, nil
+			lost, lerr := t.lostToOtherScheme(ctx, next.Version, NamingV2, name)
+			if lerr != nil {
+				return nil, lerr
+			}
+			if !lost {
+				return next, nil
+			}
+			err = ErrExists // a version/create under the V1 name: retry after it
 		}
 		if errors.Is(err, os.ErrNotExist) && *attempts < maxCommitAttempts {
 			continue // the folder went (a move, a drop): list again

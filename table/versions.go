@@ -64,6 +64,12 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 	if err != nil {
 		return VersionFile{}, nil, nil, fmt.Errorf("create version %d: %w", v, err)
 	}
+	if lost, err := t.lostToOtherScheme(ctx, v, scheme, sv.name); err != nil || lost {
+		if err == nil {
+			err = Errorf(CodeConcurrentModification, "version %d already exists (written concurrently under the other naming scheme)", v)
+		}
+		return VersionFile{}, nil, nil, err
+	}
 
 	t.notify(ctx, sv.m)
 	return VersionFile{Version: v, Scheme: scheme, Name: sv.name, Size: int64(len(sv.data))}, sv.m, sv.data, nil
@@ -197,4 +203,28 @@ func isStagedManifest(clean string, v uint64, scheme NamingScheme) bool {
 	}
 	u, err := uuid.Parse(rest)
 	return err == nil && u.String() == rest
+}
+
+// lostToOtherScheme is called by a writer that just put version v under
+// name (naming scheme): put-if-not-exists guards one name, and a writer
+// using the other scheme's name for the same version could have
+// succeeded too. Each side checks the other name after its own put:
+// whichever checks second sees the other, and a writer that sees the
+// other name takes its own back (lost) — both may give way, never both
+// stay. One stat (a HEAD on S3) per commit.
+func (t *Table) lostToOtherScheme(ctx context.Context, v uint64, scheme NamingScheme, name string) (bool, error) {
+	other := NamingV1
+	if scheme == NamingV1 {
+		other = NamingV2
+	}
+	if v >= math.MaxUint64 {
+		return false, nil
+	}
+	ok, err := t.c.wh.Exists(ctx, t.versionsKey()+ManifestName(v, other))
+	if err != nil || !ok {
+		// An error leaves the version in place, as a put that
+		// succeeded; the check is best effort against a rare mix.
+		return false, nil
+	}
+	return true, t.c.wh.Delete(context.WithoutCancel(ctx), t.versionsKey()+name)
 }

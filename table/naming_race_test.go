@@ -1,0 +1,74 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+)
+
+// TestMixedNamingRace: a version/create under V1 naming races an insert
+// (V2 naming) for the same version number, many times. Put-if-not-exists
+// guards one name only; the check after each put makes sure a version
+// never ends up under both names, and that every write that answered
+// success is there.
+func TestMixedNamingRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{})
+	tb, _ := twoTables(t, c)
+	outcomes := map[string]int{}
+	for i := range 40 {
+		st := stageAppend(t, tb, fmt.Sprintf("s%d", i), 1000+i, 1001+i)
+		v := st.Version
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		var createErr, insErr error
+		var insV uint64
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, _, _, createErr = tb.CreateVersion(ctx, v, st.ManifestPath, NamingV1, nil)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			m, _, err := tb.Insert(ctx, rows(t, 2000+i, 2001+i), "append")
+			insErr = err
+			if m != nil {
+				insV = m.Version
+			}
+		}()
+		close(start)
+		wg.Wait()
+		if insErr != nil {
+			t.Fatalf("round %d: insert: %v", i, insErr)
+		}
+		if createErr != nil && ErrorCode(createErr) != CodeConcurrentModification {
+			t.Fatalf("round %d: create: %v", i, createErr)
+		}
+		for w := v; w <= insV; w++ {
+			_, e1 := os.Stat(c.wh.dir + "/" + tb.versionsKey() + ManifestName(w, NamingV1))
+			_, e2 := os.Stat(c.wh.dir + "/" + tb.versionsKey() + ManifestName(w, NamingV2))
+			if e1 == nil && e2 == nil {
+				t.Fatalf("round %d: version %d is there under both names", i, w)
+			}
+		}
+		if createErr == nil {
+			if _, e := os.Stat(c.wh.dir + "/" + tb.versionsKey() + ManifestName(v, NamingV1)); e != nil {
+				t.Fatalf("round %d: the create of v%d answered success but its file is gone", i, v)
+			}
+			if insV == v {
+				t.Fatalf("round %d: both the create and the insert answered v%d", i, v)
+			}
+		}
+		vf, err := tb.Version(ctx, insV)
+		if err != nil || vf.Scheme != NamingV2 {
+			t.Fatalf("round %d: the insert's v%d: %+v %v", i, insV, vf, err)
+		}
+		outcomes[fmt.Sprintf("create=%v insert_at_v=%v", createErr == nil, insV == v)]++
+	}
+	t.Logf("outcomes: %v", outcomes)
+}
