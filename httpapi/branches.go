@@ -147,40 +147,13 @@ func (s *Server) deleteBranch(c *gin.Context) {
 }
 
 func (s *Server) listBranches(c *gin.Context) {
-	var req struct {
-		ID        []string `json:"id"`
-		PageToken *string  `json:"page_token"`
-		Limit     *int64   `json:"limit"`
-	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
-	}
-	token, limit, err := page(c, req.PageToken, req.Limit)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	bs, err := t.Branches(c)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	names, next := table.Page(table.BranchNames(bs), token, limit)
-	out := make(map[string]any, len(names))
-	for _, n := range names {
-		b := bs[n]
+	listRefs(s, c, "branches", (*table.Table).Branches, table.BranchNames, func(b table.BranchInfo) gin.H {
 		e := gin.H{"parentVersion": b.ParentVersion, "createAt": b.CreateAt, "manifestSize": b.ManifestSize}
 		if b.ParentBranch != "" {
 			e["parentBranch"] = b.ParentBranch
 		}
-		out[n] = e
-	}
-	resp := gin.H{"branches": out}
-	if next != "" {
-		resp["page_token"] = next
-	}
-	c.JSON(http.StatusOK, resp)
+		return e
+	})
 }
 
 // srcBranchOption sets the refresh's src_branch (an mvq extension): a

@@ -58,17 +58,7 @@ func (s *Server) mergeInsert(c *gin.Context) {
 	if !ok {
 		return
 	}
-	m, err := t.Load(ctx, 0)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	schema, err := m.ArrowSchema()
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	rdr, err := s.bodyRecords(c, schema)
+	rdr, err := s.latestBodyRecords(ctx, c, t)
 	if err != nil {
 		fail(c, err)
 		return

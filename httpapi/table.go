@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -126,17 +127,7 @@ func (s *Server) insertIntoTable(c *gin.Context) {
 	if !ok {
 		return
 	}
-	m, err := t.Load(c, 0)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	schema, err := m.ArrowSchema()
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	rdr, err := s.bodyRecords(c, schema)
+	rdr, err := s.latestBodyRecords(c, c, t)
 	if err != nil {
 		fail(c, err)
 		return
@@ -148,6 +139,20 @@ func (s *Server) insertIntoTable(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"version": nm.Version, "num_inserted_rows": n})
+}
+
+// latestBodyRecords decodes the request body as rows of the schema of
+// t's latest version (insert, merge_insert).
+func (s *Server) latestBodyRecords(ctx context.Context, c *gin.Context, t *table.Table) (array.RecordReader, error) {
+	m, err := t.Load(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return nil, err
+	}
+	return s.bodyRecords(c, schema)
 }
 
 type versionBody struct {

@@ -152,6 +152,18 @@ func (s *Server) tagVersion(c *gin.Context) {
 }
 
 func (s *Server) listTags(c *gin.Context) {
+	listRefs(s, c, "tags", (*table.Table).Tags, table.TagNames, func(tg table.Tag) gin.H {
+		e := gin.H{"version": tg.Version, "manifestSize": tg.ManifestSize}
+		if tg.Branch != "" {
+			e["branch"] = tg.Branch
+		}
+		return e
+	})
+}
+
+// listRefs answers a paged list of a table's refs (tags, branches) under
+// field: read reads them all, names sorts their names, entry shapes one.
+func listRefs[V any](s *Server, c *gin.Context, field string, read func(*table.Table, context.Context) (map[string]V, error), names func(map[string]V) []string, entry func(V) gin.H) {
 	var req struct {
 		ID        []string `json:"id"`
 		PageToken *string  `json:"page_token"`
@@ -166,21 +178,17 @@ func (s *Server) listTags(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	tags, err := t.Tags(c)
+	refs, err := read(t, c)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	names, next := table.Page(table.TagNames(tags), token, limit)
-	out := make(map[string]any, len(names))
-	for _, n := range names {
-		e := gin.H{"version": tags[n].Version, "manifestSize": tags[n].ManifestSize}
-		if tags[n].Branch != "" {
-			e["branch"] = tags[n].Branch
-		}
-		out[n] = e
+	shown, next := table.Page(names(refs), token, limit)
+	out := make(map[string]any, len(shown))
+	for _, n := range shown {
+		out[n] = entry(refs[n])
 	}
-	resp := gin.H{"tags": out}
+	resp := gin.H{field: out}
 	if next != "" {
 		resp["page_token"] = next
 	}
