@@ -811,41 +811,24 @@ func takeRows(ctx context.Context, rec arrow.RecordBatch, idx []int64) (arrow.Re
 	return TakeRecord(ctx, rec, ia)
 }
 
-// concatRecords concatenates recs (all of schema) into one batch.
+// concatRecords concatenates recs (all of schema) into one batch that
+// carries schema itself, not the records' (a fragment's fields carry
+// Parquet metadata the table schema has not).
 func concatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	if len(recs) == 1 {
-		// The schema given, not the record's (a fragment's fields carry
-		// Parquet metadata the table schema has not).
-		return array.NewRecordBatch(schema, recs[0].Columns(), n), nil
-	}
-	cols := make([]arrow.Array, schema.NumFields())
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	for i := range cols {
-		parts := make([]arrow.Array, 0, len(recs))
-		for _, r := range recs {
-			parts = append(parts, r.Column(i))
-		}
-		if len(parts) == 0 {
+	if len(recs) == 0 {
+		cols := make([]arrow.Array, schema.NumFields())
+		for i := range cols {
 			cols[i] = array.MakeArrayOfNull(mem, schema.Field(i).Type, 0)
-			continue
+			defer cols[i].Release()
 		}
-		c, err := array.Concatenate(parts, mem)
-		if err != nil {
-			return nil, err
-		}
-		cols[i] = c
+		return array.NewRecordBatch(schema, cols, 0), nil
 	}
-	return array.NewRecordBatch(schema, cols, n), nil
+	all, err := ConcatBatches(recs, mem)
+	if err != nil {
+		return nil, err
+	}
+	defer all.Release()
+	return array.NewRecordBatch(schema, all.Columns(), all.NumRows()), nil
 }
 
 func keyCols(rec arrow.RecordBatch, keys []int) []arrow.Array {
