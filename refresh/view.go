@@ -41,6 +41,7 @@ type Engine struct {
 	// udfs runs user code (subprocess pools, http limits); Close stops it.
 	udfs      *udf.Manager
 	chunkHook func() // tests: runs in each chunking goroutine
+	passes    passThroughs // projection-only queries run without DuckDB (project.go)
 }
 
 // Close stops the subprocesses user code runs in. The engine must not be
