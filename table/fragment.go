@@ -110,6 +110,9 @@ func (c *Catalog) writerProps(noDict ...string) (*parquet.WriterProperties, pqar
 // handing it to the store.
 const fileWriteBuffer = 256 << 10
 
+// fileBuffers holds WriteFileAt's buffers between files.
+var fileBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fileWriteBuffer) }}
+
 type countingWriter struct {
 	w io.Writer
 	n int64
@@ -138,7 +141,12 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 		// Pages go out in one buffered write each 256 KiB, not one
 		// write(2) per page and footer piece (a small file is then one
 		// write).
-		bw := bufio.NewWriterSize(w, fileWriteBuffer)
+		bw := fileBuffers.Get().(*bufio.Writer)
+		bw.Reset(w)
+		defer func() {
+			bw.Reset(nil)
+			fileBuffers.Put(bw)
+		}()
 		cw := &countingWriter{w: bw}
 		store, convert := storageSchema(schema)
 		fw, err := pqarrow.NewFileWriter(store, cw, props, aprops)
