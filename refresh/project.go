@@ -139,7 +139,10 @@ func (e *Engine) passThroughFor(ctx context.Context, v *View, input *arrow.Schem
 	if ok {
 		return pt
 	}
-	pt = e.planPassThrough(ctx, v, input)
+	pt, final := e.planPassThrough(ctx, v, input)
+	if !final {
+		return nil // DuckDB gave no answer: ask again next time
+	}
 	e.passes.mu.Lock()
 	if e.passes.m == nil || len(e.passes.m) >= maxPassThroughs {
 		e.passes.m = map[string]*passThrough{}
@@ -149,14 +152,16 @@ func (e *Engine) passThroughFor(ctx context.Context, v *View, input *arrow.Schem
 	return pt
 }
 
-func (e *Engine) planPassThrough(ctx context.Context, v *View, input *arrow.Schema) *passThrough {
+// planPassThrough returns the plan of v's query over input (nil: run
+// it in DuckDB); final says the answer may be cached.
+func (e *Engine) planPassThrough(ctx context.Context, v *View, input *arrow.Schema) (*passThrough, bool) {
 	p := parseProjection(v.query.SQL)
 	if p == nil {
-		return nil
+		return nil, true
 	}
 	addr := input.FieldIndices(table.RowAddrColumn)
 	if len(addr) != 1 || !arrow.TypeEqual(input.Field(addr[0]).Type, arrow.PrimitiveTypes.Uint64) {
-		return nil
+		return nil, true
 	}
 	cols := []int{addr[0]}
 	for _, name := range p.names {
@@ -164,27 +169,30 @@ func (e *Engine) planPassThrough(ctx context.Context, v *View, input *arrow.Sche
 		for i, f := range input.Fields() {
 			if strings.EqualFold(f.Name, name) {
 				if at >= 0 {
-					return nil // ambiguous
+					return nil, true // ambiguous
 				}
 				at = i
 			}
 		}
 		if at < 0 || at == addr[0] {
-			return nil
+			return nil, true
 		}
 		cols = append(cols, at)
 	}
 	out, err := e.bind(ctx, v.query.Name, input, v.query.Rowwise)
-	if err != nil || out.NumFields() != len(cols) {
-		return nil
+	if err != nil {
+		return nil, false // busy, cancelled or refused: the item's query says which
+	}
+	if out.NumFields() != len(cols) {
+		return nil, true
 	}
 	for i, f := range out.Fields() {
 		in := input.Field(cols[i])
 		if !arrow.TypeEqual(f.Type, in.Type) || !passThroughType(f.Type) {
-			return nil
+			return nil, true
 		}
 	}
-	return &passThrough{out: out, cols: cols}
+	return &passThrough{out: out, cols: cols}, true
 }
 
 // project returns the rows of in as the query would, or ok false when the
