@@ -407,6 +407,7 @@ func BenchmarkSmallJobs(b *testing.B) {
 	ctx := context.Background()
 	// The catalog keeps its default data file size: with the corpus's
 	// (10 rows) each small refresh wrote its ~130 chunks as 13 files.
+	// MVQ_BENCH_SMALL_MAX_ROWS=10 measures that setting again.
 	maxRows := 0
 	if v, err := strconv.Atoi(os.Getenv("MVQ_BENCH_SMALL_MAX_ROWS")); err == nil {
 		maxRows = v
