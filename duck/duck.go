@@ -42,6 +42,7 @@ type DB struct {
 	fresh    chan *sql.DB  // opened, never used
 	slots    chan struct{} // one per query running
 	timeout  time.Duration
+	maxIdle  int          // idle sessions kept at most
 	verdicts verdictCache // CheckSelect's answers by SQL text
 	mu       sync.Mutex
 	idle     []idleSession // used sessions kept for their query text, oldest first
@@ -66,6 +67,12 @@ type Options struct {
 	// at least 4); more wait for a free session, as long as their context
 	// allows and at most the queue wait WithQueueWait puts on it.
 	Sessions int
+	// IdleSessions bounds the used sessions kept idle, each for the one
+	// query text it ran (default max(32, 2×Sessions); about 3 MB each):
+	// many views with the same query text (one per tenant over the same
+	// kind of table, a chain of small refreshes) then skip opening a
+	// database per query.
+	IdleSessions int
 	// QueryTimeout bounds each query, from the start of its execution to
 	// the release of its reader (default DefaultQueryTimeout; negative:
 	// none). Past it DuckDB is interrupted and the query fails with a
@@ -90,6 +97,9 @@ func Open(opts Options) (*DB, error) {
 	if opts.QueryTimeout == 0 {
 		opts.QueryTimeout = DefaultQueryTimeout
 	}
+	if opts.IdleSessions <= 0 {
+		opts.IdleSessions = max(32, 2*opts.Sessions)
+	}
 	settings := []string{
 		fmt.Sprintf("SET threads=%d", opts.Threads),
 		"SET autoinstall_known_extensions=false",
@@ -110,7 +120,7 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	d := &DB{
-		settings: settings, parser: parser, timeout: opts.QueryTimeout,
+		settings: settings, parser: parser, timeout: opts.QueryTimeout, maxIdle: opts.IdleSessions,
 		fresh: make(chan *sql.DB, opts.Sessions), slots: make(chan struct{}, opts.Sessions),
 	}
 	s, err := d.open()
@@ -123,10 +133,10 @@ func Open(opts Options) (*DB, error) {
 }
 
 // An idle session ran key to its end and may run key again, and nothing
-// else, until idleTTL passes. At most twice as many as queries may run at
-// once are kept, the most recently used (an idle session holds about
-// 3 MB): enough for a few texts each run in parallel, as the matching
-// and the rewrite of an update are.
+// else, until idleTTL passes. At most Options.IdleSessions are kept, the
+// most recently used (an idle session holds about 3 MB): enough for a few
+// texts each run in parallel, as the matching and the rewrite of an update
+// are, and for the texts of many small views refreshed in turn.
 type idleSession struct {
 	key   string
 	db    *sql.DB
@@ -291,7 +301,7 @@ func (d *DB) release(s *sql.DB, key string, keep, fresh bool) {
 		d.mu.Lock()
 		d.idle = append(d.idle, idleSession{key: key, db: s, since: time.Now()})
 		var evicted []*sql.DB
-		for len(d.idle) > 2*cap(d.slots) {
+		for len(d.idle) > d.maxIdle {
 			evicted = append(evicted, d.idle[0].db)
 			d.idle = d.idle[1:]
 		}

@@ -297,6 +297,23 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 // output and the chunks are each held to the item output bounds. It
 // releases in.
 func (e *Engine) apply(ctx context.Context, plan *Plan, index int, v *View, src *sourceVersion, in []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+	if pt := e.passThroughFor(ctx, v, src.input); pt != nil {
+		if out, ok := pt.project(in); ok {
+			e.passes.passed.Add(1)
+			for _, r := range in {
+				r.Release()
+			}
+			in = out
+			rdr, err := array.NewRecordReader(pt.out, in)
+			for _, r := range in {
+				r.Release()
+			}
+			if err != nil {
+				return nil, err
+			}
+			return e.applyRows(ctx, plan, index, v, rdr)
+		}
+	}
 	rdr, err := array.NewRecordReader(src.input, in)
 	for _, r := range in {
 		r.Release()
@@ -309,9 +326,15 @@ func (e *Engine) apply(ctx context.Context, plan *Plan, index int, v *View, src 
 		rdr.Release()
 		return nil, sqlError(err)
 	}
+	defer rdr.Release()
+	return e.applyRows(ctx, plan, index, v, out)
+}
+
+// applyRows holds the query output out (which it releases) to the item
+// output bounds, sorts it and runs the kind's applier over it.
+func (e *Engine) applyRows(ctx context.Context, plan *Plan, index int, v *View, out array.RecordReader) ([]arrow.RecordBatch, error) {
 	schema := out.Schema()
 	recs, err := collect(out, e.newBudget("SQL output", plan, index, v))
-	rdr.Release()
 	if err != nil {
 		return nil, sqlError(err)
 	}

@@ -40,7 +40,8 @@ type Engine struct {
 	opts           EngineOptions
 	// udfs runs user code (subprocess pools, http limits); Close stops it.
 	udfs      *udf.Manager
-	chunkHook func() // tests: runs in each chunking goroutine
+	chunkHook func()       // tests: runs in each chunking goroutine
+	passes    passThroughs // projection-only queries run without DuckDB (project.go)
 }
 
 // Close stops the subprocesses user code runs in. The engine must not be

@@ -141,6 +141,7 @@ type orchestrator struct {
 	srcFile  string
 	dir      string
 	entry    *refresh.UDTFEntry
+	db       *duck.DB
 }
 
 func newOrchestrator(b *testing.B, n int) *orchestrator { return newOrchestratorWith(b, n, true) }
@@ -148,6 +149,12 @@ func newOrchestrator(b *testing.B, n int) *orchestrator { return newOrchestrator
 // newOrchestratorWith is newOrchestrator; worker false starts no worker
 // in this process (the caller starts worker processes).
 func newOrchestratorWith(b *testing.B, n int, worker bool) *orchestrator {
+	return newOrchestratorRows(b, n, worker, n)
+}
+
+// newOrchestratorRows is newOrchestratorWith whose catalog writes data
+// files of at most maxRows rows (0: the catalog's default).
+func newOrchestratorRows(b *testing.B, n int, worker bool, maxRows int) *orchestrator {
 	service.TuneGC() // as a worker process runs
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -161,7 +168,7 @@ func newOrchestratorWith(b *testing.B, n int, worker bool) *orchestrator {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: n}) // one source file for the plain loop
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: maxRows}) // n: one source file for the plain loop
 	_, m, err := cat.CreateTable(ctx, []string{"corpus"}, benchSchema, docsReader(0, n), "", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -184,7 +191,7 @@ func newOrchestratorWith(b *testing.B, n int, worker bool) *orchestrator {
 	client := jobs.NewClient(rdb, conn, eng)
 	b.Cleanup(func() { client.Close() })
 	sum := sha256.Sum256([]byte(benchSpec))
-	return &orchestrator{cat: cat, eng: eng, client: client, rdb: rdb, redisURL: r.URL(rdbNum), conn: conn, dir: dir,
+	return &orchestrator{cat: cat, eng: eng, client: client, rdb: rdb, redisURL: r.URL(rdbNum), conn: conn, dir: dir, db: db,
 		srcFile: filepath.Join(dir, "corpus.lance", filepath.FromSlash(m.Fragments[0].Path)),
 		entry:   &refresh.UDTFEntry{Kind: "chunker", UDTF: base64.StdEncoding.EncodeToString([]byte(benchSpec)), UDTFSha: hex.EncodeToString(sum[:]), UDTFName: "recursive", UDTFVersion: "1"}}
 }

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -105,6 +106,13 @@ func (c *Catalog) writerProps(noDict ...string) (*parquet.WriterProperties, pqar
 		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(c.opts.Mem))
 }
 
+// fileWriteBuffer is how much of a data file WriteFileAt gathers before
+// handing it to the store.
+const fileWriteBuffer = 256 << 10
+
+// fileBuffers holds WriteFileAt's buffers between files.
+var fileBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fileWriteBuffer) }}
+
 type countingWriter struct {
 	w io.Writer
 	n int64
@@ -130,7 +138,16 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 	var rows, size int64
 	props, aprops := t.c.writerProps(noDict...)
 	err := t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) error {
-		cw := &countingWriter{w: w}
+		// Pages go out in one buffered write each 256 KiB, not one
+		// write(2) per page and footer piece (a small file is then one
+		// write).
+		bw := fileBuffers.Get().(*bufio.Writer)
+		bw.Reset(w)
+		defer func() {
+			bw.Reset(nil)
+			fileBuffers.Put(bw)
+		}()
+		cw := &countingWriter{w: bw}
 		store, convert := storageSchema(schema)
 		fw, err := pqarrow.NewFileWriter(store, cw, props, aprops)
 		if err != nil {
@@ -158,7 +175,7 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 			return err
 		}
 		size = cw.n
-		return nil
+		return bw.Flush()
 	})
 	if err != nil {
 		return Fragment{}, err
