@@ -60,6 +60,8 @@ type Catalog struct {
 	sql  *duck.DB
 	opts Options
 	hook atomic.Pointer[CommitHook]
+	// idents caches identities of latest versions (resolve_cache.go).
+	idents identityCache
 }
 
 // CommitHook is told of every version this process commits to a table

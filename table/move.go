@@ -244,29 +244,27 @@ func (c *Catalog) Resolve(ctx context.Context, id []string, uuid string) (*Table
 			return moved, err
 		}
 	}
-	t, err := c.OpenTable(ctx, id)
-	if err != nil && ErrorCode(err) != CodeTableNotFound {
+	if len(id) == 0 {
+		return nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+	}
+	// OpenTable, Load(0) and Identity in one listing, the identity cached
+	// per version file (resolve_cache.go).
+	t := c.handle(id)
+	// The identity is read (and its errors answered) even when it is not
+	// compared, as before; another identity than uuid with no move
+	// recorded still answers the table at id.
+	if _, err := c.latestIdentity(ctx, t); err != nil {
 		return nil, err
 	}
-	if err == nil {
-		m, lerr := t.Load(ctx, 0)
-		if lerr != nil {
-			return nil, lerr
-		}
-		got, ierr := t.Identity(ctx, m)
-		if ierr != nil {
-			return nil, ierr
-		}
-		if uuid == "" || got == uuid {
-			return t, nil
-		}
-	}
-	return t, err
+	return t, nil
 }
 
 // movedTable is the table a recorded move of identity uuid names, when it
 // has that identity (nil otherwise).
 func (c *Catalog) movedTable(ctx context.Context, uuid string) (*Table, error) {
+	if c.wh.missing(identityDir + uuid + ".json") {
+		return nil, nil // no move recorded (the common case), told by one lstat
+	}
 	b, err := c.wh.Read(ctx, identityDir+uuid+".json")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil

@@ -1,0 +1,107 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"sync"
+)
+
+// Resolve is on the path of every refresh accept (it binds a view's
+// source by identity). Two things made it cost: reading the source's latest
+// manifest only to learn its identity, and, on file:// warehouses, asking
+// fileblob for an _identity/ record that almost never exists (its
+// not-found error is built and formatted at length).
+//
+// identityCache keeps, per table folder, the identity read from one
+// version file, keyed by that file as the listing returned it (name, size,
+// time, content hash: what the view cache keys on). A hit needs the same
+// file to be the table's latest version now, found by the same listing
+// Load makes; a manifest file is written once and never changed in place
+// (put-if-not-exists), so the same file is the same manifest and the same
+// identity. Any new version, a rollback, a drop and re-create changes the
+// latest file and misses. Nothing else is cached: the move record is still
+// looked at on every call, first, as before.
+type identityCache struct {
+	mu sync.Mutex
+	m  map[string]identityEntry
+}
+
+type identityEntry struct {
+	vf       VersionFile
+	identity string
+}
+
+// identityCacheSize bounds the cache; past it an arbitrary entry goes.
+const identityCacheSize = 4096
+
+func (c *identityCache) get(key string, vf VersionFile) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok || !e.vf.same(vf) {
+		return "", false
+	}
+	return e.identity, true
+}
+
+func (c *identityCache) put(key string, vf VersionFile, identity string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]identityEntry{}
+	}
+	if _, ok := c.m[key]; !ok && len(c.m) >= identityCacheSize {
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[key] = identityEntry{vf: vf, identity: identity}
+}
+
+// same reports whether a and b are the same file as listed.
+func (a VersionFile) same(b VersionFile) bool {
+	return a.Version == b.Version && a.Name == b.Name && a.Size == b.Size && a.ModTime.Equal(b.ModTime) && string(a.MD5) == string(b.MD5)
+}
+
+// latestIdentity is the identity of the table t (on main) at its latest
+// version, as t.Load(ctx, 0) and t.Identity would find it, with the
+// identity cached per version file. A table with no version answers
+// OpenTable's not-found error.
+func (c *Catalog) latestIdentity(ctx context.Context, t *Table) (string, error) {
+	for attempt := 0; ; attempt++ {
+		vf, err := t.LatestVersion(ctx)
+		if err != nil {
+			return "", err
+		}
+		if id, ok := c.idents.get(t.key, vf); ok {
+			return id, nil
+		}
+		m, err := t.readManifest(ctx, vf)
+		if errors.Is(err, os.ErrNotExist) && attempt < 20 {
+			continue // removed since the listing (a move, a rollback): list again
+		}
+		if err != nil {
+			return "", err
+		}
+		id, err := t.Identity(ctx, m)
+		if err != nil {
+			return "", err
+		}
+		c.idents.put(t.key, vf, id)
+		return id, nil
+	}
+}
+
+// missing reports whether key is known not to exist without asking the
+// bucket: only a file:// warehouse can tell (one lstat); false means
+// "read it to know".
+func (w *Warehouse) missing(key string) bool {
+	if w.dir == "" {
+		return false
+	}
+	_, err := os.Lstat(w.path(key))
+	return errors.Is(err, fs.ErrNotExist)
+}
