@@ -324,12 +324,14 @@ func (v *ViewRoutes) refreshView(c *gin.Context) {
 }
 
 func (v *ViewRoutes) getJob(c *gin.Context) {
-	job, err := v.Jobs.Get(c, c.Param("job_id"))
+	// Polled by dashboards: concurrent reads of one job share a read that
+	// started after each of them arrived, encoded once (jobs/jobread.go).
+	b, err := v.Jobs.GetJSON(c, c.Param("job_id"))
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, job)
+	c.Data(http.StatusOK, "application/json; charset=utf-8", b)
 }
 
 type jobIDRequest struct {

@@ -1,0 +1,108 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// Reading a job is what dashboards poll, many clients at once for the same
+// job. GetJSON coalesces concurrent reads of one job id and encodes the
+// record once per read, under one rule that keeps every answer as fresh
+// as an uncoalesced read: a request is answered only by a Redis read that
+// STARTED AFTER the request arrived. Per job id at most one read runs;
+// requests arriving while it runs do not join it (it may have read the
+// record before their arrival) but share the one read that starts when it
+// ends. So a request never sees a state older than the one recorded when
+// it arrived, and a job polled by N clients costs Redis at most one read
+// in flight.
+
+// readGroup coalesces reads by key (see above). The zero value is ready.
+type readGroup struct {
+	mu sync.Mutex
+	m  map[string]*readSlot
+}
+
+// readSlot is one key's state: whether a read runs, and the read that
+// starts after it, which every request arriving meanwhile joins.
+type readSlot struct {
+	running bool
+	next    *readCall
+}
+
+type readCall struct {
+	ctx  context.Context // of the request that made the call, not cancelled with it
+	done chan struct{}
+	n    int // requests sharing it
+	b    []byte
+	err  error
+}
+
+// do answers key with a read by read that started after do was called.
+// The read runs on its own goroutine with the values (trace) of the
+// request that started it but not its cancellation: a request that goes
+// away leaves the read to the others; each waits on its own ctx.
+func (g *readGroup) do(ctx context.Context, key string, read func(context.Context) ([]byte, error)) ([]byte, error) {
+	g.mu.Lock()
+	if g.m == nil {
+		g.m = map[string]*readSlot{}
+	}
+	s := g.m[key]
+	if s == nil {
+		s = &readSlot{}
+		g.m[key] = s
+	}
+	c := s.next // not started yet: joining it is fresh
+	if c == nil {
+		c = &readCall{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+		if s.running {
+			s.next = c // starts when the running read ends
+		} else {
+			s.running = true
+			go g.run(key, s, c, read)
+		}
+	}
+	c.n++
+	g.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.b, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// run does c, then the read queued behind it, until none is queued.
+func (g *readGroup) run(key string, s *readSlot, c *readCall, read func(context.Context) ([]byte, error)) {
+	for c != nil {
+		c.b, c.err = read(c.ctx)
+		close(c.done)
+		g.mu.Lock()
+		c, s.next = s.next, nil
+		if c == nil {
+			s.running = false
+			delete(g.m, key)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// GetJSON returns the job as JSON (json.Marshal of what Get returns),
+// from a read of its record that started after the call (readGroup): the
+// same freshness as Get, with concurrent reads of one job shared. The
+// bytes are shared with other callers: read them, never change them.
+func (c *Client) GetJSON(ctx context.Context, jobID string) ([]byte, error) {
+	return c.reads.do(ctx, jobID, func(ctx context.Context) ([]byte, error) {
+		j, err := c.st.job(ctx, jobID)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(j)
+		if err != nil {
+			return nil, &table.Error{Code: table.CodeInternal, Message: "encode job " + jobID, Err: err}
+		}
+		return b, nil
+	})
+}
