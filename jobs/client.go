@@ -40,8 +40,7 @@ type Client struct {
 	log        *slog.Logger
 	maxPending int
 	auto       AutoConfig
-	reads      readGroup   // coalesced job reads (jobread.go)
-	creates    createBatch // group-committed create scripts (createbatch.go)
+	reads      readGroup // coalesced job reads (jobread.go)
 }
 
 // ClientOption tunes a Client.
@@ -222,7 +221,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
 		fTraceID, j.TraceID, fCause, j.Cause, fTrigger, trig, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0,
 		fProgressAt, formatTime(now)}
-	res, err := c.creates.run(ctx, c.st.rdb, keys, args)
+	res, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Result()
 	if err != nil {
 		return nil, redisErr("create job", err)
 	}
