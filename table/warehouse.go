@@ -145,7 +145,39 @@ func (w *Warehouse) WriteFrom(ctx context.Context, key string, fn func(io.Writer
 		_ = wr.Close()
 		return w.rel(err)
 	}
-	return w.rel(wr.Close())
+	if err := wr.Close(); err != nil {
+		return w.rel(err)
+	}
+	return w.rel(w.syncLocal(key))
+}
+
+// syncLocal makes a file:// object durable: its content and its name
+// (fileblob renames a temporary file into place and syncs neither). A
+// data file must be on disk before a manifest naming it is, and the
+// manifest is synced before it is linked (linkIfNotExists). Object stores
+// are durable when the PUT returns: nothing to do.
+func (w *Warehouse) syncLocal(key string) error {
+	if w.dir == "" {
+		return nil
+	}
+	final := filepath.Join(w.dir, filepath.FromSlash(key))
+	if err := syncFile(final); err != nil {
+		return err
+	}
+	return syncFile(filepath.Dir(final))
+}
+
+// syncFile fsyncs a file or a directory.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // PutIfNotExists creates key with data unless it exists; exactly one of any
@@ -198,7 +230,9 @@ func (w *Warehouse) linkIfNotExists(key string, data []byte) error {
 		}
 		return err
 	}
-	return nil
+	// The new name itself, so a commit that answered success survives a
+	// power loss.
+	return syncFile(dir)
 }
 
 // ErrNoConditionalWrites is returned by CheckConditionalWrites for a
