@@ -76,11 +76,7 @@ func (v *ViewRoutes) dependents(ctx context.Context, id []string) ([][]string, e
 }
 
 func (v *ViewRoutes) jobView(ctx context.Context, jobID string) ([]string, error) {
-	job, err := v.Jobs.Get(ctx, jobID)
-	if err != nil {
-		return nil, err
-	}
-	return job.ViewID(), nil
+	return v.Jobs.JobView(ctx, jobID)
 }
 
 func (v *ViewRoutes) routes(r gin.IRouter) {

@@ -40,7 +40,8 @@ type Client struct {
 	log        *slog.Logger
 	maxPending int
 	auto       AutoConfig
-	reads      readGroup // coalesced job reads (jobread.go)
+	reads      readGroup  // coalesced job reads (jobread.go)
+	jobViews   viewsByJob // each job's view, for access checks (jobread.go)
 }
 
 // ClientOption tunes a Client.

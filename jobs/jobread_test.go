@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/table"
 )
 
 // TestReadGroupFresh: requests arriving while a read runs never get that
@@ -170,5 +172,41 @@ func TestGetJSONAfterChange(t *testing.T) {
 	}
 	if _, err := b.client.GetJSON(ctx, "no-such-job"); err == nil {
 		t.Fatal("unknown job read")
+	}
+}
+
+// TestJobViewRemembered: JobView answers a job's view, then answers it
+// without Redis (the record deleted behind its back still gives the
+// view, while Get says the job is gone); an unknown job is not found.
+func TestJobViewRemembered(t *testing.T) {
+	fe := newFakeEngine()
+	view := []string{"ns", "jv"}
+	fe.addSource(view, 10)
+	b := setup(t, fe)
+	ctx := context.Background()
+	exp := time.Now().Add(time.Hour).UnixMilli()
+	if err := b.rdb.ZAdd(ctx, workersKey("default"), redis.Z{Score: float64(exp), Member: "test-idle"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := b.client.Submit(ctx, view, refresh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.client.JobView(ctx, j.ID)
+	if err != nil || !slices.Equal(got, view) {
+		t.Fatalf("JobView: %v %v", got, err)
+	}
+	got[0] = "changed by the caller"
+	if err := b.rdb.Del(ctx, jobKey(j.ID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.client.JobView(ctx, j.ID); err != nil || !slices.Equal(got, view) {
+		t.Fatalf("JobView from memory: %v %v", got, err)
+	}
+	if _, err := b.client.Get(ctx, j.ID); table.ErrorCode(err) != table.CodeTransactionNotFound {
+		t.Fatalf("Get of the deleted record: %v", err)
+	}
+	if _, err := b.client.JobView(ctx, "no-such-job"); table.ErrorCode(err) != table.CodeTransactionNotFound {
+		t.Fatalf("JobView of an unknown job: %v", err)
 	}
 }
