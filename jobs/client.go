@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mvq-dev/mvq/internal/bounded"
 	"log/slog"
 	"strings"
 	"time"
@@ -40,8 +41,8 @@ type Client struct {
 	log        *slog.Logger
 	maxPending int
 	auto       AutoConfig
-	reads      readGroup  // coalesced job reads (jobread.go)
-	jobViews   viewsByJob // each job's view, for access checks (jobread.go)
+	reads      readGroup                     // coalesced job reads (jobread.go)
+	jobViews   bounded.Map[string, []string] // each job's view, for access checks (jobread.go)
 }
 
 // ClientOption tunes a Client.

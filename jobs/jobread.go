@@ -114,7 +114,7 @@ func (c *Client) GetJSON(ctx context.Context, jobID string) ([]byte, error) {
 // has expired since may still be found here; the read that answers the
 // request says it is gone.
 func (c *Client) JobView(ctx context.Context, jobID string) ([]string, error) {
-	if v, ok := c.jobViews.get(jobID); ok {
+	if v, ok := c.jobViews.Get(jobID); ok {
 		return append([]string(nil), v...), nil
 	}
 	j, err := c.Get(ctx, jobID)
@@ -122,37 +122,6 @@ func (c *Client) JobView(ctx context.Context, jobID string) ([]string, error) {
 		return nil, err
 	}
 	v := j.ViewID()
-	c.jobViews.put(jobID, v)
+	c.jobViews.Put(jobID, v)
 	return append([]string(nil), v...), nil
-}
-
-// viewsByJob is JobView's memory: at most maxJobViews entries; past it an
-// arbitrary one goes.
-type viewsByJob struct {
-	mu sync.Mutex
-	m  map[string][]string
-}
-
-const maxJobViews = 16384
-
-func (m *viewsByJob) get(id string) ([]string, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	v, ok := m.m[id]
-	return v, ok
-}
-
-func (m *viewsByJob) put(id string, view []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.m == nil {
-		m.m = map[string][]string{}
-	}
-	if _, ok := m.m[id]; !ok && len(m.m) >= maxJobViews {
-		for k := range m.m {
-			delete(m.m, k)
-			break
-		}
-	}
-	m.m[id] = view
 }

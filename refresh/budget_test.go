@@ -16,7 +16,7 @@ import (
 )
 
 // bounded is a bundle whose engine has the given item output bounds.
-func bounded(t testing.TB, rows, bytes int64) *bundle {
+func boundedBundle(t testing.TB, rows, bytes int64) *bundle {
 	b := setup(t, table.Options{})
 	b.e = NewEngineWith(b.cat, EngineOptions{MaxItemOutputRows: rows, MaxItemOutputBytes: bytes})
 	return b
@@ -49,14 +49,14 @@ func TestItemOutputBounds(t *testing.T) {
 	t.Parallel()
 	t.Run("one row makes too many chunks", func(t *testing.T) {
 		t.Parallel()
-		b := bounded(t, 1000, 1<<30)
+		b := boundedBundle(t, 1000, 1<<30)
 		b.source(t, []article{{1, "Big", "en", strings.Repeat("x", 5000)}})
 		id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$articles"`, UDTFSpec: chunkerEntry(chunkSpec(1, false))})
 		b.expandErr(t, id, Options{}, 0, "larger chunk_size (now 1)", "smaller source_task_size (now 1024; this item reads 1 source rows)")
 	})
 	t.Run("rows under the bound add up past it", func(t *testing.T) {
 		t.Parallel()
-		b := bounded(t, 1000, 1<<30)
+		b := boundedBundle(t, 1000, 1<<30)
 		var rows []article
 		for i := range 3 {
 			rows = append(rows, article{int64(i), "t", "en", strings.Repeat("y", 600)})
@@ -75,21 +75,21 @@ func TestItemOutputBounds(t *testing.T) {
 	})
 	t.Run("copied input counts against the bytes bound", func(t *testing.T) {
 		t.Parallel()
-		b := bounded(t, 1<<40, 1<<20)
+		b := boundedBundle(t, 1<<40, 1<<20)
 		b.source(t, []article{{1, "Big", "en", strings.Repeat("z", 100_000)}})
 		id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$articles"`, UDTFSpec: chunkerEntry(chunkSpec(1000, true))})
 		b.expandErr(t, id, Options{}, 0, "larger chunk_size (now 1000)")
 	})
 	t.Run("SQL output", func(t *testing.T) {
 		t.Parallel()
-		b := bounded(t, 1<<40, 1<<20)
+		b := boundedBundle(t, 1<<40, 1<<20)
 		b.source(t, frag0)
 		id := b.create(t, "big", CreateRequest{Kind: "query", SourceQuery: `SELECT id, repeat(title, 1000000) AS t FROM "docs$articles"`})
 		b.expandErr(t, id, Options{}, 0, "SQL output too large", "smaller source_task_size")
 	})
 	t.Run("udtf", func(t *testing.T) {
 		t.Parallel()
-		b := bounded(t, 2, 1<<30)
+		b := boundedBundle(t, 2, 1<<30)
 		b.source(t, frag0)
 		id := b.create(t, "all", CreateRequest{Kind: "udtf", SourceQuery: `SELECT id FROM "docs$articles"`})
 		b.expandErr(t, id, Options{}, 0, "udtf view is computed as one item")

@@ -1,7 +1,6 @@
 package refresh
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -9,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mvq-dev/mvq/internal/bounded"
 	"strings"
 	"sync"
 
@@ -32,7 +32,7 @@ type Engine struct {
 	db    *duck.DB
 	mem   memory.Allocator
 	cache cache
-	views viewCache // decoded latest view versions (View)
+	views bounded.Map[string, viewEntry] // decoded latest view versions (View)
 	// wholeFileBytes: source fragments up to this size are read with one
 	// request, larger ones with ranged reads of the row groups and pages
 	// needed.
@@ -484,9 +484,7 @@ func isText(t arrow.DataType) bool {
 // is shared and must not be modified.
 func (e *Engine) View(ctx context.Context, id []string) (*View, error) {
 	key := strings.Join(id, "\x00")
-	e.views.mu.Lock()
-	ent, ok := e.views.m[key]
-	e.views.mu.Unlock()
+	ent, ok := e.views.Get(key)
 	t := ent.t
 	if !ok {
 		var err error
@@ -497,11 +495,11 @@ func (e *Engine) View(ctx context.Context, id []string) (*View, error) {
 	vf, err := t.LatestVersion(ctx)
 	if err != nil {
 		if ok && table.ErrorCode(err) == table.CodeTableNotFound {
-			e.views.drop(key)
+			e.views.Delete(key)
 		}
 		return nil, err
 	}
-	if ok && sameFile(ent.vf, vf) {
+	if ok && ent.vf.Same(vf) {
 		return ent.v, nil
 	}
 	m, err := t.LoadFile(ctx, vf)
@@ -512,48 +510,15 @@ func (e *Engine) View(ctx context.Context, id []string) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.views.put(key, viewEntry{t: t, vf: vf, v: v})
+	e.views.Put(key, viewEntry{t: t, vf: vf, v: v})
 	return v, nil
 }
 
-func sameFile(a, b table.VersionFile) bool {
-	return a.Version == b.Version && a.Name == b.Name && a.Size == b.Size && a.ModTime.Equal(b.ModTime) && bytes.Equal(a.MD5, b.MD5)
-}
-
-// viewCache holds the latest decoded version of recently used views.
-type viewCache struct {
-	mu sync.Mutex
-	m  map[string]viewEntry
-}
-
+// viewEntry is a cached latest decoded version of a view (Engine.views).
 type viewEntry struct {
 	t  *table.Table
 	vf table.VersionFile
 	v  *View
-}
-
-// viewCacheSize bounds the cache; past it an arbitrary entry goes.
-const viewCacheSize = 4096
-
-func (c *viewCache) put(key string, ent viewEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]viewEntry{}
-	}
-	if _, ok := c.m[key]; !ok && len(c.m) >= viewCacheSize {
-		for k := range c.m {
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[key] = ent
-}
-
-func (c *viewCache) drop(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, key)
 }
 
 // loadView loads version v of a view (0: the latest).

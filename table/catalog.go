@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/mvq-dev/mvq/internal/bounded"
 	"os"
 	"sort"
 	"strings"
@@ -61,7 +62,7 @@ type Catalog struct {
 	opts Options
 	hook atomic.Pointer[CommitHook]
 	// idents caches identities of latest versions (resolve_cache.go).
-	idents identityCache
+	idents bounded.Map[string, identityEntry]
 }
 
 // CommitHook is told of every version this process commits to a table

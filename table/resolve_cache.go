@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"sync"
 )
 
 // Resolve is on the path of every refresh accept (it binds a view's
@@ -14,7 +13,7 @@ import (
 // fileblob for an _identity/ record that almost never exists (its
 // not-found error is built and formatted at length).
 //
-// identityCache keeps, per table folder, the identity read from one
+// Catalog.idents keeps, per table folder, the identity read from one
 // version file, keyed by that file as the listing returned it (name, size,
 // time, content hash: what the view cache keys on). A hit needs the same
 // file to be the table's latest version now, found by the same listing
@@ -23,46 +22,14 @@ import (
 // identity. Any new version, a rollback, a drop and re-create changes the
 // latest file and misses. Nothing else is cached: the move record is still
 // looked at on every call, first, as before.
-type identityCache struct {
-	mu sync.Mutex
-	m  map[string]identityEntry
-}
-
 type identityEntry struct {
 	vf       VersionFile
 	identity string
 }
 
-// identityCacheSize bounds the cache; past it an arbitrary entry goes.
-const identityCacheSize = 4096
-
-func (c *identityCache) get(key string, vf VersionFile) (string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[key]
-	if !ok || !e.vf.same(vf) {
-		return "", false
-	}
-	return e.identity, true
-}
-
-func (c *identityCache) put(key string, vf VersionFile, identity string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = map[string]identityEntry{}
-	}
-	if _, ok := c.m[key]; !ok && len(c.m) >= identityCacheSize {
-		for k := range c.m {
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[key] = identityEntry{vf: vf, identity: identity}
-}
-
-// same reports whether a and b are the same file as listed.
-func (a VersionFile) same(b VersionFile) bool {
+// Same reports whether a and b are the same file as listed (a manifest
+// file is never changed in place, so the same file is the same manifest).
+func (a VersionFile) Same(b VersionFile) bool {
 	return a.Version == b.Version && a.Name == b.Name && a.Size == b.Size && a.ModTime.Equal(b.ModTime) && string(a.MD5) == string(b.MD5)
 }
 
@@ -76,8 +43,8 @@ func (c *Catalog) latestIdentity(ctx context.Context, t *Table) (string, error) 
 		if err != nil {
 			return "", err
 		}
-		if id, ok := c.idents.get(t.key, vf); ok {
-			return id, nil
+		if e, ok := c.idents.Get(t.key); ok && e.vf.Same(vf) {
+			return e.identity, nil
 		}
 		m, err := t.readManifest(ctx, vf)
 		if errors.Is(err, os.ErrNotExist) && attempt < 20 {
@@ -90,7 +57,7 @@ func (c *Catalog) latestIdentity(ctx context.Context, t *Table) (string, error) 
 		if err != nil {
 			return "", err
 		}
-		c.idents.put(t.key, vf, id)
+		c.idents.Put(t.key, identityEntry{vf: vf, identity: id})
 		return id, nil
 	}
 }
