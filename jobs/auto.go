@@ -59,7 +59,7 @@ func (c AutoConfig) withDefaults() AutoConfig {
 		c.Debounce = 0
 	}
 	if c.Cluster == "" {
-		c.Cluster = "default"
+		c.Cluster = refresh.DefaultCluster
 	}
 	return c
 }

@@ -86,7 +86,7 @@ func (c *Client) Admit(ctx context.Context, cluster string) error {
 		return nil
 	}
 	if cluster == "" {
-		cluster = "default"
+		cluster = refresh.DefaultCluster
 	}
 	n, err := c.st.rdb.ZCard(ctx, liveJobsKey(cluster)).Result()
 	if err != nil {
@@ -161,7 +161,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		return nil, err
 	}
 	if opts.Cluster == "" {
-		opts.Cluster = "default"
+		opts.Cluster = refresh.DefaultCluster
 	}
 	if meta.id == "" {
 		uid, err := uuid.NewV7()

@@ -108,7 +108,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		eng = cfg.Engine
 	}
 	if len(cfg.Clusters) == 0 {
-		cfg.Clusters = []string{"default"}
+		cfg.Clusters = []string{refresh.DefaultCluster}
 	}
 	queues := map[string]int{}
 	for _, c := range cfg.Clusters {

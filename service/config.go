@@ -14,6 +14,7 @@ import (
 
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/iceberg"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
@@ -98,10 +99,10 @@ func Defaults() Config {
 		Listen:             "127.0.0.1:2333",
 		Warehouse:          table.DefaultWarehouse,
 		RedisURL:           "redis://127.0.0.1:6379/0",
-		Clusters:           []string{"default"},
+		Clusters:           []string{refresh.DefaultCluster},
 		WorkerConcurrency:  8,
 		MetricsListen:      "127.0.0.1:9464",
-		MaxBodyBytes:       256 << 20,
+		MaxBodyBytes:       httpapi.DefaultMaxBodyBytes,
 		LogLevel:           "info",
 		QueryTimeout:       duck.DefaultQueryTimeout,
 		QueryQueueWait:     2 * time.Second,
