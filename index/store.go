@@ -63,7 +63,7 @@ const (
 // FormatVersion is the on-disk format of the index files.
 const FormatVersion = 1
 
-const dir = "_indices/"
+const dir = table.IndexDir
 
 // Covered is one fragment an index covers.
 type Covered struct {

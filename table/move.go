@@ -126,8 +126,13 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 		if err := hold(); err != nil {
 			return err
 		}
-		if err := c.wh.copyObject(ctx, f, to+rel); errors.Is(err, os.ErrNotExist) && strings.HasSuffix(rel, ".tmp") {
-			continue // a writer's temporary file, renamed meanwhile
+		if err := c.wh.copyObject(ctx, f, to+rel); errors.Is(err, os.ErrNotExist) && (strings.HasSuffix(rel, ".tmp") || indexFile(rel)) {
+			// A writer's temporary file, renamed meanwhile; or an index
+			// file removed since the walk: a definition taken back by the
+			// move guard (the index package's commits check it after
+			// their put), an older definition pruned, or the files of a
+			// dropped or replaced build. None belongs in the destination.
+			continue
 		} else if err != nil {
 			return fmt.Errorf("move %s: %w", rel, err)
 		}
@@ -496,4 +501,15 @@ func (c *Catalog) openSettled(ctx context.Context, id []string) (*Table, error) 
 		return nil, err
 	}
 	return c.OpenTable(ctx, id)
+}
+
+// IndexDir is the folder of a line's index definitions and files (the
+// index package's layout: _indices/ in the table folder, or in a
+// branch's folder tree/{b}/).
+const IndexDir = "_indices/"
+
+// indexFile reports whether rel (relative to a table folder) is under an
+// IndexDir.
+func indexFile(rel string) bool {
+	return strings.HasPrefix(rel, IndexDir) || strings.Contains(rel, "/"+IndexDir)
 }
