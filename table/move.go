@@ -133,6 +133,10 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 			// their put), an older definition pruned, or the files of a
 			// dropped or replaced build. None belongs in the destination.
 			continue
+		} else if errors.Is(err, os.ErrNotExist) {
+			// Removed by a change the move's guard takes back (a tag
+			// delete puts its tag back): the move gives way.
+			return Errorf(CodeConcurrentModification, "%s was removed while the table was being moved; nothing was moved, try again", rel)
 		} else if err != nil {
 			return fmt.Errorf("move %s: %w", rel, err)
 		}
