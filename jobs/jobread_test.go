@@ -118,10 +118,7 @@ func TestGetJSONAfterChange(t *testing.T) {
 	fe.addSource(view, 10)
 	b := setup(t, fe)
 	ctx := context.Background()
-	exp := time.Now().Add(time.Hour).UnixMilli()
-	if err := b.rdb.ZAdd(ctx, workersKey("default"), redis.Z{Score: float64(exp), Member: "test-idle"}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	registerIdleWorker(t, b)
 	for round := range 20 {
 		j, err := b.client.Submit(ctx, view, refresh.Options{MaxRowsPerFragment: 1000 + round})
 		if err != nil {
@@ -184,10 +181,7 @@ func TestJobViewRemembered(t *testing.T) {
 	fe.addSource(view, 10)
 	b := setup(t, fe)
 	ctx := context.Background()
-	exp := time.Now().Add(time.Hour).UnixMilli()
-	if err := b.rdb.ZAdd(ctx, workersKey("default"), redis.Z{Score: float64(exp), Member: "test-idle"}).Err(); err != nil {
-		t.Fatal(err)
-	}
+	registerIdleWorker(t, b)
 	j, err := b.client.Submit(ctx, view, refresh.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -208,5 +202,15 @@ func TestJobViewRemembered(t *testing.T) {
 	}
 	if _, err := b.client.JobView(ctx, "no-such-job"); table.ErrorCode(err) != table.CodeTransactionNotFound {
 		t.Fatalf("JobView of an unknown job: %v", err)
+	}
+}
+
+// registerIdleWorker makes cluster "default" look served by a live worker
+// that takes no tasks, so submitted jobs stay PENDING.
+func registerIdleWorker(t *testing.T, b *bundle) {
+	t.Helper()
+	exp := time.Now().Add(time.Hour).UnixMilli()
+	if err := b.rdb.ZAdd(context.Background(), workersKey("default"), redis.Z{Score: float64(exp), Member: "test-idle"}).Err(); err != nil {
+		t.Fatal(err)
 	}
 }
