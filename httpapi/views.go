@@ -416,7 +416,11 @@ func (v *ViewRoutes) jobEvents(c *gin.Context) {
 	c.Header("X-Accel-Buffering", "no")
 	c.Status(http.StatusOK)
 	c.Writer.Flush()
-	_ = v.Jobs.Events(c.Request.Context(), id, c.GetHeader("Last-Event-ID"), func(e jobs.Event) error {
+	// Ends with the request, or when the server begins shutting down
+	// (a stream would otherwise hold the drain to its timeout).
+	ctx, cancel := StreamContext(c.Request)
+	defer cancel()
+	_ = v.Jobs.Events(ctx, id, c.GetHeader("Last-Event-ID"), func(e jobs.Event) error {
 		data, err := json.Marshal(e)
 		if err != nil {
 			return err

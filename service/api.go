@@ -67,7 +67,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, onDrain func(),
 	if writeTimeout <= 0 {
 		writeTimeout = 60 * time.Second
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: writeTimeout, IdleTimeout: 2 * time.Minute}
+	// Streams (job events) end when shutdown begins; other requests drain.
+	stopping := make(chan struct{})
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: writeTimeout, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return httpapi.WithShutdown(context.Background(), stopping) }}
+	srv.RegisterOnShutdown(func() { close(stopping) })
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
