@@ -3,7 +3,6 @@ package table
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 )
@@ -49,15 +48,20 @@ func TestMixedNamingRace(t *testing.T) {
 		if createErr != nil && ErrorCode(createErr) != CodeConcurrentModification {
 			t.Fatalf("round %d: create: %v", i, createErr)
 		}
+		exists := func(w uint64, s NamingScheme) bool {
+			ok, err := c.wh.Exists(ctx, tb.versionsKey()+ManifestName(w, s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
 		for w := v; w <= insV; w++ {
-			_, e1 := os.Stat(c.wh.dir + "/" + tb.versionsKey() + ManifestName(w, NamingV1))
-			_, e2 := os.Stat(c.wh.dir + "/" + tb.versionsKey() + ManifestName(w, NamingV2))
-			if e1 == nil && e2 == nil {
+			if exists(w, NamingV1) && exists(w, NamingV2) {
 				t.Fatalf("round %d: version %d is there under both names", i, w)
 			}
 		}
 		if createErr == nil {
-			if _, e := os.Stat(c.wh.dir + "/" + tb.versionsKey() + ManifestName(v, NamingV1)); e != nil {
+			if !exists(v, NamingV1) {
 				t.Fatalf("round %d: the create of v%d answered success but its file is gone", i, v)
 			}
 			if insV == v {
