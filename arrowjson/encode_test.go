@@ -54,8 +54,8 @@ func TestWriteRowsTypes(t *testing.T) {
 			b.(*array.Uint64Builder).AppendValues([]uint64{math.MaxUint64}, nil)
 		}, `[{"c":18446744073709551615}]`},
 		{"float64", arrow.PrimitiveTypes.Float64, func(b array.Builder) {
-			b.(*array.Float64Builder).AppendValues([]float64{0.1, 1e21, 1e20, 1e-7, 1e-6, -0.0, math.NaN(), math.Inf(1), math.Inf(-1), 123456789.125}, nil)
-		}, `[{"c":0.1},{"c":1e+21},{"c":100000000000000000000},{"c":1e-7},{"c":0.000001},{"c":0},{"c":null},{"c":null},{"c":null},{"c":123456789.125}]`},
+			b.(*array.Float64Builder).AppendValues([]float64{0.1, 1e21, 1e20, 1e-7, 1e-6, math.Copysign(0, -1), math.NaN(), math.Inf(1), math.Inf(-1), 123456789.125}, nil)
+		}, `[{"c":0.1},{"c":1e+21},{"c":100000000000000000000},{"c":1e-7},{"c":0.000001},{"c":-0},{"c":null},{"c":null},{"c":null},{"c":123456789.125}]`},
 		{"float32", arrow.PrimitiveTypes.Float32, func(b array.Builder) {
 			b.(*array.Float32Builder).AppendValues([]float32{0.1, float32(math.NaN()), 3.4028235e38}, nil)
 		}, `[{"c":0.1},{"c":null},{"c":3.4028235e+38}]`},

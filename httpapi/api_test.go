@@ -253,14 +253,17 @@ func TestVersionCreate(t *testing.T) {
 	}
 	// Stage version 2 the way a client would: a copy of v1's manifest
 	// carrying version 2, written inside the table folder.
-	_, m := c.post("/v1/table/t/version/describe", map[string]any{"version": 1})
+	st, m := c.post("/v1/table/t/version/describe", map[string]any{"version": 1})
+	c.want(st, m, 200, "")
 	v1path := m["version"].(map[string]any)["manifest_path"].(string)
 	data, err := readFile(c.dir + "/t.lance/" + v1path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var man map[string]any
-	json.Unmarshal(data, &man)
+	if err := json.Unmarshal(data, &man); err != nil {
+		t.Fatal(err)
+	}
 	man["version"] = 2
 	staged, _ := json.Marshal(man)
 	writeFile(t, c.dir+"/t.lance/staging/v2.manifest", staged)

@@ -460,16 +460,8 @@ func writeTokens(t *testing.T, path, content string) {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor waits on a condition with a deadline (testenv.WaitFor).
+var waitFor = testenv.WaitFor
 
 // TestTokensReloadAndRateLimit: a token added to the file works once the
 // file is reloaded, a removed one stops working; a principal over its

@@ -170,16 +170,8 @@ func (e *env) startProcess(what string, extra ...string) string {
 	return string(addr)
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor waits on a condition with a deadline (testenv.WaitFor).
+var waitFor = testenv.WaitFor
 
 func (e *env) post(path string, body any, out any) int {
 	e.t.Helper()
