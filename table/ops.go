@@ -7,11 +7,11 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"unicode"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/mvq-dev/mvq/duck"
 )
@@ -154,34 +154,18 @@ func (c *Catalog) bindCheck(ctx context.Context, what string, schema *arrow.Sche
 }
 
 // forEachFragment runs fn over frags with bounded parallelism and returns
-// the first error.
+// the first error (the others' contexts are cancelled by it).
 func forEachFragment(ctx context.Context, frags []Fragment, fn func(ctx context.Context, i int, f Fragment) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, f := range frags {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := Recover("fragment step", func() error { return fn(ctx, i, f) }); err != nil {
-				once.Do(func() { first = err; cancel() })
-			}
-		}()
+		g.Go(func() error { return Recover("fragment step", func() error { return fn(gctx, i, f) }) })
 	}
-	wg.Wait()
-	if first != nil {
-		return first
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	return ctx.Err()
 }
