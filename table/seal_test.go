@@ -115,15 +115,9 @@ func TestRenameRacesInserts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{TxnTimeout: 10 * time.Second})
-	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
-		t.Fatal(err)
-	}
 	total := 0
 	for i := range 12 {
-		tb, _, err := c.CreateTable(ctx, []string{"docs", "a"}, testSchema, rows(t, 0, 10), "", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tb := docsTable(t, c, "a")
 		to := []string{"docs", fmt.Sprintf("a%d", i)}
 		ok := raceInserts(t, c, tb, func() error { return c.RenameTable(ctx, tb.ID(), to) })
 		moved, err := c.OpenTable(ctx, to)
@@ -151,10 +145,7 @@ func TestDeregisterRacesInserts(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 5 {
-				tb, _, err := c.CreateTable(ctx, []string{"docs", "a"}, testSchema, rows(t, 0, 10), "", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
+				tb := docsTable(t, c, "a")
 				var loc string
 				ok := raceInserts(t, c, tb, func() (err error) {
 					if !batch {
@@ -184,13 +175,7 @@ func TestBranchDeleteDuringMove(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
-	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, _, err := c.CreateTable(ctx, []string{"docs", "a"}, testSchema, rows(t, 0, 10), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := docsTable(t, c, "a")
 	if _, err := tb.CreateBranch(ctx, "dev", "", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -224,13 +209,7 @@ func TestCommitLosesToSeal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
-	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, _, err := c.CreateTable(ctx, []string{"docs", "a"}, testSchema, rows(t, 0, 10), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := docsTable(t, c, "a")
 	if _, err := tb.CreateBranch(ctx, "dev", "", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -294,13 +273,7 @@ func TestTagChangesDuringSeal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
-	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
-		t.Fatal(err)
-	}
-	tb, _, err := c.CreateTable(ctx, []string{"docs", "a"}, testSchema, rows(t, 0, 10), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := docsTable(t, c, "a")
 	if _, _, err := tb.Insert(ctx, rows(t, 10, 11), "append"); err != nil {
 		t.Fatal(err)
 	}

@@ -48,19 +48,22 @@ func stageAppend(t testing.TB, tb *Table, name string, from, to int) BatchVersio
 // twoTables makes docs.a and docs.b with 10 rows each (version 1).
 func twoTables(t testing.TB, c *Catalog) (*Table, *Table) {
 	t.Helper()
+	return docsTable(t, c, "a"), docsTable(t, c, "b")
+}
+
+// docsTable makes table docs.{name} (and namespace docs if need be) with
+// 10 rows (version 1).
+func docsTable(t testing.TB, c *Catalog, name string) *Table {
+	t.Helper()
 	ctx := context.Background()
 	if err := c.CreateNamespace(ctx, []string{"docs"}, "exist_ok", nil); err != nil {
 		t.Fatal(err)
 	}
-	a, _, err := c.CreateTable(ctx, []string{"docs", "a"}, testSchema, rows(t, 0, 10), "", nil)
+	tb, _, err := c.CreateTable(ctx, []string{"docs", name}, testSchema, rows(t, 0, 10), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := c.CreateTable(ctx, []string{"docs", "b"}, testSchema, rows(t, 0, 10), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, b
+	return tb
 }
 
 func latest(t testing.TB, tb *Table) uint64 {
