@@ -75,20 +75,10 @@ func latest(t testing.TB, tb *Table) uint64 {
 	return vf.Version
 }
 
-// markers lists the transaction markers left in tb's _versions/.
+// markers lists the transaction markers left in tb's main _versions/.
 func markers(t testing.TB, tb *Table) []string {
 	t.Helper()
-	es, err := tb.c.wh.List(context.Background(), tb.key+versionsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range es {
-		if _, ok := parseTxnMarker(e.Name); ok {
-			out = append(out, e.Name)
-		}
-	}
-	return out
+	return lineMarkers(t, tb.Main())
 }
 
 func TestBatchCommitPublishesEveryTable(t *testing.T) {
