@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/refresh"
 )
 
@@ -106,7 +106,7 @@ func BenchmarkControlPlaneRedis(b *testing.B) {
 		b.Fatal(err)
 	}
 	bn.startServer(b)
-	tasks := noopTasks(b, bn.conn, 3*views)
+	tasks := testenv.AsynqNoopRate(b, bn.conn, 3*views, 1, TaskCheckInterval)
 	sub := bn.rdb.Subscribe(ctx, stoppedChannel)
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
@@ -155,38 +155,4 @@ func BenchmarkControlPlaneRedis(b *testing.B) {
 	b.Logf("%d one-item jobs (engine doing no work), submitted at once: %.0f jobs/s; asynq no-op tasks %.0f/s; ratio %.3f",
 		views, jobsPerSec, tasks, jobsPerSec/tasks)
 	b.ReportMetric(jobsPerSec/tasks, "jobs/tasks")
-}
-
-// noopTasks runs n no-op tasks through an asynq server of concurrency 8
-// and returns tasks/s.
-func noopTasks(b *testing.B, conn asynq.RedisClientOpt, n int) float64 {
-	var done atomic.Int64
-	all := make(chan struct{})
-	srv := asynq.NewServer(conn, asynq.Config{Concurrency: 8, Queues: map[string]int{"bench-noop": 1},
-		TaskCheckInterval: TaskCheckInterval, LogLevel: asynq.ErrorLevel})
-	mux := asynq.NewServeMux()
-	mux.HandleFunc("noop", func(context.Context, *asynq.Task) error {
-		if done.Add(1) == int64(n) {
-			close(all)
-		}
-		return nil
-	})
-	if err := srv.Start(mux); err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Shutdown()
-	c := asynq.NewClient(conn)
-	defer c.Close()
-	start := time.Now()
-	for range n {
-		if _, err := c.Enqueue(asynq.NewTask("noop", nil), asynq.Queue("bench-noop")); err != nil {
-			b.Fatal(err)
-		}
-	}
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("asynq ran %d of %d tasks in 5 minutes", done.Load(), n)
-	}
-	return float64(n) / time.Since(start).Seconds()
 }

@@ -434,12 +434,12 @@ func BenchmarkSmallJobs(b *testing.B) {
 	if b.N > 1 {
 		b.Fatal("run with -benchtime 1x: the views are refreshed once")
 	}
-	tasks := asynqNoop(b, noopConn, 3*len(views))
+	tasks := testenv.AsynqNoopRate(b, noopConn, 3*len(views), 8, jobs.TaskCheckInterval)
 	opened := o.db.SessionsOpened()
 	first := o.refreshAll(b, ctx, views, want, false)
 	opened = o.db.SessionsOpened() - opened
 	noop := o.refreshAll(b, ctx, views, want, true)
-	tasks2 := asynqNoop(b, noopConn, 3*len(views))
+	tasks2 := testenv.AsynqNoopRate(b, noopConn, 3*len(views), 8, jobs.TaskCheckInterval)
 	// The baseline is the mean of the runs before and after: on a shared
 	// machine the load changes between them.
 	b.Logf("%d small views, one refresh each, submitted at once: first refresh (one work item, DuckDB and Parquet) %.0f jobs/s; "+
@@ -521,48 +521,4 @@ func (o *orchestrator) refreshAll(b *testing.B, ctx context.Context, views [][]s
 		}
 	}
 	return float64(len(views)) / elapsed.Seconds()
-}
-
-// asynqNoop runs n no-op tasks through an asynq server of concurrency 8
-// (enqueued by 8 goroutines, as refreshAll submits) and returns tasks/s.
-func asynqNoop(b *testing.B, conn asynq.RedisClientOpt, n int) float64 {
-	var done atomic.Int64
-	all := make(chan struct{})
-	srv := asynq.NewServer(conn, asynq.Config{Concurrency: 8, Queues: map[string]int{"bench-noop": 1},
-		TaskCheckInterval: jobs.TaskCheckInterval, LogLevel: asynq.ErrorLevel})
-	mux := asynq.NewServeMux()
-	mux.HandleFunc("noop", func(context.Context, *asynq.Task) error {
-		if done.Add(1) == int64(n) {
-			close(all)
-		}
-		return nil
-	})
-	if err := srv.Start(mux); err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Shutdown()
-	c := asynq.NewClient(conn)
-	defer c.Close()
-	var next atomic.Int64
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if _, err := c.Enqueue(asynq.NewTask("noop", nil), asynq.Queue("bench-noop")); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	select {
-	case <-all:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("asynq ran %d of %d tasks in 5 minutes", done.Load(), n)
-	}
-	return float64(n) / time.Since(start).Seconds()
 }
