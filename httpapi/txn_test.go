@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -73,42 +71,6 @@ func startTxnServer(t *testing.T, a auth.Authenticator) *txnServer {
 	return &txnServer{authServer: &authServer{t: t, url: srv.URL}, dir: dir}
 }
 
-// stageDrop stages the next version of table ns$name without its first
-// fragment (its data files all exist), at staging/{tag}.manifest; it
-// returns the entry of a batch that publishes it.
-func stageDrop(t *testing.T, dir, ns, name, tag string) map[string]any {
-	t.Helper()
-	folder := filepath.Join(dir, ns, name+".lance")
-	ents, err := os.ReadDir(filepath.Join(folder, "_versions"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var latest string
-	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".manifest") && len(e.Name()) == 29 && (latest == "" || e.Name() < latest) {
-			latest = e.Name() // V2 names: the newest sorts first
-		}
-	}
-	data, err := os.ReadFile(filepath.Join(folder, "_versions", latest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var man map[string]any
-	if err := json.Unmarshal(data, &man); err != nil {
-		t.Fatal(err)
-	}
-	man["version"] = man["version"].(float64) + 1
-	if frags, _ := man["fragments"].([]any); len(frags) > 0 {
-		man["fragments"] = frags[1:]
-	}
-	staged, _ := json.Marshal(man)
-	if err := os.MkdirAll(filepath.Join(folder, "staging"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(folder, "staging", tag+".manifest"), staged)
-	return map[string]any{"id": []string{ns, name}, "version": man["version"], "manifest_path": "staging/" + tag + ".manifest", "manifest_size": len(staged)}
-}
-
 func body(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -136,7 +98,7 @@ func TestBatchOverHTTP(t *testing.T) {
 		return n
 	}
 
-	ea, eb := stageDrop(t, s.dir, "docs", "a", "a2"), stageDrop(t, s.dir, "docs", "b", "b2")
+	ea, eb := stageOnLine(t, s.dir, "docs", "a", "", "a2"), stageOnLine(t, s.dir, "docs", "b", "", "b2")
 	r := s.do("POST", "/v1/table/version/batch-create", body(t, map[string]any{"entries": []any{eb, ea}}))
 	mustStatus(t, r, 200)
 	txn, _ := r.json["transaction_id"].(string)
@@ -159,8 +121,8 @@ func TestBatchOverHTTP(t *testing.T) {
 	mustStatus(t, r, 409)
 
 	// A batch losing on its second table leaves its first untouched.
-	ea3 := stageDrop(t, s.dir, "docs", "a", "a3")
-	eb3 := stageDrop(t, s.dir, "docs", "b", "b3")
+	ea3 := stageOnLine(t, s.dir, "docs", "a", "", "a3")
+	eb3 := stageOnLine(t, s.dir, "docs", "b", "", "b3")
 	mustStatus(t, s.do("POST", "/v1/table/docs$b/insert", `[{"id": 11}]`), 200) // takes b's version 3
 	r = s.do("POST", "/v1/table/batch-commit", body(t, map[string]any{"operations": []any{
 		map[string]any{"create_table_version": ea3}, map[string]any{"create_table_version": eb3}}}))
@@ -173,7 +135,7 @@ func TestBatchOverHTTP(t *testing.T) {
 	}
 
 	// batch-commit succeeds on fresh staging.
-	eb4 := stageDrop(t, s.dir, "docs", "b", "b4")
+	eb4 := stageOnLine(t, s.dir, "docs", "b", "", "b4")
 	r = s.do("POST", "/v1/table/batch-commit", body(t, map[string]any{"operations": []any{
 		map[string]any{"create_table_version": ea3}, map[string]any{"create_table_version": eb4}}}))
 	mustStatus(t, r, 200)
@@ -200,7 +162,7 @@ func TestBatchOverHTTP(t *testing.T) {
 
 	// Hostile and wrong input: 4xx naming the field.
 	missing := "0190d5a4-0000-7000-8000-000000000000"
-	ea4 := stageDrop(t, s.dir, "docs", "a", "a4")
+	ea4 := stageOnLine(t, s.dir, "docs", "a", "", "a4")
 	for _, c := range []struct {
 		path, body string
 		status     int
@@ -271,7 +233,7 @@ func TestBatchAuthEveryTable(t *testing.T) {
 		mustStatus(t, s.do("POST", "/v1/table/"+ns+"$t/create", `[{"id": 1}, {"id": 2}, {"id": 3}, {"id": 4}, {"id": 5}]`, root...), 200)
 	}
 	onlyA := bearer(mint(t, jwtSecret, "alice", time.Hour, grant("team_a", all...), grant("team_b", auth.Read)))
-	ea, eb := stageDrop(t, s.dir, "team_a", "t", "x"), stageDrop(t, s.dir, "team_b", "t", "x")
+	ea, eb := stageOnLine(t, s.dir, "team_a", "t", "", "x"), stageOnLine(t, s.dir, "team_b", "t", "", "x")
 	batch := body(t, map[string]any{"entries": []any{ea, eb}})
 	r := s.do("POST", "/v1/table/version/batch-create", batch, onlyA...)
 	if r.status != 403 || !strings.Contains(r.json["error"].(string), "team_b$t") {
@@ -320,7 +282,7 @@ func TestBatchRefreshesViews(t *testing.T) {
 		t.Fatalf("views before: %v %v", viewRows("a"), viewRows("b"))
 	}
 	// Version 2 of each source drops its first fragment (ids 1..4).
-	r := s.do("POST", "/v1/table/version/batch-create", body(t, map[string]any{"entries": []any{stageDrop(t, s.dir, "docs", "a", "a2"), stageDrop(t, s.dir, "docs", "b", "b2")}}))
+	r := s.do("POST", "/v1/table/version/batch-create", body(t, map[string]any{"entries": []any{stageOnLine(t, s.dir, "docs", "a", "", "a2"), stageOnLine(t, s.dir, "docs", "b", "", "b2")}}))
 	mustStatus(t, r, 200)
 	for _, name := range []string{"a", "b"} {
 		waitFor(t, 60*time.Second, "v"+name+" to follow the batch", func() bool {
@@ -374,7 +336,7 @@ func txnConformance(t *testing.T, sc *specClient) {
 		st, out := sc.send("POST", "/v1/table/docs$"+name+"/create", arrowStream, arrowBody(t, []int64{1, 2, 3, 4, 5, 6}, []string{"a", "b", "c", "d", "e", "f"}), checkBoth)
 		sc.expect("create "+name, st, string(out), 200)
 	}
-	ea, eb := stageDrop(t, sc.dir, "docs", "ta", "a2"), stageDrop(t, sc.dir, "docs", "tb", "b2")
+	ea, eb := stageOnLine(t, sc.dir, "docs", "ta", "", "a2"), stageOnLine(t, sc.dir, "docs", "tb", "", "b2")
 	st, m := sc.j("/v1/table/version/batch-create", map[string]any{"entries": []any{ea, eb}})
 	sc.expect("batch-create", st, m, 200)
 	txn, _ := m["transaction_id"].(string)
@@ -385,14 +347,14 @@ func txnConformance(t *testing.T, sc *specClient) {
 	st, m = sc.j("/v1/table/version/batch-create", map[string]any{"entries": []any{}})
 	sc.expect("batch-create of nothing", st, m, 400)
 
-	ea3, eb3 := stageDrop(t, sc.dir, "docs", "ta", "a3"), stageDrop(t, sc.dir, "docs", "tb", "b3")
+	ea3, eb3 := stageOnLine(t, sc.dir, "docs", "ta", "", "a3"), stageOnLine(t, sc.dir, "docs", "tb", "", "b3")
 	st, m = sc.j("/v1/table/batch-commit", map[string]any{"operations": []any{map[string]any{"create_table_version": ea3}, map[string]any{"create_table_version": eb3}}})
 	sc.expect("batch-commit", st, m, 200)
 	st, m = sc.j("/v1/table/batch-commit", map[string]any{"operations": []any{map[string]any{"create_table_version": ea3}}})
 	sc.expect("batch-commit of an existing version", st, m, 409)
 	// Every operation kind in one batch, and a batch that fails on its
 	// last operation applying none.
-	ea4 := stageDrop(t, sc.dir, "docs", "ta", "a4")
+	ea4 := stageOnLine(t, sc.dir, "docs", "ta", "", "a4")
 	st, m = sc.j("/v1/table/batch-commit", map[string]any{"operations": []any{
 		map[string]any{"declare_table": map[string]any{"id": []string{"docs", "tc"}, "properties": map[string]string{"k": "v"}}},
 		map[string]any{"create_table_version": ea4},
