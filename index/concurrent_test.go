@@ -49,15 +49,13 @@ func checkFullCoverage(t *testing.T, tb *table.Table, wantRows int64) {
 	}
 }
 
-// TestConcurrentExtensionsAllLand: commits made at once by several
-// writers each extend the table's indexes (the maintainer runs after
-// every commit); no writer's extension may overwrite another's, so
-// afterwards every fragment is covered without a further extension.
-func TestConcurrentExtensionsAllLand(t *testing.T) {
+// twoIndexTable makes table ns.{name} of rows 0-999 with a BTREE index on
+// id and a BITMAP index on k.
+func twoIndexTable(t *testing.T, cat *table.Catalog, name string) *table.Table {
+	t.Helper()
 	ctx := context.Background()
-	cat := newCatalog(t, table.Options{MaxRowsPerFragment: 1000})
 	rec := scalarRows(0, 1000)
-	tb, _, err := cat.CreateTable(ctx, []string{"ns", "c"}, scalarSchema, reader(rec), "", nil)
+	tb, _, err := cat.CreateTable(ctx, []string{"ns", name}, scalarSchema, reader(rec), "", nil)
 	rec.Release()
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +65,17 @@ func TestConcurrentExtensionsAllLand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return tb
+}
+
+// TestConcurrentExtensionsAllLand: commits made at once by several
+// writers each extend the table's indexes (the maintainer runs after
+// every commit); no writer's extension may overwrite another's, so
+// afterwards every fragment is covered without a further extension.
+func TestConcurrentExtensionsAllLand(t *testing.T) {
+	ctx := context.Background()
+	cat := newCatalog(t, table.Options{MaxRowsPerFragment: 1000})
+	tb := twoIndexTable(t, cat, "c")
 	const writers, rounds, batch = 6, 4, 50
 	var wg sync.WaitGroup
 	errs := make(chan error, writers*rounds)
@@ -120,7 +129,7 @@ func TestConcurrentExtensionsAllLand(t *testing.T) {
 	checkFullCoverage(t, tb, int64(base+8*batch))
 
 	// A drop racing with extensions stays dropped.
-	rec = scalarRows(base+8*batch, base+9*batch)
+	rec := scalarRows(base+8*batch, base+9*batch)
 	if _, _, err := tb.Insert(ctx, reader(rec), ""); err != nil {
 		t.Fatal(err)
 	}
@@ -161,17 +170,7 @@ func TestConcurrentExtensionsAcrossProcesses(t *testing.T) {
 	if err := cat.CreateNamespace(ctx, []string{"ns"}, "", nil); err != nil {
 		t.Fatal(err)
 	}
-	rec := scalarRows(0, 1000)
-	tb, _, err := cat.CreateTable(ctx, []string{"ns", "p"}, scalarSchema, reader(rec), "", nil)
-	rec.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sp := range []index.Spec{{Column: "id", Type: "BTREE"}, {Column: "k", Type: "BITMAP"}} {
-		if _, err := index.Create(ctx, tb, sp); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tb := twoIndexTable(t, cat, "p")
 	const procs, rounds, batch = 2, 6, 40
 	var cmds []*exec.Cmd
 	var outs []*bytes.Buffer
