@@ -144,11 +144,7 @@ func (s *Server) insertIntoTable(c *gin.Context) {
 // latestBodyRecords decodes the request body as rows of the schema of
 // t's latest version (insert, merge_insert).
 func (s *Server) latestBodyRecords(ctx context.Context, c *gin.Context, t *table.Table) (array.RecordReader, error) {
-	m, err := t.Load(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	schema, err := m.ArrowSchema()
+	_, schema, err := t.LoadSchema(ctx, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -148,11 +148,7 @@ func IsVector(typ string) bool {
 // index of the same name (queries use the old one until the new
 // definition is written, then the new one).
 func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
-	m, err := t.Load(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	schema, err := m.ArrowSchema()
+	m, schema, err := t.LoadSchema(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -275,11 +271,7 @@ func Extend(ctx context.Context, t *table.Table, name string) (int, error) {
 // extend is Extend from the definition im (as read).
 func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 	name := im.Name
-	m, err := t.Load(ctx, 0)
-	if err != nil {
-		return 0, err
-	}
-	schema, err := m.ArrowSchema()
+	m, schema, err := t.LoadSchema(ctx, 0)
 	if err != nil {
 		return 0, err
 	}

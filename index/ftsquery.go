@@ -97,11 +97,7 @@ type hits map[uint64]float64
 // CodeInvalidInput naming full_text_query for a column that is not a
 // string column, or no column when the table has no INVERTED index.
 func SearchText(ctx context.Context, t *table.Table, q FTSQuery) (arrow.RecordBatch, error) {
-	m, err := t.Load(ctx, q.Version)
-	if err != nil {
-		return nil, err
-	}
-	schema, err := m.ArrowSchema()
+	m, schema, err := t.LoadSchema(ctx, q.Version)
 	if err != nil {
 		return nil, err
 	}

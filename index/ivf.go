@@ -350,11 +350,7 @@ func ForVector(ctx context.Context, t *table.Table, column, metric string) (*Met
 		metric = "l2"
 	}
 	if column == "" {
-		m, err := t.Load(ctx, 0)
-		if err != nil {
-			return nil, err
-		}
-		schema, err := m.ArrowSchema()
+		_, schema, err := t.LoadSchema(ctx, 0)
 		if err != nil {
 			return nil, err
 		}

@@ -195,11 +195,7 @@ func (e *Engine) addColumns(ctx context.Context, id []string, branch string, ent
 	if err != nil {
 		return nil, nil, err
 	}
-	m, err := t.Load(ctx, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	schema, err := m.ArrowSchema()
+	m, schema, err := t.LoadSchema(ctx, 0)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,11 +12,7 @@ import (
 // user's filter is checked as Query checks it; only the engine adds the
 // EXPLAIN.
 func (t *Table) Explain(ctx context.Context, q QueryOptions, analyze bool) (string, error) {
-	m, err := t.Load(ctx, q.Version)
-	if err != nil {
-		return "", err
-	}
-	schema, err := m.ArrowSchema()
+	m, schema, err := t.LoadSchema(ctx, q.Version)
 	if err != nil {
 		return "", err
 	}

@@ -245,11 +245,7 @@ func (t *Table) CountRows(ctx context.Context, version uint64, predicate string)
 // by name and type; trailing nullable fields of the table (columns added
 // later) may be left out and are null. It answers the new version and the rows written.
 func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string) (*Manifest, int64, error) {
-	m, err := t.Load(ctx, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	schema, err := m.ArrowSchema()
+	m, schema, err := t.LoadSchema(ctx, 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -394,11 +390,7 @@ func (t *Table) Update(ctx context.Context, predicate string, updates [][2]strin
 	if err := t.c.checkExpr(ctx, "predicate", predicate); err != nil {
 		return nil, 0, err
 	}
-	m, err := t.Load(ctx, 0)
-	if err != nil {
-		return nil, 0, err
-	}
-	schema, err := m.ArrowSchema()
+	_, schema, err := t.LoadSchema(ctx, 0)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -458,11 +450,7 @@ type QueryOptions struct {
 
 // Query streams the selected rows in table order. Release the reader.
 func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, error) {
-	m, err := t.Load(ctx, q.Version)
-	if err != nil {
-		return nil, err
-	}
-	schema, err := m.ArrowSchema()
+	m, schema, err := t.LoadSchema(ctx, q.Version)
 	if err != nil {
 		return nil, err
 	}

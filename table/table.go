@@ -111,6 +111,19 @@ func (t *Table) Version(ctx context.Context, v uint64) (VersionFile, error) {
 	return t.version(ctx, v)
 }
 
+// LoadSchema is Load with the version's Arrow schema.
+func (t *Table) LoadSchema(ctx context.Context, v uint64) (*Manifest, *arrow.Schema, error) {
+	m, err := t.Load(ctx, v)
+	if err != nil {
+		return nil, nil, err
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, schema, nil
+}
+
 // Load reads version v, or the latest when v is 0.
 func (t *Table) Load(ctx context.Context, v uint64) (*Manifest, error) {
 	var vf VersionFile

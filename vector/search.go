@@ -86,11 +86,7 @@ func Search(ctx context.Context, t *table.Table, q Query, mem memory.Allocator) 
 	if mem == nil {
 		mem = memory.DefaultAllocator
 	}
-	m, err := t.Load(ctx, q.Version)
-	if err != nil {
-		return nil, err
-	}
-	schema, err := m.ArrowSchema()
+	m, schema, err := t.LoadSchema(ctx, q.Version)
 	if err != nil {
 		return nil, err
 	}
