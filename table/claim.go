@@ -453,6 +453,13 @@ func (c *Catalog) claimBatch(ctx context.Context, id string, deadline time.Time,
 			keys = append(keys, tableKey(e.ID))
 		}
 	}
+	return c.claimShared(ctx, id, deadline, keys)
+}
+
+// claimShared claims table folders keys beside other batches (a move
+// waits for them; a move holding one is a conflict at once) for holder
+// id until deadline; it returns the release.
+func (c *Catalog) claimShared(ctx context.Context, id string, deadline time.Time, keys []string) (func(), error) {
 	sort.Strings(keys)
 	uniq := keys[:0]
 	for i, k := range keys {
