@@ -43,6 +43,7 @@ type Client struct {
 	auto       AutoConfig
 	reads      readGroup                     // coalesced job reads (jobread.go)
 	jobViews   bounded.Map[string, []string] // each job's view, for access checks (jobread.go)
+	cache      jobCache                      // polled jobs answered from memory (jobcache.go)
 }
 
 // ClientOption tunes a Client.
@@ -62,7 +63,8 @@ func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.
 }
 
 func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, opts ...ClientOption) *Client {
-	c := &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default(), auto: AutoConfig{}.withDefaults()}
+	c := &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default(), auto: AutoConfig{}.withDefaults(),
+		cache: jobCache{maxAge: DefaultJobCacheMaxAge}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -103,8 +105,12 @@ func backlogFull(cluster string, limit int) error {
 		Message: fmt.Sprintf("cluster %q has %d unfinished jobs, its limit: retry later", cluster, limit), Err: ErrBacklogFull}
 }
 
-// Close releases the client's asynq connection.
-func (c *Client) Close() error { return c.enq.Close() }
+// Close releases the client's asynq connection and stops its subscription
+// to job changes.
+func (c *Client) Close() error {
+	c.cache.close()
+	return c.enq.Close()
+}
 
 // Ping checks that Redis answers (for readiness).
 func (c *Client) Ping(ctx context.Context) error {
@@ -341,6 +347,7 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]*Job, string, error)
 			return nil, "", redisErr("list jobs", err)
 		}
 		for i, cmd := range cmds {
+			c.cache.drop(ids[i]) // a read of a job after this list shows no older state
 			m := cmd.Val()
 			if len(m) == 0 {
 				c.st.rdb.ZRem(ctx, key, ids[i]) // expired record
@@ -380,6 +387,7 @@ func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {
 		return nil, err
 	}
 	r, err := c.st.finish(ctx, j, StateCancelled, []string{StatePending, StateRunning}, PhaseCommitting, "cancelled")
+	c.cache.drop(jobID) // this process reads its own write, announced or not
 	if err != nil {
 		return nil, err
 	}
@@ -419,6 +427,9 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 	deliver := func(msgs []redis.XMessage) (bool, error) {
 		for _, m := range msgs {
 			ev := decodeEvent(jobID, m.ID, m.Values)
+			// A job read after this event was streamed must not show an
+			// older state, whether or not the change was announced yet.
+			c.cache.drop(jobID)
 			if err := fn(ev); err != nil {
 				return true, err
 			}
@@ -487,6 +498,7 @@ func (c *Client) CancelView(ctx context.Context, view []string, reason string) (
 			return n, err
 		}
 		r, err := c.st.finish(ctx, j, StateCancelled, []string{StatePending, StateRunning}, "", reason)
+		c.cache.drop(id)
 		if err != nil {
 			return n, err
 		}

@@ -9,10 +9,11 @@ import (
 )
 
 // Reading a job is what dashboards poll, many clients at once for the same
-// job. GetJSON coalesces concurrent reads of one job id and encodes the
-// record once per read, under one rule that keeps every answer as fresh
-// as an uncoalesced read: a request is answered only by a Redis read that
-// STARTED AFTER the request arrived. Per job id at most one read runs;
+// job. GetJSON answers from memory while the job has not changed
+// (jobcache.go); otherwise it coalesces concurrent reads of one job id and
+// encodes the record once per read, under one rule that keeps every such
+// answer as fresh as an uncoalesced read: a request is answered only by a
+// Redis read that STARTED AFTER the request arrived. Per job id at most one read runs;
 // requests arriving while it runs do not join it (it may have read the
 // record before their arrival) but share the one read that starts when it
 // ends. So a request never sees a state older than the one recorded when
@@ -89,12 +90,18 @@ func (g *readGroup) run(key string, s *readSlot, c *readCall, read func(context.
 	}
 }
 
-// GetJSON returns the job as JSON (json.Marshal of what Get returns),
-// from a read of its record that started after the call (readGroup): the
-// same freshness as Get, with concurrent reads of one job shared. The
-// bytes are shared with other callers: read them, never change them.
+// GetJSON returns the job as JSON (json.Marshal of what Get returns):
+// from memory while no change of the job was announced since it was read
+// (jobcache.go), else from a read of its record that started after the
+// call (readGroup), with concurrent reads of one job shared. The bytes are
+// shared with other callers: read them, never change them.
 func (c *Client) GetJSON(ctx context.Context, jobID string) ([]byte, error) {
+	if b, ok := c.cache.get(jobID); ok {
+		return b, nil
+	}
+	c.cache.start(c.st.rdb)
 	return c.reads.do(ctx, jobID, func(ctx context.Context) ([]byte, error) {
+		t := c.cache.begin(jobID)
 		j, err := c.st.job(ctx, jobID)
 		if err != nil {
 			return nil, err
@@ -103,9 +110,17 @@ func (c *Client) GetJSON(ctx context.Context, jobID string) ([]byte, error) {
 		if err != nil {
 			return nil, &table.Error{Code: table.CodeInternal, Message: "encode job " + jobID, Err: err}
 		}
+		if testAfterJobRead != nil {
+			testAfterJobRead(jobID)
+		}
+		c.cache.put(jobID, t, b)
 		return b, nil
 	})
 }
+
+// testAfterJobRead, when set by a test, runs between a job's read and
+// keeping its answer.
+var testAfterJobRead func(id string)
 
 // JobView returns the view a job refreshes (what access to the job is
 // judged by). A job's view is set when it is submitted and never changes,

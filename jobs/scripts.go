@@ -3,18 +3,22 @@ package jobs
 import "github.com/redis/go-redis/v9"
 
 // luaEmit appends an event to a job's stream, with the job's state, phase
-// and progress as they are after the change the script made, and stamps
-// the record's progress_at (what the rescuer measures stalls by).
+// and progress as they are after the change the script made, stamps the
+// record's progress_at (what the rescuer measures stalls by) and announces
+// the change on changedChannel. Every script that changes a job record
+// announces it (jobcache.go).
 const luaEmit = `
 local function emit(jk, ek, typ, msg, now, maxlen)
   redis.call('HSET', jk, 'progress_at', now)
   local f = redis.call('HMGET', jk, 'state', 'phase', 'items_total', 'items_done', 'items_failed', 'rows_read', 'rows_written', 'max_running')
   local v = {}
   for i = 1, 8 do v[i] = f[i] or '' end
-  return redis.call('XADD', ek, 'MAXLEN', '~', maxlen, '*',
+  local id = redis.call('XADD', ek, 'MAXLEN', '~', maxlen, '*',
     'type', typ, 'state', v[1], 'phase', v[2], 'message', msg, 'time', now,
     'items_total', v[3], 'items_done', v[4], 'items_failed', v[5],
     'rows_read', v[6], 'rows_written', v[7], 'max_running', v[8])
+  redis.call('PUBLISH', '` + changedChannel + `', jk)
+  return id
 end
 `
 
@@ -126,7 +130,11 @@ for i = 10, #ARGV, 2 do
     redis.call('HSET', KEYS[1], k, ARGV[i+1])
   end
 end
-if ARGV[3] ~= '' then emit(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]) end
+if ARGV[3] ~= '' then
+  emit(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+else
+  redis.call('PUBLISH', '` + changedChannel + `', KEYS[1])
+end
 if tonumber(ARGV[7]) > 0 then
   redis.call('LREM', KEYS[3], 0, ARGV[9])
   redis.call('ZREM', KEYS[4], ARGV[9])
@@ -203,6 +211,7 @@ redis.call('HSET', KEYS[3], ARGV[1], 1)
 local n = redis.call('HLEN', KEYS[3])
 if n > tonumber(redis.call('HGET', KEYS[1], 'max_running') or '0') then
   redis.call('HSET', KEYS[1], 'max_running', n)
+  redis.call('PUBLISH', '` + changedChannel + `', KEYS[1])
 end
 return 1
 `)
