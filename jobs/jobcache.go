@@ -10,7 +10,7 @@ import (
 )
 
 // Polled jobs are answered from memory. Every script that changes a job
-// record publishes the record's key on changedChannel in the same step
+// record publishes the record's key on ChangedChannel in the same step
 // (luaEmit, scriptTransition, scriptStartItem, savePlan). A Client that
 // serves GetJSON subscribes to it and keeps the JSON of the jobs it read
 // last (jobCache): a read stores its answer unless a change of that job
@@ -33,8 +33,9 @@ import (
 // (DefaultJobCacheMaxAge), which also bounds how long a record that
 // expired, or a change whose announcement was lost, goes unseen.
 
-// changedChannel carries the record key of every job whose record changed.
-const changedChannel = "mvq:jobs:changed"
+// ChangedChannel carries the record key (RedisKey("job:" + id)) of every
+// job whose record changed, published by the script that changed it.
+const ChangedChannel = "mvq:jobs:changed"
 
 // DefaultJobCacheMaxAge is how old a job answered from memory may be at
 // most (see JobCacheMaxAge).
@@ -181,13 +182,13 @@ func (c *jobCache) forgetLocked() {
 	c.m = map[string]*cachedJob{}
 }
 
-// watch follows changedChannel until ctx ends. The subscription's
+// watch follows ChangedChannel until ctx ends. The subscription's
 // channel pings the connection every watchPing and reconnects when it
 // fails; a reconnect resubscribes, and its confirmation forgets every
 // answer (announcements made meanwhile were missed).
 func (c *jobCache) watch(ctx context.Context, rdb redis.UniversalClient) {
 	defer close(c.done)
-	ps := rdb.Subscribe(ctx, changedChannel)
+	ps := rdb.Subscribe(ctx, ChangedChannel)
 	defer ps.Close()
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(4096), redis.WithChannelHealthCheckInterval(watchPing))
 	prefix := jobKey("")

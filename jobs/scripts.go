@@ -5,7 +5,7 @@ import "github.com/redis/go-redis/v9"
 // luaEmit appends an event to a job's stream, with the job's state, phase
 // and progress as they are after the change the script made, stamps the
 // record's progress_at (what the rescuer measures stalls by) and announces
-// the change on changedChannel. Every script that changes a job record
+// the change on ChangedChannel. Every script that changes a job record
 // announces it (jobcache.go).
 const luaEmit = `
 local function emit(jk, ek, typ, msg, now, maxlen)
@@ -17,7 +17,7 @@ local function emit(jk, ek, typ, msg, now, maxlen)
     'type', typ, 'state', v[1], 'phase', v[2], 'message', msg, 'time', now,
     'items_total', v[3], 'items_done', v[4], 'items_failed', v[5],
     'rows_read', v[6], 'rows_written', v[7], 'max_running', v[8])
-  redis.call('PUBLISH', '` + changedChannel + `', jk)
+  redis.call('PUBLISH', '` + ChangedChannel + `', jk)
   return id
 end
 `
@@ -133,7 +133,7 @@ end
 if ARGV[3] ~= '' then
   emit(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 else
-  redis.call('PUBLISH', '` + changedChannel + `', KEYS[1])
+  redis.call('PUBLISH', '` + ChangedChannel + `', KEYS[1])
 end
 if tonumber(ARGV[7]) > 0 then
   redis.call('LREM', KEYS[3], 0, ARGV[9])
@@ -211,7 +211,7 @@ redis.call('HSET', KEYS[3], ARGV[1], 1)
 local n = redis.call('HLEN', KEYS[3])
 if n > tonumber(redis.call('HGET', KEYS[1], 'max_running') or '0') then
   redis.call('HSET', KEYS[1], 'max_running', n)
-  redis.call('PUBLISH', '` + changedChannel + `', KEYS[1])
+  redis.call('PUBLISH', '` + ChangedChannel + `', KEYS[1])
 end
 return 1
 `)

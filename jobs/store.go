@@ -262,7 +262,7 @@ func (s *store) savePlan(ctx context.Context, p *refresh.Plan) (*refresh.Plan, e
 	if _, err := s.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		set = pl.SetNX(ctx, planKey(p.JobID), b, 0)
 		pl.HSet(ctx, jobKey(p.JobID), fKind, string(p.Kind))
-		pl.Publish(ctx, changedChannel, jobKey(p.JobID))
+		pl.Publish(ctx, ChangedChannel, jobKey(p.JobID))
 		return nil
 	}); err != nil {
 		return nil, redisErr("store plan", err)
