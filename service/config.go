@@ -16,6 +16,7 @@ import (
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/iceberg"
+	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/udf"
@@ -38,6 +39,7 @@ type Config struct {
 
 	// Admission and maintenance (environment only).
 	MaxPendingJobs  int           // MVQ_MAX_PENDING_JOBS (API), default 1000; 0: no limit
+	JobCacheMaxAge  time.Duration // MVQ_JOB_CACHE_MAX_AGE (API), default 1s; 0: every job read goes to Redis
 	JobStallTimeout time.Duration // MVQ_JOB_STALL_TIMEOUT (worker), default 30m
 	OrphanGrace     time.Duration // MVQ_ORPHAN_GRACE (worker), default 1h
 	JanitorInterval time.Duration // MVQ_JANITOR_INTERVAL (worker), default 10m
@@ -113,6 +115,7 @@ func Defaults() Config {
 		JanitorInterval:    10 * time.Minute,
 		HealthTimeout:      time.Minute,
 		AutoMinInterval:    time.Second,
+		JobCacheMaxAge:     jobs.DefaultJobCacheMaxAge,
 		CatalogPrefix:      "mvq",
 		MaxItemOutputRows:  refresh.DefaultMaxItemOutputRows,
 		MaxItemOutputBytes: refresh.DefaultMaxItemOutputBytes,
@@ -178,7 +181,7 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	for _, d := range []struct {
 		key string
 		dst *time.Duration
-	}{{"MVQ_AUTO_REFRESH_MIN_INTERVAL", &cfg.AutoMinInterval}, {"MVQ_AUTO_REFRESH_DEBOUNCE", &cfg.AutoDebounce}} {
+	}{{"MVQ_AUTO_REFRESH_MIN_INTERVAL", &cfg.AutoMinInterval}, {"MVQ_AUTO_REFRESH_DEBOUNCE", &cfg.AutoDebounce}, {"MVQ_JOB_CACHE_MAX_AGE", &cfg.JobCacheMaxAge}} {
 		if v := getenv(d.key); v != "" {
 			x, err := time.ParseDuration(v)
 			if err != nil || x < 0 {

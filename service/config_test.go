@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/service"
 )
@@ -36,6 +37,26 @@ func TestAdmissionConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestJobCacheConfig: MVQ_JOB_CACHE_MAX_AGE defaults to the jobs package's
+// age, 0 turns the cache off, and a malformed value is refused by name.
+func TestJobCacheConfig(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	for v, want := range map[string]time.Duration{"": jobs.DefaultJobCacheMaxAge, "0": 0, "250ms": 250 * time.Millisecond} {
+		cfg, err := service.LoadConfig("api", nil, env(map[string]string{"MVQ_JOB_CACHE_MAX_AGE": v}), io.Discard)
+		if err != nil || cfg.JobCacheMaxAge != want {
+			t.Errorf("MVQ_JOB_CACHE_MAX_AGE=%q: %v %v, want %v", v, cfg.JobCacheMaxAge, err, want)
+		}
+	}
+	for _, bad := range []string{"-1s", "soon"} {
+		_, err := service.LoadConfig("api", nil, env(map[string]string{"MVQ_JOB_CACHE_MAX_AGE": bad}), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "MVQ_JOB_CACHE_MAX_AGE") {
+			t.Errorf("MVQ_JOB_CACHE_MAX_AGE=%s: %v", bad, err)
+		}
+	}
+}
+
 func TestConfigItemOutputBounds(t *testing.T) {
 	t.Parallel()
 	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }

@@ -16,7 +16,8 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 		return nil, nil, err
 	}
 	eng := refresh.NewEngineWith(core.Catalog, cfg.engineOptions())
-	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs), jobs.AutoRefresh(cfg.autoConfig()))
+	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs), jobs.AutoRefresh(cfg.autoConfig()),
+		jobs.JobCacheMaxAge(cfg.JobCacheMaxAge))
 	// The API reports the queue gauges of every known cluster (any ever
 	// served, plus cfg.Clusters), so a pool without workers has series.
 	stats := jobs.NewClusterStats(rdb, conn, cfg.Clusters)
