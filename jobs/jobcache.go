@@ -27,11 +27,16 @@ import (
 // older state than an event it has streamed.
 //
 // Bounds, should an announcement be lost: nothing is served before the
-// subscription is confirmed; the connection is pinged every watchPing and
-// a lost one forgets every answer once it is subscribed again; and no
-// answer is served that is older than the cache's maxAge
-// (DefaultJobCacheMaxAge), which also bounds how long a record that
-// expired, or a change whose announcement was lost, goes unseen.
+// subscription is confirmed; a connection that go-redis finds broken (a
+// failed read, or a failed ping every watchPing) is reconnected, and its
+// new confirmation forgets every answer. A loss go-redis does not see (a
+// half-open connection, an announcement dropped from a full channel, a
+// Sentinel failover that leaves the subscription on the old master) is
+// bounded only by the cache's maxAge (DefaultJobCacheMaxAge): no answer
+// older than that is served, which also bounds how long a record that
+// expired goes unseen. (A receive loop of our own with read deadlines
+// would notice sooner; go-redis v9.23's ReceiveTimeout can block past its
+// timeout while it peeks for push notifications, so it is not used.)
 
 // ChangedChannel carries the record key (RedisKey("job:" + id)) of every
 // job whose record changed, published by the script that changed it.
@@ -41,9 +46,9 @@ const ChangedChannel = "mvq:jobs:changed"
 // most (see JobCacheMaxAge).
 const DefaultJobCacheMaxAge = time.Second
 
-// jobCacheSize bounds the number of jobs remembered; a full cache starts
-// over.
-const jobCacheSize = 4096
+// jobCacheSize bounds the number of jobs remembered; a full cache drops
+// the answers past the age limit, or all when none is.
+var jobCacheSize = 4096
 
 // watchPing is how often the subscription's connection is checked.
 var watchPing = 500 * time.Millisecond
@@ -134,12 +139,38 @@ func (c *jobCache) begin(id string) readToken {
 	e := c.m[id]
 	if e == nil {
 		if len(c.m) >= jobCacheSize {
-			c.forgetLocked()
+			c.sweepLocked(now)
 		}
 		e = &cachedJob{}
 		c.m[id] = e
 	}
 	return readToken{ok: true, epoch: c.epoch, gen: e.gen, at: now}
+}
+
+// sweepLocked makes room: it drops the answers past the age limit (and
+// jobs registered by reads that kept nothing), and everything when all
+// are fresh.
+func (c *jobCache) sweepLocked(now time.Time) {
+	for id, e := range c.m {
+		if e.b == nil || now.Sub(e.at) > c.maxAge {
+			delete(c.m, id)
+		}
+	}
+	if len(c.m) >= jobCacheSize {
+		c.forgetLocked()
+	}
+}
+
+// abandon unregisters a read that failed (an unknown job is not kept).
+func (c *jobCache) abandon(id string, t readToken) {
+	if !t.ok {
+		return
+	}
+	c.mu.Lock()
+	if e := c.m[id]; e != nil && e.b == nil && c.epoch == t.epoch {
+		delete(c.m, id)
+	}
+	c.mu.Unlock()
 }
 
 // put keeps b, the answer of the read t was taken for, unless a change of

@@ -271,11 +271,60 @@ func TestJobCacheBounds(t *testing.T) {
 		}
 	})
 	t.Run("unknown job", func(t *testing.T) {
-		_, api := cacheBundle(t, time.Minute)
+		b, api := cacheBundle(t, time.Minute)
+		j, err := b.client.Submit(context.Background(), []string{"cv"}, refresh.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		primed(t, api, j.ID)
 		for range 3 {
 			if _, err := api.GetJSON(context.Background(), "no-such-job"); table.ErrorCode(err) != table.CodeTransactionNotFound {
 				t.Fatalf("unknown job: %v", err)
 			}
+		}
+		api.cache.mu.Lock()
+		n := len(api.cache.m)
+		api.cache.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("%d jobs remembered, want 1 (an unknown one is not kept)", n)
+		}
+	})
+	t.Run("full", func(t *testing.T) {
+		was := jobCacheSize
+		jobCacheSize = 3
+		t.Cleanup(func() { jobCacheSize = was })
+		b, api := cacheBundle(t, 200*time.Millisecond)
+		ctx := context.Background()
+		var ids []string
+		for i := range 4 {
+			j, err := b.client.Submit(ctx, []string{"cv"}, refresh.Options{MaxRowsPerFragment: 1000 + i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, j.ID)
+		}
+		kept := func() int {
+			api.cache.mu.Lock()
+			defer api.cache.mu.Unlock()
+			return len(api.cache.m)
+		}
+		for _, id := range ids[:3] {
+			primed(t, api, id)
+		}
+		primed(t, api, ids[3]) // all fresh: starts over
+		if n := kept(); n != 1 {
+			t.Fatalf("%d kept after a full cache of fresh answers took one more, want 1", n)
+		}
+		primed(t, api, ids[0])
+		primed(t, api, ids[1])
+		api.cache.mu.Lock() // the three answers age past the limit
+		for _, e := range api.cache.m {
+			e.at = e.at.Add(-time.Second)
+		}
+		api.cache.mu.Unlock()
+		primed(t, api, ids[2]) // room made by dropping the aged ones
+		if n := kept(); n != 1 {
+			t.Fatalf("%d kept, want 1: the aged answers should have made room", n)
 		}
 	})
 }

@@ -104,6 +104,7 @@ func (c *Client) GetJSON(ctx context.Context, jobID string) ([]byte, error) {
 		t := c.cache.begin(jobID)
 		j, err := c.st.job(ctx, jobID)
 		if err != nil {
+			c.cache.abandon(jobID, t)
 			return nil, err
 		}
 		b, err := json.Marshal(j)

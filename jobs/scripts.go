@@ -5,10 +5,11 @@ import "github.com/redis/go-redis/v9"
 // luaEmit appends an event to a job's stream, with the job's state, phase
 // and progress as they are after the change the script made, stamps the
 // record's progress_at (what the rescuer measures stalls by) and announces
-// the change on ChangedChannel. Every script that changes a job record
+// the change on ChangedChannel, unless quiet (a log line: progress_at is
+// not in a job's JSON). Every script that changes what a job's JSON shows
 // announces it (jobcache.go).
 const luaEmit = `
-local function emit(jk, ek, typ, msg, now, maxlen)
+local function emit(jk, ek, typ, msg, now, maxlen, quiet)
   redis.call('HSET', jk, 'progress_at', now)
   local f = redis.call('HMGET', jk, 'state', 'phase', 'items_total', 'items_done', 'items_failed', 'rows_read', 'rows_written', 'max_running')
   local v = {}
@@ -17,7 +18,7 @@ local function emit(jk, ek, typ, msg, now, maxlen)
     'type', typ, 'state', v[1], 'phase', v[2], 'message', msg, 'time', now,
     'items_total', v[3], 'items_done', v[4], 'items_failed', v[5],
     'rows_read', v[6], 'rows_written', v[7], 'max_running', v[8])
-  redis.call('PUBLISH', '` + ChangedChannel + `', jk)
+  if not quiet then redis.call('PUBLISH', '` + ChangedChannel + `', jk) end
   return id
 end
 `
@@ -244,6 +245,14 @@ end
 redis.call('HSET', KEYS[4], ARGV[1], nxt)
 emit(KEYS[1], KEYS[2], 'progress', 'work item ' .. ARGV[1] .. ' done', ARGV[5], ARGV[6])
 return {1, nxt, redis.call('HLEN', KEYS[3])}
+`)
+
+// scriptSetKind records the view's kind on a job record and announces it.
+// KEYS: job. ARGV: kind.
+var scriptSetKind = redis.NewScript(`
+redis.call('HSET', KEYS[1], 'kind', ARGV[1])
+redis.call('PUBLISH', '` + ChangedChannel + `', KEYS[1])
+return 1
 `)
 
 // scriptRelease deletes a hash field only while it still has the given

@@ -261,8 +261,10 @@ func (s *store) savePlan(ctx context.Context, p *refresh.Plan) (*refresh.Plan, e
 	var set *redis.BoolCmd
 	if _, err := s.rdb.Pipelined(ctx, func(pl redis.Pipeliner) error {
 		set = pl.SetNX(ctx, planKey(p.JobID), b, 0)
-		pl.HSet(ctx, jobKey(p.JobID), fKind, string(p.Kind))
-		pl.Publish(ctx, ChangedChannel, jobKey(p.JobID))
+		// One script, so that the announcement follows the write even in
+		// Redis Cluster (a PUBLISH names no key: a pipeline may send it
+		// to another node, where it could overtake the write).
+		scriptSetKind.Eval(ctx, pl, []string{jobKey(p.JobID)}, string(p.Kind))
 		return nil
 	}); err != nil {
 		return nil, redisErr("store plan", err)

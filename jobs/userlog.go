@@ -32,7 +32,7 @@ func jobType(o refresh.Options) string {
 // KEYS: job, events. ARGV: message, now, maxlen. Returns 1 or 0.
 var scriptLog = redis.NewScript(luaEmit + `
 if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return 0 end
-emit(KEYS[1], KEYS[2], 'log', ARGV[1], ARGV[2], ARGV[3])
+emit(KEYS[1], KEYS[2], 'log', ARGV[1], ARGV[2], ARGV[3], true)
 return 1
 `)
 
