@@ -335,7 +335,18 @@ func (a *app) wait(id string, wf waitFlags) error {
 			job.State, job.Phase, job.Progress = e.State, e.Phase, e.Progress
 		case err := <-streamErr:
 			// The stream ended: the job is terminal, or the connection
-			// failed for good. The record says which.
+			// failed for good. follow has handed over every event it
+			// read before returning, so show those first: select picks
+			// among ready cases at random, and the end of the stream
+			// can win over events still in the buffer.
+			for drained := false; !drained; {
+				select {
+				case e := <-events:
+					p.event(e)
+				default:
+					drained = true
+				}
+			}
 			j, gerr := a.getJob(id)
 			if gerr != nil {
 				return errors.Join(err, gerr)
