@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"gocloud.dev/blob"
@@ -110,6 +111,19 @@ func (w *Warehouse) Location(key string) string {
 
 // Read returns the whole object; a missing key wraps os.ErrNotExist.
 func (w *Warehouse) Read(ctx context.Context, key string) ([]byte, error) {
+	if p, ok := w.plainPath(key); ok {
+		// A file:// key that names its file as it is (no escaping):
+		// one open and read, where fileblob stats the file, looks for
+		// its attributes sidecar and opens it.
+		b, err := os.ReadFile(p)
+		if errors.Is(err, syscall.EISDIR) {
+			err = fmt.Errorf("%w: %v", os.ErrNotExist, err) // fileblob's answer for a folder
+		}
+		if err != nil {
+			return nil, w.rel(err)
+		}
+		return b, nil
+	}
 	b, err := w.bucket.ReadAll(ctx, key)
 	if err != nil {
 		return nil, w.rel(notExist(err))
@@ -407,6 +421,27 @@ func (w *Warehouse) roots() []string {
 		out = append(out, w.dir+string(filepath.Separator), w.dir)
 	}
 	return out
+}
+
+// plainPath is the file of key in a file:// warehouse when fileblob
+// would store key under that very name: no escaped characters (control
+// characters, "//", "../", a trailing "/"), not its sidecar suffix, and
+// inside the root.
+func (w *Warehouse) plainPath(key string) (string, bool) {
+	if w.dir == "" || key == "" || key[0] == '/' || key[len(key)-1] == '/' ||
+		strings.Contains(key, "//") || strings.Contains(key, "../") || strings.HasSuffix(key, ".attrs") {
+		return "", false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 32 || key[i] == '\\' {
+			return "", false
+		}
+	}
+	p := filepath.Join(w.dir, key)
+	if !strings.HasPrefix(p, w.dir+string(filepath.Separator)) {
+		return "", false
+	}
+	return p, true
 }
 
 func notExist(err error) error {
