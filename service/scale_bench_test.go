@@ -81,7 +81,9 @@ func (o *orchestrator) startWorkers(b *testing.B, n int) func() {
 // MVQ_SCALE_DOCS documents (default 20k) with 1, 2, 4 ... worker processes
 // (MVQ_SCALE_WORKERS), each one task slot on one core (GOMAXPROCS=1),
 // request concurrency twice the processes. It reports source rows/s per
-// count and the speedup over the first count; every refresh must write
+// count, the speedup over the first count and each refresh's phases (from
+// its events); with one process, the speedup at 16 its serial part allows
+// (Amdahl). Every refresh must write
 // exactly the chunks an in-process chunker makes. `make bench-scale` runs
 // 1, 2, 4, 8, 16 processes over 400k documents (a 16-core machine, target
 // >= 12x from 1 to 16).
@@ -105,6 +107,11 @@ func BenchmarkScaleWorkers(b *testing.B) {
 				stop()
 				b.Fatal(err)
 			}
+			var ph jobPhases
+			if err := o.client.Events(ctx, j.ID, "", ph.see); err != nil {
+				stop()
+				b.Fatal(err)
+			}
 			j = waitJob(b, ctx, o.client, j.ID)
 			d := time.Since(t0)
 			stop()
@@ -120,10 +127,60 @@ func BenchmarkScaleWorkers(b *testing.B) {
 			if base == 0 {
 				base = rate / float64(n)
 			}
-			b.Logf("%2d worker processes: %d docs in %v, %.0f src rows/s, %.2fx the first count per process, %d items, peak %d running",
-				n, docs, d.Round(time.Millisecond), rate, rate/base, j.Progress.WorkItemsTotal, j.Progress.MaxRunning)
+			b.Logf("%2d worker processes: %d docs in %v, %.0f src rows/s, %.2fx the first count per process, %d items, peak %d running; %s",
+				n, docs, d.Round(time.Millisecond), rate, rate/base, j.Progress.WorkItemsTotal, j.Progress.MaxRunning, &ph)
+			if n == 1 {
+				// Amdahl from one process: what does not spread over
+				// workers (submit to the first expanding, committing)
+				// stays, expanding divides.
+				serial := d - ph.expanding()
+				bound := d.Seconds() / (serial.Seconds() + ph.expanding().Seconds()/16)
+				b.Logf("   its serial part is %v of %v: 16 processes could reach at most %.1fx", serial.Round(time.Millisecond), d.Round(time.Millisecond), bound)
+				b.ReportMetric(bound, "amdahl_bound_16w")
+			}
 			b.ReportMetric(rate, fmt.Sprintf("src_rows/s_%dw", n))
 			b.ReportMetric(rate/base, fmt.Sprintf("speedup_%dw", n))
 		}
 	}
+}
+
+// jobPhases records when a job entered each phase, from its event stream
+// (the times the worker wrote them).
+type jobPhases struct {
+	created, expand, commit, end time.Time
+}
+
+func (p *jobPhases) see(e jobs.Event) error {
+	if p.created.IsZero() {
+		p.created = e.Time
+	}
+	switch {
+	case e.Phase == jobs.PhaseExpanding && p.expand.IsZero():
+		p.expand = e.Time
+	case e.Phase == jobs.PhaseCommitting && p.commit.IsZero():
+		p.commit = e.Time
+	}
+	if e.Terminal() {
+		p.end = e.Time
+	}
+	return nil
+}
+
+// expanding is the time from the first expanding event to committing.
+func (p *jobPhases) expanding() time.Duration {
+	if p.expand.IsZero() || p.commit.IsZero() {
+		return 0
+	}
+	return p.commit.Sub(p.expand)
+}
+
+func (p *jobPhases) String() string {
+	ms := func(a, b time.Time) string {
+		if a.IsZero() || b.IsZero() {
+			return "?"
+		}
+		return b.Sub(a).Round(time.Millisecond).String()
+	}
+	return fmt.Sprintf("submit to expanding %s, expanding %s, committing %s",
+		ms(p.created, p.expand), ms(p.expand, p.commit), ms(p.commit, p.end))
 }
