@@ -175,12 +175,12 @@ func (p *jobPhases) expanding() time.Duration {
 }
 
 func (p *jobPhases) String() string {
-	ms := func(a, b time.Time) string {
+	span := func(a, b time.Time) string {
 		if a.IsZero() || b.IsZero() {
 			return "?"
 		}
 		return b.Sub(a).Round(time.Millisecond).String()
 	}
 	return fmt.Sprintf("submit to expanding %s, expanding %s, committing %s",
-		ms(p.created, p.expand), ms(p.expand, p.commit), ms(p.commit, p.end))
+		span(p.created, p.expand), span(p.expand, p.commit), span(p.commit, p.end))
 }
