@@ -437,7 +437,7 @@ func (w *Warehouse) plainPath(key string) (string, bool) {
 			return "", false
 		}
 	}
-	p := filepath.Join(w.dir, key)
+	p := w.path(key)
 	if !strings.HasPrefix(p, w.dir+string(filepath.Separator)) {
 		return "", false
 	}
