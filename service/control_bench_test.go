@@ -372,7 +372,12 @@ func (e *apiEnv) checkAccepted(b *testing.B, ids map[string]bool) {
 // waitJob follows a job's event stream until it ends and returns it; it
 // fails the benchmark unless the job is DONE.
 func waitJob(b *testing.B, ctx context.Context, c *jobs.Client, id string) *jobs.Job {
-	if err := c.Events(ctx, id, "", func(jobs.Event) error { return nil }); err != nil {
+	return followJob(b, ctx, c, id, func(jobs.Event) error { return nil })
+}
+
+// followJob is waitJob handing each event to see.
+func followJob(b *testing.B, ctx context.Context, c *jobs.Client, id string, see func(jobs.Event) error) *jobs.Job {
+	if err := c.Events(ctx, id, "", see); err != nil {
 		b.Fatal(err)
 	}
 	j, err := c.Get(ctx, id)

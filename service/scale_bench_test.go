@@ -108,11 +108,7 @@ func BenchmarkScaleWorkers(b *testing.B) {
 				b.Fatal(err)
 			}
 			var ph jobPhases
-			if err := o.client.Events(ctx, j.ID, "", ph.see); err != nil {
-				stop()
-				b.Fatal(err)
-			}
-			j = waitJob(b, ctx, o.client, j.ID)
+			j = followJob(b, ctx, o.client, j.ID, ph.see)
 			d := time.Since(t0)
 			stop()
 			// Nothing left for the next count's janitor pass (it runs as
