@@ -29,7 +29,11 @@ type Config struct {
 	Mode       string // MVQ_AUTH: tokens, jwt or none; required by the API
 	TokensFile string // MVQ_AUTH_TOKENS_FILE (tokens)
 	JWTSecret  string // MVQ_AUTH_JWT_SECRET (jwt, HS256)
-	JWKS       string // MVQ_AUTH_JWKS (jwt, RS256/ES256): a file path or an http(s) URL
+	JWKS       string // MVQ_AUTH_JWKS (jwt, RS256/ES256): a file path, an https URL, or an http URL on a loopback host
+	// Audience (MVQ_JWT_AUDIENCE) and Issuer (MVQ_JWT_ISSUER), jwt only:
+	// when set, a token's aud must include Audience and its iss must be
+	// Issuer; a token without the claim is refused.
+	Audience, Issuer string
 	// AllowUnauthenticated (MVQ_ALLOW_UNAUTHENTICATED) lets mode none
 	// listen on a non-loopback address.
 	AllowUnauthenticated bool
@@ -66,8 +70,14 @@ func (c Config) Check(listen string) error {
 		if c.TokensFile != "" {
 			return errors.New("MVQ_AUTH=jwt: MVQ_AUTH_TOKENS_FILE is for MVQ_AUTH=tokens")
 		}
+		if err := checkJWKSURL(c.JWKS); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("MVQ_AUTH=%q: want tokens, jwt or none", c.Mode)
+	}
+	if c.Mode != ModeJWT && (c.Audience != "" || c.Issuer != "") {
+		return errors.New("MVQ_JWT_AUDIENCE and MVQ_JWT_ISSUER are for MVQ_AUTH=jwt")
 	}
 	return nil
 }

@@ -1,16 +1,20 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,9 +42,10 @@ type claims struct {
 // the public keys of a JWKS (a file, reloaded when it changes, or a URL,
 // fetched again every JWKSRefresh and when a token names an unknown kid).
 type jwtAuth struct {
-	secret []byte
-	parser *jwt.Parser
-	keys   atomic.Pointer[keySet]
+	secret   []byte
+	parser   *jwt.Parser
+	audience bool // MVQ_JWT_AUDIENCE set
+	keys     atomic.Pointer[keySet]
 
 	w *watcher // JWKS file
 	// JWKS URL
@@ -70,9 +75,17 @@ func openJWT(ctx context.Context, cfg Config) (*jwtAuth, error) {
 	}
 	if cfg.JWKS != "" {
 		methods = append(methods, "RS256", "ES256")
-		if strings.HasPrefix(cfg.JWKS, "https://") || strings.HasPrefix(cfg.JWKS, "http://") {
+		if err := checkJWKSURL(cfg.JWKS); err != nil {
+			return nil, err
+		}
+		if isURL(cfg.JWKS) {
 			a.url = cfg.JWKS
-			a.client = &http.Client{Timeout: 10 * time.Second}
+			a.client = &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+				if len(via) >= 5 {
+					return errors.New("too many redirects")
+				}
+				return checkJWKSURL(req.URL.String())
+			}}
 			if err := a.fetch(ctx); err != nil {
 				return nil, err
 			}
@@ -97,8 +110,91 @@ func openJWT(ctx context.Context, cfg Config) (*jwtAuth, error) {
 	if len(methods) == 0 {
 		return nil, errors.New("MVQ_AUTH=jwt needs MVQ_AUTH_JWT_SECRET (HS256) or MVQ_AUTH_JWKS (RS256/ES256)")
 	}
-	a.parser = jwt.NewParser(jwt.WithValidMethods(methods), jwt.WithExpirationRequired(), jwt.WithLeeway(Leeway))
+	opts := []jwt.ParserOption{jwt.WithValidMethods(methods), jwt.WithExpirationRequired(), jwt.WithLeeway(Leeway)}
+	if cfg.Audience != "" {
+		a.audience = true
+		opts = append(opts, jwt.WithAudience(cfg.Audience))
+	}
+	if cfg.Issuer != "" {
+		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+	}
+	a.parser = jwt.NewParser(opts...)
 	return a, nil
+}
+
+func isURL(s string) bool {
+	return strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "http://")
+}
+
+// checkJWKSURL refuses a JWKS fetched over plain HTTP from anywhere but
+// this machine: whoever can answer for the host on the path (DNS, a
+// proxy, the network) could serve their own keys and mint any token. A
+// loopback host (a local sidecar, a test server) is allowed: the request
+// does not leave the machine. Anything not http(s):// is a file path.
+func checkJWKSURL(s string) error {
+	if !isURL(s) {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return errors.New("MVQ_AUTH_JWKS: not a valid URL")
+	}
+	if u.Scheme == "https" {
+		return nil
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); strings.EqualFold(host, "localhost") || ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("MVQ_AUTH_JWKS: http:// to %s: a JWKS is fetched over https, or plain http only from a loopback host", host)
+}
+
+// Header and claim errors of a token whose signature verified.
+var (
+	errCrit       = errors.New("crit")
+	errClaimTypes = errors.New("claim types")
+)
+
+// checkRaw checks what the JWT library lets through: a crit header (RFC
+// 7515 4.1.11: a token naming an extension the verifier does not
+// implement must be refused, and mvq implements none) and exp, nbf or iat
+// given as a string ("exp": "9999999999" parses as a number there). It
+// runs on the decoded header and the raw payload of a token whose
+// signature verified.
+func checkRaw(t *jwt.Token) error {
+	if _, ok := t.Header["crit"]; ok {
+		return errCrit
+	}
+	parts := strings.Split(t.Raw, ".")
+	if len(parts) != 3 {
+		return errClaimTypes
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return errClaimTypes
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &raw); err != nil {
+		return errClaimTypes
+	}
+	for _, k := range []string{"exp", "nbf", "iat"} {
+		v, ok := raw[k]
+		if !ok {
+			continue
+		}
+		d := json.NewDecoder(bytes.NewReader(v))
+		d.UseNumber()
+		var x any
+		if d.Decode(&x) != nil {
+			return fmt.Errorf("%w: %s", errClaimTypes, k)
+		}
+		if n, ok := x.(json.Number); !ok {
+			return fmt.Errorf("%w: %s", errClaimTypes, k)
+		} else if _, err := n.Float64(); err != nil {
+			return fmt.Errorf("%w: %s", errClaimTypes, k)
+		}
+	}
+	return nil
 }
 
 // parseJWKS reads the public signing keys of a JWKS: RSA keys (of at least
@@ -236,19 +332,38 @@ func (a *jwtAuth) key(ctx context.Context, t *jwt.Token) (any, error) {
 	return k, nil
 }
 
-// Authenticate verifies the signature, exp (required) and nbf, and reads
-// sub and mvq_grants.
+// Authenticate verifies the signature, exp (required) and nbf, aud and iss
+// when configured, refuses a crit header and non-numeric exp, nbf or iat,
+// and reads sub and mvq_grants.
 func (a *jwtAuth) Authenticate(ctx context.Context, credential string) (*Identity, error) {
 	var c claims
-	_, err := a.parser.ParseWithClaims(credential, &c, func(t *jwt.Token) (any, error) { return a.key(ctx, t) })
+	tok, err := a.parser.ParseWithClaims(credential, &c, func(t *jwt.Token) (any, error) { return a.key(ctx, t) })
+	if err == nil {
+		err = checkRaw(tok)
+	}
 	switch {
 	case err == nil:
+	case errors.Is(err, errCrit):
+		return nil, unauthenticated("token header crit: no critical extension is supported")
+	case errors.Is(err, errClaimTypes):
+		return nil, unauthenticated("token claim %s: want a number of seconds (NumericDate)", strings.TrimPrefix(err.Error(), errClaimTypes.Error()+": "))
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return nil, unauthenticated("token aud does not name this API (MVQ_JWT_AUDIENCE)")
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return nil, unauthenticated("token iss is not the configured issuer (MVQ_JWT_ISSUER)")
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return nil, unauthenticated("token expired")
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
 		return nil, unauthenticated("token not valid yet (nbf)")
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return nil, unauthenticated("token has no exp claim")
+		switch {
+		case c.ExpiresAt == nil:
+			return nil, unauthenticated("token has no exp claim")
+		case len(c.Audience) == 0 && a.audience:
+			return nil, unauthenticated("token has no aud claim (MVQ_JWT_AUDIENCE is set)")
+		default:
+			return nil, unauthenticated("token has no iss claim (MVQ_JWT_ISSUER is set)")
+		}
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return nil, unauthenticated("malformed token")
 	default:

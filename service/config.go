@@ -61,7 +61,8 @@ type Config struct {
 	Runtimes *udf.Registry
 
 	// Auth is MVQ_AUTH and its settings (MVQ_AUTH_TOKENS_FILE,
-	// MVQ_AUTH_JWT_SECRET, MVQ_AUTH_JWKS, MVQ_ALLOW_UNAUTHENTICATED); the
+	// MVQ_AUTH_JWT_SECRET, MVQ_AUTH_JWKS, MVQ_JWT_AUDIENCE, MVQ_JWT_ISSUER,
+	// MVQ_ALLOW_UNAUTHENTICATED); the
 	// API refuses to start without a mode (Auth.Check).
 	Auth auth.Config
 
@@ -194,6 +195,8 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	env("MVQ_AUTH_TOKENS_FILE", &cfg.Auth.TokensFile)
 	env("MVQ_AUTH_JWT_SECRET", &cfg.Auth.JWTSecret)
 	env("MVQ_AUTH_JWKS", &cfg.Auth.JWKS)
+	env("MVQ_JWT_AUDIENCE", &cfg.Auth.Audience) // jwt: aud must include it (auth.Config)
+	env("MVQ_JWT_ISSUER", &cfg.Auth.Issuer)     // jwt: iss must be it
 	allowUnauth := "false"
 	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
