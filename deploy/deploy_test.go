@@ -285,11 +285,52 @@ func TestComposeFile(t *testing.T) {
 		}
 	})
 
-	t.Run("only the API and Grafana publish host ports", func(t *testing.T) {
+	t.Run("only the API and Grafana publish host ports, on loopback", func(t *testing.T) {
 		for name, v := range c.services {
-			if p := v.(map[string]any)["ports"]; p != nil && name != "api" && name != "grafana" {
+			p := v.(map[string]any)["ports"]
+			if p != nil && name != "api" && name != "grafana" {
 				t.Errorf("%s publishes host ports %v; use expose", name, p)
 			}
+			// "HOST_IP:HOST_PORT:CONTAINER_PORT" with HOST_IP 127.0.0.1:
+			// "2333:2333" or "0.0.0.0:..." would listen on every interface.
+			for _, e := range list(p) {
+				s, ok := e.(string)
+				if !ok || !strings.HasPrefix(s, "127.0.0.1:") || strings.Count(s, ":") != 2 {
+					t.Errorf("%s: port %v is not bound to 127.0.0.1", name, e)
+				}
+			}
+		}
+	})
+
+	t.Run("no committed token", func(t *testing.T) {
+		// A tokens file with a plain token anywhere in deploy/ is a
+		// secret everyone who cloned the repository holds.
+		err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".yaml") && !strings.HasSuffix(p, ".yml") && !strings.HasSuffix(p, ".json") {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if regexp.MustCompile(`(?m)^\s*-?\s*"?token"?\s*:`).Match(data) {
+				t.Errorf("%s holds a plain token", p)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// tokens-init runs the script on the volume the API reads.
+		ti := c.service(t, "tokens-init")
+		script, ok := c.resolve(t, "tokens-init", strs(ti["entrypoint"])[1])
+		if !ok || filepath.Clean(script) != "init-tokens.sh" {
+			t.Errorf("tokens-init: entrypoint %v does not run ./init-tokens.sh (%s)", ti["entrypoint"], script)
+		}
+		if !slices.ContainsFunc(mounts(t, "tokens-init", ti), func(m mount) bool {
+			return m.source == "api-tokens" && m.target == env(ti)["MVQ_TOKENS_DIR"]
+		}) {
+			t.Errorf("tokens-init: MVQ_TOKENS_DIR %q is not the api-tokens volume", env(ti)["MVQ_TOKENS_DIR"])
 		}
 	})
 
@@ -347,7 +388,7 @@ func TestComposeFile(t *testing.T) {
 				t.Errorf("%s: no AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY for the S3 warehouse", name)
 			}
 			for _, m := range mounts(t, name, s) {
-				if !m.bind {
+				if !m.bind && !(name == "api" && m.source == "api-tokens") {
 					t.Errorf("%s: mounts volume %s; the warehouse is on S3, nothing is shared through volumes", name, m.source)
 				}
 			}
@@ -358,23 +399,24 @@ func TestComposeFile(t *testing.T) {
 		if l := env(api)["MVQ_LISTEN"]; l != "0.0.0.0:2333" {
 			t.Errorf("api: MVQ_LISTEN=%q, want 0.0.0.0:2333", l)
 		}
-		// The API listens on every interface: it must authenticate, with a
-		// tokens file that is mounted and loads.
+		// The API listens on every interface of its container: it must
+		// authenticate, with the tokens file tokens-init writes into the
+		// volume it mounts read-only.
 		ac := auth.Config{Mode: env(api)["MVQ_AUTH"], TokensFile: env(api)["MVQ_AUTH_TOKENS_FILE"], JWKS: env(api)["MVQ_AUTH_JWKS"]}
-		if err := ac.Check(env(api)["MVQ_LISTEN"]); err != nil || ac.Mode == auth.ModeNone {
-			t.Errorf("api: MVQ_AUTH=%q: %v", ac.Mode, err)
+		if err := ac.Check(env(api)["MVQ_LISTEN"]); err != nil || ac.Mode != auth.ModeTokens {
+			t.Errorf("api: MVQ_AUTH=%q: %v; want tokens", ac.Mode, err)
 		}
-		if ac.Mode == auth.ModeTokens {
-			if host, ok := c.resolve(t, "api", ac.TokensFile); !ok {
-				t.Errorf("api: MVQ_AUTH_TOKENS_FILE %s is not mounted", ac.TokensFile)
-			} else if data, err := os.ReadFile(host); err != nil {
-				t.Errorf("api: tokens file: %v", err)
-			} else if _, err := auth.ParseTokens(data); err != nil {
-				t.Errorf("api: tokens file %s: %v", host, err)
-			}
+		if !slices.ContainsFunc(mounts(t, "api", api), func(m mount) bool {
+			return m.source == "api-tokens" && m.target == filepath.Dir(ac.TokensFile)
+		}) {
+			t.Errorf("api: MVQ_AUTH_TOKENS_FILE %s is not in the api-tokens volume", ac.TokensFile)
 		}
-		if !slices.Contains(strs(api["ports"]), "2333:2333") {
-			t.Errorf("api: ports %v lack 2333:2333", api["ports"])
+		if cond := get(api, "depends_on", "tokens-init", "condition"); cond != "service_completed_successfully" {
+			t.Errorf("api: depends on tokens-init with condition %v, want service_completed_successfully", cond)
+		}
+		// Published on the host's loopback only.
+		if p := strs(api["ports"]); !slices.Equal(p, []string{"127.0.0.1:2333:2333"}) {
+			t.Errorf("api: ports %v, want only 127.0.0.1:2333:2333", p)
 		}
 		// Scalable: `docker compose up --scale worker-default=3`.
 		for name, w := range pools {

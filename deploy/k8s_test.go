@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/service"
 )
 
@@ -309,12 +308,7 @@ func TestKubernetesManifests(t *testing.T) {
 			if !slices.Contains(pools, "default") {
 				t.Error("no worker pool for the default cluster")
 			}
-			// The API's tokens file, from the Secret, loads.
-			if sec := r.secrets["mvq-secrets"]; sec == nil {
-				t.Error("no Secret mvq-secrets")
-			} else if _, err := auth.ParseTokens([]byte(sec.StringData["tokens.yaml"])); err != nil {
-				t.Errorf("mvq-secrets tokens.yaml: %v", err)
-			}
+			r.checkNoShippedToken(t)
 			if len(r.monitors) != 1 {
 				t.Fatalf("%d ServiceMonitors, want 1", len(r.monitors))
 			}
@@ -428,5 +422,57 @@ func (r *rendered) checkMonitor(t *testing.T, m *monitoringv1.ServiceMonitor) {
 		if !slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return ports[p.Name] }) {
 			t.Errorf("ServiceMonitor scrapes no port of Service %s", s.Name)
 		}
+	}
+}
+
+// checkNoShippedToken: no rendered Secret or ConfigMap holds a tokens
+// file or a token (everyone with the repository would hold it); the API
+// reads its tokens file from the Secret mvq-api-tokens, which the operator
+// creates and the manifests do not render, and it is not optional, so the
+// API does not start without it.
+func (r *rendered) checkNoShippedToken(t *testing.T) {
+	t.Helper()
+	plain := regexp.MustCompile(`(?m)^\s*-?\s*"?(token|token_sha256)"?\s*:`)
+	for name, s := range r.secrets {
+		for k, v := range s.StringData {
+			if strings.Contains(k, "token") || plain.MatchString(v) {
+				t.Errorf("Secret %s ships %s: a token everyone with the repository holds", name, k)
+			}
+		}
+		for k, v := range s.Data {
+			if strings.Contains(k, "token") || plain.Match(v) {
+				t.Errorf("Secret %s ships %s: a token everyone with the repository holds", name, k)
+			}
+		}
+	}
+	for name, c := range r.configMaps {
+		for k, v := range c.Data {
+			if plain.MatchString(v) {
+				t.Errorf("ConfigMap %s: %s holds a token", name, k)
+			}
+		}
+	}
+	var found bool
+	for _, d := range r.deployments {
+		if d.Name != "mvq-api" {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name != "tokens" {
+				continue
+			}
+			found = true
+			switch {
+			case v.Secret == nil || v.Secret.SecretName != "mvq-api-tokens":
+				t.Errorf("mvq-api: tokens volume %+v, want the Secret mvq-api-tokens", v.VolumeSource)
+			case r.secrets["mvq-api-tokens"] != nil:
+				t.Error("the Secret mvq-api-tokens is rendered: it must come from the operator")
+			case v.Secret.Optional != nil && *v.Secret.Optional:
+				t.Error("mvq-api: the tokens Secret is optional: the API would start without tokens")
+			}
+		}
+	}
+	if !found {
+		t.Error("mvq-api: no tokens volume")
 	}
 }
