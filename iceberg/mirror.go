@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -102,7 +103,7 @@ type plannedFile struct {
 // load reads the Iceberg table whose metadata is at loc (or, when meta is
 // given, the metadata in it) and plans its current snapshot.
 func (r *Registrar) load(ctx context.Context, id []string, loc string, meta json.RawMessage) (*snapshot, error) {
-	fsF := func(ctx context.Context) (iceioIO, error) { return r.fs(ctx, loc) }
+	fsF := func(ctx context.Context) (iceioIO, error) { return r.fs(ctx, id[:len(id)-1], loc) }
 	var (
 		tbl *icetable.Table
 		err error
@@ -170,7 +171,9 @@ func (r *Registrar) load(ctx context.Context, id []string, loc string, meta json
 
 // readErr turns a failure to read Iceberg metadata or files into a coded
 // error: a location outside the allowed ones is CodePermissionDenied, a
-// missing file or unparsable metadata CodeInvalidInput naming field.
+// missing file or unparsable metadata CodeInvalidInput naming field. The
+// reader's own error goes to the server log only: a parser's message may
+// quote the bytes it read.
 func readErr(field, loc string, err error) error {
 	var te *table.Error
 	if errors.As(err, &te) {
@@ -179,7 +182,8 @@ func readErr(field, loc string, err error) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		return table.Errorf(table.CodeInvalidInput, "%s: %s does not exist", field, loc)
 	}
-	return table.Errorf(table.CodeInvalidInput, "%s: cannot read the Iceberg table at %s: %v", field, loc, err)
+	slog.Warn("iceberg: cannot read an external table", "field", field, "location", loc, "err", err)
+	return table.Errorf(table.CodeInvalidInput, "%s: cannot read the Iceberg table at %s: not valid Iceberg metadata, manifests or data files (the server log has the reader's error)", field, loc)
 }
 
 // written is a data file materialized for a commit: its fragment (nil

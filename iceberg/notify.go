@@ -20,8 +20,10 @@
 // and it keeps working after the engine expires the snapshot's files.
 //
 // Every file is read through a file system that refuses names outside
-// the allowed locations (MVQ_ALLOWED_LOCATIONS): metadata, manifest
-// lists, manifests, data and delete files.
+// the locations the table's namespace may read (MVQ_ALLOWED_LOCATIONS,
+// global or per namespace): metadata, manifest lists, manifests, data and
+// delete files; a local file is opened so that no symbolic link leads out
+// of them, and no error shows what a file holds.
 package iceberg
 
 import (
@@ -70,18 +72,19 @@ type Registrar struct {
 }
 
 // NewRegistrar returns a registrar over cat that reads Iceberg tables only
-// within allowed.
+// within allowed (per namespace).
 func NewRegistrar(cat *table.Catalog, allowed Allowed) *Registrar {
 	return &Registrar{cat: cat, allowed: allowed, props: map[string]string{}}
 }
 
-// fs is the guarded file system for files of the table at loc.
-func (r *Registrar) fs(ctx context.Context, loc string) (iceioIO, error) {
+// fs is the guarded file system for files of the table at loc, in
+// namespace ns.
+func (r *Registrar) fs(ctx context.Context, ns []string, loc string) (iceioIO, error) {
 	inner, err := iceio.LoadFS(ctx, r.props, loc)
 	if err != nil {
 		return nil, table.Errorf(table.CodeInvalidInput, "payload.metadata-location: %v", err)
 	}
-	return guardFS{inner: inner, allowed: r.allowed}, nil
+	return guardFS{inner: inner, allowed: r.allowed, ns: ns}, nil
 }
 
 // check validates what every notification needs: a known type, a payload
@@ -117,7 +120,7 @@ func (r *Registrar) check(ctx context.Context, id []string, req Request) error {
 	if !ok {
 		return table.Errorf(table.CodeNamespaceNotFound, "namespace %s not found", table.JoinID(id[:len(id)-1]))
 	}
-	return r.allowed.Check("payload.metadata-location", p.MetadataLocation)
+	return r.allowed.Check(id[:len(id)-1], "payload.metadata-location", p.MetadataLocation)
 }
 
 // registered returns the table id and its state: nil table when there is

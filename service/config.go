@@ -73,8 +73,10 @@ type Config struct {
 	// External tables (API, environment only). CatalogPrefix
 	// (MVQ_CATALOG_PREFIX, default "mvq") is the {prefix} of the catalog
 	// notification route; AllowedLocations (MVQ_ALLOWED_LOCATIONS, a comma
-	// list of URI prefixes, default none) are where Iceberg tables may be
-	// read from: a notification naming any other location is a 403.
+	// list of URI prefixes, each open to every namespace or, written
+	// NAMESPACE=PREFIX, to one namespace and those nested in it; default
+	// none) are where Iceberg tables may be read from: a notification
+	// naming any other location is a 403.
 	CatalogPrefix    string
 	AllowedLocations iceberg.Allowed
 }

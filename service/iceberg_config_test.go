@@ -15,16 +15,16 @@ func TestCatalogConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.CatalogPrefix != "mvq" || len(cfg.AllowedLocations) != 0 {
+	if cfg.CatalogPrefix != "mvq" || cfg.AllowedLocations.Len() != 0 {
 		t.Fatalf("defaults: prefix %q, allowed %v", cfg.CatalogPrefix, cfg.AllowedLocations)
 	}
 	cfg, err = service.LoadConfig("api", nil, env(map[string]string{
-		"MVQ_CATALOG_PREFIX": "lakehouse", "MVQ_ALLOWED_LOCATIONS": "file:///lake, s3://bucket/ice",
+		"MVQ_CATALOG_PREFIX": "lakehouse", "MVQ_ALLOWED_LOCATIONS": "file:///lake, s3://bucket/ice, team_a=s3://bucket/a",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.CatalogPrefix != "lakehouse" || len(cfg.AllowedLocations) != 2 || cfg.AllowedLocations[1].String() != "s3://bucket/ice" {
+	if cfg.CatalogPrefix != "lakehouse" || cfg.AllowedLocations.String() != "file:///lake,s3://bucket/ice,team_a=s3://bucket/a" {
 		t.Fatalf("from the environment: prefix %q, allowed %v", cfg.CatalogPrefix, cfg.AllowedLocations)
 	}
 	for k, v := range map[string]string{"MVQ_CATALOG_PREFIX": "a/b", "MVQ_ALLOWED_LOCATIONS": "relative/lake"} {
