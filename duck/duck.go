@@ -42,6 +42,7 @@ type DB struct {
 	fresh    chan *sql.DB  // opened, never used
 	slots    chan struct{} // one per query running
 	timeout  time.Duration
+	memory   int64        // each session's memory_limit from MemoryBudget; 0: none
 	maxIdle  int          // idle sessions kept at most
 	verdicts verdictCache // CheckSelect's answers by SQL text
 	mu       sync.Mutex
@@ -61,8 +62,18 @@ type DB struct {
 type Options struct {
 	// Threads per query (default: GOMAXPROCS).
 	Threads int
-	// MemoryLimit per session, e.g. "2GB" (default: DuckDB's 80% of RAM).
+	// MemoryLimit per session, e.g. "2GB" (default: DuckDB's 80% of RAM,
+	// or MemoryBudget's share). Set at most one of the two.
 	MemoryLimit string
+	// MemoryBudget bounds, in bytes, the memory of every session that may
+	// run at once, together (MVQ_QUERY_MEMORY): each session's
+	// memory_limit is MemoryBudget/Sessions, so the queries running at
+	// once cannot together take more than the budget, whatever they do.
+	// When that share would be under MinSessionMemory, fewer sessions run
+	// at once (at least one), each with MinSessionMemory or the whole
+	// budget. 0: no budget. A query past its share fails with a
+	// *SQLError (out of memory), its session only.
+	MemoryBudget int64
 	// Sessions bounds the queries running at once (default 2×GOMAXPROCS,
 	// at least 4); more wait for a free session, as long as their context
 	// allows and at most the queue wait WithQueueWait puts on it.
@@ -79,6 +90,11 @@ type Options struct {
 	// *TimeoutError.
 	QueryTimeout time.Duration
 }
+
+// MinSessionMemory is the smallest share of Options.MemoryBudget a session
+// gets: below it, fewer sessions run at once rather than each failing on
+// ordinary queries.
+const MinSessionMemory = 128 << 20
 
 // DefaultQueryTimeout is the query deadline unless configured.
 const DefaultQueryTimeout = 60 * time.Second
@@ -97,6 +113,14 @@ func Open(opts Options) (*DB, error) {
 	if opts.QueryTimeout == 0 {
 		opts.QueryTimeout = DefaultQueryTimeout
 	}
+	if opts.MemoryBudget < 0 || (opts.MemoryBudget > 0 && opts.MemoryLimit != "") {
+		return nil, fmt.Errorf("duck: set MemoryBudget (> 0) or MemoryLimit, not both")
+	}
+	var sessionMemory int64
+	if opts.MemoryBudget > 0 {
+		opts.Sessions, sessionMemory = shareBudget(opts.MemoryBudget, opts.Sessions)
+		opts.MemoryLimit = fmt.Sprintf("%dKiB", sessionMemory>>10)
+	}
 	if opts.IdleSessions <= 0 {
 		opts.IdleSessions = max(32, 2*opts.Sessions)
 	}
@@ -104,6 +128,10 @@ func Open(opts Options) (*DB, error) {
 		fmt.Sprintf("SET threads=%d", opts.Threads),
 		"SET autoinstall_known_extensions=false",
 		"SET autoload_known_extensions=false",
+		// No spilling: an in-memory database would otherwise write what
+		// does not fit its memory_limit to a .tmp folder in the working
+		// directory, unbounded; past its limit a query fails instead.
+		"SET temp_directory=''",
 		"SET enable_external_access=false",
 		// arrow_scan over streams exported from Go accepts pushed-down
 		// filters and projections and then ignores them: rows come back
@@ -120,7 +148,7 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	d := &DB{
-		settings: settings, parser: parser, timeout: opts.QueryTimeout, maxIdle: opts.IdleSessions,
+		settings: settings, parser: parser, timeout: opts.QueryTimeout, maxIdle: opts.IdleSessions, memory: sessionMemory,
 		fresh: make(chan *sql.DB, opts.Sessions), slots: make(chan struct{}, opts.Sessions),
 	}
 	s, err := d.open()
@@ -131,6 +159,24 @@ func Open(opts Options) (*DB, error) {
 	d.fresh <- s
 	return d, nil
 }
+
+// shareBudget divides budget bytes over at most sessions sessions, none
+// with less than MinSessionMemory (unless the budget itself is less):
+// how many sessions may run at once and each one's memory_limit (whole
+// KiB, as DuckDB is told).
+func shareBudget(budget int64, sessions int) (int, int64) {
+	if n := budget / MinSessionMemory; int64(sessions) > n {
+		sessions = int(max(1, n))
+	}
+	return sessions, budget / int64(sessions) >> 10 << 10
+}
+
+// Sessions is how many queries may run at once.
+func (d *DB) Sessions() int { return cap(d.slots) }
+
+// SessionMemory is each session's memory_limit in bytes under
+// Options.MemoryBudget (0: no budget).
+func (d *DB) SessionMemory() int64 { return d.memory }
 
 // An idle session ran key to its end and may run key again, and nothing
 // else, until idleTTL passes. At most Options.IdleSessions are kept, the
@@ -493,7 +539,25 @@ func (d *DB) queryErr(ctx, qctx context.Context, err error) error {
 	if errors.Is(qctx.Err(), context.DeadlineExceeded) {
 		return &TimeoutError{Limit: d.timeout}
 	}
+	if isOutOfMemory(err) {
+		share := "its memory share"
+		if d.memory > 0 {
+			share = fmt.Sprintf("its %d MiB share of MVQ_QUERY_MEMORY", d.memory>>20)
+		}
+		return &SQLError{Err: fmt.Errorf("out of memory: the query needed more than %s; select fewer rows or a simpler expression", share)}
+	}
 	return &SQLError{Err: cleanErr(err)}
+}
+
+// isOutOfMemory reports whether DuckDB failed a query for its memory
+// limit (its error may come as a DuckDB error or through the Arrow stream
+// as text).
+func isOutOfMemory(err error) bool {
+	var de *duckdb.Error
+	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
+		return true
+	}
+	return err != nil && strings.Contains(err.Error(), "Out of Memory Error")
 }
 
 // withCTEs prefixes query with common table expressions, merging them into

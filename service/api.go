@@ -43,11 +43,16 @@ func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 		wh.Close()
 		return nil, err
 	}
-	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout})
+	budget := cfg.QueryMemory
+	if budget == 0 {
+		budget = DefaultQueryMemory()
+	}
+	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout, MemoryBudget: budget})
 	if err != nil {
 		wh.Close()
 		return nil, fmt.Errorf("duckdb: %w", err)
 	}
+	slog.Info("sql engine", "sessions", db.Sessions(), "session_memory_mib", db.SessionMemory()>>20, "query_memory_mib", budget>>20)
 	return &Core{Catalog: table.NewCatalog(wh, db, table.Options{}), SQL: db, wh: wh}, nil
 }
 

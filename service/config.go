@@ -65,6 +65,12 @@ type Config struct {
 	// API refuses to start without a mode (Auth.Check).
 	Auth auth.Config
 
+	// SQL engine bounds (API and worker, environment only): QueryMemory
+	// (MVQ_QUERY_MEMORY, loadQueryMemory) is the memory of every DuckDB
+	// database that may run a query at once, together; 0: OpenCore uses
+	// DefaultQueryMemory.
+	QueryMemory int64
+
 	// TraceURLTemplate (MVQ_TRACE_URL_TEMPLATE, API): the jobs console's
 	// link from a job to its trace, "{trace_id}" replaced; empty: no link.
 	TraceURLTemplate string
@@ -197,6 +203,9 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	allowUnauth := "false"
 	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
+	if err := loadQueryMemory(&cfg, getenv); err != nil {
+		return cfg, err
+	}
 	env("MVQ_TRACE_URL_TEMPLATE", &cfg.TraceURLTemplate)
 	env("MVQ_CATALOG_PREFIX", &cfg.CatalogPrefix)
 	if cfg.CatalogPrefix == "" || strings.ContainsAny(cfg.CatalogPrefix, "/%?#") {
