@@ -39,6 +39,7 @@ import (
 type DB struct {
 	settings []string
 	parser   *sql.DB       // parses user SQL (never runs it)
+	system   systemNames   // catalog views and functions user SQL must not name
 	fresh    chan *sql.DB  // opened, never used
 	slots    chan struct{} // one per query running
 	timeout  time.Duration
@@ -147,8 +148,13 @@ func Open(opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	system, err := loadSystemNames(context.Background(), parser)
+	if err != nil {
+		parser.Close()
+		return nil, err
+	}
 	d := &DB{
-		settings: settings, parser: parser, timeout: opts.QueryTimeout, maxIdle: opts.IdleSessions, memory: sessionMemory,
+		settings: settings, parser: parser, system: system, timeout: opts.QueryTimeout, maxIdle: opts.IdleSessions, memory: sessionMemory,
 		fresh: make(chan *sql.DB, opts.Sessions), slots: make(chan struct{}, opts.Sessions),
 	}
 	s, err := d.open()

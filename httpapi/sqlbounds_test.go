@@ -70,3 +70,33 @@ func TestMemoryBombOverHTTP(t *testing.T) {
 		t.Fatalf("count after the bombs: %d %s", st, b)
 	}
 }
+
+// TestSystemCatalogsOverHTTP: the catalog views and current_setting, which
+// leaked settings and paths through conversion errors, are a 400 naming
+// the field before anything runs.
+func TestSystemCatalogsOverHTTP(t *testing.T) {
+	t.Parallel()
+	c := setupAdmission(t, duck.Options{Threads: 1}, time.Second)
+	c.post("/v1/namespace/A/create", map[string]any{})
+	if st, b := c.do("POST", "/v1/table/A$t/create", "application/vnd.apache.arrow.stream", arrowBody(t, []int64{1, 2, 3}, []string{"a", "b", "c"})); st != 200 {
+		t.Fatalf("create: %d %s", st, b)
+	}
+	for _, tc := range []struct{ path, field, expr string }{
+		{"query", "filter", "(SELECT setting FROM pg_catalog.pg_settings WHERE name = 'temp_directory')::INT > 0"},
+		{"query", "filter", "current_setting('memory_limit')::INT > 0"},
+		{"query", "filter", "(SELECT count(*) FROM pg_proc) > 0"},
+		{"count_rows", "predicate", "(SELECT path FROM duckdb_databases LIMIT 1)::INT > 0"},
+		{"delete", "predicate", "(SELECT count(*) FROM information_schema.tables) > 0"},
+		{"update", "updates[0] (name)", "current_setting('threads')"},
+	} {
+		body := map[string]any{tc.field: tc.expr}
+		if tc.path == "update" {
+			body = map[string]any{"predicate": "id > 0", "updates": [][]string{{"name", tc.expr}}}
+		}
+		st, m := c.post("/v1/table/A$t/"+tc.path, body)
+		c.want(st, m, 400, tc.field+":")
+		if d, _ := m["detail"].(string); !strings.Contains(d, "not allowed in user SQL") {
+			t.Fatalf("%s %q: %s", tc.path, tc.expr, d)
+		}
+	}
+}
