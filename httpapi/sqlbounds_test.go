@@ -1,15 +1,23 @@
 package httpapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/table"
 )
 
 // memoryBomb builds one string of about 1 GB inside a filter: under
@@ -68,6 +76,102 @@ func TestMemoryBombOverHTTP(t *testing.T) {
 	}
 	if st, b := c.do("POST", "/v1/table/A$t/count_rows", "application/json", []byte(`{"predicate": "id > 1"}`)); st != 200 || string(b) != "2" {
 		t.Fatalf("count after the bombs: %d %s", st, b)
+	}
+}
+
+// setupPrincipals is setupAdmission with tokens authentication: alice may
+// do anything, reader only read namespace A. The engine shares its
+// sessions out by principal, as the API process does.
+func setupPrincipals(t *testing.T, opts duck.Options, wait time.Duration) (*admission, map[string]string) {
+	t.Helper()
+	toks := map[string]string{"alice": strings.Repeat("a", 40), "reader": strings.Repeat("r", 40)}
+	file := filepath.Join(t.TempDir(), "tokens.yaml")
+	writeTokens(t, file, "tokens:\n"+
+		"  - token: "+toks["alice"]+"\n    principal: alice\n    grants: [{namespace: '*', actions: [read, write, admin]}]\n"+
+		"  - token: "+toks["reader"]+"\n    principal: reader\n    grants: [{namespace: A, actions: [read]}]\n")
+	a, err := auth.New(context.Background(), auth.Config{Mode: auth.ModeTokens, TokensFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	wh, err := table.OpenWarehouse(context.Background(), "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.ShareKey = auth.PrincipalFrom
+	db, err := duck.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := table.NewCatalog(wh, db, table.Options{})
+	api := httpapi.New(httpapi.Config{Auth: a, Middleware: []gin.HandlerFunc{httpapi.QueryQueueWait(wait)}}, cat, nil)
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); db.Close(); wh.Close(); a.Close() })
+	return &admission{client: &client{t: t, url: srv.URL, dir: dir}, db: db}, toks
+}
+
+// TestOneReaderCannotTakeEverySQLSession: one reader throws four
+// CPU-bound filters at once. It gets its share of the SQL sessions (two
+// of four); its other two are 503 at once, naming the share, and
+// alice's query, count_rows, update and delete on the same namespace
+// answer normally while the reader's run.
+func TestOneReaderCannotTakeEverySQLSession(t *testing.T) {
+	t.Parallel()
+	c, toks := setupPrincipals(t, duck.Options{Threads: 1, Sessions: 4, QueryTimeout: time.Minute}, 500*time.Millisecond)
+	bearer := func(who string) []string { return []string{"Authorization", "Bearer " + toks[who]} }
+	if st, b := c.do("POST", "/v1/namespace/A/create", "application/json", []byte(`{}`), bearer("alice")...); st != 200 {
+		t.Fatalf("namespace: %d %s", st, b)
+	}
+	if st, b := c.do("POST", "/v1/table/A$t/create", "application/vnd.apache.arrow.stream", arrowBody(t, []int64{1, 2, 3}, []string{"a", "b", "c"}), bearer("alice")...); st != 200 {
+		t.Fatalf("create: %d %s", st, b)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const burn = `{"filter": "(SELECT sum(hash(range)) FROM range(20000000000)) > 0"}`
+	refused := make(chan answer, 4)
+	for range 4 {
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, "POST", c.url+"/v1/table/A$t/query", strings.NewReader(burn))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+toks["reader"])
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return // cancelled at the end of the test
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			refused <- answer{resp.StatusCode, resp.Header.Get("Content-Type"), b}
+		}()
+	}
+	for range 2 {
+		select {
+		case a := <-refused:
+			if a.status != 503 || !strings.Contains(string(a.body), "share") {
+				t.Fatalf("a reader's filter over its share: %d %s, want 503 naming the share", a.status, a.body)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the reader's filters over its share were not refused")
+		}
+	}
+	auth := bearer("alice")
+	start := time.Now()
+	if st, b := c.do("POST", "/v1/table/A$t/count_rows", "application/json", []byte(`{"predicate": "id > 1"}`), auth...); st != 200 || string(b) != "2" {
+		t.Fatalf("alice's count_rows: %d %s", st, b)
+	}
+	if st, b := c.do("POST", "/v1/table/A$t/query", "application/json", []byte(`{"filter": "id = 2"}`), auth...); st != 200 {
+		t.Fatalf("alice's query: %d %s", st, b)
+	}
+	if st, b := c.do("POST", "/v1/table/A$t/update", "application/json", []byte(`{"updates": [["name", "'z'"]], "predicate": "id = 3"}`), auth...); st != 200 {
+		t.Fatalf("alice's update: %d %s", st, b)
+	}
+	if st, b := c.do("POST", "/v1/table/A$t/delete", "application/json", []byte(`{"predicate": "id = 1"}`), auth...); st != 200 {
+		t.Fatalf("alice's delete: %d %s", st, b)
+	}
+	t.Logf("alice's four SQL requests took %s while the reader held its share", time.Since(start).Round(time.Millisecond))
+	select {
+	case a := <-refused:
+		t.Fatalf("a reader's filter within its share ended early: %d %s", a.status, a.body)
+	default:
 	}
 }
 

@@ -47,7 +47,9 @@ func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 	if budget == 0 {
 		budget = DefaultQueryMemory()
 	}
-	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout, MemoryBudget: budget})
+	// The API's requests carry their principal; a worker's work carries
+	// none and is not shared out.
+	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout, MemoryBudget: budget, ShareKey: auth.PrincipalFrom, Share: cfg.QueryShare})
 	if err != nil {
 		wh.Close()
 		return nil, fmt.Errorf("duckdb: %w", err)

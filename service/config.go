@@ -65,11 +65,13 @@ type Config struct {
 	// API refuses to start without a mode (Auth.Check).
 	Auth auth.Config
 
-	// SQL engine bounds (API and worker, environment only): QueryMemory
-	// (MVQ_QUERY_MEMORY, loadQueryMemory) is the memory of every DuckDB
+	// SQL engine bounds (environment only, loadQueryBounds): QueryMemory
+	// (MVQ_QUERY_MEMORY, API and worker) is the memory of every DuckDB
 	// database that may run a query at once, together; 0: OpenCore uses
-	// DefaultQueryMemory.
+	// DefaultQueryMemory. QueryShare (MVQ_QUERY_SHARE, API) bounds the
+	// SQL sessions one principal holds at once; 0: half, rounded up.
 	QueryMemory int64
+	QueryShare  int
 
 	// TraceURLTemplate (MVQ_TRACE_URL_TEMPLATE, API): the jobs console's
 	// link from a job to its trace, "{trace_id}" replaced; empty: no link.
@@ -203,7 +205,7 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	allowUnauth := "false"
 	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
-	if err := loadQueryMemory(&cfg, getenv); err != nil {
+	if err := loadQueryBounds(&cfg, getenv); err != nil {
 		return cfg, err
 	}
 	env("MVQ_TRACE_URL_TEMPLATE", &cfg.TraceURLTemplate)

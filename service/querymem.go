@@ -74,20 +74,27 @@ func memTotal() int64 {
 	return 0
 }
 
-// loadQueryMemory reads MVQ_QUERY_MEMORY into cfg.QueryMemory: bytes, with
-// an optional unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB), or a percentage
-// of MemoryLimit ("40%"). Unset leaves 0: OpenCore uses
-// DefaultQueryMemory.
-func loadQueryMemory(cfg *Config, getenv func(string) string) error {
-	v := strings.TrimSpace(getenv("MVQ_QUERY_MEMORY"))
-	if v == "" {
-		return nil
+// loadQueryBounds reads MVQ_QUERY_MEMORY into cfg.QueryMemory: bytes,
+// with an optional unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB), or a
+// percentage of MemoryLimit ("40%"); unset leaves 0 (OpenCore uses
+// DefaultQueryMemory). And MVQ_QUERY_SHARE into cfg.QueryShare: the SQL
+// sessions one principal's API requests may hold at once; unset leaves 0
+// (half the sessions, rounded up).
+func loadQueryBounds(cfg *Config, getenv func(string) string) error {
+	if v := strings.TrimSpace(getenv("MVQ_QUERY_MEMORY")); v != "" {
+		n, err := parseMemory(v, MemoryLimit())
+		if err != nil {
+			return fmt.Errorf("MVQ_QUERY_MEMORY %q: %v", v, err)
+		}
+		cfg.QueryMemory = n
 	}
-	n, err := parseMemory(v, MemoryLimit())
-	if err != nil {
-		return fmt.Errorf("MVQ_QUERY_MEMORY %q: %v", v, err)
+	if v := strings.TrimSpace(getenv("MVQ_QUERY_SHARE")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 4096 {
+			return fmt.Errorf("MVQ_QUERY_SHARE %q: want the sessions one principal may hold, 1..4096", v)
+		}
+		cfg.QueryShare = n
 	}
-	cfg.QueryMemory = n
 	return nil
 }
 

@@ -10,7 +10,8 @@ import (
 )
 
 // TestQueryMemoryConfig: MVQ_QUERY_MEMORY takes bytes with a unit or a
-// percentage of the memory limit; bad values fail naming the variable.
+// percentage of the memory limit, MVQ_QUERY_SHARE a session count; bad
+// values fail naming the variable.
 func TestQueryMemoryConfig(t *testing.T) {
 	t.Parallel()
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -18,13 +19,14 @@ func TestQueryMemoryConfig(t *testing.T) {
 		"512MiB": 512 << 20, "2GiB": 2 << 30, "1GB": 1e9, "268435456": 1 << 28,
 		"50%": service.MemoryLimit() / 2,
 	} {
-		cfg, err := service.LoadConfig("api", nil, env(map[string]string{"MVQ_QUERY_MEMORY": v}), io.Discard)
-		if err != nil || cfg.QueryMemory != want {
-			t.Fatalf("MVQ_QUERY_MEMORY=%s: %d %v, want %d", v, cfg.QueryMemory, err, want)
+		cfg, err := service.LoadConfig("api", nil, env(map[string]string{"MVQ_QUERY_MEMORY": v, "MVQ_QUERY_SHARE": "3"}), io.Discard)
+		if err != nil || cfg.QueryMemory != want || cfg.QueryShare != 3 {
+			t.Fatalf("MVQ_QUERY_MEMORY=%s: %d share %d %v, want %d", v, cfg.QueryMemory, cfg.QueryShare, err, want)
 		}
 	}
 	for k, vals := range map[string][]string{
 		"MVQ_QUERY_MEMORY": {"0", "-1GiB", "1PB", "12xb", "150%", "0%", "1MiB", "lots"},
+		"MVQ_QUERY_SHARE":  {"0", "-2", "x", "99999"},
 	} {
 		for _, v := range vals {
 			if _, err := service.LoadConfig("worker", nil, env(map[string]string{k: v}), io.Discard); err == nil || !strings.Contains(err.Error(), k) {
