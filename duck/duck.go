@@ -39,11 +39,17 @@ import (
 type DB struct {
 	settings []string
 	parser   *sql.DB       // parses user SQL (never runs it)
+	system   systemNames   // catalog views and functions user SQL must not name
 	fresh    chan *sql.DB  // opened, never used
 	slots    chan struct{} // one per query running
 	timeout  time.Duration
-	maxIdle  int          // idle sessions kept at most
-	verdicts verdictCache // CheckSelect's answers by SQL text
+	memory   int64 // each session's memory_limit from MemoryBudget; 0: none
+	maxIdle  int   // idle sessions kept at most
+	shareKey func(context.Context) string
+	share    int               // sessions one share key holds at most
+	shareMu  sync.Mutex        // guards shares
+	shares   map[string]*share // by key, while the key holds or waits for a session
+	verdicts verdictCache      // CheckSelect's answers by SQL text
 	mu       sync.Mutex
 	idle     []idleSession // used sessions kept for their query text, oldest first
 	waiting  atomic.Int64  // queries waiting for a slot
@@ -61,8 +67,18 @@ type DB struct {
 type Options struct {
 	// Threads per query (default: GOMAXPROCS).
 	Threads int
-	// MemoryLimit per session, e.g. "2GB" (default: DuckDB's 80% of RAM).
+	// MemoryLimit per session, e.g. "2GB" (default: DuckDB's 80% of RAM,
+	// or MemoryBudget's share). Set at most one of the two.
 	MemoryLimit string
+	// MemoryBudget bounds, in bytes, the memory of every session that may
+	// run at once, together (MVQ_QUERY_MEMORY): each session's
+	// memory_limit is MemoryBudget/Sessions, so the queries running at
+	// once cannot together take more than the budget, whatever they do.
+	// When that share would be under MinSessionMemory, fewer sessions run
+	// at once (at least one), each with MinSessionMemory or the whole
+	// budget. 0: no budget. A query past its share fails with a
+	// *SQLError (out of memory), its session only.
+	MemoryBudget int64
 	// Sessions bounds the queries running at once (default 2×GOMAXPROCS,
 	// at least 4); more wait for a free session, as long as their context
 	// allows and at most the queue wait WithQueueWait puts on it.
@@ -73,12 +89,27 @@ type Options struct {
 	// kind of table, a chain of small refreshes) then skip opening a
 	// database per query.
 	IdleSessions int
+	// ShareKey, when set, names whose query a context carries (the API:
+	// the authenticated principal); "" is nobody's. One key's queries hold
+	// at most Share sessions at once, so one caller cannot take every
+	// session from the others: its further queries wait for one of its own
+	// to end (within the queue wait, then a *BusyError), while other keys
+	// still find sessions.
+	ShareKey func(context.Context) string
+	// Share bounds the sessions one ShareKey holds at once (default
+	// ceil(Sessions/2); at least 1, at most Sessions).
+	Share int
 	// QueryTimeout bounds each query, from the start of its execution to
 	// the release of its reader (default DefaultQueryTimeout; negative:
 	// none). Past it DuckDB is interrupted and the query fails with a
 	// *TimeoutError.
 	QueryTimeout time.Duration
 }
+
+// MinSessionMemory is the smallest share of Options.MemoryBudget a session
+// gets: below it, fewer sessions run at once rather than each failing on
+// ordinary queries.
+const MinSessionMemory = 128 << 20
 
 // DefaultQueryTimeout is the query deadline unless configured.
 const DefaultQueryTimeout = 60 * time.Second
@@ -97,13 +128,29 @@ func Open(opts Options) (*DB, error) {
 	if opts.QueryTimeout == 0 {
 		opts.QueryTimeout = DefaultQueryTimeout
 	}
+	if opts.MemoryBudget < 0 || (opts.MemoryBudget > 0 && opts.MemoryLimit != "") {
+		return nil, fmt.Errorf("duck: set MemoryBudget (> 0) or MemoryLimit, not both")
+	}
+	var sessionMemory int64
+	if opts.MemoryBudget > 0 {
+		opts.Sessions, sessionMemory = shareBudget(opts.MemoryBudget, opts.Sessions)
+		opts.MemoryLimit = fmt.Sprintf("%dKiB", sessionMemory>>10)
+	}
 	if opts.IdleSessions <= 0 {
 		opts.IdleSessions = max(32, 2*opts.Sessions)
 	}
+	if opts.Share <= 0 {
+		opts.Share = (opts.Sessions + 1) / 2
+	}
+	opts.Share = min(opts.Share, opts.Sessions)
 	settings := []string{
 		fmt.Sprintf("SET threads=%d", opts.Threads),
 		"SET autoinstall_known_extensions=false",
 		"SET autoload_known_extensions=false",
+		// No spilling: an in-memory database would otherwise write what
+		// does not fit its memory_limit to a .tmp folder in the working
+		// directory, unbounded; past its limit a query fails instead.
+		"SET temp_directory=''",
 		"SET enable_external_access=false",
 		// arrow_scan over streams exported from Go accepts pushed-down
 		// filters and projections and then ignores them: rows come back
@@ -119,8 +166,14 @@ func Open(opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	system, err := loadSystemNames(context.Background(), parser)
+	if err != nil {
+		parser.Close()
+		return nil, err
+	}
 	d := &DB{
-		settings: settings, parser: parser, timeout: opts.QueryTimeout, maxIdle: opts.IdleSessions,
+		settings: settings, parser: parser, system: system, timeout: opts.QueryTimeout, maxIdle: opts.IdleSessions, memory: sessionMemory,
+		shareKey: opts.ShareKey, share: opts.Share, shares: map[string]*share{},
 		fresh: make(chan *sql.DB, opts.Sessions), slots: make(chan struct{}, opts.Sessions),
 	}
 	s, err := d.open()
@@ -131,6 +184,24 @@ func Open(opts Options) (*DB, error) {
 	d.fresh <- s
 	return d, nil
 }
+
+// shareBudget divides budget bytes over at most sessions sessions, none
+// with less than MinSessionMemory (unless the budget itself is less):
+// how many sessions may run at once and each one's memory_limit (whole
+// KiB, as DuckDB is told).
+func shareBudget(budget int64, sessions int) (int, int64) {
+	if n := budget / MinSessionMemory; int64(sessions) > n {
+		sessions = int(max(1, n))
+	}
+	return sessions, budget / int64(sessions) >> 10 << 10
+}
+
+// Sessions is how many queries may run at once.
+func (d *DB) Sessions() int { return cap(d.slots) }
+
+// SessionMemory is each session's memory_limit in bytes under
+// Options.MemoryBudget (0: no budget).
+func (d *DB) SessionMemory() int64 { return d.memory }
 
 // An idle session ran key to its end and may run key again, and nothing
 // else, until idleTTL passes. At most Options.IdleSessions are kept, the
@@ -193,14 +264,83 @@ func WithQueueWait(ctx context.Context, wait time.Duration) context.Context {
 	return context.WithValue(ctx, queueWaitKey{}, wait)
 }
 
-// BusyError says no session freed up within the queue wait.
+// BusyError says no session freed up within the queue wait: every
+// session was busy, or (Share > 0) the caller's share of them was.
 type BusyError struct {
 	Sessions int
+	Share    int // the caller's share when that was what stayed full
 	Waited   time.Duration
 }
 
 func (e *BusyError) Error() string {
+	if e.Share > 0 {
+		return fmt.Sprintf("slow down: your queries already hold %d of the %d SQL sessions (one caller's share) and none ended within %s; retry later", e.Share, e.Sessions, e.Waited.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("slow down: all %d SQL sessions stayed busy for %s; retry later", e.Sessions, e.Waited.Round(time.Millisecond))
+}
+
+// A share counts the sessions one share key holds (tokens, up to
+// DB.share); refs counts the queries holding or waiting for a token.
+type share struct {
+	tokens chan struct{}
+	refs   int
+}
+
+// ticket is what a query holds of a share; release gives it back.
+type ticket struct {
+	key string
+	sh  *share
+}
+
+// takeShare waits (as acquire waits for a slot) for a token of ctx's share
+// key; a zero ticket when there is no key or the share is no bound.
+func (d *DB) takeShare(ctx context.Context, expired <-chan time.Time, wait time.Duration) (ticket, error) {
+	if d.shareKey == nil || d.share >= cap(d.slots) {
+		return ticket{}, nil
+	}
+	key := d.shareKey(ctx)
+	if key == "" {
+		return ticket{}, nil
+	}
+	d.shareMu.Lock()
+	sh := d.shares[key]
+	if sh == nil {
+		sh = &share{tokens: make(chan struct{}, d.share)}
+		d.shares[key] = sh
+	}
+	sh.refs++
+	d.shareMu.Unlock()
+	t := ticket{key, sh}
+	select {
+	case sh.tokens <- struct{}{}:
+		return t, nil
+	default:
+	}
+	select {
+	case sh.tokens <- struct{}{}:
+		return t, nil
+	case <-expired:
+		d.dropShare(t, false)
+		return ticket{}, &BusyError{Sessions: cap(d.slots), Share: d.share, Waited: wait}
+	case <-ctx.Done():
+		d.dropShare(t, false)
+		return ticket{}, ctx.Err()
+	}
+}
+
+// dropShare gives back t's token (held) and its reference.
+func (d *DB) dropShare(t ticket, held bool) {
+	if t.sh == nil {
+		return
+	}
+	if held {
+		<-t.sh.tokens
+	}
+	d.shareMu.Lock()
+	defer d.shareMu.Unlock()
+	if t.sh.refs--; t.sh.refs == 0 {
+		delete(d.shares, t.key)
+	}
 }
 
 // RetryAfter is how long a client should wait before retrying.
@@ -216,42 +356,52 @@ func (e *TimeoutError) Error() string {
 // acquire takes a slot (waiting as WithQueueWait and ctx allow) and a
 // session for query text key: an idle one that ran exactly key, else a
 // fresh one (fresh true), opening one when none is ready.
-func (d *DB) acquire(ctx context.Context, key string) (s *sql.DB, fresh bool, err error) {
+//
+// With a share key on ctx (Options.ShareKey) it first takes a token of
+// that key's share, so the key never holds more than its share of the
+// slots; one queue wait bounds both waits.
+func (d *DB) acquire(ctx context.Context, key string) (s *sql.DB, fresh bool, t ticket, err error) {
+	var expired <-chan time.Time
+	wait, bounded := ctx.Value(queueWaitKey{}).(time.Duration)
+	if bounded {
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		expired = timer.C
+	}
+	if t, err = d.takeShare(ctx, expired, wait); err != nil {
+		return nil, false, t, err
+	}
 	select {
 	case d.slots <- struct{}{}:
 	default:
 		d.waiting.Add(1)
 		defer d.waiting.Add(-1)
-		var expired <-chan time.Time
-		wait, bounded := ctx.Value(queueWaitKey{}).(time.Duration)
-		if bounded {
-			t := time.NewTimer(wait)
-			defer t.Stop()
-			expired = t.C
-		}
 		select {
 		case d.slots <- struct{}{}:
 		case <-expired:
 			d.refused.Store(time.Now().UnixNano())
-			return nil, false, &BusyError{Sessions: cap(d.slots), Waited: wait}
+			d.dropShare(t, true)
+			return nil, false, ticket{}, &BusyError{Sessions: cap(d.slots), Waited: wait}
 		case <-ctx.Done():
-			return nil, false, ctx.Err()
+			d.dropShare(t, true)
+			return nil, false, ticket{}, ctx.Err()
 		}
 	}
 	if s := d.takeIdle(key); s != nil {
-		return s, false, nil
+		return s, false, t, nil
 	}
 	select {
 	case s := <-d.fresh:
-		return s, true, nil
+		return s, true, t, nil
 	default:
 	}
 	s, err = d.open()
 	if err != nil {
 		<-d.slots
-		return nil, false, err
+		d.dropShare(t, true)
+		return nil, false, ticket{}, err
 	}
-	return s, true, nil
+	return s, true, t, nil
 }
 
 // takeIdle removes and returns an idle session that ran key, or nil; it
@@ -295,8 +445,9 @@ func (d *DB) closeAll(ss []*sql.DB) {
 // session that ran key cleanly to its end (keep) is kept idle for key;
 // any other is closed. When s came fresh, a fresh one is opened in the
 // background to take its place.
-func (d *DB) release(s *sql.DB, key string, keep, fresh bool) {
+func (d *DB) release(s *sql.DB, key string, keep, fresh bool, t ticket) {
 	<-d.slots
+	d.dropShare(t, true)
 	if keep && !d.closed.Load() {
 		d.mu.Lock()
 		d.idle = append(d.idle, idleSession{key: key, db: s, since: time.Now()})
@@ -418,7 +569,7 @@ func (d *DB) query(ctx context.Context, inputs map[string]array.RecordReader, qu
 		return nil, err
 	}
 	full = prefix + full
-	sess, fresh, err := d.acquire(ctx, full)
+	sess, fresh, tk, err := d.acquire(ctx, full)
 	if err != nil {
 		return nil, err
 	}
@@ -429,7 +580,7 @@ func (d *DB) query(ctx context.Context, inputs map[string]array.RecordReader, qu
 	conn, err := sess.Conn(qctx)
 	if err != nil {
 		cancel()
-		d.release(sess, full, false, fresh)
+		d.release(sess, full, false, fresh, tk)
 		return nil, d.queryErr(ctx, qctx, err)
 	}
 	var out array.RecordReader
@@ -455,7 +606,7 @@ func (d *DB) query(ctx context.Context, inputs map[string]array.RecordReader, qu
 		conn.Close()
 		clean = clean && qctx.Err() == nil
 		cancel()
-		d.release(sess, full, clean, fresh)
+		d.release(sess, full, clean, fresh, tk)
 	}
 	err = conn.Raw(func(dc any) error {
 		ar, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
@@ -493,7 +644,25 @@ func (d *DB) queryErr(ctx, qctx context.Context, err error) error {
 	if errors.Is(qctx.Err(), context.DeadlineExceeded) {
 		return &TimeoutError{Limit: d.timeout}
 	}
+	if isOutOfMemory(err) {
+		share := "its memory share"
+		if d.memory > 0 {
+			share = fmt.Sprintf("its %d MiB share of MVQ_QUERY_MEMORY", d.memory>>20)
+		}
+		return &SQLError{Err: fmt.Errorf("out of memory: the query needed more than %s; select fewer rows or a simpler expression", share)}
+	}
 	return &SQLError{Err: cleanErr(err)}
+}
+
+// isOutOfMemory reports whether DuckDB failed a query for its memory
+// limit (its error may come as a DuckDB error or through the Arrow stream
+// as text).
+func isOutOfMemory(err error) bool {
+	var de *duckdb.Error
+	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
+		return true
+	}
+	return err != nil && strings.Contains(err.Error(), "Out of Memory Error")
 }
 
 // withCTEs prefixes query with common table expressions, merging them into

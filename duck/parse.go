@@ -32,6 +32,64 @@ var refusedFunctions = map[string]bool{
 	"enable_peg_parser": true, "disable_peg_parser": true, "check_peg_parser": true,
 	"arrow_scan": true, "arrow_scan_dumb": true, // raw pointers
 	"seq_scan": true, "which_secret": true, "duckdb_secrets": true,
+	// settings, paths and the engine's identity, which an error message
+	// (a failed cast) would show
+	"current_setting": true, "current_schema": true, "current_schemas": true,
+	"current_database": true, "current_catalog": true, "current_query": true,
+	"current_role": true, "current_user": true, "session_user": true, "user": true,
+	"current_connection_id": true, "current_query_id": true, "current_transaction_id": true,
+	"get_block_size": true, "in_search_path": true,
+}
+
+// systemSchemas hold the catalog views and functions (pg_catalog's
+// pg_settings and pg_proc, information_schema's tables); user SQL names
+// neither, nor any function or table qualified by them.
+var systemSchemas = map[string]bool{"pg_catalog": true, "information_schema": true}
+
+// allowedSystemFunctions are pg_catalog functions that compute from their
+// arguments alone.
+var allowedSystemFunctions = map[string]bool{"pg_typeof": true, "pg_size_pretty": true}
+
+// systemNames are what the parser database's own catalog says user SQL
+// must not name: the internal views an unqualified name resolves to
+// (duckdb_databases, pg_settings, sqlite_master, …) and the functions of
+// systemSchemas. Read once from DuckDB itself, so a new version's
+// additions are covered.
+type systemNames struct {
+	views     map[string]bool
+	functions map[string]bool
+}
+
+func loadSystemNames(ctx context.Context, db *sql.DB) (systemNames, error) {
+	n := systemNames{views: map[string]bool{}, functions: map[string]bool{}}
+	read := func(q string, into map[string]bool) error {
+		rows, err := db.QueryContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("duck: read system names: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				return err
+			}
+			into[strings.ToLower(name)] = true
+		}
+		return rows.Err()
+	}
+	if err := read("SELECT DISTINCT view_name FROM duckdb_views() WHERE internal AND schema_name IN ('main', 'pg_catalog')", n.views); err != nil {
+		return n, err
+	}
+	if err := read("SELECT DISTINCT function_name FROM duckdb_functions() WHERE schema_name IN ('pg_catalog', 'information_schema')", n.functions); err != nil {
+		return n, err
+	}
+	for f := range allowedSystemFunctions {
+		delete(n.functions, f)
+	}
+	if !n.views["pg_settings"] || !n.views["duckdb_databases"] {
+		return n, fmt.Errorf("duck: the system views were not found (got %d)", len(n.views))
+	}
+	return n, nil
 }
 
 // tableFunctions are the only table functions user SQL may call in FROM:
@@ -122,7 +180,80 @@ func (d *DB) checkSelect(ctx context.Context, q string) (*Statement, error) {
 	if err := checkFunctions(node); err != nil {
 		return nil, err
 	}
+	if err := d.checkSystemRefs(node); err != nil {
+		return nil, err
+	}
 	return &Statement{Node: node}, nil
+}
+
+// checkSystemRefs refuses what reaches the engine's own catalog rather
+// than the query's rows: tables named with a catalog or a schema
+// (pg_catalog.pg_settings, information_schema.tables, main.duckdb_tables;
+// a query's inputs are CTEs, which have neither), the
+// internal views an unqualified name finds (pg_settings, pg_proc,
+// duckdb_databases) unless the statement's own top-level WITH defines the
+// name (the inputs Query aliases, the user's CTEs), SHOW and DESCRIBE in
+// FROM, and functions of the system schemas (current_setting and the
+// like are refusedFunctions).
+func (d *DB) checkSystemRefs(node map[string]any) error {
+	top := map[string]bool{}
+	if m, ok := node["cte_map"].(map[string]any); ok {
+		entries, _ := m["map"].([]any)
+		for _, e := range entries {
+			if em, _ := e.(map[string]any); em != nil {
+				if k, ok := em["key"].(string); ok {
+					top[strings.ToLower(k)] = true
+				}
+			}
+		}
+	}
+	var bad []string
+	Walk(node, func(obj map[string]any) {
+		switch obj["type"] {
+		case "BASE_TABLE":
+			cat, _ := obj["catalog_name"].(string)
+			sch, _ := obj["schema_name"].(string)
+			name, _ := obj["table_name"].(string)
+			lname := strings.ToLower(name)
+			switch {
+			case cat != "" || sch != "": // inputs are CTEs: no qualified name is one
+				bad = append(bad, fmt.Sprintf("table %s", strings.Join(append(nonEmpty(cat, sch), name), ".")))
+			case sch == "" && d.system.views[lname] && !top[lname]:
+				bad = append(bad, fmt.Sprintf("system view %s", name))
+			}
+			return
+		case "SHOW_REF":
+			bad = append(bad, "SHOW and DESCRIBE")
+			return
+		}
+		if obj["class"] != "FUNCTION" && obj["type"] != "FUNCTION" {
+			return
+		}
+		name, ok := obj["function_name"].(string)
+		if !ok {
+			return
+		}
+		cat, _ := obj["catalog"].(string)
+		sch, _ := obj["schema"].(string)
+		if cat != "" || systemSchemas[strings.ToLower(sch)] || d.system.functions[strings.ToLower(name)] {
+			bad = append(bad, fmt.Sprintf("function %s()", strings.Join(append(nonEmpty(cat, sch), name), ".")))
+		}
+	})
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return &SQLError{Err: fmt.Errorf("%s not allowed in user SQL (the engine's catalog and settings are not readable)", bad[0])}
+	}
+	return nil
+}
+
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // verdictCache holds CheckSelect's answers by SQL text, up to

@@ -374,3 +374,73 @@ func TestVerdictsCached(t *testing.T) {
 		t.Fatalf("after a canceled check: %v", err)
 	}
 }
+
+// TestSystemCatalogsRefused: the catalog views and the functions that
+// read settings are no way around the function deny-list: each is a
+// SQLError before a session runs it, as a view query and inside a
+// filter expression, whatever its spelling. A user's own CTE of the same
+// name, and functions that compute from their arguments, still run.
+func TestSystemCatalogsRefused(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		"SELECT setting FROM pg_catalog.pg_settings WHERE name = 'temp_directory'",
+		"SELECT setting FROM pg_settings",
+		"SELECT count(*) FROM pg_proc",
+		"SELECT * FROM PG_CATALOG.PG_PROC",
+		"SELECT * FROM system.pg_catalog.pg_settings",
+		"SELECT * FROM information_schema.tables",
+		"SELECT * FROM information_schema.schemata",
+		"SELECT * FROM duckdb_databases",
+		`SELECT * FROM "duckdb_databases"`,
+		"SELECT * FROM main.duckdb_tables",
+		"SELECT * FROM system.main.duckdb_views",
+		"SELECT * FROM sqlite_master",
+		"SELECT * FROM pragma_database_list",
+		"SELECT * FROM duckdb_settings()",
+		"SELECT * FROM pragma_show('x')",
+		"SELECT current_setting('temp_directory')",
+		"SELECT CURRENT_SETTING('memory_limit')::INT",
+		"SELECT current_setting('threads') FROM \"docs$articles\"",
+		"SELECT current_schemas(true)",
+		"SELECT current_database()",
+		"SELECT current_query()",
+		"SELECT pg_catalog.current_setting('threads')",
+		"SELECT pg_get_viewdef(1)",
+		"SELECT has_table_privilege('x', 'select')",
+		"SELECT system.main.lower('A')",
+		"SELECT * FROM (SHOW databases)",
+		"SELECT * FROM (DESCRIBE SELECT 1)",
+		"SELECT * FROM (SUMMARIZE SELECT 1)",
+		// A CTE of the name in a subquery does not cover a reference
+		// outside it.
+		"SELECT * FROM (WITH pg_settings AS (SELECT 1) SELECT 1) x, pg_settings",
+		`SELECT id FROM "docs$articles" WHERE (SELECT count(*) FROM duckdb_databases) > 0`,
+	} {
+		if _, err := collectOne(t, db, q); !isSQLError(err) || !strings.Contains(err.Error(), "not allowed in user SQL") {
+			t.Errorf("%q: %v, want a SQLError refusing it", q, err)
+		}
+	}
+	for _, expr := range []string{
+		"(SELECT setting FROM pg_settings LIMIT 1)::INT > 0",
+		"current_setting('temp_directory')::INT > 0",
+		"(SELECT count(*) FROM information_schema.columns) > 0",
+	} {
+		if err := db.CheckExpression(ctx, expr); !isSQLError(err) {
+			t.Errorf("CheckExpression(%q) = %v, want a SQLError", expr, err)
+		}
+	}
+	for q, want := range map[string]string{
+		"WITH pg_settings AS (SELECT 7 AS setting) SELECT setting FROM pg_settings": "7",
+		"SELECT pg_typeof(1)":                         "integer",
+		"SELECT current_date IS NOT NULL":             "true",
+		`SELECT count(*) FROM "docs$articles"`:        "10",
+		"SELECT user FROM (SELECT 'u' AS user)":       "u",
+		`SELECT "columns" FROM (SELECT 3 AS columns)`: "3",
+	} {
+		if got, err := collectOne(t, db, q); err != nil || got != want {
+			t.Errorf("%q = %q, %v; want %q", q, got, err, want)
+		}
+	}
+}

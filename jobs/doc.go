@@ -46,6 +46,9 @@
 //	                                  "commit:J") -> worker id while a
 //	                                  handler runs it (the rescuer re-runs
 //	                                  the tasks of dead workers)
+//	mvq:job:{id}:deaths        set    "task\x00worker" for each worker that
+//	                                  died holding a task (the rescuer fails
+//	                                  the job at MaxWorkerDeaths of one task)
 //	mvq:jobs                   zset   all job ids, score 0, newest last by
 //	                                  lexical order (ids are UUIDv7)
 //	mvq:view:{view}:jobs       zset   the same, per view ({view}: its parts joined with "/")

@@ -27,6 +27,12 @@ type RescuerConfig struct {
 	// ArchiveScanInterval is how often archived tasks are looked for;
 	// default 10s.
 	ArchiveScanInterval time.Duration
+	// MaxWorkerDeaths fails a job, not retryable, once this many workers
+	// died while holding the same task of it (default 3), instead of
+	// handing the task to yet another worker: a work item whose SQL or
+	// code kills the process it runs in would otherwise take the pool
+	// down one worker after another.
+	MaxWorkerDeaths int
 }
 
 func (c *RescuerConfig) defaults() {
@@ -39,7 +45,13 @@ func (c *RescuerConfig) defaults() {
 	if c.ArchiveScanInterval <= 0 {
 		c.ArchiveScanInterval = 10 * time.Second
 	}
+	if c.MaxWorkerDeaths <= 0 {
+		c.MaxWorkerDeaths = DefaultMaxWorkerDeaths
+	}
 }
+
+// DefaultMaxWorkerDeaths is RescuerConfig.MaxWorkerDeaths unless set.
+const DefaultMaxWorkerDeaths = 3
 
 // rescueSep separates a logical task id from the suffix of a re-run
 // enqueued by the rescuer ("item:J:3~rescue~W"): asynq keeps the dead
@@ -56,6 +68,9 @@ const rescueSep = "~rescue~"
 //     it within about the heartbeat TTL plus Interval of the death instead
 //     of waiting for asynq's lease (30s) and recovery; every task is
 //     idempotent, so the dead worker's copy running later is harmless;
+//   - but once MaxWorkerDeaths different workers died holding the same
+//     task (a poison pill: its input kills whatever runs it), the job
+//     fails, not retryable, saying so, and the task is not handed on;
 //   - a RUNNING job whose last event is older than StallTimeout fails,
 //     retryable, with that reason;
 //   - a job one of whose tasks asynq archived (retries used up, e.g. on
@@ -86,6 +101,7 @@ type RescueResult struct {
 	Rescued  int // tasks of dead workers enqueued again
 	Stalled  int // jobs failed for want of progress
 	Archived int // jobs failed because a task was archived
+	Poisoned int // jobs failed because their task killed MaxWorkerDeaths workers
 }
 
 // Start runs passes every Interval until Stop.
@@ -114,6 +130,7 @@ func (r *Rescuer) Pass(ctx context.Context) (RescueResult, error) {
 		total.Rescued += res.Rescued
 		total.Stalled += res.Stalled
 		total.Archived += res.Archived
+		total.Poisoned += res.Poisoned
 		errs = append(errs, err)
 	}
 	if scanArchive {
@@ -152,13 +169,17 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 			errs = append(errs, err)
 			continue
 		}
-		n, err := r.rescueHeld(ctx, j)
+		n, poisoned, err := r.rescueHeld(ctx, j)
 		res.Rescued += n
 		errs = append(errs, err)
+		if poisoned {
+			res.Poisoned++
+			continue
+		}
 		if j.State == StateRunning && !j.progressAt.IsZero() && time.Since(j.progressAt) > r.cfg.StallTimeout {
 			msg := fmt.Sprintf("no progress for %s (last event at %s); stalled jobs are failed after MVQ_JOB_STALL_TIMEOUT: submit the refresh again",
 				time.Since(j.progressAt).Round(time.Second), formatTime(j.progressAt))
-			if r.failJob(ctx, j, msg) {
+			if r.failJob(ctx, j, msg, true) {
 				res.Stalled++
 			}
 		}
@@ -171,24 +192,35 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 	return res, errors.Join(errs...)
 }
 
-// rescueHeld enqueues again the tasks of j held by dead workers.
-func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (int, error) {
+// rescueHeld enqueues again the tasks of j held by dead workers, or fails
+// j (poisoned) when one of them has now died on MaxWorkerDeaths workers.
+func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (n int, poisoned bool, err error) {
 	held, err := r.st.holders(ctx, j.ID)
 	if err != nil || len(held) == 0 {
-		return 0, err
+		return 0, false, err
 	}
-	n := 0
 	alive := map[string]bool{}
 	for task, worker := range held {
 		ok, seen := alive[worker]
 		if !seen {
 			if ok, err = r.st.workerAlive(ctx, j.Cluster, worker); err != nil {
-				return n, err
+				return n, false, err
 			}
 			alive[worker] = ok
 		}
 		if ok {
 			continue
+		}
+		deaths, err := r.st.recordDeath(ctx, j.ID, task, worker)
+		if err != nil {
+			return n, false, err
+		}
+		if deaths >= r.cfg.MaxWorkerDeaths {
+			msg := fmt.Sprintf("%s was running on %d workers that died while running it (heartbeats lapsed; the last %s), so it is not handed to another: "+
+				"what it runs likely kills the worker (memory: the view's SQL is bounded by MVQ_QUERY_MEMORY, its code by the runtime); fix the view before refreshing again",
+				describeTask(task), deaths, worker)
+			r.st.release(ctx, j.ID, task, worker)
+			return n, r.failJob(ctx, j, msg, false), nil
 		}
 		t, err := rescueTask(task, worker, j.Cluster)
 		if err != nil {
@@ -197,13 +229,28 @@ func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (int, error) {
 			continue
 		}
 		if err := enqueue(ctx, r.enq, t); err != nil {
-			return n, redisErr("enqueue rescued task", err)
+			return n, false, redisErr("enqueue rescued task", err)
 		}
 		r.st.release(ctx, j.ID, task, worker)
 		n++
-		r.log.Warn("jobs: re-ran a task of a dead worker", "job_id", j.ID, "task", task, "dead_worker", worker)
+		r.log.Warn("jobs: re-ran a task of a dead worker", "job_id", j.ID, "task", task, "dead_worker", worker, "deaths", deaths)
 	}
-	return n, nil
+	return n, false, nil
+}
+
+// describeTask names a logical task id for a job's failure message.
+func describeTask(task string) string {
+	kind, rest, _ := strings.Cut(task, ":")
+	switch kind {
+	case "item":
+		_, idx, _ := strings.Cut(rest, ":")
+		return "work item " + idx
+	case "plan":
+		return "the plan task (which runs work item 0 in place)"
+	case "commit":
+		return "the commit task"
+	}
+	return "task " + task
 }
 
 // rescueTask rebuilds the task named by a logical task id, under a rescue
@@ -274,7 +321,7 @@ func (r *Rescuer) scanArchived(ctx context.Context, cluster string, live map[str
 				last = last[:300] + "…"
 			}
 			msg := fmt.Sprintf("task %s was archived after %d retries (last error: %s): submit the refresh again", logicalTask(t.ID), t.Retried, last)
-			if r.failJob(ctx, j, msg) {
+			if r.failJob(ctx, j, msg, true) {
 				n++
 			}
 			delete(live, p.JobID)
@@ -286,10 +333,10 @@ func (r *Rescuer) scanArchived(ctx context.Context, cluster string, live map[str
 	return n, nil
 }
 
-// failJob fails j, retryable, in its current phase, and discards its
-// staged output; it reports whether this call failed it.
-func (r *Rescuer) failJob(ctx context.Context, j *Job, msg string) bool {
-	res, err := r.st.fail(ctx, j, Failure{Phase: j.Phase, Message: msg, Retryable: true}, 0)
+// failJob fails j in its current phase, and discards its staged output;
+// it reports whether this call failed it.
+func (r *Rescuer) failJob(ctx context.Context, j *Job, msg string, retryable bool) bool {
+	res, err := r.st.fail(ctx, j, Failure{Phase: j.Phase, Message: msg, Retryable: retryable}, 0)
 	if err != nil {
 		r.log.Warn("jobs: rescuer could not fail a job", "job_id", j.ID, "err", err)
 		return false

@@ -40,6 +40,7 @@ func resultsKey(id string) string { return jobKey(id) + ":results" }
 func succKey(id string) string    { return jobKey(id) + ":succ" }
 func activeKey(id string) string  { return jobKey(id) + ":active" }
 func holdersKey(id string) string { return jobKey(id) + ":holders" }
+func deathsKey(id string) string  { return jobKey(id) + ":deaths" }
 
 // viewKey names a view in keys: its parts joined by "/", which no
 // identifier part may contain, so two views never share keys (a "$"-joined
@@ -435,6 +436,29 @@ func (s *store) hold(ctx context.Context, jobID, task, worker string) error {
 // over meanwhile.
 func (s *store) release(ctx context.Context, jobID, task, worker string) {
 	scriptRelease.Run(ctx, s.rdb, []string{holdersKey(jobID)}, task, worker)
+}
+
+// recordDeath notes that worker died holding task of a job and returns
+// how many different workers died holding that task. Recording the same
+// death again (a pass that failed half-way) counts it once.
+func (s *store) recordDeath(ctx context.Context, jobID, task, worker string) (int, error) {
+	var members *redis.StringSliceCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.SAdd(ctx, deathsKey(jobID), task+"\x00"+worker)
+		p.Expire(ctx, deathsKey(jobID), DispatchRetention)
+		members = p.SMembers(ctx, deathsKey(jobID))
+		return nil
+	})
+	if err != nil {
+		return 0, redisErr("record a worker death", err)
+	}
+	n := 0
+	for _, m := range members.Val() {
+		if t, _, _ := strings.Cut(m, "\x00"); t == task {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // holders returns task -> worker for the tasks of a job that are held.

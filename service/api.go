@@ -43,11 +43,18 @@ func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 		wh.Close()
 		return nil, err
 	}
-	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout})
+	budget := cfg.QueryMemory
+	if budget == 0 {
+		budget = DefaultQueryMemory()
+	}
+	// The API's requests carry their principal; a worker's work carries
+	// none and is not shared out.
+	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout, MemoryBudget: budget, ShareKey: auth.PrincipalFrom, Share: cfg.QueryShare})
 	if err != nil {
 		wh.Close()
 		return nil, fmt.Errorf("duckdb: %w", err)
 	}
+	slog.Info("sql engine", "sessions", db.Sessions(), "session_memory_mib", db.SessionMemory()>>20, "query_memory_mib", budget>>20)
 	return &Core{Catalog: table.NewCatalog(wh, db, table.Options{}), SQL: db, wh: wh}, nil
 }
 

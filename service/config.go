@@ -66,6 +66,14 @@ type Config struct {
 	// API refuses to start without a mode (Auth.Check).
 	Auth auth.Config
 
+	// SQL engine bounds (environment only, loadQueryBounds): QueryMemory
+	// (MVQ_QUERY_MEMORY, API and worker) is the memory of every DuckDB
+	// database that may run a query at once, together; 0: OpenCore uses
+	// DefaultQueryMemory. QueryShare (MVQ_QUERY_SHARE, API) bounds the
+	// SQL sessions one principal holds at once; 0: half, rounded up.
+	QueryMemory int64
+	QueryShare  int
+
 	// TraceURLTemplate (MVQ_TRACE_URL_TEMPLATE, API): the jobs console's
 	// link from a job to its trace, "{trace_id}" replaced; empty: no link.
 	TraceURLTemplate string
@@ -202,6 +210,9 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	allowUnauth := "false"
 	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
+	if err := loadQueryBounds(&cfg, getenv); err != nil {
+		return cfg, err
+	}
 	env("MVQ_TRACE_URL_TEMPLATE", &cfg.TraceURLTemplate)
 	env("MVQ_CATALOG_PREFIX", &cfg.CatalogPrefix)
 	if cfg.CatalogPrefix == "" || strings.ContainsAny(cfg.CatalogPrefix, "/%?#") {
