@@ -114,8 +114,11 @@ var routeRules = map[string]routeRule{
 	"POST /v1/jobs/list":         {auth.Read, targetJobList, true, false},
 	"POST /v1/jobs/cancel":       {auth.Refresh, targetJobBody, true, false},
 
-	// Batches and transactions: write (describe: read) on every table of
-	// the batch or transaction, checked by the handler.
+	// Batches and transactions, checked by the handler on every table
+	// they name: each batch operation needs its single route's rule
+	// (batchOpRoutes: a deregister_table or delete_table_versions needs
+	// admin, as deregister and version/delete do); a transaction's
+	// describe needs read, its alter write.
 	"POST /v1/table/version/batch-create": {auth.Write, targetTables, true, false},
 	"POST /v1/table/batch-commit":         {auth.Write, targetTables, true, false},
 	"POST /v1/transaction/:id/describe":   {auth.Read, targetTables, true, false},
