@@ -172,7 +172,7 @@ func (s *Server) renameTable(c *gin.Context) {
 	// The route's rule checked admin on the table; the new name needs
 	// write where it lands.
 	if v, ok := c.Get(identityKey); ok {
-		if who, ok := v.(*auth.Identity); ok && who != nil && !who.Allows(auth.Write, newID) {
+		if who, ok := v.(*auth.Identity); ok && who != nil && !who.AllowsTable(auth.Write, newID) {
 			fail(c, denied(who, auth.Write, newID))
 			return
 		}

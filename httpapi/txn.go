@@ -55,7 +55,7 @@ func allowTable(c *gin.Context, action auth.Action, id []string) error {
 		return nil
 	}
 	who, _ := v.(*auth.Identity)
-	if who == nil || who.Allows(action, id) {
+	if who == nil || who.AllowsTable(action, id) {
 		return nil
 	}
 	return denied(who, action, id)
