@@ -35,33 +35,73 @@ func TestAllows(t *testing.T) {
 		{Namespace: "team_a", Actions: []auth.Action{auth.Read, auth.Write}},
 		{Namespace: "team_b$sub", Actions: []auth.Action{auth.Refresh}},
 		{Namespace: "caf\u00e9", Actions: []auth.Action{auth.Read}},
+		{Table: "shared$docs", Actions: []auth.Action{auth.Read}},
 	}}
 	star := &auth.Identity{Grants: []auth.Grant{{Namespace: "*", Actions: []auth.Action{auth.Admin}}}}
 	parse(t, id, star)
+	const ns, tbl = false, true
 	for _, c := range []struct {
 		id     *auth.Identity
 		action auth.Action
+		table  bool // target is a table (AllowsTable), else a namespace
 		target []string
 		want   bool
 	}{
-		{id, auth.Read, []string{"team_a"}, true},
-		{id, auth.Write, []string{"team_a", "t"}, true},
-		{id, auth.Read, []string{"team_a", "x", "y"}, true},
-		{id, auth.Refresh, []string{"team_a", "t"}, false},
-		{id, auth.Admin, []string{"team_a"}, false},
-		{id, auth.Read, []string{"team_ab"}, false},
-		{id, auth.Read, []string{"team"}, false},
-		{id, auth.Read, nil, false},
-		{id, auth.Refresh, []string{"team_b", "sub", "v"}, true},
-		{id, auth.Refresh, []string{"team_b"}, false},
-		{id, auth.Refresh, []string{"team_b", "subway"}, false},
-		{id, auth.Read, []string{"cafe\u0301", "t"}, true}, // NFD spelling of the granted NFC name
-		{star, auth.Admin, nil, true},
-		{star, auth.Admin, []string{"anything", "t"}, true},
-		{star, auth.Read, []string{"anything"}, false},
+		{id, auth.Read, ns, []string{"team_a"}, true},
+		{id, auth.Write, tbl, []string{"team_a", "t"}, true},
+		{id, auth.Read, tbl, []string{"team_a", "x", "y"}, true},
+		{id, auth.Read, ns, []string{"team_a", "x", "y"}, true},
+		{id, auth.Refresh, tbl, []string{"team_a", "t"}, false},
+		{id, auth.Admin, ns, []string{"team_a"}, false},
+		{id, auth.Read, ns, []string{"team_ab"}, false},
+		{id, auth.Read, ns, []string{"team"}, false},
+		{id, auth.Read, ns, nil, false},
+		{id, auth.Read, tbl, nil, false},
+		{id, auth.Refresh, tbl, []string{"team_b", "sub", "v"}, true},
+		{id, auth.Refresh, ns, []string{"team_b"}, false},
+		{id, auth.Refresh, tbl, []string{"team_b", "subway"}, false},
+		{id, auth.Read, tbl, []string{"cafe\u0301", "t"}, true}, // NFD spelling of the granted NFC name
+		// A namespace grant on N never covers a table named N in N's
+		// parent: the root-level table team_a, the table sub of team_b.
+		{id, auth.Read, tbl, []string{"team_a"}, false},
+		{id, auth.Write, tbl, []string{"team_a"}, false},
+		{id, auth.Refresh, tbl, []string{"team_b", "sub"}, false},
+		// A table grant covers that table only: not a namespace of the
+		// same name, nor what is inside one.
+		{id, auth.Read, tbl, []string{"shared", "docs"}, true},
+		{id, auth.Read, ns, []string{"shared", "docs"}, false},
+		{id, auth.Read, tbl, []string{"shared", "docs", "t"}, false},
+		{id, auth.Read, tbl, []string{"shared", "doc"}, false},
+		{id, auth.Read, ns, []string{"shared"}, false},
+		{star, auth.Admin, ns, nil, true},
+		{star, auth.Admin, tbl, []string{"anything", "t"}, true},
+		{star, auth.Admin, tbl, []string{"root_table"}, true},
+		{star, auth.Read, ns, []string{"anything"}, false},
 	} {
-		if got := c.id.Allows(c.action, c.target); got != c.want {
-			t.Errorf("%v %s %q: %v, want %v", c.id.Grants, c.action, c.target, got, c.want)
+		got := c.id.AllowsNamespace(c.action, c.target)
+		if c.table {
+			got = c.id.AllowsTable(c.action, c.target)
+		}
+		if got != c.want {
+			t.Errorf("%v %s %q (table %v): %v, want %v", c.id.Grants, c.action, c.target, c.table, got, c.want)
+		}
+	}
+}
+
+// TestGrantNamesANamespaceOrATable: a grant sets one of namespace and
+// table; "*" is not a table.
+func TestGrantNamesANamespaceOrATable(t *testing.T) {
+	for _, g := range []auth.Grant{
+		{Namespace: "a", Table: "a$t", Actions: []auth.Action{auth.Read}},
+		{Table: "*", Actions: []auth.Action{auth.Read}},
+		{Table: "a$$t", Actions: []auth.Action{auth.Read}},
+		{Actions: []auth.Action{auth.Read}},
+	} {
+		var f auth.TokensFile
+		f.Tokens = []auth.TokenEntry{{Token: "0123456789abcdef", Principal: "p", Grants: []auth.Grant{g}}}
+		raw, _ := json.Marshal(f)
+		if _, err := auth.ParseTokens(raw); err == nil {
+			t.Errorf("grant %+v accepted", g)
 		}
 	}
 }
@@ -240,7 +280,7 @@ func TestJWTHS256(t *testing.T) {
 	}
 	defer a.Close()
 	id, err := a.Authenticate(ctx, sign(t, jwt.SigningMethodHS256, []byte(secret), "", claims("alice", time.Hour, "mvq_rate_limit", 2.5)))
-	if err != nil || id.Principal != "alice" || id.RateLimit != 2.5 || !id.Allows(auth.Read, []string{"team_a", "t"}) || id.Allows(auth.Write, []string{"team_a"}) {
+	if err != nil || id.Principal != "alice" || id.RateLimit != 2.5 || !id.AllowsTable(auth.Read, []string{"team_a", "t"}) || id.AllowsNamespace(auth.Write, []string{"team_a"}) {
 		t.Fatalf("good token: %+v %v", id, err)
 	}
 	rsaKey, _ := rsa.GenerateKey(rand.Reader, 2048)

@@ -33,12 +33,17 @@ const All = "*"
 // table identifiers.
 const Delimiter = "$"
 
-// Grant allows actions on a namespace and everything under it.
+// Grant allows actions on a namespace and everything under it, or on one
+// table. Exactly one of Namespace and Table is set: a namespace grant on N
+// covers N, its namespaces and the tables inside them, never a table
+// named N in N's parent (a table and a namespace may share a name); a
+// table grant covers that table (or view) only.
 type Grant struct {
-	Namespace string   `json:"namespace"`
+	Namespace string   `json:"namespace,omitempty"`
+	Table     string   `json:"table,omitempty"`
 	Actions   []Action `json:"actions"`
 
-	parts []string // Namespace split and NFC-normalized; nil for All
+	parts []string // Namespace or Table split and NFC-normalized; nil for All
 }
 
 // Identity is an authenticated caller: its principal, its grants and the
@@ -50,28 +55,61 @@ type Identity struct {
 	RateLimit float64
 }
 
-// Allows reports whether the identity may do action on target (the parts
-// of a namespace, table or view identifier; empty is the root). A grant on
-// namespace N covers N and every identifier under it; "*" covers all,
-// the root included. Names compare after NFC normalization.
-func (id *Identity) Allows(action Action, target []string) bool {
+// AllowsNamespace reports whether the identity may do action on namespace
+// ns (its parts; empty is the root): a namespace grant on ns or one of
+// its ancestors, or "*" (the only grant that covers the root). Names
+// compare after NFC normalization.
+func (id *Identity) AllowsNamespace(action Action, ns []string) bool {
 	for i := range id.Grants {
-		if id.Grants[i].covers(action, target) {
+		if id.Grants[i].covers(action, ns, false) {
 			return true
 		}
 	}
 	return false
 }
 
-func (g *Grant) covers(action Action, target []string) bool {
+// AllowsTable reports whether the identity may do action on table (or
+// view) t, its parts: a grant on t itself, a namespace grant on the
+// namespace t is in or one of its ancestors, or "*". A table at the root
+// needs "*". Names compare after NFC normalization.
+func (id *Identity) AllowsTable(action Action, t []string) bool {
+	if len(t) == 0 {
+		return false
+	}
+	for i := range id.Grants {
+		if id.Grants[i].covers(action, t, true) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Grant) covers(action Action, target []string, isTable bool) bool {
 	if !slices.Contains(g.Actions, action) {
 		return false
 	}
 	if g.Namespace == All {
 		return true
 	}
-	if len(g.parts) == 0 || len(target) < len(g.parts) {
+	if len(g.parts) == 0 {
 		return false
+	}
+	switch {
+	case g.Table != "":
+		// One table: exactly it, never a namespace of the same name.
+		if !isTable || len(target) != len(g.parts) {
+			return false
+		}
+	case isTable:
+		// Inside the namespace: the table's own namespace is g's or
+		// below it (a table named like g, in g's parent, is not).
+		if len(target) <= len(g.parts) {
+			return false
+		}
+	default:
+		if len(target) < len(g.parts) {
+			return false
+		}
 	}
 	for i, p := range g.parts {
 		if norm.NFC.String(target[i]) != p {
@@ -89,8 +127,17 @@ func checkGrants(grants []Grant, where string) error {
 		g := &grants[i]
 		at := fmt.Sprintf("%s[%d]", where, i)
 		switch {
+		case g.Namespace != "" && g.Table != "":
+			return fmt.Errorf("%s: namespace and table both set; a grant is on a namespace or on one table", at)
+		case g.Table == All:
+			return fmt.Errorf("%s.table: %q is not a table; use namespace: %q", at, All, All)
+		case g.Table != "":
+			g.parts = strings.Split(norm.NFC.String(g.Table), Delimiter)
+			if slices.Contains(g.parts, "") {
+				return fmt.Errorf("%s.table: %q has an empty part", at, g.Table)
+			}
 		case g.Namespace == "":
-			return fmt.Errorf("%s.namespace: required (a namespace such as team_a, or %q for all)", at, All)
+			return fmt.Errorf("%s.namespace: required (a namespace such as team_a, or %q for all; or table: a single table such as team_a$docs)", at, All)
 		case g.Namespace != All:
 			g.parts = strings.Split(norm.NFC.String(g.Namespace), Delimiter)
 			if slices.Contains(g.parts, "") {

@@ -24,7 +24,8 @@ import (
 type targetKind int
 
 const (
-	targetPath      targetKind = iota // the :id path parameter
+	targetPath      targetKind = iota // the :id path parameter, a table or view
+	targetNSPath                      // the :id path parameter, a namespace
 	targetJobParam                    // the view of the job :job_id names
 	targetJobBody                     // the view of the job the body's job_id names
 	targetJobList                     // the body's view; without one, the list is filtered
@@ -50,14 +51,14 @@ type routeRule struct {
 // routeRules maps "METHOD path" to its rule. A route missing here needs
 // admin at the root (TestEveryRouteHasARule keeps the table complete).
 var routeRules = map[string]routeRule{
-	"POST /v1/namespace/:id/create":     {auth.Write, targetPath, true, false},
-	"GET /v1/namespace/:id/list":        {auth.Read, targetPath, false, false},
-	"POST /v1/namespace/:id/list":       {auth.Read, targetPath, true, false},
-	"POST /v1/namespace/:id/describe":   {auth.Read, targetPath, true, false},
-	"POST /v1/namespace/:id/drop":       {auth.Admin, targetPath, true, false},
-	"POST /v1/namespace/:id/exists":     {auth.Read, targetPath, true, false},
-	"GET /v1/namespace/:id/table/list":  {auth.Read, targetPath, false, false},
-	"POST /v1/namespace/:id/table/list": {auth.Read, targetPath, true, false},
+	"POST /v1/namespace/:id/create":     {auth.Write, targetNSPath, true, false},
+	"GET /v1/namespace/:id/list":        {auth.Read, targetNSPath, false, false},
+	"POST /v1/namespace/:id/list":       {auth.Read, targetNSPath, true, false},
+	"POST /v1/namespace/:id/describe":   {auth.Read, targetNSPath, true, false},
+	"POST /v1/namespace/:id/drop":       {auth.Admin, targetNSPath, true, false},
+	"POST /v1/namespace/:id/exists":     {auth.Read, targetNSPath, true, false},
+	"GET /v1/namespace/:id/table/list":  {auth.Read, targetNSPath, false, false},
+	"POST /v1/namespace/:id/table/list": {auth.Read, targetNSPath, true, false},
 
 	// create and insert bodies are Arrow IPC or JSON rows: credentials
 	// come from headers only.
@@ -114,8 +115,11 @@ var routeRules = map[string]routeRule{
 	"POST /v1/jobs/list":         {auth.Read, targetJobList, true, false},
 	"POST /v1/jobs/cancel":       {auth.Refresh, targetJobBody, true, false},
 
-	// Batches and transactions: write (describe: read) on every table of
-	// the batch or transaction, checked by the handler.
+	// Batches and transactions, checked by the handler on every table
+	// they name: each batch operation needs its single route's rule
+	// (batchOpRoutes: a deregister_table or delete_table_versions needs
+	// admin, as deregister and version/delete do); a transaction's
+	// describe needs read, its alter write.
 	"POST /v1/table/version/batch-create": {auth.Write, targetTables, true, false},
 	"POST /v1/table/batch-commit":         {auth.Write, targetTables, true, false},
 	"POST /v1/transaction/:id/describe":   {auth.Read, targetTables, true, false},
@@ -247,7 +251,7 @@ func (s *Server) authenticate() gin.HandlerFunc {
 		if !known {
 			// A route without a rule needs admin at the root: new routes
 			// are closed until mapped.
-			if !id.Allows(auth.Admin, nil) {
+			if !id.AllowsNamespace(auth.Admin, nil) {
 				fail(c, denied(id, auth.Admin, nil))
 				return
 			}
@@ -325,10 +329,12 @@ func (s *Server) authn(c *gin.Context, cred string) (*auth.Identity, error) {
 // source table.
 func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, body bodyFields) error {
 	var target []string
+	isTable := true // target is a table or view; else a namespace
 	switch rule.target {
 	case targetTables:
 		return nil // the handler checks every table it touches
-	case targetPath:
+	case targetPath, targetNSPath:
+		isTable = rule.target == targetPath
 		t, err := pathID(c)
 		if err != nil {
 			return err
@@ -366,6 +372,7 @@ func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, bo
 		}
 		target = t
 	case targetNamespace:
+		isTable = false
 		if body.Namespace != nil && *body.Namespace != "" {
 			t, err := table.ParseID(*body.Namespace, c.Query("delimiter"))
 			if err != nil {
@@ -376,9 +383,9 @@ func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, bo
 	}
 	action := rule.action
 	if len(target) == 0 {
-		action = auth.Admin
+		action, isTable = auth.Admin, false
 	}
-	if !id.Allows(action, target) {
+	if isTable && !id.AllowsTable(action, target) || !isTable && !id.AllowsNamespace(action, target) {
 		return denied(id, action, target)
 	}
 	if rule.source && body.SourceQuery != nil {
@@ -386,7 +393,7 @@ func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, bo
 		if err != nil {
 			return err
 		}
-		if !id.Allows(auth.Read, src) {
+		if !id.AllowsTable(auth.Read, src) {
 			return table.Errorf(table.CodePermissionDenied, "principal %s may not read %s, the source of this view", id.Principal, table.JoinID(src))
 		}
 	}
@@ -411,7 +418,7 @@ func visibleJobs(c *gin.Context, list []*jobs.Job) []*jobs.Job {
 	id := v.(*auth.Identity)
 	out := list[:0]
 	for _, j := range list {
-		if id.Allows(auth.Read, j.ViewID()) {
+		if id.AllowsTable(auth.Read, j.ViewID()) {
 			out = append(out, j)
 		}
 	}

@@ -35,6 +35,26 @@ func TestEveryRouteHasARule(t *testing.T) {
 	}
 }
 
+// TestBatchOperationsFollowTheirRoutes: every batch operation needs the
+// grant of the single route that does the same, read from routeRules.
+func TestBatchOperationsFollowTheirRoutes(t *testing.T) {
+	for op, route := range batchOpRoutes {
+		r, ok := routeRules[route]
+		if !ok || r.target != targetPath {
+			t.Errorf("batch operation %s: route %s has no rule on its table", op, route)
+			continue
+		}
+		if got := batchAction(op); got != r.action {
+			t.Errorf("batch operation %s needs %s, its route %s", op, got, r.action)
+		}
+	}
+	for op, want := range map[string]auth.Action{"deregister_table": auth.Admin, "delete_table_versions": auth.Admin, "create_table_version": auth.Write, "declare_table": auth.Write, "no_such_op": auth.Admin} {
+		if got := batchAction(op); got != want {
+			t.Errorf("batch operation %s needs %s, want %s", op, got, want)
+		}
+	}
+}
+
 func TestRemoveMembers(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{`{}`, `{}`},

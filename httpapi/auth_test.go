@@ -231,7 +231,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"POST", "/v1/namespace/team_a$sub/drop", `{}`, auth.Admin, 200},
 	}
 	// A view create also needs read on its source (a table-level grant).
-	also := map[string][]auth.Grant{"/v1/materialized_view/team_a$v2/create": {grant("team_a$src", auth.Read)}}
+	also := map[string][]auth.Grant{"/v1/materialized_view/team_a$v2/create": {{Table: "team_a$src", Actions: []auth.Action{auth.Read}}}}
 	creds := []struct {
 		name string
 		hdr  []string

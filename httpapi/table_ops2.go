@@ -101,12 +101,51 @@ func (s *Server) registerTable(c *gin.Context) {
 		fail(c, badInput("properties: register keeps the properties the table's manifest has; set none here"))
 		return
 	}
-	t, err := s.cat.RegisterTable(c, id, *req.Location, req.Mode)
+	t, err := s.cat.RegisterTable(c, id, *req.Location, req.Mode, func(src table.RegisterSource) error {
+		return allowRegister(c, src)
+	})
 	if err != nil {
 		fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"location": t.Location(), "properties": gin.H{}})
+}
+
+// allowRegister checks the caller may adopt src (the route's rule checked
+// admin on the new table): a folder deregister left needs admin on the
+// namespace its table was deregistered from (a root admin when no record
+// says which); any other folder lies inside the new table's namespace
+// (table.RegisterSource), whose admin the caller must be.
+func allowRegister(c *gin.Context, src table.RegisterSource) error {
+	v, ok := c.Get(identityKey)
+	if !ok {
+		return nil
+	}
+	who, _ := v.(*auth.Identity)
+	if who == nil {
+		return nil
+	}
+	ns := src.Namespace
+	if !src.Known {
+		ns = nil
+	}
+	if who.AllowsNamespace(auth.Admin, ns) {
+		return nil
+	}
+	switch {
+	case !src.Known:
+		return table.Errorf(table.CodePermissionDenied, "location: principal %s may not register %s: no record says which namespace it was deregistered from, so only an admin of the root may", who.Principal, src.Location)
+	case src.Deregistered:
+		return table.Errorf(table.CodePermissionDenied, "location: principal %s may not register %s: it was deregistered from a namespace the principal has no admin grant on", who.Principal, src.Location)
+	}
+	return table.Errorf(table.CodePermissionDenied, "location: principal %s has no admin grant on %s, where %s lies", who.Principal, nsName(ns), src.Location)
+}
+
+func nsName(ns []string) string {
+	if len(ns) == 0 {
+		return "the root"
+	}
+	return table.JoinID(ns)
 }
 
 // deregisterTable deregisters a table; views reading it make it a 409
@@ -172,7 +211,7 @@ func (s *Server) renameTable(c *gin.Context) {
 	// The route's rule checked admin on the table; the new name needs
 	// write where it lands.
 	if v, ok := c.Get(identityKey); ok {
-		if who, ok := v.(*auth.Identity); ok && who != nil && !who.Allows(auth.Write, newID) {
+		if who, ok := v.(*auth.Identity); ok && who != nil && !who.AllowsTable(auth.Write, newID) {
 			fail(c, denied(who, auth.Write, newID))
 			return
 		}

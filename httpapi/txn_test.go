@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -256,6 +257,51 @@ func TestBatchAuthEveryTable(t *testing.T) {
 	bob := bearer(mint(t, jwtSecret, "bob", time.Hour, grant("team_a", all...)))
 	mustStatus(t, s.do("POST", "/v1/transaction/"+txn+"/describe", `{}`, bob...), 403)
 	mustStatus(t, s.do("POST", "/v1/transaction/"+txn+"/alter", `{"actions": [{"setPropertyAction": {"key": "k", "value": "v"}}]}`, root...), 200)
+}
+
+// TestBatchNeedsTheSingleRoutesGrant: a batch operation needs the grant
+// its single route needs. A principal with read and write on team_a (no
+// admin) may not deregister a table or delete its versions through
+// batch-commit, as it may not through deregister and version/delete; the
+// table keeps every version. An admin may.
+func TestBatchNeedsTheSingleRoutesGrant(t *testing.T) {
+	s := startTxnServer(t, jwtAuth(t))
+	all := []auth.Action{auth.Read, auth.Write, auth.Refresh, auth.Admin}
+	root := bearer(mint(t, jwtSecret, "root", time.Hour, grant("*", all...)))
+	mustStatus(t, s.do("POST", "/v1/namespace/team_a/create", `{}`, root...), 200)
+	mustStatus(t, s.do("POST", "/v1/table/team_a$t/create", `[{"id": 1}]`, root...), 200)
+	mustStatus(t, s.do("POST", "/v1/table/team_a$t/insert", `[{"id": 2}]`, root...), 200)
+	writer := bearer(mint(t, jwtSecret, "writer", time.Hour, grant("team_a", auth.Read, auth.Write)))
+	admin := bearer(mint(t, jwtSecret, "alice", time.Hour, grant("team_a", all...)))
+
+	// The single routes: 403 for the writer.
+	mustStatus(t, s.do("POST", "/v1/table/team_a$t/deregister", `{}`, writer...), 403)
+	mustStatus(t, s.do("POST", "/v1/table/team_a$t/version/delete", `{"ranges": [{"start_version": 1, "end_version": 1}]}`, writer...), 403)
+	// The same through batch-commit: 403 too, naming the table.
+	for _, op := range []map[string]any{
+		{"deregister_table": map[string]any{"id": []string{"team_a", "t"}}},
+		{"delete_table_versions": map[string]any{"id": []string{"team_a", "t"}, "ranges": []any{map[string]any{"start_version": 1, "end_version": 1}}}},
+	} {
+		r := s.do("POST", "/v1/table/batch-commit", body(t, map[string]any{"operations": []any{op}}), writer...)
+		if r.status != 403 || !strings.Contains(fmt.Sprint(r.json["error"]), "admin") || !strings.Contains(fmt.Sprint(r.json["error"]), "team_a$t") {
+			t.Fatalf("batch-commit %v as a writer: %d %s", op, r.status, r.body)
+		}
+	}
+	r := s.do("POST", "/v1/table/team_a$t/version/list", `{}`, root...)
+	mustStatus(t, r, 200)
+	if n := len(r.json["versions"].([]any)); n != 2 {
+		t.Fatalf("after the refused batches the table has %d versions, want 2: %s", n, r.body)
+	}
+	// An admin of team_a may, as on the single routes.
+	r = s.do("POST", "/v1/table/batch-commit", body(t, map[string]any{"operations": []any{
+		map[string]any{"delete_table_versions": map[string]any{"id": []string{"team_a", "t"}, "ranges": []any{map[string]any{"start_version": 1, "end_version": 1}}}},
+	}}), admin...)
+	mustStatus(t, r, 200)
+	r = s.do("POST", "/v1/table/batch-commit", body(t, map[string]any{"operations": []any{
+		map[string]any{"deregister_table": map[string]any{"id": []string{"team_a", "t"}}},
+	}}), admin...)
+	mustStatus(t, r, 200)
+	mustStatus(t, s.do("POST", "/v1/table/team_a$t/exists", `{}`, root...), 404)
 }
 
 // TestBatchRefreshesViews: views over tables committed through a batch

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -400,7 +401,9 @@ func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) e
 
 // DeregisterTable takes table id out of the catalog and keeps its content:
 // the folder moves to _deregistered/{identity}.lance/ in the warehouse,
-// whose location is returned for a later register.
+// whose location is returned for a later register. Next to it,
+// _deregistered/{identity}.origin.json names the table it was, so register
+// can ask whether the caller may take it from that namespace.
 func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, error) {
 	if len(id) == 0 {
 		return "", Errorf(CodeInvalidInput, "a table identifier needs a name")
@@ -426,6 +429,11 @@ func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, err
 		return "", err
 	}
 	dst := deregisteredDir + uuid + tableSuffix + "/"
+	// Before the folder appears there: a folder without its record is
+	// one only a root admin may adopt (RegisterSource).
+	if err := c.recordOrigin(ctx, uuid, id); err != nil {
+		return "", err
+	}
 	mc.h.To = dst
 	if err := c.claimedMove(ctx, mc, uuid); err != nil {
 		return "", err
@@ -433,11 +441,120 @@ func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, err
 	return c.wh.Location(strings.TrimSuffix(dst, "/")), nil
 }
 
+// originExt names the record next to a deregistered folder of the table
+// it was (_deregistered/{identity}.origin.json).
+const originExt = ".origin.json"
+
+// originRecord is what the record holds: the identifier the table had.
+type originRecord struct {
+	ID []string `json:"id"`
+}
+
+// recordOrigin notes that the folder deregistered as identity uuid was
+// table id.
+func (c *Catalog) recordOrigin(ctx context.Context, uuid string, id []string) error {
+	b, _ := json.Marshal(originRecord{ID: id})
+	return c.wh.Write(ctx, deregisteredDir+uuid+originExt, b)
+}
+
+// readOrigin returns the identifier the folder deregistered as name (its
+// folder name without .lance) had; nil when no record was kept.
+func (c *Catalog) readOrigin(ctx context.Context, name string) ([]string, error) {
+	b, err := c.wh.Read(ctx, deregisteredDir+name+originExt)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec originRecord
+	if json.Unmarshal(b, &rec) != nil || len(rec.ID) == 0 {
+		return nil, nil
+	}
+	for _, p := range rec.ID {
+		if ValidatePart(p) != nil {
+			return nil, nil
+		}
+	}
+	return rec.ID, nil
+}
+
+// RegisterSource is the folder a register would adopt, for the caller to
+// judge before anything moves. Namespace is where it belongs: for a folder
+// deregister left, the namespace of the table it was (Known false when no
+// record says: a folder deregistered before records were kept, or written
+// under _deregistered/ by another tool); for any other folder, the
+// namespace it is registered into (it must lie inside it).
+type RegisterSource struct {
+	Location     string
+	Deregistered bool
+	Namespace    []string
+	Known        bool
+}
+
+// registerKey checks location as a folder register may adopt as table id
+// and returns its key (ending in "/") and what it is. Only two kinds of
+// folder qualify: one deregister left (_deregistered/{name}.lance/, exactly),
+// and a folder inside id's namespace that is neither a table's folder nor
+// inside one (a branch's tree/, _refs, _indices...) nor the catalog's own
+// (names starting with "_" or "."). id's own folder qualifies too (the
+// table is already in place).
+func (c *Catalog) registerKey(id []string, location string) (string, RegisterSource, error) {
+	src := RegisterSource{Location: location}
+	bad := func(format string, args ...any) (string, RegisterSource, error) {
+		return "", src, Errorf(CodeInvalidInput, "location: %q "+format, append([]any{location}, args...)...)
+	}
+	key := strings.TrimPrefix(location, strings.TrimRight(c.wh.URI(), "/")+"/")
+	key = strings.Trim(key, "/")
+	if key == "" || strings.Contains(location, "://") && key == location || strings.Contains(key, "..") || strings.HasPrefix(key, "/") {
+		return bad("is not a folder inside the warehouse %s", c.wh.URI())
+	}
+	key += "/"
+	ns := id[:len(id)-1]
+	if key == tableKey(id) {
+		src.Namespace, src.Known = ns, true
+		return key, src, nil
+	}
+	if rest, ok := strings.CutPrefix(key, deregisteredDir); ok {
+		name, ok := strings.CutSuffix(rest, tableSuffix+"/")
+		if !ok || name == "" || strings.ContainsAny(name, "/\\") {
+			return bad("is not a folder deregister left: want %s{identity}%s", deregisteredDir, tableSuffix)
+		}
+		src.Deregistered = true
+		return key, src, nil
+	}
+	parts := strings.Split(strings.TrimSuffix(key, "/"), "/")
+	for i, p := range parts {
+		switch {
+		case p == "":
+			return bad("has an empty folder name")
+		case strings.HasSuffix(p, tableSuffix) && i == len(parts)-1:
+			return bad("is the folder of a table of this catalog; use rename to give it another name")
+		case strings.HasSuffix(p, tableSuffix):
+			return bad("is inside the folder of table %s: register adopts a table's root folder, never a branch (tree/) or another part of a table", JoinID(parts[:i+1]))
+		case p[0] == '_' || p[0] == '.':
+			return bad("is inside %q, which holds the catalog's own files, not a table", strings.Join(parts[:i+1], "/"))
+		}
+	}
+	if !strings.HasPrefix(key, namespaceKey(ns)) {
+		where := "the namespace " + JoinID(ns)
+		return bad("is outside %s, where %s is registered: register adopts only folders inside the namespace it registers into", where, JoinID(id))
+	}
+	src.Namespace, src.Known = ns, true
+	return key, src, nil
+}
+
 // RegisterTable adopts the table folder at location (a URI or key inside
 // the warehouse holding _versions/: one deregister left, or one written by
-// another tool) as table id. mode "create" (default) refuses an existing
-// id; "overwrite" is refused: it would delete the registered table's data.
-func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode string) (*Table, error) {
+// another tool inside id's namespace; registerKey says which qualify) as
+// table id. allow, when set, is asked about the folder before anything
+// moves (the API checks the caller's grant on where it belongs); its error
+// refuses. A folder holding tables or namespaces is refused (the move would
+// carry them along), and so is one whose identity another table of the
+// catalog has (adopting it would make that table's views follow this
+// one). mode "create" (default) refuses an existing id; "overwrite" is
+// refused: it would delete the registered table's data.
+func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode string, allow func(RegisterSource) error) (*Table, error) {
 	if len(id) == 0 {
 		return nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
 	}
@@ -448,17 +565,28 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 	default:
 		return nil, Errorf(CodeInvalidInput, "mode %q: want create", mode)
 	}
-	key := strings.TrimPrefix(location, strings.TrimRight(c.wh.URI(), "/")+"/")
-	key = strings.Trim(key, "/")
-	if key == "" || strings.Contains(location, "://") && key == location || strings.Contains(key, "..") || strings.HasPrefix(key, "/") {
-		return nil, Errorf(CodeInvalidInput, "location: %q is not a folder inside the warehouse %s", location, c.wh.URI())
+	key, rs, err := c.registerKey(id, location)
+	if err != nil {
+		return nil, err
 	}
-	key += "/"
-	if strings.HasSuffix(key, tableSuffix+"/") && !strings.HasPrefix(key, deregisteredDir) && key != tableKey(id) {
-		return nil, Errorf(CodeInvalidInput, "location: %q is the folder of a table of this catalog; use rename to give it another name", location)
+	var name string // the deregistered folder's name, its identity
+	if rs.Deregistered {
+		name = strings.TrimSuffix(strings.TrimPrefix(key, deregisteredDir), tableSuffix+"/")
+		from, err := c.readOrigin(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if from != nil {
+			rs.Namespace, rs.Known = from[:len(from)-1], true
+		}
 	}
 	if err := c.requireNamespace(ctx, id[:len(id)-1]); err != nil {
 		return nil, err
+	}
+	if allow != nil {
+		if err := allow(rs); err != nil {
+			return nil, err
+		}
 	}
 	src := &Table{c: c, id: id, key: key}
 	vs, err := src.Versions(ctx)
@@ -476,7 +604,18 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 	if err != nil {
 		return nil, err
 	}
+	if rs.Deregistered && uuid != name {
+		return nil, Errorf(CodeInvalidInput, "location: %q holds a table whose identity is not its folder's name; deregister did not leave it", location)
+	}
+	if err := c.checkAdoptable(ctx, key); err != nil {
+		return nil, err
+	}
 	t := c.handle(id)
+	if held, err := c.identityHeld(ctx, uuid, id); err != nil {
+		return nil, err
+	} else if held {
+		return nil, Errorf(CodeTableAlreadyExists, "location: %q holds a table whose identity (%s) another table of this catalog has; a table is registered once", location, uuid)
+	}
 	if key == t.key {
 		return t, c.recordIdentity(ctx, uuid, id) // already in place
 	}
@@ -490,7 +629,69 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 	} else if ok {
 		return nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
 	}
-	return t, c.claimedMove(ctx, mc, uuid)
+	if err := c.claimedMove(ctx, mc, uuid); err != nil {
+		return nil, err
+	}
+	if rs.Deregistered {
+		// The folder is gone from _deregistered/: its record goes too.
+		if err := ignoreMissing(c.wh.Delete(ctx, deregisteredDir+name+originExt)); err != nil {
+			return t, err
+		}
+	}
+	return t, nil
+}
+
+// checkAdoptable refuses a folder that holds a table folder or a
+// namespace below it: the move would carry them (and their data) along.
+func (c *Catalog) checkAdoptable(ctx context.Context, key string) error {
+	files, err := c.wh.walk(ctx, key)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		rel := strings.TrimPrefix(f, key)
+		parts := strings.Split(rel, "/")
+		for i, p := range parts {
+			if i < len(parts)-1 && strings.HasSuffix(p, tableSuffix) || i == len(parts)-1 && p == namespaceMarker {
+				return Errorf(CodeInvalidInput, "location: the folder holds a table or namespace (%s): register adopts one table's folder", rel)
+			}
+		}
+	}
+	return nil
+}
+
+// identityHeld reports whether a table of the catalog other than except
+// has identity uuid: the one a recorded move names, or any other (every
+// table's latest identity is read; register is rare).
+func (c *Catalog) identityHeld(ctx context.Context, uuid string, except []string) (bool, error) {
+	if moved, err := c.movedTable(ctx, uuid); err != nil {
+		return false, err
+	} else if moved != nil && !slices.Equal(moved.id, except) {
+		return true, nil
+	}
+	// Identifier parts never hold a control character (ValidatePart):
+	// NUL joins them unambiguously.
+	names, err := c.ListAllTables(ctx, "\x00", false)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range names {
+		other := strings.Split(n, "\x00")
+		if slices.Equal(other, except) {
+			continue
+		}
+		got, err := c.latestIdentity(ctx, c.handle(other))
+		if ErrorCode(err) == CodeTableNotFound {
+			continue // dropped meanwhile
+		}
+		if err != nil {
+			return false, err
+		}
+		if got == uuid {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // openSettled opens table id for a move once every batch transaction that

@@ -158,7 +158,7 @@ func TestDeregisterRacesInserts(t *testing.T) {
 					}
 					return err
 				})
-				moved, err := c.RegisterTable(ctx, []string{"docs", fmt.Sprintf("r%d", i)}, loc, "")
+				moved, err := c.RegisterTable(ctx, []string{"docs", fmt.Sprintf("r%d", i)}, loc, "", nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -214,6 +214,10 @@ func (c *Catalog) finalizeOp(ctx context.Context, id string, e TxnEntry) error {
 		if err := c.waitSealGrace(ctx, id); err != nil {
 			return err
 		}
+		// The table it was, for register to ask about (DeregisterTable).
+		if err := c.recordOrigin(ctx, e.UUID, e.Table); err != nil {
+			return err
+		}
 		if err := c.moveFolderKeeping(ctx, t.key, deregisteredDir+e.UUID+tableSuffix+"/", versionsDir+mk); err != nil {
 			return err
 		}

@@ -80,8 +80,13 @@ func TestBatchMixedOperations(t *testing.T) {
 	if res[3].Kind != BatchDeleteVersions || res[3].Deleted != 1 || res[0].Location == "" || res[1].Location == "" {
 		t.Fatalf("results %+v", res)
 	}
-	// The deregistered table went where register finds it, whole.
-	rt, err := c.RegisterTable(ctx, []string{"docs", "c2"}, res[1].Location, "")
+	// The deregistered table went where register finds it, whole, with
+	// a record of the table it was.
+	name := strings.TrimSuffix(res[1].Location[strings.LastIndexByte(res[1].Location, '/')+1:], tableSuffix)
+	if from, err := c.readOrigin(ctx, name); err != nil || JoinID(from) != "docs$c" {
+		t.Fatalf("origin of %s: %q (%v), want docs$c", res[1].Location, from, err)
+	}
+	rt, err := c.RegisterTable(ctx, []string{"docs", "c2"}, res[1].Location, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
