@@ -461,10 +461,13 @@ func (e *Engine) bindColumn(ctx context.Context, field string, ent AddColumnEntr
 		fields = append(fields, f)
 		b.Outputs = append(b.Outputs, BoundOutput{Column: col, StructField: o.StructField})
 	}
-	// The runtime must exist (after the manifest's mvq.runtime), and an
-	// embeddings runtime must fit the outputs.
-	s, err := e.columnSettings(&b, "")
+	// The runtime must exist (after the manifest's mvq.runtime), the
+	// manifest fit it, and an embeddings runtime fit the outputs.
+	s, err := e.settingsFrom(field+".manifest", b.Manifest, b.Runtime)
 	if err != nil {
+		if strings.HasPrefix(tableMessage(err), field+".manifest") {
+			return b, nil, err
+		}
 		return b, nil, invalid("%s.udf: %v", field, tableMessage(err))
 	}
 	if err := checkEmbeddingShape(s, b.InputColumns, schema, fields); err != nil {
@@ -524,41 +527,24 @@ func computedQuery(expr string) string {
 
 // columnSettings resolves the runtime of a udf binding for one job: the
 // job's inline manifest (jobManifest) when given, else the column's, may
-// name another runtime and override its settings.
+// name another runtime and lower its settings (see resolveRuntime).
 func (e *Engine) columnSettings(b *ColumnBinding, jobManifest string) (udf.Settings, error) {
-	text := jobManifest
+	text, field := jobManifest, "manifest"
 	if text == "" {
-		text = b.Manifest
+		text, field = b.Manifest, "virtual_column.manifest"
 	}
-	return e.settingsFrom(text, b.Runtime)
+	return e.settingsFrom(field, text, b.Runtime)
 }
 
 // settingsFrom is the runtime name resolved under manifest text ("" for
-// none).
-func (e *Engine) settingsFrom(text, name string) (udf.Settings, error) {
+// none) from field.
+func (e *Engine) settingsFrom(field, text, name string) (udf.Settings, error) {
 	var m *Manifest
 	if text != "" {
 		var err error
 		if m, err = ParseManifest(text); err != nil {
-			return udf.Settings{}, invalid("manifest: %v", err)
+			return udf.Settings{}, manifestErr(field, err)
 		}
 	}
-	if rt := m.runtime(); rt != "" {
-		name = rt
-	}
-	rt, ok := e.opts.Runtimes.Lookup(name)
-	if !ok {
-		return udf.Settings{}, invalid("runtime %q is not a runtime of this deployment (declared: %s)", name, runtimeList(e.opts.Runtimes))
-	}
-	s := udf.Settings{Runtime: rt}
-	if m != nil {
-		if m.MVQ != nil {
-			var err error
-			if s.Runtime, err = m.MVQ.Overrides.Apply(rt); err != nil {
-				return udf.Settings{}, invalid("manifest: mvq.%v", err)
-			}
-		}
-		s.Env = m.EnvVars
-	}
-	return s, nil
+	return e.resolveRuntime(field, m, name)
 }

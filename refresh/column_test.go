@@ -22,6 +22,7 @@ runtimes:
     protocol: ndjson
     timeout: 30s
     max_batch_rows: 3
+    allowed_env: [SUFFIX]
 `
 
 func shoutBundle(t *testing.T) *bundle {

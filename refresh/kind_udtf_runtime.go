@@ -464,43 +464,43 @@ func (e *Engine) concatAll(s *arrow.Schema, recs []arrow.RecordBatch) (arrow.Rec
 	return rec, nil
 }
 
-// udfErr classifies a user-code failure: permanent ones are
-// CodeInvalidInput (the orchestrator does not retry them), others stay
-// retryable.
+// udfErr classifies a user-code failure so that the job's failure shows
+// its message (naming the runtime) instead of "internal error":
+//   - permanent ones (bad output, a crash, a 4xx) and timeouts are
+//     CodeInvalidInput: the orchestrator does not retry them. A timeout is
+//     the runtime's verdict after its own retries (http: max_retries; an
+//     exec process that did not answer in time was killed, and the same
+//     input mostly hangs again): running the whole work item again, up to
+//     the task's retries, would only hold a worker slot for that many
+//     timeouts more. error_handling's retry mode of a udtf view still
+//     tries a partition again when the user asks;
+//   - other failures of the runtime (an endpoint that kept answering 5xx
+//     or refusing connections) are CodeServiceUnavailable: retried by the
+//     orchestrator with backoff, and shown if the retries run out.
 func udfErr(err error) error {
 	var ue *udf.Error
-	if errors.As(err, &ue) && ue.Permanent {
-		return &table.Error{Code: table.CodeInvalidInput, Err: err}
+	if !errors.As(err, &ue) {
+		return err
 	}
-	return err
+	switch {
+	case ue.Permanent || ue.Timeout > 0:
+		return &table.Error{Code: table.CodeInvalidInput, Err: err}
+	default:
+		return &table.Error{Code: table.CodeServiceUnavailable, Err: err}
+	}
 }
 
 // runtimeSettings resolves the runtime a view's user code runs with for
 // one job: the manifest in force (the job's inline one, else the view's)
-// may name another runtime and override its settings; its env_vars are
-// the subprocesses' environment.
+// may name another runtime and lower its settings; its env_vars, the
+// names the runtime allows, are the subprocesses' environment. It runs
+// when the job is accepted and again when it runs.
 func (e *Engine) runtimeSettings(v *View, opts Options, name string) (udf.Settings, error) {
-	m, err := manifestInForce(v, opts)
+	m, field, err := manifestInForce(v, opts)
 	if err != nil {
-		return udf.Settings{}, invalid("manifest: %v", err)
+		return udf.Settings{}, err
 	}
-	if rt := m.runtime(); rt != "" {
-		name = rt
-	}
-	rt, ok := e.opts.Runtimes.Lookup(name)
-	if !ok {
-		return udf.Settings{}, invalid("runtime %q is not a runtime of this deployment (declared: %s)", name, runtimeList(e.opts.Runtimes))
-	}
-	s := udf.Settings{Runtime: rt}
-	if m != nil {
-		if m.MVQ != nil {
-			if s.Runtime, err = m.MVQ.Overrides.Apply(rt); err != nil {
-				return udf.Settings{}, invalid("manifest: mvq.%v", err)
-			}
-		}
-		s.Env = m.EnvVars
-	}
-	return s, nil
+	return e.resolveRuntime(field, m, name)
 }
 
 // checkRuntimes refuses a refresh whose view would run an undeclared

@@ -87,17 +87,55 @@ func ParseManifest(s string) (*Manifest, error) {
 		}
 		return nil, fmt.Errorf("%s", msg)
 	}
-	for k := range m.EnvVars {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, fmt.Errorf("env_vars: %q is not a variable name", k)
-		}
+	// Names that are never safe, and bounds, whatever runtime runs it;
+	// which names a runtime allows is resolveRuntime's to check.
+	if err := udf.CheckEnvVars(m.EnvVars); err != nil {
+		return nil, err
 	}
 	if m.MVQ != nil {
-		if _, err := m.MVQ.Overrides.Apply(udf.Runtime{}); err != nil {
-			return nil, fmt.Errorf("mvq.%v", err)
+		if err := m.MVQ.Overrides.Check(); err != nil {
+			return nil, err
 		}
 	}
 	return &m, nil
+}
+
+// manifestErr is err of the manifest at field as a CodeInvalidInput
+// naming it: "manifest.env_vars.LD_PRELOAD: ..." for a refused setting,
+// "manifest: ..." otherwise.
+func manifestErr(field string, err error) error {
+	var fe *udf.FieldError
+	if errors.As(err, &fe) {
+		return invalid("%s.%s: %s", field, fe.Field, fe.Msg)
+	}
+	return invalid("%s: %v", field, err)
+}
+
+// resolveRuntime is the settings runtime name runs with under manifest m
+// (nil: none): the manifest's mvq.runtime instead when it names one, its
+// overrides within the runtime's bounds and its env_vars among the names
+// the runtime allows. field is where the manifest came from, for errors.
+func (e *Engine) resolveRuntime(field string, m *Manifest, name string) (udf.Settings, error) {
+	if rt := m.runtime(); rt != "" {
+		name = rt
+	}
+	rt, ok := e.opts.Runtimes.Lookup(name)
+	if !ok {
+		return udf.Settings{}, invalid("runtime %q is not a runtime of this deployment (declared: %s)", name, runtimeList(e.opts.Runtimes))
+	}
+	var o *udf.Overrides
+	var env map[string]string
+	if m != nil {
+		if m.MVQ != nil {
+			o = &m.MVQ.Overrides
+		}
+		env = m.EnvVars
+	}
+	s, err := rt.Resolve(o, env)
+	if err != nil {
+		return udf.Settings{}, manifestErr(field, err)
+	}
+	return s, nil
 }
 
 // ManifestChecksum is the hex SHA-256 of the canonical JSON of manifest s
@@ -135,7 +173,7 @@ func canonicalJSON(s string) (string, error) {
 func (e *Engine) checkManifestText(field, s, checksum string) (*Manifest, error) {
 	m, err := ParseManifest(s)
 	if err != nil {
-		return nil, invalid("%s: %v", field, err)
+		return nil, manifestErr(field, err)
 	}
 	if rt := m.runtime(); rt != "" {
 		if _, ok := e.opts.Runtimes.Lookup(rt); !ok {
@@ -156,14 +194,18 @@ func runtimeList(r *udf.Registry) string {
 }
 
 // manifestInForce is the manifest a job runs with: the inline one of its
-// options, else the view's stored one; nil when neither.
-func manifestInForce(v *View, opts Options) (*Manifest, error) {
-	s := opts.Manifest
+// options, else the view's stored one; nil when neither. field names it
+// for errors ("manifest" or "udtf_spec.manifest").
+func manifestInForce(v *View, opts Options) (m *Manifest, field string, err error) {
+	s, field := opts.Manifest, "manifest"
 	if s == "" {
-		s = v.Def.Manifest
+		s, field = v.Def.Manifest, "udtf_spec.manifest"
 	}
 	if s == "" {
-		return nil, nil
+		return nil, field, nil
 	}
-	return ParseManifest(s)
+	if m, err = ParseManifest(s); err != nil {
+		return nil, field, manifestErr(field, err)
+	}
+	return m, field, nil
 }

@@ -26,6 +26,7 @@ runtimes:
     protocol: ndjson
     timeout: 30s
     max_batch_rows: 2
+    allowed_env: [TAG]
 `
 
 // runtimeBundle is setup with an engine that knows the test runtimes.
@@ -170,7 +171,7 @@ func TestRuntimeAndManifestValidation(t *testing.T) {
 	for _, tc := range []struct{ manifest, want string }{
 		{`{"mvq": {"runtime": "gpu"}}`, `manifest: mvq.runtime "gpu"`},
 		{`{"mvq": {"timeout": 5}}`, "manifest: mvq.timeout"},
-		{`{"mvq": {"max_batch_rows": -1}}`, "manifest: mvq.max_batch_rows"},
+		{`{"mvq": {"max_batch_rows": -1}}`, "manifest.mvq.max_batch_rows"},
 		{`{"image": "x"}`, `manifest: unknown field "image"`},
 	} {
 		o := Options{Manifest: tc.manifest}

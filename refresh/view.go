@@ -145,12 +145,13 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	if err != nil {
 		return nil, err
 	}
+	var manifest *Manifest
 	if u := req.UDTFSpec; u != nil && u.Manifest != nil && *u.Manifest != "" {
 		sum := ""
 		if u.ManifestChecksum != nil {
 			sum = *u.ManifestChecksum
 		}
-		if _, err := e.checkManifestText("udtf_spec.manifest", *u.Manifest, sum); err != nil {
+		if manifest, err = e.checkManifestText("udtf_spec.manifest", *u.Manifest, sum); err != nil {
 			return nil, err
 		}
 	}
@@ -158,6 +159,10 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 		for _, name := range ru.Runtimes() {
 			if _, ok := e.opts.Runtimes.Lookup(name); !ok {
 				return nil, invalid("udtf_spec.udtf: runtime %q is not a runtime of this deployment (declared: %s)", name, runtimeList(e.opts.Runtimes))
+			}
+			// The stored manifest within what the runtime allows.
+			if _, err := e.resolveRuntime("udtf_spec.manifest", manifest, name); err != nil {
+				return nil, err
 			}
 		}
 	}

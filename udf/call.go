@@ -20,7 +20,10 @@ type Error struct {
 	// Permanent: a retry of the same input would fail the same way (bad
 	// output, a crash on that input, a 4xx answer).
 	Permanent bool
-	Err       error
+	// Timeout is the runtime's timeout when the failure is that it
+	// passed without an answer (after the runtime's retries, for http).
+	Timeout time.Duration
+	Err     error
 }
 
 func (e *Error) Error() string {
@@ -76,6 +79,14 @@ type Manager struct {
 	closed bool
 	// maxIdle bounds the idle subprocesses kept per pool.
 	maxIdle int
+	// IdleTimeout: an idle subprocess, and a pool with none and no call
+	// in progress, is closed after this long. MaxPools bounds the pools
+	// (environments) of one runtime: past it, the least recently used
+	// pools without a call in progress are closed. Set them before the
+	// first call.
+	IdleTimeout time.Duration
+	MaxPools    int
+	stopJanitor chan struct{}
 	// sleep waits between http retries (tests shorten nothing: it is
 	// time.After with the context).
 	backoffBase time.Duration
@@ -87,14 +98,25 @@ func NewManager(mem memory.Allocator) *Manager {
 		mem = memory.DefaultAllocator
 	}
 	return &Manager{Mem: mem, pools: map[string]*pool{}, sems: map[string]chan struct{}{},
-		client: &http.Client{}, maxIdle: 64, backoffBase: 100 * time.Millisecond}
+		client: &http.Client{}, maxIdle: 64, backoffBase: 100 * time.Millisecond,
+		IdleTimeout: DefaultIdleTimeout, MaxPools: DefaultMaxPools}
 }
+
+// Defaults of the subprocess pools' bounds.
+const (
+	DefaultIdleTimeout = 5 * time.Minute
+	DefaultMaxPools    = 8
+)
 
 // Close stops every pooled subprocess.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	pools := m.pools
 	m.pools, m.closed = map[string]*pool{}, true
+	if m.stopJanitor != nil {
+		close(m.stopJanitor)
+		m.stopJanitor = nil
+	}
 	m.mu.Unlock()
 	for _, p := range pools {
 		p.close()
@@ -135,6 +157,9 @@ func (m *Manager) Run(ctx context.Context, c Call, in arrow.RecordBatch, out *ar
 		next     = make(chan int)
 	)
 	workers := min(max(c.Parallel, 1), max(len(parts), 1))
+	if s.Kind == KindHTTP && s.MaxInFlight > 0 {
+		workers = min(workers, s.MaxInFlight)
+	}
 	for range workers {
 		wg.Add(1)
 		go func() {

@@ -9,10 +9,14 @@
 //     <outputs>} for a row-wise function; zero or more lines per input
 //     row for a table function) and {"__end": true}. Protocol arrow: one
 //     Arrow IPC stream each way per batch. stderr lines go to the job's
-//     events (capped). The environment is the manifest's env_vars plus
-//     PATH, HOME and LANG, nothing else. A crash, a timeout or output that
-//     does not parse fails the call with a message naming the runtime and
-//     the first bad line, and the process is replaced.
+//     events (capped). The environment is PATH, HOME and LANG plus the
+//     manifest's env_vars the runtime's allowed_env lists, nothing else
+//     (env.go: names that change which code runs are never allowed). A
+//     crash, a timeout, output past max_output_bytes or output that does
+//     not parse (Arrow IPC is verified before use) fails the call with a
+//     message naming the runtime and the first bad line, and the process
+//     is replaced. Idle processes and pools are closed after IdleTimeout;
+//     at most MaxPools pools (environments) per runtime are kept.
 //   - http: protocol openai-embeddings (POST {model, input, dimensions}
 //     → data[i].embedding), json-batch ({"rows": [...]} both ways) or
 //     arrow (Arrow IPC both ways). Retries with backoff on 429, 5xx and
@@ -20,7 +24,9 @@
 //     requests per process and runtime; the API key comes from the
 //     environment variable api_key_env names.
 //
-// Errors caused by the user's code or endpoint are *Error with
-// Permanent set when a retry cannot help (bad output, a crash, a
-// non-retryable status), so callers can classify them.
+// A manifest may only lower a runtime's settings and pick a declared
+// model (Runtime.Resolve). Errors caused by the user's code or endpoint
+// are *Error with Permanent set when a retry cannot help (bad output, a
+// crash, a non-retryable status) and Timeout set when it was a timeout,
+// so callers can classify them.
 package udf

@@ -18,6 +18,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/mvq-dev/mvq/arrowjson"
 )
 
 // maxLineBytes bounds one NDJSON output line of a subprocess.
@@ -31,6 +33,8 @@ type proc struct {
 	exited chan struct{}
 	mu     sync.Mutex
 	events *eventCap // where stderr lines go now
+	// idleSince: when it went back to its pool (under the pool's mu).
+	idleSince time.Time
 }
 
 func (p *proc) setEvents(e *eventCap) {
@@ -66,10 +70,17 @@ func (p *proc) kill() {
 }
 
 // pool holds the idle subprocesses of one runtime and environment.
+// busy counts the calls using it; a closed pool (evicted, or the manager
+// closed) takes no process back.
 type pool struct {
-	mu   sync.Mutex
-	idle []*proc
-	max  int
+	key, runtime string
+	max          int
+
+	mu       sync.Mutex
+	idle     []*proc
+	busy     int
+	lastUsed time.Time
+	closed   bool
 }
 
 func (p *pool) get() *proc {
@@ -88,22 +99,42 @@ func (p *pool) get() *proc {
 	return nil
 }
 
-func (p *pool) put(pr *proc) bool {
+// release ends one use of the pool: pr (nil when none was started or it
+// was killed already) is kept idle when reuse is set and there is room,
+// else killed.
+func (p *pool) release(pr *proc, reuse bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.idle) >= p.max {
-		return false
+	p.busy--
+	p.lastUsed = time.Now()
+	keep := pr != nil && reuse && !p.closed && len(p.idle) < p.max
+	if keep {
+		pr.idleSince = p.lastUsed
+		p.idle = append(p.idle, pr)
 	}
-	p.idle = append(p.idle, pr)
-	return true
+	p.mu.Unlock()
+	if pr != nil && !keep {
+		pr.kill()
+	}
+}
+
+// closeLocked marks p closed and answers its idle processes to kill; p.mu
+// must be held.
+func (p *pool) closeLocked() []*proc {
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	return idle
 }
 
 func (p *pool) close() {
 	p.mu.Lock()
-	idle := p.idle
-	p.idle = nil
+	idle := p.closeLocked()
 	p.mu.Unlock()
-	for _, pr := range idle {
+	killAll(idle)
+}
+
+func killAll(ps []*proc) {
+	for _, pr := range ps {
 		pr.kill()
 	}
 }
@@ -113,34 +144,141 @@ func (p *pool) close() {
 func poolKey(s Settings) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%q\x00%s\x00%s\x00", s.Name, s.Command, s.Dir, s.Protocol)
-	keys := make([]string, 0, len(s.Env))
-	for k := range s.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(s.Env) {
 		fmt.Fprintf(h, "%s=%s\x00", k, s.Env[k])
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func (m *Manager) pool(s Settings) (*pool, error) {
+// acquire answers the pool of s with one use counted (end it with
+// release). A new pool may push its runtime past MaxPools: the least
+// recently used pools without a call in progress are closed then.
+func (m *Manager) acquire(s Settings) (*pool, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
+		m.mu.Unlock()
 		return nil, errors.New("udf: manager closed")
 	}
 	k := poolKey(s)
 	p := m.pools[k]
-	if p == nil {
-		p = &pool{max: m.maxIdle}
+	fresh := p == nil
+	if fresh {
+		p = &pool{key: k, runtime: s.Name, max: m.maxIdle}
 		m.pools[k] = p
+		m.startJanitorLocked()
 	}
+	p.mu.Lock()
+	p.busy++
+	p.lastUsed = time.Now()
+	p.mu.Unlock()
+	var kill []*proc
+	if fresh {
+		kill = m.sweepLocked(time.Now())
+	}
+	m.mu.Unlock()
+	killAll(kill)
 	return p, nil
 }
 
+// sweepLocked closes what has been idle for IdleTimeout (processes, and
+// pools without processes or calls), then, per runtime, the least
+// recently used pools without calls in progress past MaxPools. It answers
+// the processes to kill (after m.mu is released); m.mu must be held.
+func (m *Manager) sweepLocked(now time.Time) []*proc {
+	var kill []*proc
+	type use struct {
+		p    *pool
+		last time.Time
+	}
+	byRuntime := map[string][]use{}
+	for k, p := range m.pools {
+		p.mu.Lock()
+		keep := p.idle[:0]
+		for _, pr := range p.idle {
+			if now.Sub(pr.idleSince) >= m.IdleTimeout {
+				kill = append(kill, pr)
+			} else {
+				keep = append(keep, pr)
+			}
+		}
+		clear(p.idle[len(keep):])
+		p.idle = keep
+		if p.busy == 0 && len(p.idle) == 0 && now.Sub(p.lastUsed) >= m.IdleTimeout {
+			p.closeLocked()
+			delete(m.pools, k)
+		} else {
+			byRuntime[p.runtime] = append(byRuntime[p.runtime], use{p, p.lastUsed})
+		}
+		p.mu.Unlock()
+	}
+	for _, ps := range byRuntime {
+		excess := len(ps) - max(m.MaxPools, 1)
+		if excess <= 0 {
+			continue
+		}
+		sort.Slice(ps, func(i, j int) bool { return ps[i].last.Before(ps[j].last) })
+		for _, u := range ps {
+			if excess == 0 {
+				break
+			}
+			p := u.p
+			p.mu.Lock()
+			if p.busy == 0 {
+				kill = append(kill, p.closeLocked()...)
+				delete(m.pools, p.key)
+				excess--
+			}
+			p.mu.Unlock()
+		}
+	}
+	return kill
+}
+
+// startJanitorLocked starts the goroutine that sweeps the pools every
+// quarter of IdleTimeout, once; Close stops it. m.mu must be held.
+func (m *Manager) startJanitorLocked() {
+	if m.stopJanitor != nil {
+		return
+	}
+	stop := make(chan struct{})
+	m.stopJanitor = stop
+	every := max(m.IdleTimeout/4, 10*time.Millisecond)
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-t.C:
+				m.mu.Lock()
+				kill := m.sweepLocked(now)
+				m.mu.Unlock()
+				killAll(kill)
+			}
+		}
+	}()
+}
+
+// poolCounts answers the pools of runtime name and their idle processes.
+func (m *Manager) poolCounts(name string) (pools, idle int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.pools {
+		if p.runtime != name {
+			continue
+		}
+		pools++
+		p.mu.Lock()
+		idle += len(p.idle)
+		p.mu.Unlock()
+	}
+	return pools, idle
+}
+
 // environ is a subprocess's environment: PATH, HOME and LANG of this
-// process, then env.
+// process, then env (checked by the caller: only names the runtime
+// allows, never PATH or HOME).
 func environ(env map[string]string) []string {
 	var out []string
 	for _, k := range []string{"PATH", "HOME", "LANG"} {
@@ -150,12 +288,7 @@ func environ(env map[string]string) []string {
 			}
 		}
 	}
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(env) {
 		out = append(out, k+"="+env[k])
 	}
 	return out
@@ -205,13 +338,20 @@ func (m *Manager) start(s Settings) (*proc, error) {
 // within the timeout. On any failure the process is killed, not pooled.
 func (m *Manager) execBatch(ctx context.Context, c Call, in arrow.RecordBatch, base int64, out *arrow.Schema, ev *eventCap) (arrow.RecordBatch, error) {
 	s := c.Settings
-	pl, err := m.pool(s)
+	// Defense in depth: the refresh engine resolved s from the runtimes
+	// file, which allows these names; check again before they reach a
+	// process.
+	if err := s.Runtime.CheckEnv(s.Env); err != nil {
+		return nil, failf(s.Name, true, "manifest: %v", err)
+	}
+	pl, err := m.acquire(s)
 	if err != nil {
 		return nil, err
 	}
 	p := pl.get()
 	if p == nil {
 		if p, err = m.start(s); err != nil {
+			pl.release(nil, false)
 			return nil, err
 		}
 	}
@@ -223,12 +363,19 @@ func (m *Manager) execBatch(ctx context.Context, c Call, in arrow.RecordBatch, b
 	done := make(chan answer, 1)
 	go func() {
 		var a answer
+		defer func() {
+			// Whatever the output makes the decoders do, a panic here
+			// fails this call, not the worker.
+			if r := recover(); r != nil {
+				a = answer{err: failf(s.Name, true, "reading the output failed: %v", r)}
+			}
+			done <- a
+		}()
 		if s.Protocol == ProtocolArrow {
 			a.rec, a.err = m.exchangeArrow(s, p, in, c.Mode)
 		} else {
 			a.rec, a.err = m.exchangeNDJSON(s, p, in, base, out, c.Mode)
 		}
-		done <- a
 	}()
 	timer := time.NewTimer(time.Duration(s.Timeout))
 	defer timer.Stop()
@@ -240,16 +387,20 @@ func (m *Manager) execBatch(ctx context.Context, c Call, in arrow.RecordBatch, b
 		if r := <-done; r.rec != nil {
 			r.rec.Release()
 		}
-		return nil, failf(s.Name, false, "no answer within the timeout of %s; the process was killed", time.Duration(s.Timeout))
+		pl.release(nil, false) // killed already
+		return nil, &Error{Runtime: s.Name, Timeout: time.Duration(s.Timeout),
+			Msg: fmt.Sprintf("no answer within the timeout of %s (the runtime's timeout, or the manifest's lower mvq.timeout); the process was killed", time.Duration(s.Timeout))}
 	case <-ctx.Done():
 		p.kill()
 		if r := <-done; r.rec != nil {
 			r.rec.Release()
 		}
+		pl.release(nil, false) // killed already
 		return nil, ctx.Err()
 	}
 	if a.err != nil {
 		p.kill()
+		pl.release(nil, false) // killed already
 		var ue *Error
 		if !errors.As(a.err, &ue) {
 			select {
@@ -263,9 +414,7 @@ func (m *Manager) execBatch(ctx context.Context, c Call, in arrow.RecordBatch, b
 	}
 	// stderr read after the answer still goes to this call's events,
 	// until the next call takes the process.
-	if !pl.put(p) {
-		p.kill()
-	}
+	pl.release(p, true)
 	return a.rec, nil
 }
 
@@ -299,13 +448,17 @@ func (m *Manager) exchangeNDJSON(s Settings, p *proc, in arrow.RecordBatch, base
 		}
 		werr <- w.Flush()
 	}()
+	limit := s.MaxOutputBytes
+	if limit <= 0 {
+		limit = DefaultMaxOutputBytes
+	}
 	var lines [][]byte
 	var total int
 	for {
 		l, err := p.out.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			buf := append([]byte(nil), l...)
-			for err == bufio.ErrBufferFull && len(buf) < maxLineBytes {
+			for err == bufio.ErrBufferFull && int64(len(buf)) <= min(maxLineBytes, limit) {
 				l, err = p.out.ReadSlice('\n')
 				buf = append(buf, l...)
 			}
@@ -326,8 +479,8 @@ func (m *Manager) exchangeNDJSON(s Settings, p *proc, in arrow.RecordBatch, base
 			break
 		}
 		total += len(l)
-		if total > maxLineBytes*4 {
-			return nil, failf(s.Name, true, "output of one batch exceeds %d bytes", maxLineBytes*4)
+		if int64(total) > limit {
+			return nil, failf(s.Name, true, "output of one batch exceeds max_output_bytes (%d bytes)", limit)
 		}
 		lines = append(lines, bytes.TrimSpace(l))
 	}
@@ -337,9 +490,17 @@ func (m *Manager) exchangeNDJSON(s Settings, p *proc, in arrow.RecordBatch, base
 	return decodeRows(s.Name, mode, lines, int(in.NumRows()), base, out, m.Mem)
 }
 
+// exchangeArrow writes in as one IPC stream and reads one stream back:
+// at most MaxOutputBytes, every message's metadata verified before it is
+// used and every batch validated in full (arrowjson.ReadIPC).
 func (m *Manager) exchangeArrow(s Settings, p *proc, in arrow.RecordBatch, mode Mode) (arrow.RecordBatch, error) {
 	werr := make(chan error, 1)
 	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				werr <- fmt.Errorf("writing the input: %v", r)
+			}
+		}()
 		w := ipc.NewWriter(p.stdin, ipc.WithSchema(in.Schema()), ipc.WithAllocator(m.Mem))
 		if err := w.Write(in); err != nil {
 			werr <- err
@@ -347,7 +508,22 @@ func (m *Manager) exchangeArrow(s Settings, p *proc, in arrow.RecordBatch, mode 
 		}
 		werr <- w.Close()
 	}()
-	rd, err := ipc.NewReader(p.out, ipc.WithAllocator(m.Mem))
+	limit := s.MaxOutputBytes
+	if limit <= 0 {
+		limit = DefaultMaxOutputBytes
+	}
+	data, err := arrowjson.ReadIPCStreamBytes(p.out, limit)
+	if errors.Is(err, arrowjson.ErrStreamTooLarge) {
+		return nil, failf(s.Name, true, "output of one batch exceeds max_output_bytes (%d bytes)", limit)
+	}
+	if err != nil {
+		var ie *arrowjson.IPCError
+		if errors.As(err, &ie) {
+			return nil, failf(s.Name, true, "output is not an Arrow IPC stream: %v", err)
+		}
+		return nil, failf(s.Name, true, "the process closed its output before the end of its Arrow IPC stream (%v): %s", err, p.exitStatus())
+	}
+	rd, err := arrowjson.ReadIPC(data, m.Mem, limit)
 	if err != nil {
 		return nil, failf(s.Name, true, "output is not an Arrow IPC stream: %v", err)
 	}

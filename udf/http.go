@@ -15,22 +15,36 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/mvq-dev/mvq/arrowjson"
 )
 
-// maxResponseBytes bounds one http answer.
-const maxResponseBytes = 256 << 20
+// outputLimit is the most bytes one answer of s may hold.
+func outputLimit(s Settings) int64 {
+	if s.MaxOutputBytes > 0 {
+		return s.MaxOutputBytes
+	}
+	return DefaultMaxOutputBytes
+}
 
 // maxRetryAfter caps how long a Retry-After may make a call wait.
 const maxRetryAfter = time.Minute
 
-// sem is the in-flight limit of runtime name in this process.
+// sem is the in-flight limit of runtime name in this process: its
+// declared max_in_flight, one semaphore for every call whatever a
+// manifest lowered (a lowered max_in_flight bounds its call's batches in
+// Run). Settings built without Resolve use their MaxInFlight.
 func (m *Manager) sem(s Settings) chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	key := s.Name + "\x00" + strconv.Itoa(s.MaxInFlight)
+	n := s.declaredInFlight
+	if n <= 0 {
+		n = s.MaxInFlight
+	}
+	key := s.Name + "\x00" + strconv.Itoa(n)
 	ch := m.sems[key]
 	if ch == nil {
-		ch = make(chan struct{}, max(s.MaxInFlight, 1))
+		ch = make(chan struct{}, max(n, 1))
 		m.sems[key] = ch
 	}
 	return ch
@@ -79,7 +93,7 @@ func (m *Manager) httpBatch(ctx context.Context, c Call, in arrow.RecordBatch, b
 		return nil, err
 	}
 	if s.Protocol == ProtocolArrow {
-		rd, err := ipc.NewReader(bytes.NewReader(resp), ipc.WithAllocator(m.Mem))
+		rd, err := arrowjson.ReadIPC(resp, m.Mem, outputLimit(s))
 		if err != nil {
 			return nil, failf(s.Name, true, "answer is not an Arrow IPC stream: %v", err)
 		}
@@ -214,7 +228,11 @@ func (m *Manager) post(ctx context.Context, s Settings, body []byte, ctype strin
 		}
 		last = err
 		if attempt >= s.MaxRetries {
-			return nil, &Error{Runtime: s.Name, Msg: fmt.Sprintf("gave up after %d attempts", attempt+1), Err: last}
+			var timeout time.Duration
+			if ue != nil {
+				timeout = ue.Timeout
+			}
+			return nil, &Error{Runtime: s.Name, Msg: fmt.Sprintf("gave up after %d attempts (max_retries %d)", attempt+1, s.MaxRetries), Timeout: timeout, Err: last}
 		}
 		if wait <= 0 {
 			wait = min(m.backoffBase<<attempt, 10*time.Second)
@@ -244,17 +262,31 @@ func (m *Manager) postOnce(ctx context.Context, s Settings, body []byte, ctype s
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
 	}
+	timedOut := func(err error) error {
+		if rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			d := time.Duration(s.Timeout)
+			return &Error{Runtime: s.Name, Msg: fmt.Sprintf("no answer within the timeout of %s", d), Timeout: d}
+		}
+		return nil
+	}
 	resp, err := m.client.Do(req)
 	if err != nil {
+		if te := timedOut(err); te != nil {
+			return nil, 0, te
+		}
 		return nil, 0, &Error{Runtime: s.Name, Msg: "request failed", Err: err}
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	limit := outputLimit(s)
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
+		if te := timedOut(err); te != nil {
+			return nil, 0, te
+		}
 		return nil, 0, &Error{Runtime: s.Name, Msg: "reading the answer failed", Err: err}
 	}
-	if len(data) > maxResponseBytes {
-		return nil, 0, failf(s.Name, true, "answer larger than %d bytes", maxResponseBytes)
+	if int64(len(data)) > limit {
+		return nil, 0, failf(s.Name, true, "answer larger than max_output_bytes (%d bytes)", limit)
 	}
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +35,13 @@ const (
 	DefaultMaxRetries   = 4
 	MaxMaxBatchRows     = 1 << 16
 	MaxMaxInFlight      = 1024
+	// MaxTimeout bounds a runtime's declared timeout.
+	MaxTimeout = 24 * time.Hour
+	// DefaultMaxOutputBytes bounds what one batch's answer may hold
+	// (bytes read from a subprocess or an endpoint) unless the runtime
+	// declares max_output_bytes; MaxMaxOutputBytes bounds that.
+	DefaultMaxOutputBytes = 256 << 20
+	MaxMaxOutputBytes     = 4 << 30
 )
 
 // Duration is a time.Duration written as "30s" in the file.
@@ -72,6 +82,16 @@ type Runtime struct {
 	MaxBatchRows int      `json:"max_batch_rows,omitempty"`
 	MaxInFlight  int      `json:"max_in_flight,omitempty"`
 	MaxRetries   int      `json:"max_retries,omitempty"`
+	// MaxOutputBytes bounds the bytes of one batch's answer.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+	// AllowedEnv (exec) names the environment variables a manifest's
+	// env_vars may set for this runtime's subprocesses; none when empty.
+	// Names that change how programs load or run code are refused when
+	// the file is read (see CheckEnvName).
+	AllowedEnv []string `json:"allowed_env,omitempty"`
+	// Models (http) lists the models a manifest's mvq.model may choose
+	// besides Model.
+	Models []string `json:"models,omitempty"`
 }
 
 // Settings are the settings of one use of a runtime: the runtime's, with
@@ -79,6 +99,10 @@ type Runtime struct {
 type Settings struct {
 	Runtime
 	Env map[string]string
+	// declaredInFlight is the runtime's own max_in_flight (Resolve sets
+	// it): the in-flight bound per process, whatever a manifest lowered
+	// for its calls.
+	declaredInFlight int
 }
 
 func (r Runtime) withDefaults() Runtime {
@@ -93,6 +117,9 @@ func (r Runtime) withDefaults() Runtime {
 	}
 	if r.MaxRetries <= 0 {
 		r.MaxRetries = DefaultMaxRetries
+	}
+	if r.MaxOutputBytes <= 0 {
+		r.MaxOutputBytes = DefaultMaxOutputBytes
 	}
 	return r
 }
@@ -127,6 +154,31 @@ func (r Runtime) check() error {
 	}
 	if r.Protocol == ProtocolOpenAIEmbeddings && r.Dimensions <= 0 {
 		return fmt.Errorf("dimensions: required (> 0) for protocol openai-embeddings")
+	}
+	if len(r.AllowedEnv) > 0 && r.Kind != KindExec {
+		return fmt.Errorf("allowed_env: only for kind exec (an http runtime gets no environment from manifests)")
+	}
+	if len(r.AllowedEnv) > MaxEnvVars {
+		return fmt.Errorf("allowed_env: at most %d names", MaxEnvVars)
+	}
+	for _, n := range r.AllowedEnv {
+		if err := CheckEnvName(n); err != nil {
+			return fmt.Errorf("allowed_env: %v", err)
+		}
+	}
+	if len(r.Models) > 0 && r.Kind != KindHTTP {
+		return fmt.Errorf("models: only for kind http")
+	}
+	for _, n := range r.Models {
+		if strings.TrimSpace(n) == "" || len(n) > 256 {
+			return fmt.Errorf("models: %q is not a model name", n)
+		}
+	}
+	if r.Timeout > Duration(MaxTimeout) {
+		return fmt.Errorf("timeout: at most %s", MaxTimeout)
+	}
+	if r.MaxOutputBytes < 0 || r.MaxOutputBytes > MaxMaxOutputBytes {
+		return fmt.Errorf("max_output_bytes: must be 1 to %d", int64(MaxMaxOutputBytes))
 	}
 	return r.checkNumbers()
 }
@@ -224,7 +276,10 @@ func (g *Registry) Names() []string {
 }
 
 // Overrides are what a manifest may change of a runtime's settings
-// (nil/zero: keep).
+// (nil: keep). A manifest may only lower the runtime's timeout,
+// max_batch_rows, max_in_flight and dimensions, and choose its model only
+// among those the runtime declares (model and models): the operator's
+// runtimes file bounds what a client can ask of the workers.
 type Overrides struct {
 	Timeout      *Duration `json:"timeout,omitempty"`
 	MaxBatchRows *int      `json:"max_batch_rows,omitempty"`
@@ -233,31 +288,109 @@ type Overrides struct {
 	Dimensions   *int      `json:"dimensions,omitempty"`
 }
 
-// Apply returns r with o applied, checked.
+// FieldError is a refused manifest setting; Field is its path inside the
+// manifest ("mvq.timeout", "env_vars.LD_PRELOAD").
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Check validates o on its own: positive numbers within the absolute
+// caps. Apply also bounds them by a runtime.
+func (o Overrides) Check() error {
+	switch {
+	case o.Timeout != nil && (*o.Timeout <= 0 || *o.Timeout > Duration(MaxTimeout)):
+		return fieldErr("mvq.timeout", "must be a positive duration of at most %s", MaxTimeout)
+	case o.MaxBatchRows != nil && (*o.MaxBatchRows <= 0 || *o.MaxBatchRows > MaxMaxBatchRows):
+		return fieldErr("mvq.max_batch_rows", "must be 1 to %d", MaxMaxBatchRows)
+	case o.MaxInFlight != nil && (*o.MaxInFlight <= 0 || *o.MaxInFlight > MaxMaxInFlight):
+		return fieldErr("mvq.max_in_flight", "must be 1 to %d", MaxMaxInFlight)
+	case o.Dimensions != nil && (*o.Dimensions <= 0 || *o.Dimensions > 1<<16):
+		return fieldErr("mvq.dimensions", "must be 1 to %d", 1<<16)
+	case o.Model != nil && (strings.TrimSpace(*o.Model) == "" || len(*o.Model) > 256):
+		return fieldErr("mvq.model", "not a model name")
+	}
+	return nil
+}
+
+// Apply returns r with o applied: each override at most what r declares
+// (the model one r declares). Errors are *FieldError.
 func (o Overrides) Apply(r Runtime) (Runtime, error) {
+	if err := o.Check(); err != nil {
+		return r, err
+	}
 	if o.Timeout != nil {
+		if *o.Timeout > r.Timeout {
+			return r, fieldErr("mvq.timeout", "%s is above the timeout of runtime %s (%s); a manifest may only lower it", time.Duration(*o.Timeout), r.Name, time.Duration(r.Timeout))
+		}
 		r.Timeout = *o.Timeout
 	}
 	if o.MaxBatchRows != nil {
-		if *o.MaxBatchRows <= 0 {
-			return r, fmt.Errorf("max_batch_rows: must be > 0")
+		if *o.MaxBatchRows > r.MaxBatchRows {
+			return r, fieldErr("mvq.max_batch_rows", "%d is above the max_batch_rows of runtime %s (%d); a manifest may only lower it", *o.MaxBatchRows, r.Name, r.MaxBatchRows)
 		}
 		r.MaxBatchRows = *o.MaxBatchRows
 	}
 	if o.MaxInFlight != nil {
-		if *o.MaxInFlight <= 0 {
-			return r, fmt.Errorf("max_in_flight: must be > 0")
+		if *o.MaxInFlight > r.MaxInFlight {
+			return r, fieldErr("mvq.max_in_flight", "%d is above the max_in_flight of runtime %s (%d); a manifest may only lower it", *o.MaxInFlight, r.Name, r.MaxInFlight)
 		}
 		r.MaxInFlight = *o.MaxInFlight
 	}
-	if o.Model != nil {
+	if o.Model != nil && *o.Model != r.Model {
+		if !slices.Contains(r.Models, *o.Model) {
+			return r, fieldErr("mvq.model", "%q is not a model of runtime %s (declared: %s)", *o.Model, r.Name, r.modelList())
+		}
 		r.Model = *o.Model
 	}
 	if o.Dimensions != nil {
-		if *o.Dimensions <= 0 {
-			return r, fmt.Errorf("dimensions: must be > 0")
+		if r.Dimensions <= 0 {
+			return r, fieldErr("mvq.dimensions", "runtime %s has no dimensions to lower", r.Name)
+		}
+		if *o.Dimensions > r.Dimensions {
+			return r, fieldErr("mvq.dimensions", "%d is above the dimensions of runtime %s (%d); a manifest may only lower them", *o.Dimensions, r.Name, r.Dimensions)
 		}
 		r.Dimensions = *o.Dimensions
 	}
-	return r, r.checkNumbers()
+	return r, nil
+}
+
+func (r Runtime) modelList() string {
+	var all []string
+	if r.Model != "" {
+		all = append(all, strconv.Quote(r.Model))
+	}
+	for _, m := range r.Models {
+		all = append(all, strconv.Quote(m))
+	}
+	if len(all) == 0 {
+		return "none"
+	}
+	return strings.Join(all, ", ")
+}
+
+// Resolve is the settings of one use of r: o applied (nil: none) and
+// env as the subprocesses' environment, every name one of r's
+// allowed_env. Errors are *FieldError naming the manifest's field.
+func (r Runtime) Resolve(o *Overrides, env map[string]string) (Settings, error) {
+	s := Settings{Runtime: r, declaredInFlight: r.MaxInFlight}
+	if o != nil {
+		var err error
+		if s.Runtime, err = o.Apply(r); err != nil {
+			return Settings{}, err
+		}
+	}
+	if err := r.CheckEnv(env); err != nil {
+		return Settings{}, err
+	}
+	if len(env) > 0 {
+		s.Env = maps.Clone(env)
+	}
+	return s, nil
 }

@@ -22,8 +22,13 @@ import (
 
 // TestMain lets the test binary act as an Arrow-protocol UDF subprocess.
 func TestMain(m *testing.M) {
-	if os.Getenv("MVQ_TEST_ARROW_UDF") == "1" {
+	switch mode := os.Getenv("MVQ_TEST_ARROW_UDF"); mode {
+	case "":
+	case "1":
 		arrowUDF()
+		return
+	default:
+		arrowHostile(mode)
 		return
 	}
 	os.Exit(m.Run())
@@ -112,11 +117,13 @@ runtimes:
     protocol: ndjson
     timeout: 20s
     max_batch_rows: 2
+    allowed_env: [WORDCOUNT_LABEL]
   misbehave:
     kind: exec
     command: ["python3", "testdata/misbehave.py"]
     protocol: ndjson
     timeout: 6s # a python start on a loaded 2-core machine can take seconds
+    allowed_env: [WORDCOUNT_LABEL]
 `
 
 func TestExecNDJSONWordcount(t *testing.T) {
@@ -240,7 +247,7 @@ func TestExecArrowProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := registry(t, fmt.Sprintf(`{"runtimes": {"lens": {"kind": "exec", "command": [%q], "protocol": "arrow", "max_batch_rows": 2}}}`, exe))
+	reg := registry(t, fmt.Sprintf(`{"runtimes": {"lens": {"kind": "exec", "command": [%q], "protocol": "arrow", "max_batch_rows": 2, "allowed_env": ["MVQ_TEST_ARROW_UDF"]}}}`, exe))
 	m := NewManager(nil)
 	defer m.Close()
 	in := texts(t, "a", "bbb", "cc", "")

@@ -6,7 +6,8 @@ writes one JSON object per input row, {"__row": n, <input columns>}, then
 {"__end": true}; this answers {"__row": n, "words": <count>, "label": ...}
 per row, then {"__end": true}. "words" counts the words of every text input
 column; "label" is the WORDCOUNT_LABEL environment variable (set it in the
-manifest's env_vars), empty when unset.
+manifest's env_vars; the runtime must list it in allowed_env), empty when
+unset.
 """
 import json
 import os
