@@ -451,7 +451,7 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 	key := strings.TrimPrefix(location, strings.TrimRight(c.wh.URI(), "/")+"/")
 	key = strings.Trim(key, "/")
 	if key == "" || strings.Contains(location, "://") && key == location || strings.Contains(key, "..") || strings.HasPrefix(key, "/") {
-		return nil, Errorf(CodeInvalidInput, "location: %q is not a folder inside the warehouse %s", location, c.wh.URI())
+		return nil, Errorf(CodeInvalidInput, "location: %q is not a folder inside the warehouse", location) // the root is not shown
 	}
 	key += "/"
 	if strings.HasSuffix(key, tableSuffix+"/") && !strings.HasPrefix(key, deregisteredDir) && key != tableKey(id) {
