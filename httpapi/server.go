@@ -6,6 +6,7 @@ package httpapi
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -223,7 +224,9 @@ func (s *Server) readyz(c *gin.Context) {
 	}
 	if s.views != nil {
 		if err := s.views.ping(c.Request.Context()); err != nil {
-			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "redis unavailable", "error": err.Error()})
+			// The cause names Redis's address: logged, not shown.
+			slog.WarnContext(c.Request.Context(), "readyz: redis unreachable", "err", err)
+			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "redis unavailable", "error": "redis unreachable"})
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,14 @@ func (h *health) probe(ctx context.Context) {
 		cancel()
 		h.mu.Lock()
 		st := h.state[d.name]
+		// The cause (an address, a path) goes to the log, once per
+		// change; the endpoints name only the dependency.
+		switch {
+		case err != nil && (st.lastErr == nil || st.lastErr.Error() != err.Error()):
+			slog.Warn("health: dependency unreachable", "dependency", d.name, "err", err)
+		case err == nil && st.lastErr != nil:
+			slog.Info("health: dependency reachable again", "dependency", d.name)
+		}
 		st.lastErr = err
 		if err == nil {
 			st.lastOK = time.Now()
@@ -78,7 +87,9 @@ func (h *health) probe(ctx context.Context) {
 	}
 }
 
-// report returns, per dependency, "ok" or what is wrong, and whether every
+// report returns, per dependency, "ok" or "unreachable for <duration>"
+// (never the error itself: it names addresses and paths, and these
+// endpoints answer anyone who reaches the port), and whether every
 // dependency answered within the timeout (live) and at its last probe
 // (fresh).
 func (h *health) report() (deps map[string]string, live, fresh bool) {
@@ -93,7 +104,7 @@ func (h *health) report() (deps map[string]string, live, fresh bool) {
 		}
 		fresh = false
 		since := time.Since(st.lastOK)
-		deps[name] = "unreachable for " + since.Round(time.Second).String() + ": " + st.lastErr.Error()
+		deps[name] = "unreachable for " + since.Round(time.Second).String()
 		if since > h.timeout {
 			live = false
 		}

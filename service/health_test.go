@@ -32,6 +32,7 @@ func TestWorkerHealthFollowsRedis(t *testing.T) {
 	r := testenv.StartRedis(t)
 	e := &env{t: t, redisURL: r.URL(0), warehouse: testenv.Warehouse(t)}
 	e.startProcess("worker", "MVQ_TEST_WORKER=1", "MVQ_CLUSTERS=default", "MVQ_METRICS_LISTEN=127.0.0.1:0", "MVQ_HEALTH_TIMEOUT=2s")
+	api := "http://" + e.startProcess("api", "MVQ_TEST_API=1", "MVQ_LISTEN=127.0.0.1:0")
 	addr, _ := os.ReadFile(e.workerReady[0])
 	base := "http://" + string(addr)
 	for _, p := range []string{"/healthz", "/readyz"} {
@@ -39,9 +40,38 @@ func TestWorkerHealthFollowsRedis(t *testing.T) {
 			t.Fatalf("%s with Redis up: %d %v", p, st, m)
 		}
 	}
+	// Unauthenticated endpoints name the component, never Redis's address
+	// or the warehouse's path (those go to the server log).
+	redisAddr := r.Addr
+	_, redisPort, _ := strings.Cut(redisAddr, ":")
+	leaks := func(what string, body map[string]any) {
+		t.Helper()
+		raw, _ := json.Marshal(body)
+		for _, s := range []string{redisAddr, ":" + redisPort, "127.0.0.1", "dial tcp", e.warehouse, strings.TrimPrefix(e.warehouse, "file://")} {
+			if s != "" && s != ":" && strings.Contains(string(raw), s) {
+				t.Errorf("%s shows %q: %s", what, s, raw)
+			}
+		}
+	}
 	r.Stop()
 	down := time.Now()
-	waitFor(t, 30*time.Second, "/readyz to fail", func() bool { st, _ := getJSON(t, base+"/readyz"); return st == 503 })
+	var apiBody map[string]any
+	waitFor(t, 30*time.Second, "the API's /readyz to fail", func() bool {
+		var st int
+		st, apiBody = getJSON(t, api+"/readyz")
+		return st == 503
+	})
+	if apiBody["error"] != "redis unreachable" {
+		t.Errorf("API /readyz %v, want error \"redis unreachable\"", apiBody)
+	}
+	leaks("API /readyz", apiBody)
+	var readyBody map[string]any
+	waitFor(t, 30*time.Second, "/readyz to fail", func() bool {
+		var st int
+		st, readyBody = getJSON(t, base+"/readyz")
+		return st == 503
+	})
+	leaks("worker /readyz", readyBody)
 	var body map[string]any
 	waitFor(t, 30*time.Second, "/healthz to fail", func() bool {
 		var st int
@@ -57,4 +87,5 @@ func TestWorkerHealthFollowsRedis(t *testing.T) {
 	if s, _ := deps["redis"].(string); !strings.HasPrefix(s, "unreachable") || deps["warehouse"] != "ok" {
 		t.Fatalf("/healthz body %v, want redis unreachable and the warehouse ok", body)
 	}
+	leaks("worker /healthz", body)
 }

@@ -33,3 +33,24 @@ func TestCatalogConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestJWTConfig: MVQ_JWT_AUDIENCE and MVQ_JWT_ISSUER reach the
+// authenticator's settings, and a JWKS URL over plain http to a host that
+// is not loopback fails the API's configuration check.
+func TestJWTConfig(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cfg, err := service.LoadConfig("api", nil, env(map[string]string{
+		"MVQ_AUTH": "jwt", "MVQ_AUTH_JWKS": "http://idp.example/jwks.json",
+		"MVQ_JWT_AUDIENCE": "mvq-prod", "MVQ_JWT_ISSUER": "https://idp.example",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Auth.Audience != "mvq-prod" || cfg.Auth.Issuer != "https://idp.example" {
+		t.Fatalf("auth config %+v", cfg.Auth)
+	}
+	if err := cfg.Auth.Check("127.0.0.1:2333"); err == nil || !strings.Contains(err.Error(), "https") {
+		t.Fatalf("http JWKS to idp.example: %v", err)
+	}
+}

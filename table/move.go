@@ -507,7 +507,7 @@ func (c *Catalog) registerKey(id []string, location string) (string, RegisterSou
 	key := strings.TrimPrefix(location, strings.TrimRight(c.wh.URI(), "/")+"/")
 	key = strings.Trim(key, "/")
 	if key == "" || strings.Contains(location, "://") && key == location || strings.Contains(key, "..") || strings.HasPrefix(key, "/") {
-		return bad("is not a folder inside the warehouse %s", c.wh.URI())
+		return bad("is not a folder inside the warehouse") // the root is not shown
 	}
 	key += "/"
 	ns := id[:len(id)-1]
