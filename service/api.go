@@ -49,7 +49,8 @@ func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 	}
 	// The API's requests carry their principal; a worker's work carries
 	// none and is not shared out.
-	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout, MemoryBudget: budget, ShareKey: auth.PrincipalFrom, Share: cfg.QueryShare})
+	db, err := duck.Open(duck.Options{QueryTimeout: cfg.QueryTimeout, MemoryBudget: budget, Sessions: cfg.QuerySessions,
+		ShareKey: auth.PrincipalFrom, Share: cfg.QueryShare})
 	if err != nil {
 		wh.Close()
 		return nil, fmt.Errorf("duckdb: %w", err)

@@ -69,10 +69,14 @@ type Config struct {
 	// SQL engine bounds (environment only, loadQueryBounds): QueryMemory
 	// (MVQ_QUERY_MEMORY, API and worker) is the memory of every DuckDB
 	// database that may run a query at once, together; 0: OpenCore uses
-	// DefaultQueryMemory. QueryShare (MVQ_QUERY_SHARE, API) bounds the
-	// SQL sessions one principal holds at once; 0: half, rounded up.
-	QueryMemory int64
-	QueryShare  int
+	// DefaultQueryMemory. QuerySessions (MVQ_QUERY_SESSIONS, API and
+	// worker) bounds the queries running at once, over which QueryMemory
+	// is divided; 0: max(4, 2×GOMAXPROCS). QueryShare (MVQ_QUERY_SHARE,
+	// API) bounds the SQL sessions one principal holds at once; 0: half,
+	// rounded up.
+	QueryMemory   int64
+	QuerySessions int
+	QueryShare    int
 
 	// TraceURLTemplate (MVQ_TRACE_URL_TEMPLATE, API): the jobs console's
 	// link from a job to its trace, "{trace_id}" replaced; empty: no link.

@@ -77,9 +77,12 @@ func memTotal() int64 {
 // loadQueryBounds reads MVQ_QUERY_MEMORY into cfg.QueryMemory: bytes,
 // with an optional unit (KiB, MiB, GiB, TiB; KB, MB, GB, TB), or a
 // percentage of MemoryLimit ("40%"); unset leaves 0 (OpenCore uses
-// DefaultQueryMemory). And MVQ_QUERY_SHARE into cfg.QueryShare: the SQL
-// sessions one principal's API requests may hold at once; unset leaves 0
-// (half the sessions, rounded up).
+// DefaultQueryMemory). MVQ_QUERY_SESSIONS into cfg.QuerySessions: the
+// queries that may run at once, each with an equal share of the memory
+// (fewer: more memory each); unset leaves 0 (max(4, 2×GOMAXPROCS)). And
+// MVQ_QUERY_SHARE into cfg.QueryShare: the SQL sessions one principal's
+// API requests may hold at once; unset leaves 0 (half the sessions,
+// rounded up).
 func loadQueryBounds(cfg *Config, getenv func(string) string) error {
 	if v := strings.TrimSpace(getenv("MVQ_QUERY_MEMORY")); v != "" {
 		n, err := parseMemory(v, MemoryLimit())
@@ -88,12 +91,20 @@ func loadQueryBounds(cfg *Config, getenv func(string) string) error {
 		}
 		cfg.QueryMemory = n
 	}
-	if v := strings.TrimSpace(getenv("MVQ_QUERY_SHARE")); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 || n > 4096 {
-			return fmt.Errorf("MVQ_QUERY_SHARE %q: want the sessions one principal may hold, 1..4096", v)
+	for _, c := range []struct {
+		key, what string
+		dst       *int
+	}{
+		{"MVQ_QUERY_SESSIONS", "the SQL queries that may run at once", &cfg.QuerySessions},
+		{"MVQ_QUERY_SHARE", "the sessions one principal may hold", &cfg.QueryShare},
+	} {
+		if v := strings.TrimSpace(getenv(c.key)); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 || n > 4096 {
+				return fmt.Errorf("%s %q: want %s, 1..4096", c.key, v, c.what)
+			}
+			*c.dst = n
 		}
-		cfg.QueryShare = n
 	}
 	return nil
 }
