@@ -18,7 +18,7 @@ func TestRegisterErrorHidesWarehouseRoot(t *testing.T) {
 	}
 	root := strings.TrimPrefix(strings.TrimRight(c.Warehouse().URI(), "/"), "file://")
 	for _, loc := range []string{"s3://elsewhere/t.lance", "file:///elsewhere/t.lance", "../x"} {
-		_, err := c.RegisterTable(ctx, []string{"docs", "r"}, loc, "")
+		_, err := c.RegisterTable(ctx, []string{"docs", "r"}, loc, "", nil)
 		if ErrorCode(err) != CodeInvalidInput || !strings.Contains(err.Error(), "location") {
 			t.Fatalf("%s: %v, want invalid input naming location", loc, err)
 		}
