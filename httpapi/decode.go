@@ -257,7 +257,11 @@ func typeName(goType string) string {
 
 // pathID parses the {id} path parameter with the request's delimiter.
 func pathID(c *gin.Context) ([]string, error) {
-	return table.ParseID(c.Param("id"), c.Query("delimiter"))
+	id, err := table.ParseID(c.Param("id"), c.Query("delimiter"))
+	if err != nil {
+		return nil, badInput("id: %v", err) // the path's identifier
+	}
+	return id, nil
 }
 
 // checkBodyID rejects a body id that disagrees with the path (compared in

@@ -322,7 +322,14 @@ func (v *ViewRoutes) refreshView(c *gin.Context) {
 func (v *ViewRoutes) getJob(c *gin.Context) {
 	// Polled by dashboards: concurrent reads of one job share a read that
 	// started after each of them arrived, encoded once (jobs/jobread.go).
-	b, err := v.Jobs.GetJSON(c, c.Param("job_id"))
+	id := c.Param("job_id")
+	b, err := v.Jobs.GetJSON(c, id)
+	if err == nil && requestIdentity(c) != nil {
+		var view []string
+		if view, err = v.Jobs.JobView(c, id); err == nil {
+			b, err = shownJobJSON(c, view, b)
+		}
+	}
 	if err != nil {
 		fail(c, err)
 		return
@@ -361,7 +368,7 @@ func (v *ViewRoutes) jobByBody(c *gin.Context, fn func(context.Context, string) 
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, job)
+	c.JSON(http.StatusOK, shownJob(c, job))
 }
 
 func (v *ViewRoutes) listJobs(c *gin.Context) {

@@ -57,9 +57,11 @@ func ParseID(s, delim string) ([]string, error) {
 // ValidatePart checks one identifier part: non-empty valid UTF-8 in NFC of
 // at most MaxNamePart bytes; no slash, backslash, control character,
 // Unicode format character (such as U+202E, which reorders what a reader
-// sees) or line/paragraph separator; not starting with "." or "_"
-// (reserved for table internals) and not ending in ".lance" (the table
-// folder suffix).
+// sees), line/paragraph separator or space other than U+0020 (a no-break
+// or ideographic space looks like one); no whitespace at either end and no
+// combining mark first (names that look like another name, or like none);
+// not starting with "." or "_" (reserved for table internals) and not
+// ending in ".lance" (the table folder suffix).
 func ValidatePart(p string) error {
 	switch {
 	case p == "":
@@ -75,8 +77,16 @@ func ValidatePart(p string) error {
 	case strings.HasSuffix(p, tableSuffix):
 		return fmt.Errorf("name part %q may not end in %q", p, tableSuffix)
 	}
+	first, _ := utf8.DecodeRuneInString(p)
+	last, _ := utf8.DecodeLastRuneInString(p)
+	switch {
+	case unicode.IsSpace(first) || unicode.IsSpace(last):
+		return fmt.Errorf("name part %q starts or ends with whitespace", p)
+	case unicode.Is(unicode.M, first):
+		return fmt.Errorf("name part %q starts with a combining mark (%U)", p, first)
+	}
 	for _, r := range p {
-		if r == '/' || r == '\\' || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) {
+		if r == '/' || r == '\\' || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp) || unicode.Is(unicode.Zs, r) && r != ' ' {
 			return fmt.Errorf("name part %q contains %U", p, r)
 		}
 	}

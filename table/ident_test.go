@@ -41,6 +41,18 @@ func TestParseID(t *testing.T) {
 		{in: "caf\u00e9", want: []string{"caf\u00e9"}},
 		{in: "\u03A9\u0300", want: []string{"\u1FFA"}},
 		{in: "\xff", bad: true},
+		// Whitespace at either end, spaces that look like U+0020 (or like
+		// nothing), a combining mark first: names that pass for another.
+		{in: "docs$t ", bad: true},
+		{in: " docs$t", bad: true},
+		{in: "docs $t", bad: true},
+		{in: "docs$\tt", bad: true},
+		{in: "docs$t\u00A0", bad: true},
+		{in: "do\u00A0cs", bad: true},
+		{in: "do\u3000cs", bad: true},
+		{in: "\u2003docs", bad: true},
+		{in: "\u0301docs", bad: true},
+		{in: "my docs$t", want: []string{"my docs", "t"}},
 	}
 	for _, c := range cases {
 		got, err := ParseID(c.in, c.delim)
