@@ -56,8 +56,13 @@ type checkedBody struct {
 // replaced the request body since).
 func (cb *checkedBody) is(body []byte) bool { return bytes.Equal(cb.body, body) }
 
-// decodeInto decodes body into v, refusing unknown fields.
+// decodeInto decodes body into v, refusing unknown fields and members
+// that name a field in another case (encoding/json matches names
+// case-insensitively; the API does not).
 func decodeInto(body []byte, v any) error {
+	if err := strictjson.CheckFields(body, v); err != nil {
+		return strictErr(err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -87,8 +92,25 @@ const MaxJSONDepth = 64
 // checkJSON refuses malformed JSON, data after the value, nesting deeper
 // than MaxJSONDepth and duplicate object keys at any depth (encoding/json
 // would keep the last one silently), naming the key and where it is.
+// The members the authentication middleware reads (bodyFields, the
+// envelope) must be spelled exactly too: it decodes them before the
+// handler, with encoding/json's case-insensitive matching.
 func checkJSON(body []byte) error {
 	err := strictjson.Check(body, MaxJSONDepth)
+	if err == nil {
+		err = strictjson.CheckFields(body, &envelopeFields{})
+	}
+	return strictErr(err)
+}
+
+// envelopeFields are the members read before the handler decodes the body.
+type envelopeFields struct {
+	bodyFields
+	Context json.RawMessage `json:"context"`
+}
+
+// strictErr is a strictjson error as a 400 naming the key.
+func strictErr(err error) error {
 	var se *strictjson.Error
 	if errors.As(err, &se) {
 		return badInput("%s", se.Msg)
