@@ -219,21 +219,34 @@ func declaresField(v any, name string) bool {
 	return false
 }
 
-// readBody reads the whole request body. Past the limit it returns the
+// readBody reads the whole request body (a body a middleware already read
+// is taken as it is, not copied). Past the limit it returns the
 // *http.MaxBytesError (a 413 in fail); other read errors are 400s.
 func readBody(c *gin.Context) ([]byte, error) {
 	if c.Request.Body == nil {
 		return nil, nil
 	}
-	body, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, err
+	if bb, ok := c.Request.Body.(*bufferedBody); ok {
+		if b, ok := bb.take(); ok {
+			return b, nil
 		}
-		return nil, badInput("read body: %v", err)
+	}
+	body, err := readAll(c.Request.Body, c.Request.ContentLength)
+	if err != nil {
+		return nil, bodyReadErr(err)
 	}
 	return body, nil
+}
+
+// bodyReadErr is the answer to a body that could not be read: over the
+// limit (413) or too slow (408) as they are, anything else a 400.
+func bodyReadErr(err error) error {
+	var mbe *http.MaxBytesError
+	var slow *slowBodyError
+	if errors.As(err, &mbe) || errors.As(err, &slow) {
+		return err
+	}
+	return badInput("read body: %v", err)
 }
 
 func jsonErr(err error) error {
