@@ -457,14 +457,10 @@ func peekBody(c *gin.Context, limit int64, fields bool) (bodyFields, error) {
 		return f, table.Errorf(table.CodeUnauthenticated, "missing credentials: a body over %d bytes must come with Authorization: Bearer <token> or x-api-key", limit)
 	}
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return f, err
-		}
-		return f, badInput("read body: %v", err)
+		return f, bodyReadErr(err) // over the limit: 413; too slow: 408
 	}
 	restore := func(b []byte) {
-		c.Request.Body = io.NopCloser(bytes.NewReader(b))
+		c.Request.Body = newBufferedBody(b) // bindJSON takes it without a copy
 		c.Request.ContentLength = int64(len(b))
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {

@@ -350,7 +350,9 @@ func mustStatus(t *testing.T, r reply, want int) {
 // authenticate; two different credentials in one request are a 401; the
 // identity object never reaches the handler.
 func TestCredentialSources(t *testing.T) {
-	s := startAuthServer(t, jwtAuth(t))
+	// JSON bodies up to 4 MiB: the large bodies below are over the bound
+	// of an anonymous body (1 MiB), not over the route's.
+	s := startServer(t, httpapi.Config{Auth: jwtAuth(t), MaxJSONBodyBytes: 4 << 20})
 	tok := mint(t, jwtSecret, "alice", time.Hour, grant("team_a", auth.Read, auth.Write))
 	other := mint(t, jwtSecret, "bob", time.Hour, grant("team_a", auth.Read))
 	mustStatus(t, s.do("POST", "/v1/namespace/team_a/create", `{}`, bearer(tok)...), 200)

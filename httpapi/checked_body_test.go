@@ -30,7 +30,7 @@ func TestBindJSONAfterPeek(t *testing.T) {
 	}
 	for _, tc := range []struct{ body, err string }{
 		{`{"a":1}`, ""},
-		{`{"a":1,"Identity":{"api_key":"k"}}`, ""},
+		{`{"a":1,"identity":{"api_key":"k"}}`, ""},
 		{`{"a":1,"context":{"k":"v"}}`, ""},
 		{`{"a":1,"b":2}`, "unknown field"},
 		{`{"a":"x"}`, "a"},
@@ -52,7 +52,8 @@ func TestBindJSONAfterPeek(t *testing.T) {
 		}
 	}
 	// The strict checks are made once, in the middleware.
-	for _, body := range []string{`{"a":1,"a":2}`, `{"context":{"k":1}}`, `{"identity":{"x":1}}`, `{"a":1} {}`} {
+	// Field names are case-exact: "Identity" is not the identity member.
+	for _, body := range []string{`{"a":1,"a":2}`, `{"context":{"k":1}}`, `{"identity":{"x":1}}`, `{"a":1} {}`, `{"a":1,"Identity":{"api_key":"k"}}`} {
 		if _, err := afterPeek(t, body); table.ErrorCode(err) != table.CodeInvalidInput {
 			t.Errorf("%s: peek answered %v, want a 400", body, err)
 		}

@@ -56,8 +56,13 @@ type checkedBody struct {
 // replaced the request body since).
 func (cb *checkedBody) is(body []byte) bool { return bytes.Equal(cb.body, body) }
 
-// decodeInto decodes body into v, refusing unknown fields.
+// decodeInto decodes body into v, refusing unknown fields and members
+// that name a field in another case (encoding/json matches names
+// case-insensitively; the API does not).
 func decodeInto(body []byte, v any) error {
+	if err := strictjson.CheckFields(body, v); err != nil {
+		return strictErr(err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -87,8 +92,25 @@ const MaxJSONDepth = 64
 // checkJSON refuses malformed JSON, data after the value, nesting deeper
 // than MaxJSONDepth and duplicate object keys at any depth (encoding/json
 // would keep the last one silently), naming the key and where it is.
+// The members the authentication middleware reads (bodyFields, the
+// envelope) must be spelled exactly too: it decodes them before the
+// handler, with encoding/json's case-insensitive matching.
 func checkJSON(body []byte) error {
 	err := strictjson.Check(body, MaxJSONDepth)
+	if err == nil {
+		err = strictjson.CheckFields(body, &envelopeFields{})
+	}
+	return strictErr(err)
+}
+
+// envelopeFields are the members read before the handler decodes the body.
+type envelopeFields struct {
+	bodyFields
+	Context json.RawMessage `json:"context"`
+}
+
+// strictErr is a strictjson error as a 400 naming the key.
+func strictErr(err error) error {
 	var se *strictjson.Error
 	if errors.As(err, &se) {
 		return badInput("%s", se.Msg)
@@ -197,21 +219,34 @@ func declaresField(v any, name string) bool {
 	return false
 }
 
-// readBody reads the whole request body. Past the limit it returns the
+// readBody reads the whole request body (a body a middleware already read
+// is taken as it is, not copied). Past the limit it returns the
 // *http.MaxBytesError (a 413 in fail); other read errors are 400s.
 func readBody(c *gin.Context) ([]byte, error) {
 	if c.Request.Body == nil {
 		return nil, nil
 	}
-	body, err := io.ReadAll(c.Request.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, err
+	if bb, ok := c.Request.Body.(*bufferedBody); ok {
+		if b, ok := bb.take(); ok {
+			return b, nil
 		}
-		return nil, badInput("read body: %v", err)
+	}
+	body, err := readAll(c.Request.Body, c.Request.ContentLength)
+	if err != nil {
+		return nil, bodyReadErr(err)
 	}
 	return body, nil
+}
+
+// bodyReadErr is the answer to a body that could not be read: over the
+// limit (413) or too slow (408) as they are, anything else a 400.
+func bodyReadErr(err error) error {
+	var mbe *http.MaxBytesError
+	var slow *slowBodyError
+	if errors.As(err, &mbe) || errors.As(err, &slow) {
+		return err
+	}
+	return badInput("read body: %v", err)
 }
 
 func jsonErr(err error) error {

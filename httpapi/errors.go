@@ -46,6 +46,8 @@ var (
 	unavailable = statusInfo{http.StatusServiceUnavailable, "/errors/service-unavailable", "Slow down"}
 	serverError = statusInfo{http.StatusInternalServerError, "/errors/server-error", "Internal Server Error"}
 	tooLarge    = statusInfo{http.StatusRequestEntityTooLarge, "/errors/payload-too-large", "Request body too large"}
+	// A body that did not arrive in time (bodydeadline.go).
+	requestTimeout = statusInfo{http.StatusRequestTimeout, "/errors/request-timeout", "Request body too slow"}
 )
 
 // Authentication, authorization and rate limiting (httpapi/auth.go).
@@ -96,7 +98,14 @@ func fail(c *gin.Context, err error) {
 		info = serverError
 	}
 	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
+	var ble *bodyLimitError
+	var slow *slowBodyError
+	if errors.As(err, &slow) {
+		info, code, err = requestTimeout, table.CodeInvalidInput, slow
+		c.Header("Connection", "close")
+	} else if errors.As(err, &ble) {
+		info, code, err = tooLarge, table.CodeInvalidInput, ble
+	} else if errors.As(err, &mbe) {
 		info, code = tooLarge, table.CodeInvalidInput
 		err = fmt.Errorf("request body larger than %d bytes", mbe.Limit)
 	}

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -45,8 +44,9 @@ var _ idemStore = (*jobs.Client)(nil)
 // does nothing else. The key is bound to the request: method, path, query
 // and body; the same key with a different request is 422. While the first
 // request runs, another with the same key is 409 with Retry-After: 1 (it
-// is not queued). A first request answered 5xx is not stored, so a retry
-// runs again. Without a Redis store (no view layer configured) the header
+// is not queued). A first request answered 4xx or 5xx is not stored, so a
+// retry runs again; a principal keeps at most jobs.IdempotencyMaxKeys
+// records (its oldest go first). Without a Redis store (no view layer configured) the header
 // is refused with 400 rather than silently ignored.
 func (s *Server) idempotent() gin.HandlerFunc {
 	var st idemStore
@@ -75,7 +75,7 @@ func idempotent(st idemStore) gin.HandlerFunc {
 			fail(c, badInput("%s: not supported by this server (it has no Redis to remember requests)", IdempotencyHeader))
 			return
 		}
-		body, err := io.ReadAll(c.Request.Body)
+		body, err := readAll(c.Request.Body, c.Request.ContentLength)
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if !errors.As(err, &mbe) {
@@ -84,7 +84,7 @@ func idempotent(st idemStore) gin.HandlerFunc {
 			fail(c, err)
 			return
 		}
-		c.Request.Body = io.NopCloser(bytes.NewReader(body))
+		c.Request.Body = newBufferedBody(body) // the handler takes it without a copy
 		fp := fingerprint(c.Request, body)
 		principal := auth.PrincipalFrom(c.Request.Context())
 		ctx := c.Request.Context()
@@ -113,7 +113,10 @@ func idempotent(st idemStore) gin.HandlerFunc {
 		c.Next()
 		bg := context.WithoutCancel(ctx)
 		status := c.Writer.Status()
-		if status >= 500 || rw.buf.Len() > maxReplayBody || rw.over {
+		// A 4xx changed nothing: it is not kept (a client could otherwise
+		// fill Redis with refused requests, 24 h each), and a retry with
+		// the key runs again and is refused again.
+		if status >= 400 || rw.buf.Len() > maxReplayBody || rw.over {
 			_ = st.AbandonIdempotent(bg, principal, key, fp)
 			return
 		}

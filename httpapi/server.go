@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -19,13 +20,34 @@ import (
 	"github.com/mvq-dev/mvq/ui"
 )
 
-// DefaultMaxBodyBytes bounds request bodies unless configured.
-const DefaultMaxBodyBytes = 256 << 20
+// DefaultMaxBodyBytes bounds the bodies of the record routes (Arrow IPC
+// or JSON rows: dataRoutes) unless configured; DefaultMaxJSONBodyBytes
+// bounds every other body.
+const (
+	DefaultMaxBodyBytes     = 256 << 20
+	DefaultMaxJSONBodyBytes = 1 << 20
+)
 
 // Config tunes the API.
 type Config struct {
-	// MaxBodyBytes caps request bodies; larger ones are a 413.
-	MaxBodyBytes int64
+	// MaxBodyBytes (MVQ_MAX_BODY_BYTES) caps the bodies of the routes that
+	// take records (dataRoutes); MaxJSONBodyBytes (MVQ_MAX_JSON_BODY_BYTES)
+	// those of every other route, never above MaxBodyBytes. A larger body
+	// is a 413 naming the limit, refused from its Content-Length before a
+	// byte is read when it declares one.
+	MaxBodyBytes     int64
+	MaxJSONBodyBytes int64
+	// BodyReadTimeout (MVQ_BODY_READ_TIMEOUT) and BodyMinBytesPerSecond
+	// (MVQ_BODY_MIN_BYTES_PER_SECOND) bound how long a request body may
+	// take to arrive (bodydeadline.go); zero: the defaults, negative: none.
+	BodyReadTimeout       time.Duration
+	BodyMinBytesPerSecond int64
+	// SpoolBudgetBytes (MVQ_SPOOL_BUDGET_BYTES) bounds the memory of all
+	// query results spooled at once, SpoolPrincipalBytes
+	// (MVQ_SPOOL_PRINCIPAL_BYTES) one principal's share; past them results
+	// spill to temporary files (spool.go). Zero: the defaults.
+	SpoolBudgetBytes    int64
+	SpoolPrincipalBytes int64
 	// Middleware runs before every handler (tracing, metrics), and
 	// before authentication: it sees no principal. Middleware that needs
 	// auth.PrincipalFrom goes after s.authenticate() in Handler.
@@ -63,6 +85,8 @@ type Server struct {
 	ready atomic.Bool
 	// notifier applies catalog notifications (notifications.go).
 	notifier *iceberg.Registrar
+	// spoolBudget is the memory spooled query results share (spool.go).
+	spoolBudget *spoolBudget
 }
 
 // New returns a server over the catalog; views may be nil.
@@ -70,7 +94,23 @@ func New(cfg Config, cat *table.Catalog, views Views) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	s := &Server{cfg: cfg, cat: cat, views: views}
+	if cfg.MaxJSONBodyBytes <= 0 {
+		cfg.MaxJSONBodyBytes = DefaultMaxJSONBodyBytes
+	}
+	cfg.MaxJSONBodyBytes = min(cfg.MaxJSONBodyBytes, cfg.MaxBodyBytes)
+	switch {
+	case cfg.BodyReadTimeout == 0:
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	case cfg.BodyReadTimeout < 0:
+		cfg.BodyReadTimeout = 0 // none
+	}
+	switch {
+	case cfg.BodyMinBytesPerSecond == 0:
+		cfg.BodyMinBytesPerSecond = DefaultBodyMinBytesPerSecond
+	case cfg.BodyMinBytesPerSecond < 0:
+		cfg.BodyMinBytesPerSecond = 0 // no rate: the timeout alone
+	}
+	s := &Server{cfg: cfg, cat: cat, views: views, spoolBudget: newSpoolBudget(cfg.SpoolBudgetBytes, cfg.SpoolPrincipalBytes)}
 	s.notifier = iceberg.NewRegistrar(cat, cfg.AllowedLocations)
 	s.ready.Store(true)
 	return s
@@ -85,18 +125,9 @@ func (s *Server) Handler() http.Handler {
 	r := gin.New()
 	r.ContextWithFallback = true
 	r.Use(recovery())
+	r.Use(s.bodyDeadline())
 	r.Use(s.cfg.Middleware...)
-	r.Use(func(c *gin.Context) {
-		if c.Request.Body != nil {
-			// On a copy of the request: the server checks the original's
-			// body after the handler and closes a connection whose body
-			// was left unread, instead of reading the rest as the next
-			// request.
-			r := c.Request.WithContext(c.Request.Context())
-			r.Body = http.MaxBytesReader(c.Writer, c.Request.Body, s.cfg.MaxBodyBytes)
-			c.Request = r
-		}
-	})
+	r.Use(s.bodyLimit())
 	// After the body limit (it may read the body), before every handler.
 	r.Use(s.authenticate())
 	r.NoRoute(noRoute)

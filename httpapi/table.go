@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/arrowjson"
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -46,22 +47,31 @@ func (s *Server) openTable(c *gin.Context) (*table.Table, bool) {
 
 // bodyRecords reads a create/insert body: an Arrow IPC stream (the
 // default) or file, or a JSON array of row objects converted to schema
-// (inferred when schema is nil). The body is read whole first, so one over
-// the limit is a 413 whatever its content type, and every length in an IPC
-// body is checked against the bytes actually sent (arrowjson.ReadIPC).
+// (inferred when schema is nil). JSON rows are decoded as they arrive (no
+// copy of the body is kept); an IPC body is read whole, once, so every
+// length in it is checked against the bytes actually sent
+// (arrowjson.ReadIPC). A body over the limit is a 413 whatever its
+// content type.
 func (s *Server) bodyRecords(c *gin.Context, schema *arrow.Schema) (array.RecordReader, error) {
-	body, err := readBody(c)
-	if err != nil {
-		return nil, err
-	}
 	ct, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	var body []byte
+	var err error
 	switch ct {
 	case mimeJSON:
+		src := &readErr{r: c.Request.Body}
+		if src.r == nil {
+			src.r = bytes.NewReader(nil)
+		}
 		var rec arrow.RecordBatch
 		if schema == nil {
-			rec, err = arrowjson.InferRows(bytes.NewReader(body), s.cat.Options().Mem)
+			rec, err = arrowjson.InferRows(src, s.cat.Options().Mem)
 		} else {
-			rec, err = arrowjson.DecodeRows(bytes.NewReader(body), schema, s.cat.Options().Mem)
+			rec, err = arrowjson.DecodeRows(src, schema, s.cat.Options().Mem)
+		}
+		if err != nil && src.err != nil {
+			// The body did not arrive (over the limit, too slow), whatever
+			// the decoder made of its end.
+			return nil, bodyReadErr(src.err)
 		}
 		if err != nil {
 			return nil, badInput("body: %v", err)
@@ -69,6 +79,9 @@ func (s *Server) bodyRecords(c *gin.Context, schema *arrow.Schema) (array.Record
 		defer rec.Release()
 		return array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
 	case "", mimeArrowStream, mimeArrowFile, "application/octet-stream":
+		if body, err = readBody(c); err != nil {
+			return nil, err
+		}
 		// Decoded buffers (decompressed ones) may use as much memory as an
 		// uncompressed body could.
 		r, err := arrowjson.ReadIPC(body, s.cat.Options().Mem, s.cfg.MaxBodyBytes)
@@ -77,8 +90,26 @@ func (s *Server) bodyRecords(c *gin.Context, schema *arrow.Schema) (array.Record
 		}
 		return &ipcInput{RecordReader: r}, nil
 	default:
+		// Read first all the same, so one over the limit is a 413.
+		if _, err := readBody(c); err != nil {
+			return nil, err
+		}
 		return nil, badInput("Content-Type %q: send %s, %s or %s", ct, mimeArrowStream, mimeArrowFile, mimeJSON)
 	}
+}
+
+// readErr keeps the first error of the reader under it other than EOF.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // ipcInput turns IPC decoding errors into 400s.
@@ -389,7 +420,7 @@ func (s *Server) queryTable(c *gin.Context) {
 		// A filtered query runs in a DuckDB session: read the whole result
 		// first (memory, then a temporary file) so the session is free
 		// again before a slow client reads the first byte.
-		if rdr, err = spool(rdr, DefaultSpoolMemoryBytes); err != nil {
+		if rdr, err = spool(rdr, DefaultSpoolMemoryBytes, s.spoolBudget, auth.PrincipalFrom(c.Request.Context())); err != nil {
 			fail(c, queryErr(err))
 			return
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
@@ -24,6 +25,13 @@ type ViewRoutes struct {
 	// backlog refused (after the advisory check passed) drop the view
 	// again, so a 503 leaves nothing behind.
 	Catalog *table.Catalog
+	// MaxStreams (MVQ_MAX_EVENT_STREAMS) bounds the job event streams
+	// open at once, MaxStreamsPerPrincipal
+	// (MVQ_MAX_EVENT_STREAMS_PER_PRINCIPAL) one principal's; a follower
+	// past either is a 429 with Retry-After (streams.go). Zero: defaults.
+	MaxStreams             int
+	MaxStreamsPerPrincipal int
+	streams                streamSlots
 }
 
 var _ Views = (*ViewRoutes)(nil)
@@ -411,8 +419,15 @@ func (v *ViewRoutes) listJobs(c *gin.Context) {
 }
 
 // jobEvents streams the job's events as server-sent events, ending after
-// a terminal state. Last-Event-ID resumes.
+// a terminal state. Last-Event-ID resumes. Streams are capped in all and
+// per principal (streams.go).
 func (v *ViewRoutes) jobEvents(c *gin.Context) {
+	release, why := v.slots().acquire(auth.PrincipalFrom(c.Request.Context()))
+	if release == nil {
+		tooManyStreams(c, why)
+		return
+	}
+	defer release()
 	id := c.Param("job_id")
 	if _, err := v.Jobs.Get(c, id); err != nil {
 		fail(c, err)

@@ -44,6 +44,17 @@ type Client struct {
 	reads      readGroup                     // coalesced job reads (jobread.go)
 	jobViews   bounded.Map[string, []string] // each job's view, for access checks (jobread.go)
 	cache      jobCache                      // polled jobs answered from memory (jobcache.go)
+	idemMax    int                           // idempotency records per principal (idempotency.go)
+	events     *store                        // where Events blocks on streams (EventsRedis); st by default
+}
+
+// EventsRedis makes Events read job event streams through rdb, a client
+// of the same Redis with its own connection pool: a blocking stream read
+// holds its connection for up to a second, and many followers would
+// otherwise take the pool every other request waits on. Size rdb's pool
+// to the number of streams the caller lets run at once.
+func EventsRedis(rdb redis.UniversalClient) ClientOption {
+	return func(c *Client) { c.events = &store{rdb: rdb} }
 }
 
 // ClientOption tunes a Client.
@@ -67,6 +78,9 @@ func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, o
 		cache: jobCache{maxAge: DefaultJobCacheMaxAge}}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.events == nil {
+		c.events = c.st
 	}
 	return c
 }
@@ -444,19 +458,19 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		res, err := c.st.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, lastID}, Count: 100, Block: eventsBlock}).Result()
+		res, err := c.events.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, lastID}, Count: 100, Block: eventsBlock}).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
 			// Nothing new: stop if the job has ended (its terminal event
 			// is written with the state, so one more read finds it).
-			st, err := c.st.state(ctx, jobID)
+			st, err := c.events.state(ctx, jobID)
 			if err != nil {
 				return redisErr("read job", err)
 			}
 			if st != "" && !Terminal(st) {
 				continue
 			}
-			msgs, err := c.st.rdb.XRange(ctx, key, "("+lastID, "+").Result()
+			msgs, err := c.events.rdb.XRange(ctx, key, "("+lastID, "+").Result()
 			if err != nil {
 				return redisErr("read events", err)
 			}

@@ -12,14 +12,49 @@ import (
 
 // Idempotency records: mvq:idem:{sha256(principal NUL key)} is a hash with
 // the request's fingerprint, its state (pending, done) and, once done, the
-// response's status, content type and body.
+// response's status, content type and body. mvq:idem-of:{sha256(principal)}
+// is the principal's index of its records (a sorted set, by creation time
+// in ms), which bounds how many a principal keeps: past
+// IdempotencyMaxKeys, claiming a new key drops the principal's oldest
+// record.
 const (
+	// DefaultIdempotencyMaxKeys is the records one principal keeps unless
+	// configured (IdempotencyMaxKeys).
+	DefaultIdempotencyMaxKeys = 1000
+
 	// IdempotencyTTL is how long a finished request's response is replayed.
 	IdempotencyTTL = 24 * time.Hour
 	// idemPendingTTL bounds how long a request that never finished (its
 	// process died) keeps its key busy.
 	idemPendingTTL = 15 * time.Minute
 )
+
+// IdempotencyMaxKeys bounds the idempotency records one principal keeps
+// (n <= 0: DefaultIdempotencyMaxKeys).
+func IdempotencyMaxKeys(n int) ClientOption {
+	return func(c *Client) {
+		if n <= 0 {
+			n = DefaultIdempotencyMaxKeys
+		}
+		c.idemMax = n
+	}
+}
+
+func idemIndexKey(principal string) string {
+	h := sha256.Sum256([]byte(principal))
+	return keyPrefix + "idem-of:" + hex.EncodeToString(h[:])
+}
+
+// IdempotencyRecords counts the records principal holds now (for tests
+// and tools).
+func (c *Client) IdempotencyRecords(ctx context.Context, principal string) (int64, error) {
+	now := time.Now().UnixMilli()
+	n, err := c.st.rdb.ZCount(ctx, idemIndexKey(principal), strconv.FormatInt(now-IdempotencyTTL.Milliseconds(), 10), "+inf").Result()
+	if err != nil {
+		return 0, redisErr("idempotency key", err)
+	}
+	return n, nil
+}
 
 func idemKey(principal, key string) string {
 	h := sha256.Sum256([]byte(principal + "\x00" + key))
@@ -46,13 +81,29 @@ type IdemRecord struct {
 
 // scriptIdemBegin claims an idempotency key or reports what holds it.
 //
-// KEYS: record. ARGV: fingerprint, pending TTL ms.
+// A new claim enters the principal's index; index entries older than the
+// records' TTL are dropped, and past the cap the oldest records go with
+// their entries.
+//
+// KEYS: record, principal's index. ARGV: fingerprint, pending TTL ms, now
+// ms, record TTL ms, cap.
 // Returns {"new"}, {"mismatch"}, {"pending"} or {"done", status, ctype, body}.
 var scriptIdemBegin = redis.NewScript(`
 local fp = redis.call('HGET', KEYS[1], 'fp')
 if not fp then
   redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'pending')
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local now, ttl, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - ttl))
+  redis.call('ZADD', KEYS[2], now, KEYS[1])
+  local n = redis.call('ZCARD', KEYS[2])
+  if n > cap then
+    for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, n - cap - 1)) do
+      redis.call('DEL', old)
+    end
+    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, n - cap - 1)
+  end
+  redis.call('PEXPIRE', KEYS[2], ttl)
   return {'new'}
 end
 if fp ~= ARGV[1] then return {'mismatch'} end
@@ -78,7 +129,12 @@ return 1
 // progress, was used for a different request, or is done (with the
 // response to replay).
 func (c *Client) BeginIdempotent(ctx context.Context, principal, key, fingerprint string) (IdemRecord, error) {
-	v, err := scriptIdemBegin.Run(ctx, c.st.rdb, []string{idemKey(principal, key)}, fingerprint, idemPendingTTL.Milliseconds()).Slice()
+	limit := c.idemMax
+	if limit <= 0 {
+		limit = DefaultIdempotencyMaxKeys
+	}
+	v, err := scriptIdemBegin.Run(ctx, c.st.rdb, []string{idemKey(principal, key), idemIndexKey(principal)}, fingerprint,
+		idemPendingTTL.Milliseconds(), time.Now().UnixMilli(), IdempotencyTTL.Milliseconds(), limit).Slice()
 	if err != nil {
 		return IdemRecord{}, redisErr("idempotency key", err)
 	}
@@ -108,8 +164,10 @@ func (c *Client) FinishIdempotent(ctx context.Context, principal, key, fingerpri
 	return nil
 }
 
-// AbandonIdempotent frees key (its request failed in a way worth
-// retrying: a 5xx), so the next request with it runs again.
+// AbandonIdempotent frees key (its request failed: a 5xx is worth
+// retrying, a 4xx changed nothing worth replaying), so the next request
+// with it runs again. Its index entry stays until it ages out or is
+// pushed out; it names a record that no longer exists.
 func (c *Client) AbandonIdempotent(ctx context.Context, principal, key, fingerprint string) error {
 	err := scriptIdemFinish.Run(ctx, c.st.rdb, []string{idemKey(principal, key)}, fingerprint, "", "", "", 0).Err()
 	if err != nil {

@@ -66,7 +66,9 @@ func (c *Core) Close() {
 }
 
 // Serve runs h on ln until ctx ends, then fails readiness, drains for up
-// to drain and returns. Request headers must arrive within 10 s; a
+// to drain and returns. Request headers must arrive within 10 s (a body
+// within MVQ_BODY_READ_TIMEOUT and its minimum rate: httpapi's
+// bodyDeadline moves the read deadline as it arrives); a
 // response write may stall at most writeTimeout (0: 60 s). Handlers that
 // stream (query results, job events) keep their connection by writing:
 // httpapi.WriteDeadlines moves the deadline before every write, so
@@ -135,7 +137,7 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 		return err
 	}
 	defer closeViews()
-	api := httpapi.New(httpapi.Config{
+	apiCfg := httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Metrics:      tel.MetricsHandler(),
 		// The request span is the root of a refresh job's trace.
@@ -145,7 +147,9 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 		TraceURLTemplate: cfg.TraceURLTemplate,
 		CatalogPrefix:    cfg.CatalogPrefix,
 		AllowedLocations: cfg.AllowedLocations,
-	}, core.Catalog, views)
+	}
+	cfg.HTTPLimits.apply(&apiCfg)
+	api := httpapi.New(apiCfg, core.Catalog, views)
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err

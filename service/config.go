@@ -91,6 +91,10 @@ type Config struct {
 	// naming any other location is a 403.
 	CatalogPrefix    string
 	AllowedLocations iceberg.Allowed
+
+	// HTTPLimits bound request bodies, spooled results, event streams and
+	// idempotency records (API, environment only; httplimits.go).
+	HTTPLimits HTTPLimits
 }
 
 // ErrVersion is what LoadConfig returns for -version: the caller prints
@@ -231,6 +235,11 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	}
 	runtimesFile := ""
 	env("MVQ_RUNTIMES_FILE", &runtimesFile)
+	limits, err := loadHTTPLimits(getenv)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.HTTPLimits = limits
 
 	// Each binary lists only the flags it reads; a flag is named after its
 	// variable (MVQ_WORKER_CONCURRENCY: -worker-concurrency).
@@ -287,7 +296,6 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 			cfg.Clusters = append(cfg.Clusters, c)
 		}
 	}
-	var err error
 	if cfg.WorkerConcurrency, err = strconv.Atoi(conc); err != nil || cfg.WorkerConcurrency <= 0 || cfg.WorkerConcurrency > 4096 {
 		return cfg, fmt.Errorf("worker concurrency %q: want an integer in 1..4096", conc)
 	}

@@ -74,3 +74,30 @@ func TestConfigItemOutputBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPLimitsConfig: the API's limits come from the environment; 0
+// turns the body deadline off, nonsense fails before anything listens.
+func TestHTTPLimitsConfig(t *testing.T) {
+	env := map[string]string{"MVQ_MAX_JSON_BODY_BYTES": "4096", "MVQ_BODY_READ_TIMEOUT": "0", "MVQ_BODY_MIN_BYTES_PER_SECOND": "1000",
+		"MVQ_SPOOL_BUDGET_BYTES": "1000000", "MVQ_SPOOL_PRINCIPAL_BYTES": "1000", "MVQ_MAX_EVENT_STREAMS": "9",
+		"MVQ_MAX_EVENT_STREAMS_PER_PRINCIPAL": "2", "MVQ_IDEMPOTENCY_MAX_KEYS": "7"}
+	cfg, err := service.LoadConfig("api", nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := service.HTTPLimits{MaxJSONBodyBytes: 4096, BodyReadTimeout: -1, BodyMinBytesPerSecond: 1000, SpoolBudgetBytes: 1000000,
+		SpoolPrincipalBytes: 1000, MaxEventStreams: 9, MaxEventStreamsPerPrincipal: 2, IdempotencyMaxKeys: 7}
+	if cfg.HTTPLimits != want {
+		t.Fatalf("limits %+v, want %+v", cfg.HTTPLimits, want)
+	}
+	for k, v := range map[string]string{"MVQ_MAX_JSON_BODY_BYTES": "0", "MVQ_MAX_EVENT_STREAMS": "-1", "MVQ_BODY_READ_TIMEOUT": "soon", "MVQ_IDEMPOTENCY_MAX_KEYS": "x"} {
+		if _, err := service.LoadConfig("api", nil, func(key string) string {
+			if key == k {
+				return v
+			}
+			return ""
+		}, io.Discard); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s: %v", k, v, err)
+		}
+	}
+}

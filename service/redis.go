@@ -117,6 +117,26 @@ func redactErr(err error) error {
 	return err
 }
 
+// withPool returns t with a connection pool of n (a copy: t's options are
+// not changed).
+func (t RedisTarget) withPool(n int) RedisTarget {
+	switch {
+	case t.Failover != nil:
+		o := *t.Failover
+		o.PoolSize = n
+		t.Failover = &o
+	case t.Cluster != nil:
+		o := *t.Cluster
+		o.PoolSize = n
+		t.Cluster = &o
+	case t.Single != nil:
+		o := *t.Single
+		o.PoolSize = n
+		t.Single = &o
+	}
+	return t
+}
+
 // Client opens the go-redis client of t.
 func (t RedisTarget) Client() redis.UniversalClient {
 	switch {
@@ -132,9 +152,18 @@ func (t RedisTarget) Client() redis.UniversalClient {
 // redisClients opens a go-redis client (traced) and the asynq connection
 // options for MVQ_REDIS_URL.
 func redisClients(rawURL string) (redis.UniversalClient, asynq.RedisConnOpt, error) {
+	return redisClientsPool(rawURL, 0)
+}
+
+// redisClientsPool is redisClients with a pool of poolSize connections
+// (per node; 0: go-redis's default).
+func redisClientsPool(rawURL string, poolSize int) (redis.UniversalClient, asynq.RedisConnOpt, error) {
 	t, err := ParseRedisURL(rawURL)
 	if err != nil {
 		return nil, nil, err
+	}
+	if poolSize > 0 {
+		t = t.withPool(poolSize)
 	}
 	rdb := t.Client()
 	if err := redisotel.InstrumentTracing(rdb); err != nil {

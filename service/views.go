@@ -15,9 +15,17 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 	if err != nil {
 		return nil, nil, err
 	}
+	// Job event streams block on Redis through a pool of their own, one
+	// connection per stream the API lets open (MVQ_MAX_EVENT_STREAMS), so
+	// followers never take the connections other requests need.
+	streamRdb, _, err := redisClientsPool(cfg.RedisURL, cfg.HTTPLimits.eventStreams())
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
 	eng := refresh.NewEngineWith(core.Catalog, cfg.engineOptions())
-	client := jobs.NewClient(rdb, conn, eng, jobs.MaxPendingJobs(cfg.MaxPendingJobs), jobs.AutoRefresh(cfg.autoConfig()),
-		jobs.JobCacheMaxAge(cfg.JobCacheMaxAge))
+	client := jobs.NewClient(rdb, conn, eng, append([]jobs.ClientOption{jobs.MaxPendingJobs(cfg.MaxPendingJobs), jobs.AutoRefresh(cfg.autoConfig()),
+		jobs.JobCacheMaxAge(cfg.JobCacheMaxAge), jobs.EventsRedis(streamRdb)}, cfg.HTTPLimits.jobsOptions()...)...)
 	// The API reports the queue gauges of every known cluster (any ever
 	// served, plus cfg.Clusters), so a pool without workers has series.
 	stats := jobs.NewClusterStats(rdb, conn, cfg.Clusters)
@@ -26,17 +34,20 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 		stats.Close()
 		client.Close()
 		rdb.Close()
+		streamRdb.Close()
 		return nil, nil, err
 	}
 	core.Catalog.OnCommit(client.CommitHook())
-	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog}, func() {
-		core.Catalog.OnCommit(nil)
-		unregister()
-		stats.Close()
-		client.Close()
-		rdb.Close()
-		_ = eng.Close()
-	}, nil
+	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog,
+			MaxStreams: cfg.HTTPLimits.MaxEventStreams, MaxStreamsPerPrincipal: cfg.HTTPLimits.MaxEventStreamsPerPrincipal}, func() {
+			core.Catalog.OnCommit(nil)
+			unregister()
+			stats.Close()
+			client.Close()
+			rdb.Close()
+			streamRdb.Close()
+			_ = eng.Close()
+		}, nil
 }
 
 // autoConfig is the automatic refresh settings (MVQ_AUTO_REFRESH_*).

@@ -1,0 +1,209 @@
+package strictjson
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Fold is the key encoding/json compares field names by when it matches
+// a member to a field: two names with the same Fold are the same field to
+// it ("Filter", "FILTER" and "filter" all set the field tagged "filter").
+func Fold(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b.WriteRune(r)
+			continue
+		}
+		b.WriteRune(unicode.ToUpper(unicode.ToLower(r)))
+	}
+	return b.String()
+}
+
+// CheckFields makes encoding/json's field matching case-exact: it walks
+// data (valid JSON: Check it first) along the type of v and refuses an
+// object member whose name matches one of the struct's fields only when
+// case is ignored ("Filter" for "filter"), which encoding/json would
+// otherwise decode into that field, after or instead of the exact one.
+// The *Error names the member and where it is. Map keys are data and are
+// not compared; values whose type decodes itself (json.Unmarshaler,
+// json.RawMessage, interfaces) are not walked.
+func CheckFields(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return walk(dec, reflect.TypeOf(v), "")
+}
+
+var (
+	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// decodesItself reports whether values of t bypass the field matching.
+func decodesItself(t reflect.Type) bool {
+	if t.Kind() == reflect.Interface {
+		return true
+	}
+	pt := t
+	if t.Kind() != reflect.Pointer {
+		pt = reflect.PointerTo(t)
+	}
+	return pt.Implements(unmarshalerType) || pt.Implements(textUnmarshalerType)
+}
+
+func walk(dec *json.Decoder, t reflect.Type, path string) error {
+	for t != nil && t.Kind() == reflect.Pointer && !decodesItself(t) {
+		t = t.Elem()
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	d, isDelim := tok.(json.Delim)
+	if !isDelim {
+		return nil
+	}
+	if t == nil || decodesItself(t) {
+		return skip(dec, d)
+	}
+	switch {
+	case d == '{' && t.Kind() == reflect.Struct:
+		fields := fieldsOf(t)
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := kt.(string)
+			ft, exact := fields.exact[key]
+			if !exact {
+				if want, folded := fields.folded[Fold(key)]; folded {
+					return &Error{Msg: fmt.Sprintf("%s: field names are case-sensitive: send %q", join(path, key), want)}
+				}
+			}
+			if err := walk(dec, ft, join(path, key)); err != nil { // unknown: ft is nil, the value is skipped
+				return err
+			}
+		}
+	case d == '{' && t.Kind() == reflect.Map:
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := kt.(string)
+			if err := walk(dec, t.Elem(), join(path, key)); err != nil {
+				return err
+			}
+		}
+	case d == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+		for i := 0; dec.More(); i++ {
+			if err := walk(dec, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	default:
+		return skip(dec, d) // a type mismatch: the decode reports it
+	}
+	_, err = dec.Token() // the closing delimiter
+	return err
+}
+
+// skip consumes the rest of the object or array that open began.
+func skip(dec *json.Decoder, open json.Delim) error {
+	_ = open
+	for depth := 1; depth > 0; {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+			} else {
+				depth--
+			}
+		}
+	}
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// structFields are a struct's JSON field names: exact name to type, and
+// folded name to exact name.
+type structFields struct {
+	exact  map[string]reflect.Type
+	folded map[string]string
+}
+
+var fieldCache sync.Map // reflect.Type → *structFields
+
+func fieldsOf(t reflect.Type) *structFields {
+	if f, ok := fieldCache.Load(t); ok {
+		return f.(*structFields)
+	}
+	f := &structFields{exact: map[string]reflect.Type{}, folded: map[string]string{}}
+	addFields(f, t, 0)
+	fieldCache.Store(t, f)
+	return f
+}
+
+// addFields adds the fields encoding/json decodes into, with those of
+// untagged embedded structs promoted (shallower ones win).
+func addFields(f *structFields, t reflect.Type, depth int) {
+	if depth > 8 {
+		return
+	}
+	var embedded []reflect.Type
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if sf.Anonymous && name == "" {
+			et := sf.Type
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				embedded = append(embedded, et)
+				continue
+			}
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		if _, dup := f.exact[name]; dup {
+			continue
+		}
+		f.exact[name] = sf.Type
+		if _, dup := f.folded[Fold(name)]; !dup {
+			f.folded[Fold(name)] = name
+		}
+	}
+	for _, et := range embedded {
+		addFields(f, et, depth+1)
+	}
+}

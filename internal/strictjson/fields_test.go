@@ -1,0 +1,49 @@
+package strictjson
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestCheckFields(t *testing.T) {
+	type inner struct {
+		Names []string `json:"column_names"`
+	}
+	type req struct {
+		Filter  string            `json:"filter"`
+		Cols    *inner            `json:"columns"`
+		Aliases map[string]string `json:"aliases"`
+		Raw     json.RawMessage   `json:"raw"`
+		List    []inner           `json:"list"`
+		Skipped string            `json:"-"`
+	}
+	for _, tc := range []struct{ in, err string }{
+		{`{"filter":"x","columns":{"column_names":["a"]},"aliases":{"A":"a","a":"b"},"raw":{"Filter":1},"unknown":{"Filter":1}}`, ""},
+		{`{"filter":"x","FILTER":"y"}`, `FILTER: field names are case-sensitive: send "filter"`},
+		{`{"Filter":"y"}`, `Filter`},
+		{`{"columns":{"Column_Names":["a"]}}`, `columns.Column_Names`},
+		{`{"list":[{},{"COLUMN_NAMES":[]}]}`, `list[1].COLUMN_NAMES`},
+		{`{"filter\u212a":"y"}`, ""}, // not a field at all (the decode refuses it as unknown)
+		{`[1,2]`, ""},
+	} {
+		err := CheckFields([]byte(tc.in), &req{})
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.in, err)
+			}
+			continue
+		}
+		if _, ok := err.(*Error); !ok || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: error %v, want %q", tc.in, err, tc.err)
+		}
+	}
+	// encoding/json's own folding (the Kelvin sign folds to k) is the
+	// folding refused.
+	type k struct {
+		K string `json:"k"`
+	}
+	if err := CheckFields([]byte(`{"\u212a":"x"}`), &k{}); err == nil {
+		t.Error("Kelvin sign for k accepted")
+	}
+}
