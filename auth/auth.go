@@ -30,7 +30,7 @@ type Config struct {
 	TokensFile string // MVQ_AUTH_TOKENS_FILE (tokens)
 	JWTSecret  string // MVQ_AUTH_JWT_SECRET (jwt, HS256)
 	JWKS       string // MVQ_AUTH_JWKS (jwt, RS256/ES256): a file path, an https URL, or an http URL on a loopback host
-	// Audience (MVQ_JWT_AUDIENCE) and Issuer (MVQ_JWT_ISSUER), jwt only:
+	// Audience (MVQ_AUTH_JWT_AUDIENCE) and Issuer (MVQ_AUTH_JWT_ISSUER), jwt only:
 	// when set, a token's aud must include Audience and its iss must be
 	// Issuer; a token without the claim is refused.
 	Audience, Issuer string
@@ -77,7 +77,7 @@ func (c Config) Check(listen string) error {
 		return fmt.Errorf("MVQ_AUTH=%q: want tokens, jwt or none", c.Mode)
 	}
 	if c.Mode != ModeJWT && (c.Audience != "" || c.Issuer != "") {
-		return errors.New("MVQ_JWT_AUDIENCE and MVQ_JWT_ISSUER are for MVQ_AUTH=jwt")
+		return errors.New("MVQ_AUTH_JWT_AUDIENCE and MVQ_AUTH_JWT_ISSUER are for MVQ_AUTH=jwt")
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ type claims struct {
 type jwtAuth struct {
 	secret   []byte
 	parser   *jwt.Parser
-	audience bool // MVQ_JWT_AUDIENCE set
+	audience bool // MVQ_AUTH_JWT_AUDIENCE set
 	keys     atomic.Pointer[keySet]
 
 	w *watcher // JWKS file
@@ -348,9 +348,9 @@ func (a *jwtAuth) Authenticate(ctx context.Context, credential string) (*Identit
 	case errors.Is(err, errClaimTypes):
 		return nil, unauthenticated("token claim %s: want a number of seconds (NumericDate)", strings.TrimPrefix(err.Error(), errClaimTypes.Error()+": "))
 	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		return nil, unauthenticated("token aud does not name this API (MVQ_JWT_AUDIENCE)")
+		return nil, unauthenticated("token aud does not name this API (MVQ_AUTH_JWT_AUDIENCE)")
 	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		return nil, unauthenticated("token iss is not the configured issuer (MVQ_JWT_ISSUER)")
+		return nil, unauthenticated("token iss is not the configured issuer (MVQ_AUTH_JWT_ISSUER)")
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return nil, unauthenticated("token expired")
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
@@ -360,9 +360,9 @@ func (a *jwtAuth) Authenticate(ctx context.Context, credential string) (*Identit
 		case c.ExpiresAt == nil:
 			return nil, unauthenticated("token has no exp claim")
 		case len(c.Audience) == 0 && a.audience:
-			return nil, unauthenticated("token has no aud claim (MVQ_JWT_AUDIENCE is set)")
+			return nil, unauthenticated("token has no aud claim (MVQ_AUTH_JWT_AUDIENCE is set)")
 		default:
-			return nil, unauthenticated("token has no iss claim (MVQ_JWT_ISSUER is set)")
+			return nil, unauthenticated("token has no iss claim (MVQ_AUTH_JWT_ISSUER is set)")
 		}
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return nil, unauthenticated("malformed token")

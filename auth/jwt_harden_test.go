@@ -65,7 +65,7 @@ func TestJWTRefusesCritAndStringDates(t *testing.T) {
 	}
 }
 
-// TestJWTAudienceAndIssuer: with MVQ_JWT_AUDIENCE and MVQ_JWT_ISSUER set,
+// TestJWTAudienceAndIssuer: with MVQ_AUTH_JWT_AUDIENCE and MVQ_AUTH_JWT_ISSUER set,
 // a token for another audience or from another issuer, or one without
 // the claim, is refused; without them, neither is checked.
 func TestJWTAudienceAndIssuer(t *testing.T) {
@@ -107,7 +107,7 @@ func TestJWTAudienceAndIssuer(t *testing.T) {
 	if _, err := b.Authenticate(ctx, tok("aud", "anything", "iss", "anyone")); err != nil {
 		t.Fatal(err)
 	}
-	if err := (auth.Config{Mode: auth.ModeTokens, TokensFile: "f", Audience: "x"}).Check(":1"); err == nil || !strings.Contains(err.Error(), "MVQ_JWT_AUDIENCE") {
+	if err := (auth.Config{Mode: auth.ModeTokens, TokensFile: "f", Audience: "x"}).Check(":1"); err == nil || !strings.Contains(err.Error(), "MVQ_AUTH_JWT_AUDIENCE") {
 		t.Errorf("audience with tokens mode: %v", err)
 	}
 }

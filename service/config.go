@@ -61,7 +61,7 @@ type Config struct {
 	Runtimes *udf.Registry
 
 	// Auth is MVQ_AUTH and its settings (MVQ_AUTH_TOKENS_FILE,
-	// MVQ_AUTH_JWT_SECRET, MVQ_AUTH_JWKS, MVQ_JWT_AUDIENCE, MVQ_JWT_ISSUER,
+	// MVQ_AUTH_JWT_SECRET, MVQ_AUTH_JWKS, MVQ_AUTH_JWT_AUDIENCE, MVQ_AUTH_JWT_ISSUER,
 	// MVQ_ALLOW_UNAUTHENTICATED); the
 	// API refuses to start without a mode (Auth.Check).
 	Auth auth.Config
@@ -213,8 +213,8 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	env("MVQ_AUTH_TOKENS_FILE", &cfg.Auth.TokensFile)
 	env("MVQ_AUTH_JWT_SECRET", &cfg.Auth.JWTSecret)
 	env("MVQ_AUTH_JWKS", &cfg.Auth.JWKS)
-	env("MVQ_JWT_AUDIENCE", &cfg.Auth.Audience) // jwt: aud must include it (auth.Config)
-	env("MVQ_JWT_ISSUER", &cfg.Auth.Issuer)     // jwt: iss must be it
+	env("MVQ_AUTH_JWT_AUDIENCE", &cfg.Auth.Audience) // jwt: aud must include it (auth.Config)
+	env("MVQ_AUTH_JWT_ISSUER", &cfg.Auth.Issuer)     // jwt: iss must be it
 	allowUnauth := "false"
 	env("MVQ_ALLOW_UNAUTHENTICATED", &allowUnauth)
 
@@ -270,6 +270,8 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	str("ad", &cfg.Auth.Mode, "auth", "API authentication: tokens, jwt or none", "MVQ_AUTH")
 	str("ad", &cfg.Auth.TokensFile, "auth-tokens-file", "tokens file for -auth tokens", "MVQ_AUTH_TOKENS_FILE")
 	str("ad", &cfg.Auth.JWKS, "auth-jwks", "JWKS file or URL for -auth jwt with RS256/ES256", "MVQ_AUTH_JWKS")
+	str("ad", &cfg.Auth.Audience, "auth-jwt-audience", "-auth jwt: a token's aud must include this", "MVQ_AUTH_JWT_AUDIENCE")
+	str("ad", &cfg.Auth.Issuer, "auth-jwt-issuer", "-auth jwt: a token's iss must be this", "MVQ_AUTH_JWT_ISSUER")
 	str("ad", &allowUnauth, "allow-unauthenticated", "true: let -auth none listen on a non-loopback address", "MVQ_ALLOW_UNAUTHENTICATED")
 	str("ad", &cfg.TraceURLTemplate, "trace-url-template", "jobs console link to a job's trace, {trace_id} replaced", "MVQ_TRACE_URL_TEMPLATE")
 	str("awd", &runtimesFile, "runtimes-file", "YAML/JSON file declaring the runtimes user code runs in", "MVQ_RUNTIMES_FILE")

@@ -34,7 +34,7 @@ func TestCatalogConfig(t *testing.T) {
 	}
 }
 
-// TestJWTConfig: MVQ_JWT_AUDIENCE and MVQ_JWT_ISSUER reach the
+// TestJWTConfig: MVQ_AUTH_JWT_AUDIENCE and MVQ_AUTH_JWT_ISSUER reach the
 // authenticator's settings, and a JWKS URL over plain http to a host that
 // is not loopback fails the API's configuration check.
 func TestJWTConfig(t *testing.T) {
@@ -42,7 +42,7 @@ func TestJWTConfig(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	cfg, err := service.LoadConfig("api", nil, env(map[string]string{
 		"MVQ_AUTH": "jwt", "MVQ_AUTH_JWKS": "http://idp.example/jwks.json",
-		"MVQ_JWT_AUDIENCE": "mvq-prod", "MVQ_JWT_ISSUER": "https://idp.example",
+		"MVQ_AUTH_JWT_AUDIENCE": "mvq-prod", "MVQ_AUTH_JWT_ISSUER": "https://idp.example",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
