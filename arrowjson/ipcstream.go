@@ -1,6 +1,7 @@
 package arrowjson
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -62,10 +63,11 @@ func ReadIPCStreamBytes(r io.Reader, limit int64) (out []byte, err error) {
 			return nil, tooLarge("message metadata", metaLen)
 		}
 		metaStart := len(out)
-		out = append(out, make([]byte, metaLen)...)
-		if _, err := io.ReadFull(r, out[metaStart:]); err != nil {
-			return nil, noEOF(err)
+		next, err := appendN(out, r, metaLen)
+		if err != nil {
+			return nil, err
 		}
+		out = next
 		meta := out[metaStart:]
 		if err := verifyMessage(meta); err != nil {
 			return nil, ipcErrorf("message at offset %d: invalid metadata: %v", start, err)
@@ -79,12 +81,26 @@ func ReadIPCStreamBytes(r io.Reader, limit int64) (out []byte, err error) {
 		if int64(len(out))+bodyLen > limit {
 			return nil, tooLarge("message body", bodyLen)
 		}
-		bodyStart := len(out)
-		out = append(out, make([]byte, bodyLen)...)
-		if _, err := io.ReadFull(r, out[bodyStart:]); err != nil {
-			return nil, noEOF(err)
+		if next, err = appendN(out, r, bodyLen); err != nil {
+			return nil, err
 		}
+		out = next
 	}
+}
+
+// appendN appends exactly k bytes of r to out. k is the other side's
+// word: the bytes are copied as they arrive instead of allocated up front,
+// so a length that is never sent holds no memory.
+func appendN(out []byte, r io.Reader, k int64) ([]byte, error) {
+	b := bytes.NewBuffer(out)
+	got, err := io.CopyN(b, r, k)
+	if got != k {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, noEOF(err)
+	}
+	return b.Bytes(), nil
 }
 
 func noEOF(err error) error {

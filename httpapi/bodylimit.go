@@ -13,10 +13,15 @@ import (
 // dataRoutes take records (an Arrow IPC stream or file, or JSON rows):
 // their bodies may be as large as MaxBodyBytes. Every other route takes a
 // small JSON control body (or none) and gets MaxJSONBodyBytes.
+//
+// The Iceberg notification route is one too: its payload may carry a whole
+// metadata.json inline, which grows with a table's history past any small
+// control-body limit.
 var dataRoutes = map[string]bool{
 	"POST /v1/table/:id/create":       true,
 	"POST /v1/table/:id/insert":       true,
 	"POST /v1/table/:id/merge_insert": true,
+	"POST " + notificationRoute:       true,
 }
 
 // bodyLimitError is a body over its route's limit: an *http.MaxBytesError
@@ -107,7 +112,10 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 	if size <= 0 {
 		return io.ReadAll(r)
 	}
-	buf := make([]byte, 0, size)
+	// The length is the client's word: the buffer starts at most
+	// 1 MiB and grows as bytes arrive, so a large declared body that
+	// trickles in holds no more memory than it has sent.
+	buf := make([]byte, 0, min(size, 1<<20))
 	for {
 		if len(buf) == cap(buf) {
 			// Full: look for the end without growing the buffer.

@@ -77,11 +77,7 @@ func idempotent(st idemStore) gin.HandlerFunc {
 		}
 		body, err := readAll(c.Request.Body, c.Request.ContentLength)
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if !errors.As(err, &mbe) {
-				err = badInput("read body: %v", err)
-			}
-			fail(c, err)
+			fail(c, bodyReadErr(err)) // over the limit: 413; too slow: 408
 			return
 		}
 		c.Request.Body = newBufferedBody(body) // the handler takes it without a copy

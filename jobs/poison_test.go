@@ -35,8 +35,8 @@ func TestRescuerFailsPoisonedJob(t *testing.T) {
 		return errors.New("released")
 	}
 	tune := func(c *ServerConfig) {
-		c.Concurrency = 1 // a dead worker's only slot stays taken
-		c.Heartbeat = HeartbeaterConfig{Interval: 100 * time.Millisecond, TTL: time.Second}
+		c.Concurrency = 1                                                                       // a dead worker's only slot stays taken
+		c.Heartbeat = HeartbeaterConfig{Interval: 100 * time.Millisecond, TTL: 3 * time.Second} // a starved live worker is not a death
 		c.Rescue.Interval = 100 * time.Millisecond
 	}
 	ctx := context.Background()

@@ -634,9 +634,10 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 	}
 	if rs.Deregistered {
 		// The folder is gone from _deregistered/: its record goes too.
-		if err := ignoreMissing(c.wh.Delete(ctx, deregisteredDir+name+originExt)); err != nil {
-			return t, err
-		}
+		// The table is registered whatever happens here: a record left
+		// behind names a folder that no longer exists, and the next
+		// deregister of that identity writes its own.
+		_ = ignoreMissing(c.wh.Delete(ctx, deregisteredDir+name+originExt))
 	}
 	return t, nil
 }
