@@ -104,21 +104,27 @@ func (bb *bufferedBody) take() ([]byte, bool) {
 }
 
 // readAll reads r whole. With a known length (Content-Length, already
-// checked against the limit) the buffer is allocated once at its size
-// instead of doubling as it fills (the copies a large body would leave);
-// the length is a hint only (a body put in place by a middleware may
-// differ from it).
+// checked against the limit) the buffer never grows past it, so a body
+// that arrives whole leaves no doubled buffer behind; the length is a
+// hint only (a body put in place by a middleware may differ from it).
 func readAll(r io.Reader, size int64) ([]byte, error) {
 	if size <= 0 {
 		return io.ReadAll(r)
 	}
-	// The length is the client's word: the buffer starts at most
-	// 1 MiB and grows as bytes arrive, so a large declared body that
-	// trickles in holds no more memory than it has sent.
+	// The length is the client's word: the buffer starts at most 1 MiB
+	// and, when full, grows toward the declared length by at most
+	// doubling, so a large declared body that trickles in holds no more
+	// than twice what it has sent, and one that arrives whole is not
+	// grown past its length.
 	buf := make([]byte, 0, min(size, 1<<20))
 	for {
+		if len(buf) == cap(buf) && int64(cap(buf)) < size {
+			grown := make([]byte, len(buf), min(size, 2*int64(cap(buf))))
+			copy(grown, buf)
+			buf = grown
+		}
 		if len(buf) == cap(buf) {
-			// Full: look for the end without growing the buffer.
+			// At the declared length: look for the end without growing.
 			var one [1]byte
 			n, err := r.Read(one[:])
 			buf = append(buf, one[:n]...)

@@ -41,6 +41,7 @@ type HTTPLimits struct {
 // loadHTTPLimits reads the MVQ_* variables of HTTPLimits.
 func loadHTTPLimits(getenv func(string) string) (HTTPLimits, error) {
 	var l HTTPLimits
+	var streams, perStreams, idem int64
 	ints := []struct {
 		key string
 		dst *int64
@@ -50,13 +51,10 @@ func loadHTTPLimits(getenv func(string) string) (HTTPLimits, error) {
 		{"MVQ_BODY_MIN_BYTES_PER_SECOND", &l.BodyMinBytesPerSecond, -1},
 		{"MVQ_SPOOL_BUDGET_BYTES", &l.SpoolBudgetBytes, 0},
 		{"MVQ_SPOOL_PRINCIPAL_BYTES", &l.SpoolPrincipalBytes, 0},
+		{"MVQ_MAX_EVENT_STREAMS", &streams, 0},
+		{"MVQ_MAX_EVENT_STREAMS_PER_PRINCIPAL", &perStreams, 0},
+		{"MVQ_IDEMPOTENCY_MAX_KEYS", &idem, 0},
 	}
-	var streams, perStreams, idem int64
-	ints = append(ints, []struct {
-		key string
-		dst *int64
-		off int64
-	}{{"MVQ_MAX_EVENT_STREAMS", &streams, 0}, {"MVQ_MAX_EVENT_STREAMS_PER_PRINCIPAL", &perStreams, 0}, {"MVQ_IDEMPOTENCY_MAX_KEYS", &idem, 0}}...)
 	for _, i := range ints {
 		v := getenv(i.key)
 		if v == "" {
