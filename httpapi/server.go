@@ -86,7 +86,7 @@ type Server struct {
 	// notifier applies catalog notifications (notifications.go).
 	notifier *iceberg.Registrar
 	// spoolBudget is the memory spooled query results share (spool.go).
-	spoolBudget *spoolBudget
+	spoolBudget *quota
 }
 
 // New returns a server over the catalog; views may be nil.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -24,71 +23,35 @@ const (
 	DefaultSpoolPrincipalBytes = 64 << 20
 )
 
-// spoolBudget is the memory all spooled results share, with a share per
-// principal. A result that finds no room spills to its temporary file
-// rather than failing: the query has run already, and a 503 would have
-// the client run it again; the file costs disk, not memory.
-type spoolBudget struct {
-	total, per int64
-	mu         sync.Mutex
-	used, peak int64
-	by         map[string]int64
-}
-
-func newSpoolBudget(total, per int64) *spoolBudget {
+// newSpoolBudget is the memory all spooled results share, with a share
+// per principal (zero: the defaults). A result that finds no room spills
+// to its temporary file rather than failing: the query has run already,
+// and a 503 would have the client run it again; the file costs disk, not
+// memory.
+func newSpoolBudget(total, per int64) *quota {
 	if total <= 0 {
 		total = DefaultSpoolBudgetBytes
 	}
 	if per <= 0 {
 		per = DefaultSpoolPrincipalBytes
 	}
-	return &spoolBudget{total: total, per: min(per, total), by: map[string]int64{}}
+	return newQuota(total, per)
 }
 
-// reserve takes n bytes for principal, or reports that there is no room.
-func (b *spoolBudget) reserve(principal string, n int64) bool {
-	if b == nil {
+// roomFor reserves n bytes of budget (nil: no budget) for principal.
+func roomFor(budget *quota, principal string, n int64) bool {
+	if budget == nil {
 		return true
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.used+n > b.total || b.by[principal]+n > b.per {
-		return false
-	}
-	b.used += n
-	b.peak = max(b.peak, b.used)
-	b.by[principal] += n
-	return true
-}
-
-func (b *spoolBudget) release(principal string, n int64) {
-	if b == nil || n == 0 {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.used -= n
-	if b.by[principal] -= n; b.by[principal] <= 0 {
-		delete(b.by, principal)
-	}
-}
-
-// inUse is the memory held by spooled results now.
-func (b *spoolBudget) inUse() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.used
+	ok, _, _ := budget.reserve(principal, n)
+	return ok
 }
 
 // SpoolMemoryInUse is the memory held now by spooled query results, and
 // SpoolMemoryPeak the most held at once (for tests and gauges).
 func (s *Server) SpoolMemoryInUse() int64 { return s.spoolBudget.inUse() }
 
-func (s *Server) SpoolMemoryPeak() int64 {
-	s.spoolBudget.mu.Lock()
-	defer s.spoolBudget.mu.Unlock()
-	return s.spoolBudget.peak
-}
+func (s *Server) SpoolMemoryPeak() int64 { return s.spoolBudget.peakUse() }
 
 // spool reads rdr to the end and releases it, so whatever rdr holds (a
 // DuckDB session) is free before the client reads a byte. Batches are
@@ -97,13 +60,13 @@ func (s *Server) SpoolMemoryPeak() int64 {
 // it goes away with the reader, or with the process). The returned reader
 // replays them in order; Release it (which gives the memory back to the
 // budget).
-func spool(rdr array.RecordReader, memBytes int64, budget *spoolBudget, principal string) (array.RecordReader, error) {
+func spool(rdr array.RecordReader, memBytes int64, budget *quota, principal string) (array.RecordReader, error) {
 	defer rdr.Release()
 	s := &spooled{schema: rdr.Schema(), budget: budget, principal: principal}
 	var w *ipc.Writer
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
-		if n := batchBytes(rec); w == nil && s.reserved+n <= memBytes && budget.reserve(principal, n) {
+		if n := batchBytes(rec); w == nil && s.reserved+n <= memBytes && roomFor(budget, principal, n) {
 			rec.Retain()
 			s.mem = append(s.mem, rec)
 			s.reserved += n
@@ -150,7 +113,7 @@ func spool(rdr array.RecordReader, memBytes int64, budget *spoolBudget, principa
 // spooled replays a spooled result: the batches in memory, then those in
 // the file.
 type spooled struct {
-	budget    *spoolBudget
+	budget    *quota
 	principal string
 	reserved  int64 // bytes of mem taken from budget
 	schema    *arrow.Schema
@@ -201,7 +164,9 @@ func (s *spooled) Release() {
 		r.Release()
 	}
 	s.mem, s.cur = nil, nil
-	s.budget.release(s.principal, s.reserved)
+	if s.budget != nil {
+		s.budget.release(s.principal, s.reserved)
+	}
 	s.reserved = 0
 	if s.disk != nil {
 		s.disk.Release()

@@ -22,50 +22,35 @@ const streamRetryAfter = 5
 // streamSlots counts the job event streams open now, in all and per
 // principal.
 type streamSlots struct {
-	once       sync.Once
-	total, per int
-	mu         sync.Mutex
-	open       int
-	by         map[string]int
+	once sync.Once
+	q    *quota
 }
 
-// acquire takes a slot for principal; ok false says which cap is full.
+// acquire takes a slot for principal; without one, why says which cap is
+// full.
 func (s *streamSlots) acquire(principal string) (release func(), why string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	ok, perPrincipal, held := s.q.reserve(principal, 1)
 	switch {
-	case s.open >= s.total:
-		return nil, fmt.Sprintf("%d job event streams are open, the server's limit (MVQ_MAX_EVENT_STREAMS)", s.open)
-	case s.by[principal] >= s.per:
-		return nil, fmt.Sprintf("principal %q has %d job event streams open, its limit (MVQ_MAX_EVENT_STREAMS_PER_PRINCIPAL)", principal, s.by[principal])
+	case !ok && perPrincipal:
+		return nil, fmt.Sprintf("principal %q has %d job event streams open, its limit (MVQ_MAX_EVENT_STREAMS_PER_PRINCIPAL)", principal, held)
+	case !ok:
+		return nil, fmt.Sprintf("%d job event streams are open, the server's limit (MVQ_MAX_EVENT_STREAMS)", held)
 	}
-	s.open++
-	s.by[principal]++
 	var done sync.Once
-	return func() {
-		done.Do(func() {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			s.open--
-			if s.by[principal]--; s.by[principal] <= 0 {
-				delete(s.by, principal)
-			}
-		})
-	}, ""
+	return func() { done.Do(func() { s.q.release(principal, 1) }) }, ""
 }
 
 // slots returns v's stream counter, made on first use from its caps.
 func (v *ViewRoutes) slots() *streamSlots {
 	v.streams.once.Do(func() {
-		v.streams.total, v.streams.per = v.MaxStreams, v.MaxStreamsPerPrincipal
-		if v.streams.total <= 0 {
-			v.streams.total = DefaultMaxEventStreams
+		total, per := v.MaxStreams, v.MaxStreamsPerPrincipal
+		if total <= 0 {
+			total = DefaultMaxEventStreams
 		}
-		if v.streams.per <= 0 {
-			v.streams.per = DefaultMaxEventStreamsPerPrincipal
+		if per <= 0 {
+			per = DefaultMaxEventStreamsPerPrincipal
 		}
-		v.streams.per = min(v.streams.per, v.streams.total)
-		v.streams.by = map[string]int{}
+		v.streams.q = newQuota(int64(total), int64(per))
 	})
 	return &v.streams
 }
