@@ -32,6 +32,10 @@ build: ## Build bin/api, bin/worker and bin/mvq
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+"; exit 1; }
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
+.PHONY: proto
+proto: ## Regenerate the Go code of the Lance protobuf definitions (needs protoc and protoc-gen-go)
+	lance/proto/gen.sh
+
 .PHONY: version
 version: ## Print the version and commit make build stamps into the binaries
 	@echo "$(VERSION) (commit $(COMMIT))"
