@@ -67,8 +67,8 @@ func u16bytes(v []uint16) []byte {
 
 // mbChunk is one mini-block's values.
 type mbChunk struct {
-	n    int    // values in the chunk
-	log  uint8  // log2(n), 0 for the last chunk
+	n    int   // values in the chunk
+	log  uint8 // log2(n), 0 for the last chunk
 	bufs [][]byte
 }
 
