@@ -141,6 +141,9 @@ func writeTestDataset(t testing.TB, root, name string, recs []arrow.RecordBatch,
 		t.Fatal(err)
 	}
 	fname := "0000test.lance"
+	if keep := os.Getenv("LANCE_TEST_KEEP"); keep != "" {
+		_ = os.WriteFile(filepath.Join(keep, name+".lance"), buf.Bytes(), 0o644)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "data", fname), buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
