@@ -76,6 +76,11 @@ type mbChunk struct {
 func chunkValues(sink valueSink) ([]mbChunk, *enc21pb.CompressiveEncoding, error) {
 	switch s := sink.(type) {
 	case *fixedSink:
+		if s.dim == 0 {
+			if c, size := inlineBitpacked(s); c != nil && size < s.n*s.w {
+				return c, inlineBitpackEnc(s.w * 8), nil
+			}
+		}
 		per, log := fixedChunkSize(s.w, 1)
 		var out []mbChunk
 		for i := 0; i < s.n; i += per {
@@ -210,6 +215,13 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 			maxRep = max(maxRep, r)
 		}
 	}
+	var repPack, defPack levelPacker
+	if sh.rep != nil {
+		repPack = newLevelPacker(sh.rep)
+	}
+	if sh.def != nil {
+		defPack = newLevelPacker(sh.def)
+	}
 	var (
 		meta     = make([]byte, 0, 2*len(chunks))
 		data     []byte
@@ -268,11 +280,11 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 		data = binary.LittleEndian.AppendUint16(data, uint16(nlev))
 		var repB, defB []byte
 		if sh.rep != nil {
-			repB = u16bytes(sh.rep[pos:end])
+			repB = repPack.pack(sh.rep[pos:end])
 			data = binary.LittleEndian.AppendUint16(data, uint16(len(repB)))
 		}
 		if sh.def != nil {
-			defB = u16bytes(sh.def[pos:end])
+			defB = defPack.pack(sh.def[pos:end])
 			data = binary.LittleEndian.AppendUint16(data, uint16(len(defB)))
 		}
 		for _, b := range c.bufs {
@@ -306,7 +318,7 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 	}
 	bufs := [][]byte{meta, data}
 	if sh.rep != nil {
-		mb.RepCompression = flatEnc(16)
+		mb.RepCompression = repPack.encoding()
 		mb.RepetitionIndexDepth = 1
 		ri := make([]byte, 0, 8*len(repIndex))
 		for _, v := range repIndex {
@@ -315,7 +327,7 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 		bufs = append(bufs, ri)
 	}
 	if sh.def != nil {
-		mb.DefCompression = flatEnc(16)
+		mb.DefCompression = defPack.encoding()
 	}
 	_ = numRows
 	return &enc21pb.PageLayout{Layout: &enc21pb.PageLayout_MiniBlockLayout{MiniBlockLayout: mb}}, bufs, nil
