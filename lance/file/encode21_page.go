@@ -38,8 +38,13 @@ func encodePage21(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byte, 
 	if sh.sink.count() == 0 || sh.valid == 0 {
 		return allNullPage(sh), allNullBuffers(sh), nil
 	}
+	if vs, ok := sh.sink.(*varSink); ok {
+		if d := tryDictionary(vs, len(vs.data)+4*len(vs.offsets)); d != nil {
+			return encodeMiniblock(sh, d)
+		}
+	}
 	if sh.sink.maxBytes() < fullZipMinValueBytes {
-		return encodeMiniblock(sh, numRows)
+		return encodeMiniblock(sh, nil)
 	}
 	return encodeFullZip(sh)
 }
@@ -104,6 +109,9 @@ func chunkValues(sink valueSink) ([]mbChunk, *enc21pb.CompressiveEncoding, error
 		out[len(out)-1].log = lastLog(out[len(out)-1], per, log)
 		return out, flatEnc(1), nil
 	case *varSink:
+		if c, table := tryFSST(s); c != nil {
+			return chunkVariable(c), fsstEnc(table, variableEnc(offsetBits(s))), nil
+		}
 		return chunkVariable(s), variableEnc(offsetBits(s)), nil
 	}
 	return nil, nil, fmt.Errorf("no mini-block encoding for %T", sink)
@@ -198,9 +206,14 @@ func pad8(b []byte) []byte {
 	return b
 }
 
-// encodeMiniblock writes buffers [chunk metadata, chunks, repetition index?].
-func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byte, error) {
-	chunks, valueEnc, err := chunkValues(sh.sink)
+// encodeMiniblock writes buffers [chunk metadata, chunks, dictionary?,
+// repetition index?]; with a dictionary the chunks hold its indices.
+func encodeMiniblock(sh *shredded, dict *dictionary) (*enc21pb.PageLayout, [][]byte, error) {
+	var values valueSink = sh.sink
+	if dict != nil {
+		values = dict.indices
+	}
+	chunks, valueEnc, err := chunkValues(values)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -317,6 +330,11 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 		NumItems:         uint64(sh.sink.count()),
 	}
 	bufs := [][]byte{meta, data}
+	if dict != nil {
+		mb.Dictionary = variableEnc(offsetBits(dict.items))
+		mb.NumDictionaryItems = uint64(dict.items.count())
+		bufs = append(bufs, blockVariable(dict.items))
+	}
 	if sh.rep != nil {
 		mb.RepCompression = repPack.encoding()
 		mb.RepetitionIndexDepth = 1
@@ -329,7 +347,6 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 	if sh.def != nil {
 		mb.DefCompression = defPack.encoding()
 	}
-	_ = numRows
 	return &enc21pb.PageLayout{Layout: &enc21pb.PageLayout_MiniBlockLayout{MiniBlockLayout: mb}}, bufs, nil
 }
 
@@ -427,6 +444,10 @@ func encodeFullZip(sh *shredded) (*enc21pb.PageLayout, [][]byte, error) {
 		ob := offsetBits(s)
 		layout.Details = &enc21pb.FullZipLayout_BitsPerOffset{BitsPerOffset: uint32(ob)}
 		layout.ValueCompression = variableEnc(ob)
+		if c, table := tryFSST(s); c != nil {
+			s = c
+			layout.ValueCompression = fsstEnc(table, variableEnc(ob))
+		}
 		data = make([]byte, 0, len(s.data)+(word+int(ob/8))*nitems)
 		for i := 0; i < nitems; i++ {
 			if newRow(i) {

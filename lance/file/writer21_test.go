@@ -297,10 +297,19 @@ func TestWriter21LongStringsLanceDB(t *testing.T) {
 		{Name: "text", Type: arrow.BinaryTypes.String},
 		{Name: "text_null", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "large_text", Type: arrow.BinaryTypes.LargeString, Nullable: true},
+		{Name: "url", Type: arrow.BinaryTypes.String, Nullable: true},
 	}, nil)
 	var recs []arrow.RecordBatch
 	for k, n := range []int{900, 333} {
-		cols := []arrow.Array{longStrings(t, n, false, false, int64(k)), longStrings(t, n, true, false, int64(k+10)), longStrings(t, n, true, true, int64(k+20))}
+		ub := array.NewStringBuilder(memory.DefaultAllocator)
+		for i := 0; i < n; i++ {
+			if i%13 == 5 {
+				ub.AppendNull()
+				continue
+			}
+			ub.Append(fmt.Sprintf("https://www.example.com/lance/format/%d/item?id=%d&page=%d", k, i*7919, i%17))
+		}
+		cols := []arrow.Array{longStrings(t, n, false, false, int64(k)), longStrings(t, n, true, false, int64(k+10)), longStrings(t, n, true, true, int64(k+20)), ub.NewArray()}
 		recs = append(recs, array.NewRecordBatch(s, cols, int64(n)))
 	}
 	root := t.TempDir()
