@@ -261,6 +261,9 @@ func (b *arrowBuilder) leaf(dt arrow.DataType, pieces []piece, count int, bitmap
 		defer data.Release()
 		return array.MakeFromData(data), nil
 	}
+	if st, ok := dt.(*arrow.StructType); ok {
+		return b.packedStruct(st, pieces, count, bitmap, nulls)
+	}
 	if dt.ID() == arrow.NULL {
 		return array.NewNull(count), nil
 	}
@@ -300,6 +303,50 @@ func (b *arrowBuilder) leaf(dt arrow.DataType, pieces []piece, count int, bitmap
 	}
 	defer buf.Release()
 	data := array.NewData(dt, count, []*memory.Buffer{bitmap, buf}, nil, nulls, 0)
+	defer data.Release()
+	return array.MakeFromData(data), nil
+}
+
+// packedStruct splits row-major struct values (each row the fields' bytes
+// one after the other) into the struct's children.
+func (b *arrowBuilder) packedStruct(st *arrow.StructType, pieces []piece, count int, bitmap *memory.Buffer, nulls int) (arrow.Array, error) {
+	widths := make([]int, st.NumFields())
+	row := 0
+	for i, f := range st.Fields() {
+		w := fixedByteWidth(f.Type)
+		if w <= 0 {
+			return nil, unsupportedf("packed struct field %q of type %v", f.Name, f.Type)
+		}
+		widths[i] = w
+		row += w
+	}
+	kids := make([]arrow.ArrayData, len(widths))
+	defer func() {
+		for _, k := range kids {
+			if k != nil {
+				k.Release()
+			}
+		}
+	}()
+	at := 0
+	for i, w := range widths {
+		buf := make([]byte, 0, count*w)
+		for _, p := range pieces {
+			if p.b.kind == vNull {
+				buf = append(buf, make([]byte, (p.to-p.from)*w)...)
+				continue
+			}
+			if p.b.kind != vFixed || p.b.width != row*8 {
+				return nil, corruptf("packed struct rows of %d bits, want %d", p.b.width, row*8)
+			}
+			for r := p.from; r < p.to; r++ {
+				buf = append(buf, p.b.data[r*row+at:r*row+at+w]...)
+			}
+		}
+		kids[i] = array.NewData(st.Field(i).Type, count, []*memory.Buffer{nil, memory.NewBufferBytes(buf)}, nil, 0, 0)
+		at += w
+	}
+	data := array.NewData(st, count, []*memory.Buffer{bitmap}, kids, nulls, 0)
 	defer data.Release()
 	return array.MakeFromData(data), nil
 }

@@ -303,3 +303,158 @@ func TestReadLanceDBKitchenSink(t *testing.T) {
 		})
 	}
 }
+
+// vectorsAndNesting builds n rows of vectors of several sizes (mini-block
+// and full-zip), deeper nesting, all-null nested columns and columns whose
+// field metadata asks LanceDB for general compression, byte stream split
+// and packed structs.
+func vectorsAndNesting(t testing.TB, n int) arrow.RecordBatch {
+	t.Helper()
+	md := func(kv ...string) arrow.Metadata {
+		var k, v []string
+		for i := 0; i < len(kv); i += 2 {
+			k, v = append(k, kv[i]), append(v, kv[i+1])
+		}
+		return arrow.NewMetadata(k, v)
+	}
+	fsl := func(d int32) arrow.DataType { return arrow.FixedSizeListOf(d, arrow.PrimitiveTypes.Float32) }
+	fields := []arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "v64", Type: fsl(64), Nullable: true},
+		{Name: "v384", Type: fsl(384)},
+		{Name: "v768", Type: fsl(768), Nullable: true},
+		{Name: "v1536", Type: fsl(1536)},
+		{Name: "ls", Type: arrow.ListOf(arrow.StructOf(
+			arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+			arrow.Field{Name: "b", Type: arrow.BinaryTypes.String, Nullable: true},
+		)), Nullable: true},
+		{Name: "sl", Type: arrow.StructOf(
+			arrow.Field{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
+			arrow.Field{Name: "s", Type: arrow.StructOf(arrow.Field{Name: "z", Type: arrow.PrimitiveTypes.Float64, Nullable: true}), Nullable: true},
+		), Nullable: true},
+		{Name: "lli", Type: arrow.ListOf(arrow.ListOf(arrow.PrimitiveTypes.Int32)), Nullable: true},
+		{Name: "nl", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true},
+		{Name: "nst", Type: arrow.StructOf(arrow.Field{Name: "q", Type: arrow.PrimitiveTypes.Int32, Nullable: true}), Nullable: true},
+		{Name: "zs", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: md("lance-encoding:compression", "zstd")},
+		{Name: "zi", Type: arrow.PrimitiveTypes.Int64, Nullable: true, Metadata: md("lance-encoding:compression", "zstd")},
+		{Name: "lz", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: md("lance-encoding:compression", "lz4")},
+		{Name: "bss", Type: arrow.PrimitiveTypes.Float64, Nullable: true, Metadata: md("lance-encoding:compression", "zstd", "lance-encoding:bss", "on")},
+		{Name: "ps", Type: arrow.StructOf(
+			arrow.Field{Name: "p", Type: arrow.PrimitiveTypes.Int32},
+			arrow.Field{Name: "q", Type: arrow.PrimitiveTypes.Float64},
+		), Metadata: md("lance-encoding:packed", "true")},
+	}
+	schema := arrow.NewSchema(fields, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		for c := 1; c < len(fields); c++ {
+			name := fields[c].Name
+			null := fields[c].Nullable && (i%9 == 4 || i == n-1)
+			if name == "nl" || name == "nst" {
+				null = true
+			}
+			if null {
+				b.Field(c).AppendNull()
+				continue
+			}
+			switch fb := b.Field(c).(type) {
+			case *array.FixedSizeListBuilder:
+				fb.Append(true)
+				vb := fb.ValueBuilder().(*array.Float32Builder)
+				d := int(fields[c].Type.(*arrow.FixedSizeListType).Len())
+				for k := 0; k < d; k++ {
+					if name == "v64" && k == 3 && i%5 == 0 {
+						vb.AppendNull()
+						continue
+					}
+					vb.Append(float32(rng.NormFloat64()))
+				}
+			case *array.ListBuilder:
+				fb.Append(true)
+				switch vb := fb.ValueBuilder().(type) {
+				case *array.StructBuilder:
+					for k := 0; k < i%4; k++ {
+						if k == 1 && i%6 == 0 {
+							vb.AppendNull()
+							vb.FieldBuilder(0).AppendNull()
+							vb.FieldBuilder(1).AppendNull()
+							continue
+						}
+						vb.Append(true)
+						vb.FieldBuilder(0).(*array.Int32Builder).Append(int32(i * k))
+						vb.FieldBuilder(1).(*array.StringBuilder).Append(fmt.Sprint("b", k))
+					}
+				case *array.ListBuilder:
+					for k := 0; k < i%3; k++ {
+						if k == 1 && i%4 == 0 {
+							vb.AppendNull()
+							continue
+						}
+						vb.Append(true)
+						ib := vb.ValueBuilder().(*array.Int32Builder)
+						for m := 0; m < (i+k)%3; m++ {
+							ib.Append(int32(m))
+						}
+					}
+				}
+			case *array.StructBuilder:
+				fb.Append(true)
+				switch name {
+				case "sl":
+					lb := fb.FieldBuilder(0).(*array.ListBuilder)
+					if i%7 == 1 {
+						lb.AppendNull()
+					} else {
+						lb.Append(true)
+						for k := 0; k < i%3; k++ {
+							lb.ValueBuilder().(*array.Int64Builder).Append(int64(i - k))
+						}
+					}
+					sb := fb.FieldBuilder(1).(*array.StructBuilder)
+					if i%5 == 2 {
+						sb.AppendNull()
+						sb.FieldBuilder(0).AppendNull()
+					} else {
+						sb.Append(true)
+						sb.FieldBuilder(0).(*array.Float64Builder).Append(float64(i) / 3)
+					}
+				case "ps":
+					fb.FieldBuilder(0).(*array.Int32Builder).Append(int32(i * 3))
+					fb.FieldBuilder(1).(*array.Float64Builder).Append(float64(i) * 1.5)
+				}
+			case *array.StringBuilder:
+				fb.Append(strings.Repeat(fmt.Sprint("w", i%50, " "), 1+i%5))
+			case *array.Int64Builder:
+				fb.Append(int64(i % 1000))
+			case *array.Float64Builder:
+				fb.Append(100 + float64(i%100)/8)
+			default:
+				t.Fatalf("vectorsAndNesting: no case for %T", fb)
+			}
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+func TestReadLanceDBVectorsAndNesting(t *testing.T) {
+	o := oracle.Need(t)
+	for _, n := range []int{7, 21_000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			rec := vectorsAndNesting(t, n)
+			defer rec.Release()
+			dir, files := lanceWrite(t, o, rec)
+			want := o.Read(t, dir, oracle.ReadOpts{})
+			defer want.Release()
+			got := readAll(t, files, nil)
+			defer got.Release()
+			requireEqual(t, want, got)
+			if keep := os.Getenv("MVQ_LANCE_KEEP"); keep != "" {
+				b, _ := os.ReadFile(files[0])
+				os.WriteFile(filepath.Join(keep, fmt.Sprintf("vec%d.lance", n)), b, 0o644)
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -35,7 +36,8 @@ type fieldNode struct {
 	f        *filepb.Field
 	dt       arrow.DataType
 	children []*fieldNode
-	column   int // -1 when the field has no column of its own
+	column   int  // -1 when the field has no column of its own
+	packed   bool // a packed struct: one column, children inside it
 }
 
 // Open reads the footer, the metadata and the schema of the Lance file r of
@@ -107,6 +109,13 @@ func (r *Reader) mapColumns() error {
 	var walk func(n *fieldNode, dt arrow.DataType)
 	walk = func(n *fieldNode, dt arrow.DataType) {
 		n.dt = dt
+		if structural && isPacked(n.f) {
+			// A packed struct is one column of row-major values.
+			n.column = col
+			n.packed = true
+			col++
+			return
+		}
 		if !structural || len(n.children) == 0 {
 			n.column = col
 			col++
@@ -123,6 +132,20 @@ func (r *Reader) mapColumns() error {
 	}
 	r.tops = tops
 	return nil
+}
+
+// isPacked reports whether a struct field asks for packed (row-major)
+// storage: metadata "lance-encoding:packed" or "packed" set to true.
+func isPacked(f *filepb.Field) bool {
+	if !strings.HasPrefix(f.GetLogicalType(), "struct") {
+		return false
+	}
+	for _, k := range []string{"lance-encoding:packed", "packed"} {
+		if v, ok := f.GetMetadata()[k]; ok && strings.EqualFold(string(v), "true") {
+			return true
+		}
+	}
+	return false
 }
 
 func childType(dt arrow.DataType, i int) arrow.DataType {
@@ -145,6 +168,9 @@ func (r *Reader) ColumnIndexes(i int) []int {
 	walk = func(n *fieldNode) {
 		if n.column >= 0 {
 			out = append(out, n.column)
+			if n.packed {
+				return
+			}
 		}
 		for _, ch := range n.children {
 			walk(ch)
