@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -14,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
+	"github.com/mvq-dev/mvq/lance/schema"
 )
 
 // Reader reads a Lance data file (data/*.lance) of file format 2.0 or 2.1.
@@ -36,7 +36,8 @@ type fieldNode struct {
 	f        *filepb.Field
 	dt       arrow.DataType
 	children []*fieldNode
-	column   int // -1 when the field has no column of its own
+	column   int  // -1 when the field has no column of its own
+	packed   bool // a packed struct: one column, children inside it
 }
 
 // Open reads the footer, the metadata and the schema of the Lance file r of
@@ -49,7 +50,7 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	}
 	rd := &Reader{c: c, mem: memory.DefaultAllocator, numRows: c.Descriptor.GetLength()}
 	rd.fields = c.Descriptor.GetSchema().GetFields()
-	rd.schema, err = lanceToArrow(rd.fields, c.Descriptor.GetSchema().GetMetadata())
+	rd.schema, err = schema.ToArrow(rd.fields, c.Descriptor.GetSchema().GetMetadata())
 	if err != nil {
 		return nil, fmt.Errorf("%w: schema: %v", ErrCorrupt, err)
 	}
@@ -108,6 +109,13 @@ func (r *Reader) mapColumns() error {
 	var walk func(n *fieldNode, dt arrow.DataType)
 	walk = func(n *fieldNode, dt arrow.DataType) {
 		n.dt = dt
+		if structural && isPacked(n.f) {
+			// A packed struct is one column of row-major values.
+			n.column = col
+			n.packed = true
+			col++
+			return
+		}
 		if !structural || len(n.children) == 0 {
 			n.column = col
 			col++
@@ -124,6 +132,20 @@ func (r *Reader) mapColumns() error {
 	}
 	r.tops = tops
 	return nil
+}
+
+// isPacked reports whether a struct field asks for packed (row-major)
+// storage: metadata "lance-encoding:packed" or "packed" set to true.
+func isPacked(f *filepb.Field) bool {
+	if !strings.HasPrefix(f.GetLogicalType(), "struct") {
+		return false
+	}
+	for _, k := range []string{"lance-encoding:packed", "packed"} {
+		if v, ok := f.GetMetadata()[k]; ok && strings.EqualFold(string(v), "true") {
+			return true
+		}
+	}
+	return false
 }
 
 func childType(dt arrow.DataType, i int) arrow.DataType {
@@ -146,6 +168,9 @@ func (r *Reader) ColumnIndexes(i int) []int {
 	walk = func(n *fieldNode) {
 		if n.column >= 0 {
 			out = append(out, n.column)
+			if n.packed {
+				return
+			}
 		}
 		for _, ch := range n.children {
 			walk(ch)
@@ -310,186 +335,4 @@ func releaseAll(arrs []arrow.Array) {
 			a.Release()
 		}
 	}
-}
-
-// lanceToArrow converts Lance fields (depth-first, parent ids) to an Arrow
-// schema.
-func lanceToArrow(fields []*filepb.Field, md map[string][]byte) (*arrow.Schema, error) {
-	children := map[int32][]*filepb.Field{}
-	var tops []*filepb.Field
-	for _, f := range fields {
-		if f.GetParentId() < 0 {
-			tops = append(tops, f)
-		} else {
-			children[f.GetParentId()] = append(children[f.GetParentId()], f)
-		}
-	}
-	var conv func(f *filepb.Field, depth int) (arrow.Field, error)
-	conv = func(f *filepb.Field, depth int) (arrow.Field, error) {
-		if depth > 64 {
-			return arrow.Field{}, fmt.Errorf("fields nested more than 64 deep")
-		}
-		var kids []arrow.Field
-		for _, ch := range children[f.GetId()] {
-			af, err := conv(ch, depth+1)
-			if err != nil {
-				return af, err
-			}
-			kids = append(kids, af)
-		}
-		dt, err := parseLogicalType(f.GetLogicalType(), kids)
-		if err != nil {
-			return arrow.Field{}, fmt.Errorf("field %q: %w", f.GetName(), err)
-		}
-		var fmd arrow.Metadata
-		if len(f.GetMetadata()) > 0 {
-			keys := make([]string, 0, len(f.GetMetadata()))
-			for k := range f.GetMetadata() {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			vals := make([]string, len(keys))
-			for i, k := range keys {
-				vals[i] = string(f.GetMetadata()[k])
-			}
-			fmd = arrow.NewMetadata(keys, vals)
-		}
-		return arrow.Field{Name: f.GetName(), Type: dt, Nullable: f.GetNullable(), Metadata: fmd}, nil
-	}
-	out := make([]arrow.Field, len(tops))
-	for i, f := range tops {
-		af, err := conv(f, 0)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = af
-	}
-	var smd arrow.Metadata
-	if len(md) > 0 {
-		keys := make([]string, 0, len(md))
-		for k := range md {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		vals := make([]string, len(keys))
-		for i, k := range keys {
-			vals[i] = string(md[k])
-		}
-		smd = arrow.NewMetadata(keys, vals)
-	}
-	return arrow.NewSchema(out, &smd), nil
-}
-
-var simpleTypes = map[string]arrow.DataType{
-	"null": arrow.Null, "bool": arrow.FixedWidthTypes.Boolean,
-	"int8": arrow.PrimitiveTypes.Int8, "uint8": arrow.PrimitiveTypes.Uint8,
-	"int16": arrow.PrimitiveTypes.Int16, "uint16": arrow.PrimitiveTypes.Uint16,
-	"int32": arrow.PrimitiveTypes.Int32, "uint32": arrow.PrimitiveTypes.Uint32,
-	"int64": arrow.PrimitiveTypes.Int64, "uint64": arrow.PrimitiveTypes.Uint64,
-	"halffloat": arrow.FixedWidthTypes.Float16, "float": arrow.PrimitiveTypes.Float32,
-	"double": arrow.PrimitiveTypes.Float64, "string": arrow.BinaryTypes.String,
-	"binary": arrow.BinaryTypes.Binary, "large_string": arrow.BinaryTypes.LargeString,
-	"large_binary": arrow.BinaryTypes.LargeBinary, "json": arrow.BinaryTypes.LargeBinary,
-	"date32:day": arrow.FixedWidthTypes.Date32, "date64:ms": arrow.FixedWidthTypes.Date64,
-	"time32:s": arrow.FixedWidthTypes.Time32s, "time32:ms": arrow.FixedWidthTypes.Time32ms,
-	"time64:us": arrow.FixedWidthTypes.Time64us, "time64:ns": arrow.FixedWidthTypes.Time64ns,
-	"duration:s": arrow.FixedWidthTypes.Duration_s, "duration:ms": arrow.FixedWidthTypes.Duration_ms,
-	"duration:us": arrow.FixedWidthTypes.Duration_us, "duration:ns": arrow.FixedWidthTypes.Duration_ns,
-}
-
-func timeUnit(s string) (arrow.TimeUnit, error) {
-	switch s {
-	case "s":
-		return arrow.Second, nil
-	case "ms":
-		return arrow.Millisecond, nil
-	case "us":
-		return arrow.Microsecond, nil
-	case "ns":
-		return arrow.Nanosecond, nil
-	}
-	return 0, fmt.Errorf("unknown time unit %q", s)
-}
-
-func parseLogicalType(lt string, kids []arrow.Field) (arrow.DataType, error) {
-	if dt, ok := simpleTypes[lt]; ok {
-		return dt, nil
-	}
-	parts := strings.Split(lt, ":")
-	switch parts[0] {
-	case "struct":
-		return arrow.StructOf(kids...), nil
-	case "list", "list.struct", "large_list", "large_list.struct":
-		if len(kids) != 1 {
-			return nil, fmt.Errorf("%s with %d children", lt, len(kids))
-		}
-		if strings.HasPrefix(lt, "large_") {
-			return arrow.LargeListOfField(kids[0]), nil
-		}
-		return arrow.ListOfField(kids[0]), nil
-	case "fixed_size_list":
-		if len(parts) < 3 {
-			break
-		}
-		n, err := strconv.ParseInt(parts[len(parts)-1], 10, 32)
-		if err != nil || n < 0 {
-			break
-		}
-		inner, err := parseLogicalType(strings.Join(parts[1:len(parts)-1], ":"), nil)
-		if err != nil {
-			return nil, err
-		}
-		return arrow.FixedSizeListOfField(int32(n), arrow.Field{Name: "item", Type: inner, Nullable: true}), nil
-	case "fixed_size_binary":
-		if len(parts) != 2 {
-			break
-		}
-		n, err := strconv.ParseInt(parts[1], 10, 32)
-		if err != nil || n < 0 {
-			break
-		}
-		return &arrow.FixedSizeBinaryType{ByteWidth: int(n)}, nil
-	case "decimal":
-		if len(parts) != 4 {
-			break
-		}
-		p, err1 := strconv.ParseInt(parts[2], 10, 32)
-		s, err2 := strconv.ParseInt(parts[3], 10, 32)
-		if err1 != nil || err2 != nil {
-			break
-		}
-		switch parts[1] {
-		case "128":
-			return &arrow.Decimal128Type{Precision: int32(p), Scale: int32(s)}, nil
-		case "256":
-			return &arrow.Decimal256Type{Precision: int32(p), Scale: int32(s)}, nil
-		}
-	case "timestamp":
-		if len(parts) < 3 {
-			break
-		}
-		u, err := timeUnit(parts[1])
-		if err != nil {
-			return nil, err
-		}
-		tz := strings.Join(parts[2:], ":")
-		if tz == "-" {
-			tz = ""
-		}
-		return &arrow.TimestampType{Unit: u, TimeZone: tz}, nil
-	case "dict":
-		if len(parts) != 4 {
-			break
-		}
-		v, err := parseLogicalType(parts[1], nil)
-		if err != nil {
-			return nil, err
-		}
-		k, err := parseLogicalType(parts[2], nil)
-		if err != nil {
-			return nil, err
-		}
-		return &arrow.DictionaryType{IndexType: k, ValueType: v}, nil
-	}
-	return nil, fmt.Errorf("unsupported logical type %q", lt)
 }
