@@ -199,7 +199,7 @@ func chunkVariable(s *varSink) []mbChunk {
 	return out
 }
 
-func pad8(b []byte) []byte {
+func appendPad8(b []byte) []byte {
 	for len(b)%8 != 0 {
 		b = append(b, 0)
 	}
@@ -306,15 +306,15 @@ func encodeMiniblock(sh *shredded, dict *dictionary) (*enc21pb.PageLayout, [][]b
 			}
 			data = binary.LittleEndian.AppendUint16(data, uint16(len(b)))
 		}
-		data = pad8(data)
+		data = appendPad8(data)
 		if sh.rep != nil {
-			data = pad8(append(data, repB...))
+			data = appendPad8(append(data, repB...))
 		}
 		if sh.def != nil {
-			data = pad8(append(data, defB...))
+			data = appendPad8(append(data, defB...))
 		}
 		for _, b := range c.bufs {
-			data = pad8(append(data, b...))
+			data = appendPad8(append(data, b...))
 		}
 		size := len(data) - start
 		if size > miniblockMaxChunk {

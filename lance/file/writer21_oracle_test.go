@@ -330,12 +330,12 @@ func assertOracleEqual(t *testing.T, root, name string, want []arrow.RecordBatch
 			continue
 		}
 		if !array.Equal(exp, act) {
-			t.Errorf("%s: LanceDB read differs from what was written\n%s", f.Name, firstDiff(exp, act))
+			t.Errorf("%s: LanceDB read differs from what was written\n%s", f.Name, firstDiff21w(exp, act))
 		}
 	}
 }
 
-func firstDiff(a, b arrow.Array) string {
+func firstDiff21w(a, b arrow.Array) string {
 	if a.Len() != b.Len() {
 		return fmt.Sprintf("len %d vs %d", a.Len(), b.Len())
 	}
