@@ -100,7 +100,7 @@ func benchTables(tb testing.TB) map[string][]arrow.RecordBatch {
 }
 
 func writeLance(tb testing.TB, w io.Writer, recs []arrow.RecordBatch) {
-	lw, err := NewWriter(w, testFields(recs[0].Schema()), WriterOptions{})
+	lw, err := NewWriter(w, testFields(tb, recs[0].Schema()), WriterOptions{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,57 +1,41 @@
 package file
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/lance/internal/oracle"
 )
 
-const oracleWriteScript = `
-import { createRequire } from "module";
-import fs from "fs";
-const [,, pkg, root, name, input] = process.argv;
-const require = createRequire(pkg);
-const lancedb = require("@lancedb/lancedb");
-const arrow = require("apache-arrow");
-const table = arrow.tableFromIPC(fs.readFileSync(input));
-const db = await lancedb.connect(root);
-await db.createTable(name, table, {mode: "overwrite", dataStorageVersion: "2.1"});
-`
-
-// oracleWrite has LanceDB write recs as a 2.1 dataset <root>/<name>.lance
-// and returns the total size of its data files.
+// oracleWrite has LanceDB write recs (as one batch) as a 2.1 dataset
+// <root>/<name>.lance and returns the total size of its data files.
 func oracleWrite(t testing.TB, root, name string, recs []arrow.RecordBatch) int64 {
 	t.Helper()
-	pkg := oraclePkg(t)
-	tmp := t.TempDir()
-	var buf bytes.Buffer
-	w := ipc.NewWriter(&buf, ipc.WithSchema(recs[0].Schema()))
-	for _, r := range recs {
-		if err := w.Write(r); err != nil {
+	o := oracle.Need(t)
+	cols := make([]arrow.Array, recs[0].NumCols())
+	var rows int64
+	for i := range cols {
+		var parts []arrow.Array
+		for _, r := range recs {
+			parts = append(parts, r.Column(i))
+		}
+		c, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
 			t.Fatal(err)
 		}
+		cols[i] = c
+		rows = int64(c.Len())
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	in := filepath.Join(tmp, "in.arrows")
-	script := filepath.Join(tmp, "write.mjs")
-	if err := os.WriteFile(in, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(script, []byte(oracleWriteScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("node", script, pkg, root, name, in).CombinedOutput()
-	if err != nil {
-		t.Fatalf("LanceDB write: %v\n%s", err, out)
-	}
-	files, _ := filepath.Glob(filepath.Join(root, name+".lance", "data", "*.lance"))
+	rec := array.NewRecordBatch(recs[0].Schema(), cols, rows)
+	defer rec.Release()
+	dir := filepath.Join(root, name+".lance")
+	o.Write(t, dir, rec, "2.1", "create")
+	files, _ := filepath.Glob(filepath.Join(dir, "data", "*.lance"))
 	var size int64
 	for _, f := range files {
 		st, err := os.Stat(f)
@@ -78,7 +62,7 @@ func TestWriter21SizeVsLanceDB(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			recs := tables[name]
 			root := t.TempDir()
-			ours := writeTestDataset(t, root, "go", recs, WriterOptions{})
+			ours := int64(len(writeTestDataset(t, root, "go", recs, WriterOptions{})))
 			theirs := oracleWrite(t, root, "lancedb", recs)
 			ratio := float64(ours) / float64(theirs)
 			t.Logf("%s: Go writer %d bytes, LanceDB %d bytes, ratio %.3f", name, ours, theirs, ratio)

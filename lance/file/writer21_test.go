@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal256"
 	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/lance/schema"
 )
 
 // nullPattern says which rows are null: nulls at the start, the end and
@@ -161,7 +163,10 @@ func TestWriter21PrimitivesLanceDB(t *testing.T) {
 	var fields []arrow.Field
 	var pats []nullPattern
 	for _, dt := range primitiveTypes() {
-		name := testLogicalType(dt)
+		name, err := schema.LogicalType(dt)
+		if err != nil {
+			t.Fatal(err)
+		}
 		fields = append(fields,
 			arrow.Field{Name: "nn_" + name, Type: dt},
 			arrow.Field{Name: "some_" + name, Type: dt, Nullable: true},
@@ -171,8 +176,9 @@ func TestWriter21PrimitivesLanceDB(t *testing.T) {
 	s := arrow.NewSchema(fields, nil)
 	recs := []arrow.RecordBatch{makeBatch(t, s, 3000, pats, 1), makeBatch(t, s, 1234, pats, 2)}
 	root := t.TempDir()
-	writeTestDataset(t, root, "prims", recs, WriterOptions{})
+	file := writeTestDataset(t, root, "prims", recs, WriterOptions{})
 	assertOracleEqual(t, root, "prims", recs)
+	assertReaderEqual(t, file, recs)
 }
 
 // genNested appends one value to b: at every level a null (when nullable),
@@ -255,8 +261,9 @@ func TestWriter21NestedLanceDB(t *testing.T) {
 	}, nil)
 	recs := []arrow.RecordBatch{nestedBatch(t, s, 1500, 3), nestedBatch(t, s, 700, 4)}
 	root := t.TempDir()
-	writeTestDataset(t, root, "nested", recs, WriterOptions{})
+	file := writeTestDataset(t, root, "nested", recs, WriterOptions{})
 	assertOracleEqual(t, root, "nested", recs)
+	assertReaderEqual(t, file, recs)
 }
 
 // longStrings makes strings of 200 to 3000 bytes (full-zip), some empty.
@@ -313,8 +320,9 @@ func TestWriter21LongStringsLanceDB(t *testing.T) {
 		recs = append(recs, array.NewRecordBatch(s, cols, int64(n)))
 	}
 	root := t.TempDir()
-	writeTestDataset(t, root, "long", recs, WriterOptions{})
+	file := writeTestDataset(t, root, "long", recs, WriterOptions{})
 	assertOracleEqual(t, root, "long", recs)
+	assertReaderEqual(t, file, recs)
 }
 
 // TestWriter21MultiPageLanceDB writes 25k rows split over many pages (a
@@ -343,8 +351,9 @@ func TestWriter21MultiPageLanceDB(t *testing.T) {
 	for _, ps := range []int{64 << 10, DefaultPageSize} {
 		t.Run(fmt.Sprint(ps), func(t *testing.T) {
 			root := t.TempDir()
-			writeTestDataset(t, root, "mp", recs, WriterOptions{PageSize: ps})
+			file := writeTestDataset(t, root, "mp", recs, WriterOptions{PageSize: ps})
 			assertOracleEqual(t, root, "mp", recs)
+			assertReaderEqual(t, file, recs)
 			n, got := oracleRead(t, root, "mp", "id >= 20000 AND id < 20100")
 			if n != 100 {
 				t.Fatalf("countRows(where) = %d, want 100", n)
