@@ -2,7 +2,11 @@ package file
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
+	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/mvq-dev/mvq/lance/internal/oracle"
 	"github.com/mvq-dev/mvq/lance/schema"
 )
 
@@ -363,5 +368,115 @@ func TestWriter21MultiPageLanceDB(t *testing.T) {
 				t.Fatalf("filtered ids: %d rows, %v..", ids.Len(), ids.Value(0))
 			}
 		})
+	}
+}
+
+// TestWriter21QueriesLanceDB checks LanceDB's filters and vector search
+// over a Go-written file: counts for predicates on dictionary, FSST,
+// bitpacked and nullable columns, and flat k-NN over 128- and 768-dim
+// vectors against distances computed here.
+func TestWriter21QueriesLanceDB(t *testing.T) {
+	tables := benchTables(t)
+	recs := tables["scalars"][:2]
+	root := t.TempDir()
+	writeTestDataset(t, root, "q", recs, WriterOptions{})
+	o := oracle.Need(t)
+	dir := filepath.Join(root, "q.lance")
+	count := func(pred func(r arrow.RecordBatch, i int) bool) int64 {
+		var n int64
+		for _, r := range recs {
+			for i := 0; i < int(r.NumRows()); i++ {
+				if pred(r, i) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for _, c := range []struct {
+		where string
+		pred  func(r arrow.RecordBatch, i int) bool
+	}{
+		{"category = 'garden'", func(r arrow.RecordBatch, i int) bool {
+			return r.Column(5).(*array.String).Value(i) == "garden"
+		}},
+		{"price IS NULL", func(r arrow.RecordBatch, i int) bool { return r.Column(2).IsNull(i) }},
+		{"qty > 250 AND flag", func(r arrow.RecordBatch, i int) bool {
+			q := r.Column(3).(*array.Int32)
+			return q.IsValid(i) && q.Value(i) > 250 && r.Column(4).(*array.Boolean).Value(i)
+		}},
+		{"title LIKE '%lance format%'", func(r arrow.RecordBatch, i int) bool {
+			s := r.Column(6).(*array.String)
+			return s.IsValid(i) && strings.Contains(s.Value(i), "lance format")
+		}},
+		{"id >= 41000 AND id < 41010", func(r arrow.RecordBatch, i int) bool {
+			v := r.Column(0).(*array.Int64).Value(i)
+			return v >= 41000 && v < 41010
+		}},
+	} {
+		want := count(c.pred)
+		if want == 0 {
+			t.Fatalf("%s: test data has no matches", c.where)
+		}
+		if got := o.Count(t, dir, c.where); got != want {
+			t.Errorf("countRows(%s) = %d, want %d", c.where, got, want)
+		}
+		tbl := o.Read(t, dir, oracle.ReadOpts{Where: c.where, Columns: []string{"id"}})
+		if tbl.NumRows() != want {
+			t.Errorf("query().where(%s): %d rows, want %d", c.where, tbl.NumRows(), want)
+		}
+		tbl.Release()
+	}
+
+	for _, dim := range []int{128, 768} {
+		rng := rand.New(rand.NewSource(int64(dim)))
+		s := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "v", Type: vec(dim)}}, nil)
+		n := 3000
+		ib := array.NewInt64Builder(memory.DefaultAllocator)
+		fb := array.NewFixedSizeListBuilder(memory.DefaultAllocator, int32(dim), arrow.PrimitiveTypes.Float32)
+		vb := fb.ValueBuilder().(*array.Float32Builder)
+		vals := make([]float32, 0, n*dim)
+		for i := 0; i < n; i++ {
+			ib.Append(int64(i))
+			fb.Append(true)
+			for k := 0; k < dim; k++ {
+				x := float32(rng.NormFloat64())
+				vb.Append(x)
+				vals = append(vals, x)
+			}
+		}
+		rec := array.NewRecordBatch(s, []arrow.Array{ib.NewArray(), fb.NewArray()}, int64(n))
+		name := fmt.Sprintf("vec%d", dim)
+		writeTestDataset(t, root, name, []arrow.RecordBatch{rec}, WriterOptions{})
+		q := make([]float32, dim)
+		for k := range q {
+			q[k] = float32(rng.NormFloat64())
+		}
+		type hit struct {
+			id int
+			d  float64
+		}
+		hits := make([]hit, n)
+		for i := 0; i < n; i++ {
+			var d float64
+			for k := 0; k < dim; k++ {
+				x := float64(vals[i*dim+k] - q[k])
+				d += x * x
+			}
+			hits[i] = hit{i, d}
+		}
+		sort.Slice(hits, func(a, b int) bool { return hits[a].d < hits[b].d })
+		res := o.Search(t, filepath.Join(root, name+".lance"), oracle.SearchOpts{Column: "v", Vector: q, K: 10})
+		ids := concatColumn(t, res, "id").(*array.Int64)
+		dists := concatColumn(t, res, "_distance").(*array.Float32)
+		if ids.Len() != 10 {
+			t.Fatalf("dim %d: search returned %d rows", dim, ids.Len())
+		}
+		for k := 0; k < 10; k++ {
+			if int(ids.Value(k)) != hits[k].id || math.Abs(float64(dists.Value(k))-hits[k].d) > 1e-3*hits[k].d {
+				t.Errorf("dim %d: hit %d is id %d at %.4f, want id %d at %.4f", dim, k, ids.Value(k), dists.Value(k), hits[k].id, hits[k].d)
+			}
+		}
+		res.Release()
 	}
 }
