@@ -235,9 +235,17 @@ func encodeMiniblock(sh *shredded, dict *dictionary) (*enc21pb.PageLayout, [][]b
 	if sh.def != nil {
 		defPack = newLevelPacker(sh.def)
 	}
+	est := 0
+	for _, c := range chunks {
+		est += 16 + 8*len(c.bufs)
+		for _, b := range c.bufs {
+			est += len(b)
+		}
+	}
+	est += len(sh.rep)/2 + len(sh.def)/2
 	var (
 		meta     = make([]byte, 0, 2*len(chunks))
-		data     []byte
+		data     = make([]byte, 0, est)
 		repIndex []uint64
 		pos      int
 	)

@@ -30,6 +30,15 @@ func tryDictionary(s *varSink, plainSize int) *dictionary {
 		return nil
 	}
 	limit := n / 2
+	// A sample from the start decides cheaply for mostly unique text.
+	sample := min(n, 2048)
+	probe := make(map[string]struct{}, 64)
+	for i := 0; i < sample; i++ {
+		probe[string(s.data[s.offsets[i]:s.offsets[i+1]])] = struct{}{}
+		if len(probe) > sample/2 {
+			return nil
+		}
+	}
 	seen := make(map[string]uint32, 64)
 	w := 4
 	if s.wide {

@@ -15,6 +15,11 @@ type Encoder struct {
 	syms  [255]uint64
 	lens  [255]uint8
 	index [256][]uint8 // codes by first byte, longest first
+	// Lookup for encoding: codes+1 of 1- and 2-byte symbols, and the longer
+	// symbols by their first two bytes, longest first.
+	one  [256]uint16
+	two  []uint16
+	long map[uint16][]uint8
 }
 
 // maxSample bounds the bytes the table is trained on.
@@ -137,6 +142,27 @@ func (e *Encoder) build(cands []candidate) {
 		idx := e.index[b]
 		sort.Slice(idx, func(i, j int) bool { return e.lens[idx[i]] > e.lens[idx[j]] })
 	}
+	e.one = [256]uint16{}
+	if e.two == nil {
+		e.two = make([]uint16, 1<<16)
+	} else {
+		clear(e.two)
+	}
+	e.long = map[uint16][]uint8{}
+	for code := 0; code < e.n; code++ {
+		switch l := e.lens[code]; {
+		case l == 1:
+			e.one[byte(e.syms[code])] = uint16(code) + 1
+		case l == 2:
+			e.two[uint16(e.syms[code])] = uint16(code) + 1
+		default:
+			k := uint16(e.syms[code])
+			e.long[k] = append(e.long[k], uint8(code))
+		}
+	}
+	for _, codes := range e.long {
+		sort.Slice(codes, func(i, j int) bool { return e.lens[codes[i]] > e.lens[codes[j]] })
+	}
 }
 
 var masks = [9]uint64{0, 0xff, 0xffff, 0xffffff, 0xffffffff, 0xffffffffff, 0xffffffffffff, 0xffffffffffffff, ^uint64(0)}
@@ -182,15 +208,41 @@ func (e *Encoder) matchCode(s []byte) (uint8, bool) {
 	return 0, false
 }
 
-// AppendEncode appends the compression of one string to dst.
+// AppendEncode appends the compression of one string to dst: at each
+// position the longest symbol that matches, else an escaped byte.
 func (e *Encoder) AppendEncode(dst, s []byte) []byte {
 	for i := 0; i < len(s); {
-		if c, ok := e.matchCode(s[i:]); ok {
-			dst = append(dst, c)
-			i += int(e.lens[c])
+		rest := s[i:]
+		if len(rest) >= 2 {
+			k := binary.LittleEndian.Uint16(rest)
+			if codes := e.long[k]; len(codes) > 0 {
+				v := load(rest)
+				found := false
+				for _, c := range codes {
+					l := int(e.lens[c])
+					if l <= len(rest) && v&masks[l] == e.syms[c] {
+						dst = append(dst, c)
+						i += l
+						found = true
+						break
+					}
+				}
+				if found {
+					continue
+				}
+			}
+			if c := e.two[k]; c != 0 {
+				dst = append(dst, byte(c-1))
+				i += 2
+				continue
+			}
+		}
+		if c := e.one[rest[0]]; c != 0 {
+			dst = append(dst, byte(c-1))
+			i++
 			continue
 		}
-		dst = append(dst, Escape, s[i])
+		dst = append(dst, Escape, rest[0])
 		i++
 	}
 	return dst
