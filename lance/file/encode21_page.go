@@ -2,6 +2,7 @@ package file
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 
@@ -18,6 +19,10 @@ const (
 	miniblockMaxChunk    = 32 * 1024
 	fullZipMinValueBytes = 256
 )
+
+// errChunkLevels: a mini-block chunk would hold more levels than its
+// 16-bit header counts allow (a long run of empty or null lists).
+var errChunkLevels = errors.New("mini-block chunk has too many levels")
 
 func flatEnc(bits uint64) *enc21pb.CompressiveEncoding {
 	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_Flat{Flat: &enc21pb.Flat{BitsPerValue: bits}}}
@@ -266,7 +271,7 @@ func encodeMiniblock(sh *shredded, dict *dictionary) (*enc21pb.PageLayout, [][]b
 		}
 		nlev := end - pos
 		if nlev > 0x7fff {
-			return nil, nil, fmt.Errorf("mini-block chunk of %d levels (too many empty or null lists between values)", nlev)
+			return nil, nil, fmt.Errorf("%w: %d levels", errChunkLevels, nlev)
 		}
 		if sh.rep != nil {
 			r := sh.rep[pos:end]

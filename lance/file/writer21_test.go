@@ -1,7 +1,9 @@
 package file
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"math"
 	"math/rand"
 	"path/filepath"
@@ -478,5 +480,110 @@ func TestWriter21QueriesLanceDB(t *testing.T) {
 			}
 		}
 		res.Release()
+	}
+}
+
+// TestWriter21EmptyListRunsLanceDB writes 60k empty lists around a few
+// values (more levels than one mini-block chunk can count), which the
+// writer splits into smaller pages, some of them all empty.
+func TestWriter21EmptyListRunsLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "l", Type: arrow.ListOfField(arrow.Field{Name: "item", Type: arrow.PrimitiveTypes.Int32, Nullable: true}), Nullable: true},
+	}, nil)
+	lb := array.NewListBuilder(memory.DefaultAllocator, arrow.PrimitiveTypes.Int32)
+	vb := lb.ValueBuilder().(*array.Int32Builder)
+	for i := 0; i < 60000; i++ {
+		switch {
+		case i == 40000 || i == 59999:
+			lb.Append(true)
+			vb.Append(int32(i))
+			vb.AppendNull()
+		case i%1000 == 999:
+			lb.AppendNull()
+		default:
+			lb.Append(true)
+		}
+	}
+	rec := array.NewRecordBatch(s, []arrow.Array{lb.NewArray()}, 60000)
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "runs", []arrow.RecordBatch{rec}, WriterOptions{})
+	assertOracleEqual(t, root, "runs", []arrow.RecordBatch{rec})
+	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
+}
+
+// TestWriter21Refuses checks the writer's errors: nulls in a non-nullable
+// field, nulls inside a vector, a batch whose type changed, and writes
+// after Close.
+func TestWriter21Refuses(t *testing.T) {
+	nn := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int32}}, nil)
+	ib := array.NewInt32Builder(memory.DefaultAllocator)
+	ib.AppendValues([]int32{1, 2}, []bool{true, false})
+	nullable := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true}}, nil)
+	withNull := array.NewRecordBatch(nullable, []arrow.Array{ib.NewArray()}, 2)
+
+	w, err := NewWriter(io.Discard, testFields(t, nn), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(withNull); err == nil {
+		t.Error("nulls in a non-nullable field: no error")
+	}
+	if _, err := w.Close(); err == nil {
+		t.Error("Close after a failed Write: no error")
+	}
+
+	vs := arrow.NewSchema([]arrow.Field{{Name: "v", Type: vec(4), Nullable: true}}, nil)
+	fb := array.NewFixedSizeListBuilder(memory.DefaultAllocator, 4, arrow.PrimitiveTypes.Float32)
+	fb.Append(true)
+	fb.ValueBuilder().(*array.Float32Builder).AppendValues([]float32{1, 2, 0, 4}, []bool{true, true, false, true})
+	w, err = NewWriter(io.Discard, testFields(t, vs), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(array.NewRecordBatch(vs, []arrow.Array{fb.NewArray()}, 1)); err == nil {
+		t.Error("null item inside a vector: no error")
+	}
+
+	w, err = NewWriter(io.Discard, testFields(t, nullable), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(withNull); err != nil {
+		t.Fatal(err)
+	}
+	i64 := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+	lb := array.NewInt64Builder(memory.DefaultAllocator)
+	lb.Append(3)
+	if err := w.Write(array.NewRecordBatch(i64, []arrow.Array{lb.NewArray()}, 1)); err == nil {
+		t.Error("type change between batches: no error")
+	}
+
+	w, err = NewWriter(io.Discard, testFields(t, nullable), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(withNull); err == nil {
+		t.Error("write after Close: no error")
+	}
+}
+
+// TestWriter21NoRowsLanceDB writes a file with a schema and no rows.
+func TestWriter21NoRowsLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, {Name: "v", Type: vec(8)}}, nil)
+	rec := makeBatch(t, s, 0, []nullPattern{noNulls, noNulls}, 1)
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "empty", []arrow.RecordBatch{rec}, WriterOptions{})
+	r, err := Open(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NumRows() != 0 || r.Schema().NumFields() != 2 {
+		t.Fatalf("Reader: %d rows, schema %s", r.NumRows(), r.Schema())
+	}
+	if n := oracle.Need(t).Count(t, filepath.Join(root, "empty.lance"), ""); n != 0 {
+		t.Fatalf("LanceDB countRows = %d, want 0", n)
 	}
 }
