@@ -426,6 +426,17 @@ func (s *shredder) emit(j int, arr arrow.Array, i int, rep uint16) {
 	if arr.IsNull(i) {
 		s.special(j, uint16(2*j+1), rep)
 		s.nullAt[j] = true
+		if n.kind != kindList {
+			// A null struct still has an entry in each layer below it down
+			// to the first list, which Lance reads as null there (as Arrow
+			// builders write them): those layers must admit nulls.
+			for k := j + 1; k < len(s.nodes); k++ {
+				s.nullAt[k] = true
+				if s.nodes[k].kind == kindList {
+					break
+				}
+			}
+		}
 		return
 	}
 	switch n.kind {
