@@ -128,6 +128,12 @@ func FuzzWriter21RoundTrip(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if r.NumRows() != uint64(n) {
+			t.Fatalf("Reader: %d rows, wrote %d", r.NumRows(), n)
+		}
+		if n == 0 {
+			return
+		}
 		got, err := r.Read(context.Background(), []int{0, 1, 2, 3}, 0, uint64(n))
 		if err != nil {
 			t.Fatal(err)

@@ -583,7 +583,13 @@ func TestWriter21NoRowsLanceDB(t *testing.T) {
 	if r.NumRows() != 0 || r.Schema().NumFields() != 2 {
 		t.Fatalf("Reader: %d rows, schema %s", r.NumRows(), r.Schema())
 	}
-	if n := oracle.Need(t).Count(t, filepath.Join(root, "empty.lance"), ""); n != 0 {
+	o := oracle.Need(t)
+	if n := o.Count(t, filepath.Join(root, "empty.lance"), ""); n != 0 {
 		t.Fatalf("LanceDB countRows = %d, want 0", n)
+	}
+	tbl := o.Read(t, filepath.Join(root, "empty.lance"), oracle.ReadOpts{})
+	defer tbl.Release()
+	if tbl.NumRows() != 0 || tbl.NumCols() != 2 {
+		t.Fatalf("LanceDB read %d rows, %d columns", tbl.NumRows(), tbl.NumCols())
 	}
 }
