@@ -87,8 +87,18 @@ func chunkValues(sink valueSink) ([]mbChunk, *enc21pb.CompressiveEncoding, error
 	switch s := sink.(type) {
 	case *fixedSink:
 		if s.dim == 0 {
-			if c, size := inlineBitpacked(s); c != nil && size < s.n*s.w {
-				return c, inlineBitpackEnc(s.w * 8), nil
+			// The smallest of run-length, bitpacked and flat.
+			best := s.n * s.w
+			var chunks []mbChunk
+			var enc *enc21pb.CompressiveEncoding
+			if c, size := rleChunks(s); c != nil && size < best {
+				chunks, enc, best = c, rleEnc(s.w*8), size
+			}
+			if c, size := inlineBitpacked(s); c != nil && size < best {
+				chunks, enc = c, inlineBitpackEnc(s.w*8)
+			}
+			if chunks != nil {
+				return chunks, enc, nil
 			}
 		}
 		per, log := fixedChunkSize(s.w, 1)

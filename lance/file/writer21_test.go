@@ -593,3 +593,45 @@ func TestWriter21NoRowsLanceDB(t *testing.T) {
 		t.Fatalf("LanceDB read %d rows, %d columns", tbl.NumRows(), tbl.NumCols())
 	}
 }
+
+// TestWriter21RunsLanceDB writes sorted and repetitive columns (run-length
+// and bitpacked pages, runs longer than 255, nulls in runs) and reads them
+// with LanceDB.
+func TestWriter21RunsLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "grp", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "code", Type: arrow.PrimitiveTypes.Int8, Nullable: true},
+		{Name: "level", Type: arrow.PrimitiveTypes.Float64},
+		{Name: "day", Type: &arrow.TimestampType{Unit: arrow.Millisecond}, Nullable: true},
+		{Name: "small", Type: arrow.PrimitiveTypes.Uint16},
+	}, nil)
+	mk := func(n, first int) arrow.RecordBatch {
+		rng := rand.New(rand.NewSource(int64(first)))
+		b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+		defer b.Release()
+		for i := first; i < first+n; i++ {
+			b.Field(0).(*array.Int32Builder).Append(int32(i / 700))
+			if i%5000 < 40 {
+				b.Field(1).AppendNull()
+			} else {
+				b.Field(1).(*array.Int8Builder).Append(int8(i / 3000 % 5))
+			}
+			b.Field(2).(*array.Float64Builder).Append(float64(i/100) * 0.25)
+			if i%9000 > 8900 {
+				b.Field(3).AppendNull()
+			} else {
+				b.Field(3).(*array.TimestampBuilder).Append(arrow.Timestamp(int64(i/2000) * 86400000))
+			}
+			b.Field(4).(*array.Uint16Builder).Append(uint16(rng.Intn(100)))
+		}
+		return b.NewRecordBatch()
+	}
+	recs := []arrow.RecordBatch{mk(15000, 0), mk(12345, 15000)}
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "runs2", recs, WriterOptions{PageSize: 64 << 10})
+	assertOracleEqual(t, root, "runs2", recs)
+	assertReaderEqual(t, file, recs)
+	if got := oracle.Need(t).Count(t, filepath.Join(root, "runs2.lance"), "grp = 20 AND code IS NOT NULL"); got != 700 {
+		t.Errorf("countRows(grp = 20 AND code IS NOT NULL) = %d, want 700", got)
+	}
+}
