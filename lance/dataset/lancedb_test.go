@@ -1,10 +1,12 @@
 package dataset
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -599,4 +601,57 @@ func TestGoProjectAndMerge(t *testing.T) {
 		t.Errorf("LanceDB filters the merged column: %d", n)
 	}
 	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestV1Names: a dataset LanceDB writes with V1 manifest names
+// (`{v}.manifest`) reads the same, and Go commits keep V1 names.
+func TestV1Names(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	rec := batch(t, 0, 30)
+	defer rec.Release()
+	o.WriteWith(t, dir, rec, oracle.WriteOpts{Options: map[string]string{"new_table_enable_v2_manifest_paths": "false"}})
+	write(t, o, dir, 30, 10, "", "append")
+	d := goDelete(t, dir, func(frag, off uint64) bool { return frag == 1 && off%2 == 0 })
+	if d.File.Scheme != SchemeV1 || filepath.Base(d.File.Path) != "3.manifest" {
+		t.Errorf("Go commit on a V1 dataset: %s (%v)", d.File.Path, d.File.Scheme)
+	}
+	o.Delete(t, dir, "id = 0")
+	if n := o.Count(t, dir, ""); n != 34 {
+		t.Errorf("LanceDB counts %d, want 34", n)
+	}
+	for _, vf := range checkAgainstLanceDB(t, o, dir) {
+		if vf.File.Scheme != SchemeV1 {
+			t.Errorf("version %d named %s", vf.Version(), vf.File.Path)
+		}
+	}
+	if v, ok, err := ReadHint(dir); err != nil || !ok || v != 4 {
+		t.Errorf("hint: %d %v %v", v, ok, err)
+	}
+}
+
+// TestStableRowIDs: a dataset with stable row ids reads (its reader flag is
+// known) but the Go side refuses to commit on it, naming the feature.
+func TestStableRowIDs(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	rec := batch(t, 0, 30)
+	defer rec.Release()
+	o.WriteWith(t, dir, rec, oracle.WriteOpts{Options: map[string]string{"new_table_enable_stable_row_ids": "true"}})
+	o.Delete(t, dir, "id < 3")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Manifest().GetReaderFeatureFlags()&FlagStableRowIDs == 0 {
+		t.Fatalf("flags %d", d.Manifest().GetReaderFeatureFlags())
+	}
+	if n, err := d.CountRows(); err != nil || n != 27 {
+		t.Errorf("count %d %v", n, err)
+	}
+	_, err = Commit(dir, d, Delete(d.Version(), nil, []uint64{0}, ""), CommitOptions{})
+	var ue *UnsupportedFeatureError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "stable row ids") {
+		t.Errorf("commit on stable row ids: %v", err)
+	}
 }

@@ -2,7 +2,7 @@
 // in package.json) that the Go tests drive, so that what the Go Lance package
 // reads and writes is checked against the real client.
 //
-//   node oracle.mjs write    <dataset_dir> <in.arrows> [--version 2.0|2.1] [--mode create|append|overwrite]
+//   node oracle.mjs write    <dataset_dir> <in.arrows> [--version 2.0|2.1] [--mode create|append|overwrite] [--option key=value ...]
 //   node oracle.mjs read     <dataset_dir> <out.arrows> [--columns a,b] [--where SQL] [--limit N] [--at VERSION] [--row-id] [--js]
 //   node oracle.mjs count    <dataset_dir> [--where SQL] [--at VERSION]
 //   node oracle.mjs update   <dataset_dir> [--where SQL] --set col=SQLEXPR [--set ...]
@@ -12,6 +12,9 @@
 //   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...]
 //   node oracle.mjs drop-columns <dataset_dir> --columns a,b
 //
+// write --option sets LanceDB storage options of a new table, e.g.
+// new_table_enable_v2_manifest_paths=false (V1 manifest names) or
+// new_table_enable_stable_row_ids=true.
 // write --mode append --hold opens the table, prints "opened <version>" and
 // waits for a line on stdin before appending, so a test can commit another
 // version in between (LanceDB must then rebase its append on it).
@@ -52,7 +55,7 @@ function usage(msg) {
 function parseArgs(argv) {
   const booleans = new Set(["row-id", "js", "hold"]);
   const pos = [];
-  const flags = { set: [] };
+  const flags = { set: [], option: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (!a.startsWith("--")) {
@@ -66,7 +69,7 @@ function parseArgs(argv) {
     }
     if (i + 1 >= argv.length) usage(`flag ${a} needs a value`);
     const v = argv[++i];
-    if (name === "set") flags.set.push(v);
+    if (name === "set" || name === "option") (flags[name] ??= []).push(v);
     else flags[name] = v;
   }
   return { pos, flags };
@@ -183,6 +186,11 @@ async function cmdWrite(pos, flags) {
   const { db, name } = await openDataset(dir);
   const storage = {};
   if (flags.version) storage.new_table_data_storage_version = flags.version;
+  for (const o of flags.option) {
+    const i = o.indexOf("=");
+    if (i <= 0) usage(`bad --option ${o}`);
+    storage[o.slice(0, i)] = o.slice(i + 1);
+  }
   const raw = isIPCFile(buf);
   if (mode === "append") {
     const t = await db.openTable(name);

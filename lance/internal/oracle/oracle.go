@@ -233,6 +233,28 @@ func (o *Oracle) Write(t testing.TB, dir string, rec arrow.RecordBatch, version,
 	o.must(t, writeArgs(dir, writeIPC(t, rec, false), version, mode)...)
 }
 
+// WriteOpts are the settings of WriteWith.
+type WriteOpts struct {
+	Version string            // data storage version of a new dataset ("2.0", "2.1")
+	Mode    string            // "create" (default), "append", "overwrite"
+	Options map[string]string // LanceDB storage options, e.g. new_table_enable_v2_manifest_paths=false
+}
+
+// WriteWith is Write with LanceDB storage options.
+func (o *Oracle) WriteWith(t testing.TB, dir string, rec arrow.RecordBatch, opts WriteOpts) {
+	t.Helper()
+	args := writeArgs(dir, writeIPC(t, rec, false), opts.Version, opts.Mode)
+	keys := make([]string, 0, len(opts.Options))
+	for k := range opts.Options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--option", k+"="+opts.Options[k])
+	}
+	o.must(t, args...)
+}
+
 // WriteErr is Write returning LanceDB's error instead of failing the test.
 func (o *Oracle) WriteErr(t testing.TB, dir string, rec arrow.RecordBatch, version, mode string) error {
 	t.Helper()
