@@ -9,7 +9,6 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -48,77 +47,20 @@ func DeletionFileName(fragmentID uint64, df *tablepb.DeletionFile) string {
 	return fmt.Sprintf("%d-%d-%d.%s", fragmentID, df.GetReadVersion(), df.GetId(), ext)
 }
 
-// cappedAllocator fails (by panicking with errAllocCap, which decoders
-// recover) once more than limit bytes are live, so a hostile file cannot make
-// the Arrow reader allocate what its headers claim.
-type cappedAllocator struct {
-	mem   memory.Allocator
-	limit int64
-	used  atomic.Int64
-}
-
-type allocCapError struct{ limit int64 }
-
-func (c *cappedAllocator) Allocate(n int) []byte {
-	if n < 0 || c.used.Add(int64(n)) > c.limit {
-		panic(allocCapError{c.limit})
-	}
-	return c.mem.Allocate(n)
-}
-
-func (c *cappedAllocator) Reallocate(n int, b []byte) []byte {
-	if n < 0 || c.used.Add(int64(n-len(b))) > c.limit {
-		panic(allocCapError{c.limit})
-	}
-	return c.mem.Reallocate(n, b)
-}
-
-func (c *cappedAllocator) Free(b []byte) {
-	c.used.Add(-int64(len(b)))
-	c.mem.Free(b)
-}
-
 // DecodeDeletionArrow parses an `.arrow` deletion file into the set of
 // deleted row offsets. Corrupt or hostile bytes give an error wrapping
 // ErrCorrupt, never a panic; decoding allocates at most a bounded multiple
-// of len(b).
-func DecodeDeletionArrow(b []byte) (bm *roaring.Bitmap, err error) {
+// of len(b) (see decodeDeletionIPC).
+func DecodeDeletionArrow(b []byte) (*roaring.Bitmap, error) {
 	if len(b) > MaxDeletionFileSize {
 		return nil, corrupt("deletion file of %d bytes is over the %d byte limit", len(b), MaxDeletionFileSize)
 	}
-	// A uint32 column of n rows takes 4n bytes; zstd shrinks sorted offsets
-	// a lot, so allow a generous multiple of the input, plus room for the
-	// reader's own buffers.
-	mem := &cappedAllocator{mem: memory.NewGoAllocator(), limit: 64*int64(len(b)) + 1<<20}
-	defer func() {
-		if r := recover(); r != nil {
-			bm, err = nil, corrupt("deletion file: arrow reader failed: %v", r)
-		}
-	}()
-	r, err := ipc.NewFileReader(bytes.NewReader(b), ipc.WithAllocator(mem))
+	rows, err := decodeDeletionIPC(b)
 	if err != nil {
-		return nil, corrupt("deletion file: %v", err)
+		return nil, fmt.Errorf("deletion file: %w", err)
 	}
-	defer r.Close()
-	if !r.Schema().Equal(deletionSchema) {
-		return nil, corrupt("deletion file schema is %v, want %v", r.Schema(), deletionSchema)
-	}
-	if r.NumRecords() != 1 {
-		return nil, corrupt("deletion file has %d batches, want 1", r.NumRecords())
-	}
-	rec, err := r.RecordBatch(0)
-	if err != nil {
-		return nil, corrupt("deletion file: %v", err)
-	}
-	col, ok := rec.Column(0).(*array.Uint32)
-	if !ok || rec.NumCols() != 1 {
-		return nil, corrupt("deletion file column is %T, want uint32", rec.Column(0))
-	}
-	if col.NullN() != 0 {
-		return nil, corrupt("deletion file has %d null row offsets", col.NullN())
-	}
-	bm = roaring.New()
-	bm.AddMany(col.Uint32Values())
+	bm := roaring.New()
+	bm.AddMany(rows)
 	return bm, nil
 }
 

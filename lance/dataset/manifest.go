@@ -116,7 +116,7 @@ func DecodeManifest(b []byte) (*ManifestFile, error) {
 }
 
 func appendSection(b []byte, m proto.Message) ([]byte, error) {
-	msg, err := proto.Marshal(m)
+	msg, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
 		return nil, err
 	}

@@ -53,7 +53,7 @@ func ReadTransactionFile(dir, name string) (*tablepb.Transaction, error) {
 // WriteTransactionFile writes the transaction to `_transactions/` of the
 // dataset in dir (never replacing a file) and returns its file name.
 func WriteTransactionFile(dir string, t *tablepb.Transaction) (string, error) {
-	b, err := proto.Marshal(t)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(t)
 	if err != nil {
 		return "", err
 	}

@@ -73,6 +73,11 @@ func ParseManifestName(name string) (v uint64, s Scheme, ok bool) {
 	if len(stem) == 20 {
 		return math.MaxUint64 - n, SchemeV2, true
 	}
+	// V1 names are plain decimals; a zero-padded one is not a name any
+	// writer makes (and could alias another version's).
+	if len(stem) > 1 && stem[0] == '0' {
+		return 0, 0, false
+	}
 	return n, SchemeV1, true
 }
 
