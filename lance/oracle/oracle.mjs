@@ -11,6 +11,7 @@
 //   node oracle.mjs versions <dataset_dir>
 //   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...]
 //   node oracle.mjs drop-columns <dataset_dir> --columns a,b
+//   node oracle.mjs create-index <dataset_dir> --column c [--type btree|bitmap|ivf_pq]   (prints listIndices JSON)
 //
 // write --option sets LanceDB storage options of a new table, e.g.
 // new_table_enable_v2_manifest_paths=false (V1 manifest names) or
@@ -313,6 +314,21 @@ async function cmdDropColumns(pos, flags) {
   process.stdout.write(`${JSON.stringify(await t.dropColumns(flags.columns.split(",")))}\n`);
 }
 
+async function cmdCreateIndex(pos, flags) {
+  const [dir] = pos;
+  if (!dir || !flags.column) usage("create-index needs <dataset_dir> --column c");
+  const t = await openTable(dir);
+  const configs = {
+    btree: () => lancedb.Index.btree(),
+    bitmap: () => lancedb.Index.bitmap(),
+    ivf_pq: () => lancedb.Index.ivfPq({ numPartitions: 2, numSubVectors: 2 }),
+  };
+  const make = configs[flags.type ?? "btree"];
+  if (!make) usage(`bad --type ${flags.type}`);
+  await t.createIndex(flags.column, { config: make() });
+  process.stdout.write(`${JSON.stringify(await t.listIndices())}\n`);
+}
+
 async function cmdVersions(pos) {
   const [dir] = pos;
   if (!dir) usage("versions needs <dataset_dir>");
@@ -336,6 +352,7 @@ const commands = {
   versions: cmdVersions,
   "add-columns": cmdAddColumns,
   "drop-columns": cmdDropColumns,
+  "create-index": cmdCreateIndex,
 };
 
 async function main() {

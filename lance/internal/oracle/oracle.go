@@ -563,3 +563,14 @@ func (h *HeldAppend) Finish() error {
 	}
 	return nil
 }
+
+// CreateIndex has LanceDB index a column: kind is "btree" (the default when
+// ""), "bitmap" or "ivf_pq" (2 partitions, 2 sub-vectors).
+func (o *Oracle) CreateIndex(t testing.TB, dir, column, kind string) {
+	t.Helper()
+	args := []string{"create-index", dir, "--column", column}
+	if kind != "" {
+		args = append(args, "--type", kind)
+	}
+	o.must(t, args...)
+}
