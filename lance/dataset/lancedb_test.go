@@ -655,3 +655,55 @@ func TestStableRowIDs(t *testing.T) {
 		t.Errorf("commit on stable row ids: %v", err)
 	}
 }
+
+// TestIndexSurvivesGoCommits: LanceDB indexes a column; Go deletes and
+// appends carry the index section over (unknown IndexMetadata fields
+// included), LanceDB's filtered counts stay right, and LanceDB keeps the
+// index when it commits on top of the Go versions.
+func TestIndexSurvivesGoCommits(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 300, "", "create")
+	o.CreateIndex(t, dir, "id", "btree") // v2
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Indices == nil || len(d.Indices.GetIndices()) != 1 {
+		t.Fatalf("LanceDB's index section: %v", d.Indices)
+	}
+	ix := d.Indices.GetIndices()[0]
+	t.Logf("index %q on fields %v, %d unknown bytes", ix.GetName(), ix.GetFields(), len(ix.ProtoReflect().GetUnknown()))
+	d = goDelete(t, dir, func(frag, off uint64) bool { return off%2 == 0 }) // v3
+	if d.Indices == nil || !proto.Equal(d.Indices.GetIndices()[0], ix) {
+		t.Fatalf("the Go delete lost the index: %v", d.Indices)
+	}
+	for where, want := range map[string]int64{"id = 4": 0, "id = 5": 1, "id < 100": 50, "id >= 250": 25} {
+		if n := o.Count(t, dir, where); n != want {
+			t.Errorf("after the Go delete, LanceDB counts %d rows where %s, want %d", n, where, want)
+		}
+	}
+	other := newDir(t)
+	write(t, o, other, 1000, 10, "", "create")
+	od, err := Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := od.Fragments()[0]
+	copyFile(t, filepath.Join(other, DataDir, fr.GetFiles()[0].GetPath()), filepath.Join(dir, DataDir, fr.GetFiles()[0].GetPath()))
+	if _, err := Commit(dir, d, Append(d.Version(), []*tablepb.DataFragment{fr}), CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := o.Count(t, dir, "id >= 1000 OR id = 7"); n != 11 {
+		t.Errorf("LanceDB counts %d indexed and unindexed rows, want 11", n)
+	}
+	o.Delete(t, dir, "id = 7")
+	last, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Indices == nil || len(last.Indices.GetIndices()) != 1 || last.Indices.GetIndices()[0].GetName() != ix.GetName() {
+		t.Errorf("LanceDB dropped the index on top of the Go versions: %v", last.Indices)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
