@@ -296,6 +296,9 @@ func TestReadLanceDBKitchenSink(t *testing.T) {
 			got := readAll(t, files, nil)
 			defer got.Release()
 			requireEqual(t, want, got)
+			if n > 1 {
+				checkRangesAndTake(t, openFile(t, files[0]), want)
+			}
 			if keep := os.Getenv("MVQ_LANCE_KEEP"); keep != "" {
 				b, _ := os.ReadFile(files[0])
 				os.WriteFile(filepath.Join(keep, fmt.Sprintf("sink%d.lance", n)), b, 0o644)
@@ -451,10 +454,93 @@ func TestReadLanceDBVectorsAndNesting(t *testing.T) {
 			got := readAll(t, files, nil)
 			defer got.Release()
 			requireEqual(t, want, got)
+			checkRangesAndTake(t, openFile(t, files[0]), want)
 			if keep := os.Getenv("MVQ_LANCE_KEEP"); keep != "" {
 				b, _ := os.ReadFile(files[0])
 				os.WriteFile(filepath.Join(keep, fmt.Sprintf("vec%d.lance", n)), b, 0o644)
 			}
 		})
 	}
+}
+
+// checkRangesAndTake reads row ranges, projections and takes from r and
+// compares them with the matching rows of want (LanceDB's full read).
+func checkRangesAndTake(t *testing.T, r *Reader, want arrow.Table) {
+	t.Helper()
+	ctx := context.Background()
+	n := uint64(want.NumRows())
+	rng := rand.New(rand.NewPCG(5, 6))
+	full := make([]arrow.Array, want.NumCols())
+	for i := range full {
+		full[i] = tableColumn(t, want, i)
+		defer full[i].Release()
+	}
+	ncols := int(want.NumCols())
+	check := func(what string, got arrow.RecordBatch, cols []int, expect func(a arrow.Array) arrow.Array) {
+		t.Helper()
+		defer got.Release()
+		if int(got.NumCols()) != len(cols) {
+			t.Fatalf("%s: %d columns, want %d", what, got.NumCols(), len(cols))
+		}
+		for k, c := range cols {
+			w := expect(full[c])
+			if !array.Equal(w, got.Column(k)) {
+				t.Errorf("%s: column %s: %s", what, want.Schema().Field(c).Name, firstDiff(w, got.Column(k)))
+			}
+			w.Release()
+		}
+	}
+	// Row ranges: page and chunk edges, single rows, the end.
+	ranges := [][2]uint64{{0, 1}, {n - 1, n}, {0, n}, {1023, 1025}, {n / 3, n/3 + 4097}, {n / 2, n}}
+	for k := 0; k < 6; k++ {
+		s := rng.Uint64N(n)
+		ranges = append(ranges, [2]uint64{s, s + rng.Uint64N(n-s) + 1})
+	}
+	for _, rg := range ranges {
+		if rg[1] > n || rg[0] >= rg[1] {
+			continue
+		}
+		cols := []int{rng.IntN(ncols), rng.IntN(ncols), 0}
+		if rg[1]-rg[0] < 2000 {
+			cols = nil
+			for c := 0; c < ncols; c++ {
+				cols = append(cols, c)
+			}
+		}
+		got, err := r.Read(ctx, cols, rg[0], rg[1])
+		if err != nil {
+			t.Fatalf("read [%d, %d): %v", rg[0], rg[1], err)
+		}
+		check(fmt.Sprintf("read [%d, %d)", rg[0], rg[1]), got, cols, func(a arrow.Array) arrow.Array {
+			return array.NewSlice(a, int64(rg[0]), int64(rg[1]))
+		})
+	}
+	// Take: random rows, unsorted, with repeats.
+	rows := make([]uint64, 300)
+	for i := range rows {
+		rows[i] = rng.Uint64N(n)
+	}
+	rows = append(rows, rows[7], 0, n-1)
+	all := make([]int, ncols)
+	for c := range all {
+		all[c] = c
+	}
+	got, err := r.Take(ctx, all, rows)
+	if err != nil {
+		t.Fatalf("take: %v", err)
+	}
+	check("take", got, all, func(a arrow.Array) arrow.Array {
+		ib := array.NewInt64Builder(memory.DefaultAllocator)
+		defer ib.Release()
+		for _, row := range rows {
+			ib.Append(int64(row))
+		}
+		idx := ib.NewArray()
+		defer idx.Release()
+		out, err := takeIndexes(memory.DefaultAllocator, a, idx.(*array.Int64).Int64Values())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	})
 }
