@@ -140,4 +140,3 @@ func TestGolden(t *testing.T) {
 		})
 	}
 }
-
