@@ -544,3 +544,36 @@ func checkRangesAndTake(t *testing.T, r *Reader, want arrow.Table) {
 		return out
 	})
 }
+
+// TestReadLanceDBDictionaryType reads an Arrow dictionary<int32, utf8>
+// column (a "dict:string:int32:false" field).
+func TestReadLanceDBDictionaryType(t *testing.T) {
+	o := oracle.Need(t)
+	dt := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "dict", Type: dt, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	for i := 0; i < 3000; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		if i%7 == 2 {
+			b.Field(1).AppendNull()
+		} else if err := b.Field(1).(*array.BinaryDictionaryBuilder).AppendString([]string{"red", "green", "blue", ""}[i%4]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	dir, files := lanceWrite(t, o, rec)
+	want := o.Read(t, dir, oracle.ReadOpts{})
+	defer want.Release()
+	if keep := os.Getenv("MVQ_LANCE_KEEP"); keep != "" {
+		b, _ := os.ReadFile(files[0])
+		os.WriteFile(filepath.Join(keep, "dict.lance"), b, 0o644)
+	}
+	got := readAll(t, files, nil)
+	defer got.Release()
+	requireEqual(t, want, got)
+}
