@@ -282,6 +282,14 @@ func (b *arrowBuilder) leaf(dt arrow.DataType, pieces []piece, count int, bitmap
 	if bw == 0 {
 		bits = 1
 	}
+	if len(pieces) == 1 && bits%8 == 0 && pieces[0].b.kind == vFixed && pieces[0].b.width == bits {
+		// One piece: hand its bytes to Arrow without a copy.
+		p := pieces[0]
+		vals := memory.NewBufferBytes(p.b.data[p.from*bw : p.to*bw])
+		data := array.NewData(dt, count, []*memory.Buffer{bitmap, vals}, nil, nulls, 0)
+		defer data.Release()
+		return array.MakeFromData(data), nil
+	}
 	buf := memory.NewResizableBuffer(b.mem)
 	buf.Resize(fixedBytes(count, bits))
 	out := buf.Bytes()
