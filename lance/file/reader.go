@@ -9,7 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
@@ -313,14 +312,41 @@ func (r *Reader) read20(ctx context.Context, columns []int, start, end uint64) (
 	return nil, unsupportedf("file version 2.0 cannot be read by this build")
 }
 
-// takeIndexes gathers a's rows at pos into a new array.
+// takeIndexes gathers a's rows at pos into a new array: runs of
+// consecutive positions are sliced and the slices concatenated (a itself
+// when pos is 0..len-1).
 func takeIndexes(mem memory.Allocator, a arrow.Array, pos []int64) (arrow.Array, error) {
-	idx := array.NewInt64Builder(mem)
-	defer idx.Release()
-	idx.AppendValues(pos, nil)
-	ia := idx.NewArray()
-	defer ia.Release()
-	return compute.TakeArray(context.Background(), a, ia)
+	if len(pos) == a.Len() {
+		same := true
+		for i, p := range pos {
+			if p != int64(i) {
+				same = false
+				break
+			}
+		}
+		if same {
+			a.Retain()
+			return a, nil
+		}
+	}
+	if len(pos) == 0 {
+		return array.NewSlice(a, 0, 0), nil
+	}
+	var parts []arrow.Array
+	defer func() { releaseAll(parts) }()
+	for i := 0; i < len(pos); {
+		j := i + 1
+		for j < len(pos) && pos[j] == pos[j-1]+1 {
+			j++
+		}
+		parts = append(parts, array.NewSlice(a, pos[i], pos[j-1]+1))
+		i = j
+	}
+	if len(parts) == 1 {
+		parts[0].Retain()
+		return parts[0], nil
+	}
+	return array.Concatenate(parts, mem)
 }
 
 func newRecord(sc *arrow.Schema, arrs []arrow.Array, n int64) arrow.RecordBatch {
