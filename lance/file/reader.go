@@ -275,14 +275,14 @@ func (r *Reader) Take(ctx context.Context, columns []int, rows []uint64) (arrow.
 		return nil, err
 	}
 	// Position of each asked row in the decoded (sorted, deduplicated) rows.
+	before := make([]uint64, len(ranges))
+	for j := 1; j < len(ranges); j++ {
+		before[j] = before[j-1] + ranges[j-1].end - ranges[j-1].start
+	}
 	pos := make([]int64, len(rows))
 	for i, row := range rows {
 		k := sort.Search(len(ranges), func(j int) bool { return ranges[j].end > row })
-		var before uint64
-		for _, rg := range ranges[:k] {
-			before += rg.end - rg.start
-		}
-		pos[i] = int64(before + row - ranges[k].start)
+		pos[i] = int64(before[k] + row - ranges[k].start)
 	}
 	out := make([]arrow.Array, len(arrs))
 	for i, a := range arrs {
