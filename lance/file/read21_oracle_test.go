@@ -342,6 +342,8 @@ func vectorsAndNesting(t testing.TB, n int) arrow.RecordBatch {
 		{Name: "zi", Type: arrow.PrimitiveTypes.Int64, Nullable: true, Metadata: md("lance-encoding:compression", "zstd")},
 		{Name: "lz", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: md("lance-encoding:compression", "lz4")},
 		{Name: "bss", Type: arrow.PrimitiveTypes.Float64, Nullable: true, Metadata: md("lance-encoding:compression", "zstd", "lance-encoding:bss", "on")},
+		{Name: "lv", Type: arrow.ListOf(fsl(4)), Nullable: true},
+		{Name: "sv", Type: arrow.StructOf(arrow.Field{Name: "e", Type: fsl(8), Nullable: true}), Nullable: true},
 		{Name: "ps", Type: arrow.StructOf(
 			arrow.Field{Name: "p", Type: arrow.PrimitiveTypes.Int32},
 			arrow.Field{Name: "q", Type: arrow.PrimitiveTypes.Float64},
@@ -390,6 +392,13 @@ func vectorsAndNesting(t testing.TB, n int) arrow.RecordBatch {
 						vb.FieldBuilder(0).(*array.Int32Builder).Append(int32(i * k))
 						vb.FieldBuilder(1).(*array.StringBuilder).Append(fmt.Sprint("b", k))
 					}
+				case *array.FixedSizeListBuilder:
+					for k := 0; k < i%3; k++ {
+						vb.Append(true)
+						for m := 0; m < 4; m++ {
+							vb.ValueBuilder().(*array.Float32Builder).Append(float32(i*10 + m))
+						}
+					}
 				case *array.ListBuilder:
 					for k := 0; k < i%3; k++ {
 						if k == 1 && i%4 == 0 {
@@ -423,6 +432,16 @@ func vectorsAndNesting(t testing.TB, n int) arrow.RecordBatch {
 					} else {
 						sb.Append(true)
 						sb.FieldBuilder(0).(*array.Float64Builder).Append(float64(i) / 3)
+					}
+				case "sv":
+					eb := fb.FieldBuilder(0).(*array.FixedSizeListBuilder)
+					if i%3 == 1 {
+						eb.AppendNull()
+						continue
+					}
+					eb.Append(true)
+					for m := 0; m < 8; m++ {
+						eb.ValueBuilder().(*array.Float32Builder).Append(float32(i) - float32(m))
 					}
 				case "ps":
 					fb.FieldBuilder(0).(*array.Int32Builder).Append(int32(i * 3))
