@@ -125,9 +125,11 @@ func setupBench(b *testing.B) *benchData {
 			}
 			cmd := exec.Command(node, filepath.Join("testdata", "bench_read.mjs"), odir, bench.dir, "5", takeFile)
 			cmd.Env = append(os.Environ(), "LANCEDB_LOG=error", "RUST_LOG=error")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
 			out, err := cmd.Output()
 			if err != nil {
-				return fmt.Errorf("bench_read.mjs: %v", err)
+				return fmt.Errorf("bench_read.mjs: %v: %s", err, stderr.String())
 			}
 			var res struct {
 				Full float64 `json:"full_ms"`

@@ -595,4 +595,5 @@ func TestReadLanceDBDictionaryType(t *testing.T) {
 	got := readAll(t, files, nil)
 	defer got.Release()
 	requireEqual(t, want, got)
+	checkRangesAndTake(t, openFile(t, files[0]), want)
 }
