@@ -119,7 +119,9 @@ lint: ## gofmt and go vet
 
 # Every fuzz target over input from outside: package:target.
 FUZZ_TARGETS := table:FuzzParseID table:FuzzDecodeManifest arrowjson:FuzzDecodeRows \
-	arrowjson:FuzzInferRows arrowjson:FuzzReadIPC internal/strictjson:FuzzCheckJSON
+	arrowjson:FuzzInferRows arrowjson:FuzzReadIPC internal/strictjson:FuzzCheckJSON \
+	lance/dataset:FuzzManifest lance/dataset:FuzzTransaction lance/dataset:FuzzDeletionArrow \
+	lance/dataset:FuzzDeletionBitmap
 FUZZTIME ?= 20s
 
 .PHONY: fuzz

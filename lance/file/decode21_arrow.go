@@ -157,6 +157,13 @@ func fixedByteWidth(dt arrow.DataType) int {
 
 // leaf builds a leaf array of type dt from the pieces.
 func (b *arrowBuilder) leaf(dt arrow.DataType, pieces []piece, count int, bitmap *memory.Buffer, nulls int) (arrow.Array, error) {
+	if d, ok := dt.(*arrow.DictionaryType); ok {
+		return b.dictionary(d, pieces, count, bitmap, nulls)
+	}
+	var err error
+	if pieces, err = materialize(pieces); err != nil {
+		return nil, err
+	}
 	total := 0
 	for _, p := range pieces {
 		total += p.to - p.from
@@ -275,6 +282,14 @@ func (b *arrowBuilder) leaf(dt arrow.DataType, pieces []piece, count int, bitmap
 	if bw == 0 {
 		bits = 1
 	}
+	if len(pieces) == 1 && bits%8 == 0 && pieces[0].b.kind == vFixed && pieces[0].b.width == bits {
+		// One piece: hand its bytes to Arrow without a copy.
+		p := pieces[0]
+		vals := memory.NewBufferBytes(p.b.data[p.from*bw : p.to*bw])
+		data := array.NewData(dt, count, []*memory.Buffer{bitmap, vals}, nil, nulls, 0)
+		defer data.Release()
+		return array.MakeFromData(data), nil
+	}
 	buf := memory.NewResizableBuffer(b.mem)
 	buf.Resize(fixedBytes(count, bits))
 	out := buf.Bytes()
@@ -349,4 +364,99 @@ func (b *arrowBuilder) packedStruct(st *arrow.StructType, pieces []piece, count 
 	data := array.NewData(st, count, []*memory.Buffer{bitmap}, kids, nulls, 0)
 	defer data.Release()
 	return array.MakeFromData(data), nil
+}
+
+// materialize replaces dictionary indices by the dictionary's values.
+func materialize(pieces []piece) ([]piece, error) {
+	var out []piece
+	for i, p := range pieces {
+		if p.b.kind != vDict {
+			if out != nil {
+				out = append(out, p)
+			}
+			continue
+		}
+		if out == nil {
+			out = append(make([]piece, 0, len(pieces)), pieces[:i]...)
+		}
+		wb := p.b.width / 8
+		idx := &vblock{kind: vFixed, n: p.to - p.from, width: p.b.width, data: p.b.data[p.from*wb : p.to*wb]}
+		g, err := gatherDict(p.b.child, idx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, piece{g, 0, g.n})
+	}
+	if out == nil {
+		return pieces, nil
+	}
+	return out, nil
+}
+
+// dictionary builds an Arrow dictionary array. When every piece holds
+// indices into one page dictionary, that dictionary and those indices are
+// used as they are (as LanceDB returns them); otherwise the values are
+// dictionary-encoded anew, in order of first appearance.
+func (b *arrowBuilder) dictionary(dt *arrow.DictionaryType, pieces []piece, count int, bitmap *memory.Buffer, nulls int) (arrow.Array, error) {
+	var dict *vblock
+	shared := true
+	for _, p := range pieces {
+		switch {
+		case p.b.kind == vNull:
+		case p.b.kind != vDict:
+			shared = false
+		case dict == nil:
+			dict = p.b.child
+		case dict != p.b.child:
+			shared = false
+		}
+	}
+	iw := fixedByteWidth(dt.IndexType)
+	if shared && dict != nil && iw > 0 {
+		values, err := b.leaf(dt.ValueType, []piece{{dict, 0, dict.n}}, dict.n, nil, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer values.Release()
+		buf := memory.NewResizableBuffer(b.mem)
+		buf.Resize(count * iw)
+		out := buf.Bytes()
+		clear(out)
+		pos := 0
+		for _, p := range pieces {
+			if p.b.kind == vDict {
+				wb := p.b.width / 8
+				for i := p.from; i < p.to; i++ {
+					var v uint64
+					for k := wb - 1; k >= 0; k-- {
+						v = v<<8 | uint64(p.b.data[i*wb+k])
+					}
+					if v >= uint64(dict.n) {
+						v = 0 // only under a null
+					}
+					for k := 0; k < iw; k++ {
+						out[(pos+i-p.from)*iw+k] = byte(v >> (8 * k))
+					}
+				}
+			}
+			pos += p.to - p.from
+		}
+		defer buf.Release()
+		idata := array.NewData(dt.IndexType, count, []*memory.Buffer{bitmap, buf}, nil, nulls, 0)
+		defer idata.Release()
+		idx := array.MakeFromData(idata)
+		defer idx.Release()
+		return array.NewDictionaryArray(dt, idx, values), nil
+	}
+	plain, err := b.leaf(dt.ValueType, pieces, count, bitmap, nulls)
+	if err != nil {
+		return nil, err
+	}
+	defer plain.Release()
+	db := array.NewDictionaryBuilder(b.mem, dt)
+	defer db.Release()
+	if err := db.AppendArray(plain); err != nil {
+		return nil, unsupportedf("dictionary of %v: %v", dt.ValueType, err)
+	}
+	return db.NewArray(), nil
 }

@@ -21,6 +21,7 @@ const (
 	vVar                // n values; value i is data[offs[i]:offs[i+1]]
 	vFSL                // n lists of dim items in child; valid (optional) is a bitmap over child items
 	vNull               // n values that are all null (no data)
+	vDict               // n dictionary indices of width bits in data; child is the dictionary
 )
 
 // vblock is a decoded run of values of one leaf column: the items of a

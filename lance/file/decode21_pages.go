@@ -249,9 +249,12 @@ func (mp *miniPage) decodeChunk(buf []byte, items int) (rep, def []uint16, vals 
 		return
 	}
 	if mp.dict != nil {
-		if vals, err = gatherDict(mp.dict, vals); err != nil {
-			return
+		// Keep the indices: an Arrow dictionary column takes them as they
+		// are; other types gather the values when the array is built.
+		if vals.kind != vFixed || vals.width%8 != 0 || vals.width > 64 || vals.width == 0 {
+			return nil, nil, nil, corruptf("dictionary indices of %d bits", vals.width)
 		}
+		vals = &vblock{kind: vDict, n: vals.n, width: vals.width, data: vals.data, child: mp.dict}
 	}
 	if mp.hasRep {
 		if rep, err = decodeLevels(mp.l.GetRepCompression(), repBuf, numLevels); err != nil {

@@ -2,14 +2,16 @@ package file
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
@@ -276,14 +278,14 @@ func (r *Reader) Take(ctx context.Context, columns []int, rows []uint64) (arrow.
 		return nil, err
 	}
 	// Position of each asked row in the decoded (sorted, deduplicated) rows.
+	before := make([]uint64, len(ranges))
+	for j := 1; j < len(ranges); j++ {
+		before[j] = before[j-1] + ranges[j-1].end - ranges[j-1].start
+	}
 	pos := make([]int64, len(rows))
 	for i, row := range rows {
 		k := sort.Search(len(ranges), func(j int) bool { return ranges[j].end > row })
-		var before uint64
-		for _, rg := range ranges[:k] {
-			before += rg.end - rg.start
-		}
-		pos[i] = int64(before + row - ranges[k].start)
+		pos[i] = int64(before[k] + row - ranges[k].start)
 	}
 	out := make([]arrow.Array, len(arrs))
 	for i, a := range arrs {
@@ -313,14 +315,44 @@ func (r *Reader) read20(ctx context.Context, columns []int, start, end uint64) (
 	return nil, unsupportedf("file version 2.0 cannot be read by this build")
 }
 
-// takeIndexes gathers a's rows at pos into a new array.
+// takeIndexes gathers a's rows at pos into a new array: runs of
+// consecutive positions are sliced and the slices concatenated (a itself
+// when pos is 0..len-1).
 func takeIndexes(mem memory.Allocator, a arrow.Array, pos []int64) (arrow.Array, error) {
-	idx := array.NewInt64Builder(mem)
-	defer idx.Release()
-	idx.AppendValues(pos, nil)
-	ia := idx.NewArray()
-	defer ia.Release()
-	return compute.TakeArray(context.Background(), a, ia)
+	if len(pos) == a.Len() {
+		same := true
+		for i, p := range pos {
+			if p != int64(i) {
+				same = false
+				break
+			}
+		}
+		if same {
+			a.Retain()
+			return a, nil
+		}
+	}
+	if len(pos) == 0 {
+		return array.NewSlice(a, 0, 0), nil
+	}
+	if g, ok := gather(mem, a, pos); ok {
+		return g, nil
+	}
+	var parts []arrow.Array
+	defer func() { releaseAll(parts) }()
+	for i := 0; i < len(pos); {
+		j := i + 1
+		for j < len(pos) && pos[j] == pos[j-1]+1 {
+			j++
+		}
+		parts = append(parts, array.NewSlice(a, pos[i], pos[j-1]+1))
+		i = j
+	}
+	if len(parts) == 1 {
+		parts[0].Retain()
+		return parts[0], nil
+	}
+	return array.Concatenate(parts, mem)
 }
 
 func newRecord(sc *arrow.Schema, arrs []arrow.Array, n int64) arrow.RecordBatch {
@@ -333,6 +365,127 @@ func releaseAll(arrs []arrow.Array) {
 	for _, a := range arrs {
 		if a != nil {
 			a.Release()
+		}
+	}
+}
+
+// gather copies a's rows at pos for flat fixed-width, string and binary
+// arrays and fixed-size lists of fixed-width values; ok is false for other
+// types (and for arrays with an offset), which take the slicing path.
+func gather(mem memory.Allocator, a arrow.Array, pos []int64) (arrow.Array, bool) {
+	d := a.Data()
+	if d.Offset() != 0 || d.Dictionary() != nil || a.DataType().ID() == arrow.DICTIONARY {
+		return nil, false
+	}
+	n := len(pos)
+	validity := func() (*memory.Buffer, int) {
+		if a.NullN() == 0 {
+			return nil, 0
+		}
+		buf := memory.NewResizableBuffer(mem)
+		buf.Resize(int(bitutil.BytesForBits(int64(n))))
+		bs := buf.Bytes()
+		clear(bs)
+		nulls := 0
+		for i, p := range pos {
+			if a.IsValid(int(p)) {
+				bitutil.SetBit(bs, i)
+			} else {
+				nulls++
+			}
+		}
+		return buf, nulls
+	}
+	switch t := a.DataType().(type) {
+	case *arrow.StringType, *arrow.BinaryType, *arrow.LargeStringType, *arrow.LargeBinaryType:
+		large := t.ID() == arrow.LARGE_STRING || t.ID() == arrow.LARGE_BINARY
+		ob, vb := d.Buffers()[1].Bytes(), d.Buffers()[2].Bytes()
+		off := func(i int64) int64 {
+			if large {
+				return int64(binary.LittleEndian.Uint64(ob[8*i:]))
+			}
+			return int64(binary.LittleEndian.Uint32(ob[4*i:]))
+		}
+		size := int64(0)
+		for _, p := range pos {
+			size += off(p+1) - off(p)
+		}
+		if !large && size > math.MaxInt32 {
+			return nil, false
+		}
+		w := 4
+		if large {
+			w = 8
+		}
+		offs := memory.NewResizableBuffer(mem)
+		offs.Resize(w * (n + 1))
+		vals := memory.NewResizableBuffer(mem)
+		vals.Resize(int(size))
+		obs, vbs := offs.Bytes(), vals.Bytes()
+		var at int64
+		put := func(i int, v int64) {
+			if large {
+				binary.LittleEndian.PutUint64(obs[8*i:], uint64(v))
+			} else {
+				binary.LittleEndian.PutUint32(obs[4*i:], uint32(v))
+			}
+		}
+		put(0, 0)
+		for i, p := range pos {
+			s, e := off(p), off(p+1)
+			copy(vbs[at:], vb[s:e])
+			at += e - s
+			put(i+1, at)
+		}
+		bm, nulls := validity()
+		out := array.NewData(t, n, []*memory.Buffer{bm, offs, vals}, nil, nulls, 0)
+		releaseBuffers(bm, offs, vals)
+		defer out.Release()
+		return array.MakeFromData(out), true
+	case *arrow.FixedSizeListType:
+		cd := d.Children()[0]
+		bw := fixedByteWidth(t.Elem())
+		if bw <= 0 || cd.Offset() != 0 || cd.NullN() != 0 || len(cd.Buffers()) != 2 {
+			return nil, false
+		}
+		row := int(t.Len()) * bw
+		src := cd.Buffers()[1].Bytes()
+		vals := memory.NewResizableBuffer(mem)
+		vals.Resize(n * row)
+		vbs := vals.Bytes()
+		for i, p := range pos {
+			copy(vbs[i*row:], src[int(p)*row:int(p+1)*row])
+		}
+		child := array.NewData(t.Elem(), n*int(t.Len()), []*memory.Buffer{nil, vals}, nil, 0, 0)
+		bm, nulls := validity()
+		out := array.NewData(t, n, []*memory.Buffer{bm}, []arrow.ArrayData{child}, nulls, 0)
+		releaseBuffers(bm, vals)
+		child.Release()
+		defer out.Release()
+		return array.MakeFromData(out), true
+	}
+	bw := fixedByteWidth(a.DataType())
+	if bw <= 0 || len(d.Buffers()) != 2 {
+		return nil, false
+	}
+	src := d.Buffers()[1].Bytes()
+	vals := memory.NewResizableBuffer(mem)
+	vals.Resize(n * bw)
+	vbs := vals.Bytes()
+	for i, p := range pos {
+		copy(vbs[i*bw:], src[int(p)*bw:int(p+1)*bw])
+	}
+	bm, nulls := validity()
+	out := array.NewData(a.DataType(), n, []*memory.Buffer{bm, vals}, nil, nulls, 0)
+	releaseBuffers(bm, vals)
+	defer out.Release()
+	return array.MakeFromData(out), true
+}
+
+func releaseBuffers(bufs ...*memory.Buffer) {
+	for _, b := range bufs {
+		if b != nil {
+			b.Release()
 		}
 	}
 }

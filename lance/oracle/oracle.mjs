@@ -2,13 +2,23 @@
 // in package.json) that the Go tests drive, so that what the Go Lance package
 // reads and writes is checked against the real client.
 //
-//   node oracle.mjs write    <dataset_dir> <in.arrows> [--version 2.0|2.1] [--mode create|append|overwrite]
+//   node oracle.mjs write    <dataset_dir> <in.arrows> [--version 2.0|2.1] [--mode create|append|overwrite] [--option key=value ...]
 //   node oracle.mjs read     <dataset_dir> <out.arrows> [--columns a,b] [--where SQL] [--limit N] [--at VERSION] [--row-id] [--js]
 //   node oracle.mjs count    <dataset_dir> [--where SQL] [--at VERSION]
 //   node oracle.mjs update   <dataset_dir> [--where SQL] --set col=SQLEXPR [--set ...]
 //   node oracle.mjs delete   <dataset_dir> --where SQL
 //   node oracle.mjs search   <dataset_dir> <out.arrows> --column v --vector '[..]' --k N [--distance l2|cosine|dot] [--columns a,b] [--where SQL]
 //   node oracle.mjs versions <dataset_dir>
+//   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...]
+//   node oracle.mjs drop-columns <dataset_dir> --columns a,b
+//   node oracle.mjs create-index <dataset_dir> --column c [--type btree|bitmap|ivf_pq]   (prints listIndices JSON)
+//
+// write --option sets LanceDB storage options of a new table, e.g.
+// new_table_enable_v2_manifest_paths=false (V1 manifest names) or
+// new_table_enable_stable_row_ids=true.
+// write --mode append --hold opens the table, prints "opened <version>" and
+// waits for a line on stdin before appending, so a test can commit another
+// version in between (LanceDB must then rebase its append on it).
 //
 // dataset_dir is the absolute path of a `.lance` folder; the oracle connects
 // to its parent folder and opens the table named after it (LanceDB may add a
@@ -44,9 +54,9 @@ function usage(msg) {
 // parseArgs splits positional arguments from --flags; flags named in
 // `repeated` collect every value, --row-id style booleans take none.
 function parseArgs(argv) {
-  const booleans = new Set(["row-id", "js"]);
+  const booleans = new Set(["row-id", "js", "hold"]);
   const pos = [];
-  const flags = { set: [] };
+  const flags = { set: [], option: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (!a.startsWith("--")) {
@@ -60,7 +70,7 @@ function parseArgs(argv) {
     }
     if (i + 1 >= argv.length) usage(`flag ${a} needs a value`);
     const v = argv[++i];
-    if (name === "set") flags.set.push(v);
+    if (name === "set" || name === "option") (flags[name] ??= []).push(v);
     else flags[name] = v;
   }
   return { pos, flags };
@@ -176,10 +186,19 @@ async function cmdWrite(pos, flags) {
   const buf = fs.readFileSync(input);
   const { db, name } = await openDataset(dir);
   const storage = {};
-  if (flags.version) storage.newTableDataStorageVersion = flags.version;
+  if (flags.version) storage.new_table_data_storage_version = flags.version;
+  for (const o of flags.option) {
+    const i = o.indexOf("=");
+    if (i <= 0) usage(`bad --option ${o}`);
+    storage[o.slice(0, i)] = o.slice(i + 1);
+  }
   const raw = isIPCFile(buf);
   if (mode === "append") {
     const t = await db.openTable(name);
+    if (flags.hold) {
+      process.stdout.write(`opened ${await t.version()}\n`);
+      await waitLine();
+    }
     if (raw) await t.inner.add(buf, "append");
     else await t.add(arrow.tableFromIPC(buf), { mode: "append" });
   } else if (raw) {
@@ -190,6 +209,23 @@ async function cmdWrite(pos, flags) {
       dataStorageVersion: flags.version,
     });
   }
+}
+
+// waitLine resolves when a line (or the end) arrives on stdin.
+function waitLine() {
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      process.stdin.pause();
+      resolve();
+    };
+    process.stdin.on("data", (d) => {
+      if (d.includes(10)) finish();
+    });
+    process.stdin.on("end", finish);
+  });
 }
 
 async function cmdRead(pos, flags) {
@@ -259,6 +295,40 @@ async function cmdSearch(pos, flags) {
   writeStream(out, bufs);
 }
 
+async function cmdAddColumns(pos, flags) {
+  const [dir] = pos;
+  if (!dir || flags.set.length === 0) usage("add-columns needs <dataset_dir> --set name=SQLEXPR");
+  const cols = flags.set.map((s) => {
+    const i = s.indexOf("=");
+    if (i <= 0) usage(`bad --set ${s}`);
+    return { name: s.slice(0, i), valueSql: s.slice(i + 1) };
+  });
+  const t = await openTable(dir);
+  process.stdout.write(`${JSON.stringify(await t.addColumns(cols))}\n`);
+}
+
+async function cmdDropColumns(pos, flags) {
+  const [dir] = pos;
+  if (!dir || !flags.columns) usage("drop-columns needs <dataset_dir> --columns a,b");
+  const t = await openTable(dir);
+  process.stdout.write(`${JSON.stringify(await t.dropColumns(flags.columns.split(",")))}\n`);
+}
+
+async function cmdCreateIndex(pos, flags) {
+  const [dir] = pos;
+  if (!dir || !flags.column) usage("create-index needs <dataset_dir> --column c");
+  const t = await openTable(dir);
+  const configs = {
+    btree: () => lancedb.Index.btree(),
+    bitmap: () => lancedb.Index.bitmap(),
+    ivf_pq: () => lancedb.Index.ivfPq({ numPartitions: 2, numSubVectors: 2 }),
+  };
+  const make = configs[flags.type ?? "btree"];
+  if (!make) usage(`bad --type ${flags.type}`);
+  await t.createIndex(flags.column, { config: make() });
+  process.stdout.write(`${JSON.stringify(await t.listIndices())}\n`);
+}
+
 async function cmdVersions(pos) {
   const [dir] = pos;
   if (!dir) usage("versions needs <dataset_dir>");
@@ -280,6 +350,9 @@ const commands = {
   delete: cmdDelete,
   search: cmdSearch,
   versions: cmdVersions,
+  "add-columns": cmdAddColumns,
+  "drop-columns": cmdDropColumns,
+  "create-index": cmdCreateIndex,
 };
 
 async function main() {

@@ -233,6 +233,28 @@ func (o *Oracle) Write(t testing.TB, dir string, rec arrow.RecordBatch, version,
 	o.must(t, writeArgs(dir, writeIPC(t, rec, false), version, mode)...)
 }
 
+// WriteOpts are the settings of WriteWith.
+type WriteOpts struct {
+	Version string            // data storage version of a new dataset ("2.0", "2.1")
+	Mode    string            // "create" (default), "append", "overwrite"
+	Options map[string]string // LanceDB storage options, e.g. new_table_enable_v2_manifest_paths=false
+}
+
+// WriteWith is Write with LanceDB storage options.
+func (o *Oracle) WriteWith(t testing.TB, dir string, rec arrow.RecordBatch, opts WriteOpts) {
+	t.Helper()
+	args := writeArgs(dir, writeIPC(t, rec, false), opts.Version, opts.Mode)
+	keys := make([]string, 0, len(opts.Options))
+	for k := range opts.Options {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--option", k+"="+opts.Options[k])
+	}
+	o.must(t, args...)
+}
+
 // WriteErr is Write returning LanceDB's error instead of failing the test.
 func (o *Oracle) WriteErr(t testing.TB, dir string, rec arrow.RecordBatch, version, mode string) error {
 	t.Helper()
@@ -427,4 +449,128 @@ func (o *Oracle) Versions(t testing.TB, dir string) []Version {
 		t.Fatalf("oracle versions: %q: %v", out, err)
 	}
 	return vs
+}
+
+// AddColumns adds columns computed by SQL expressions (name -> expression);
+// LanceDB writes a new data file per fragment (a Merge transaction).
+func (o *Oracle) AddColumns(t testing.TB, dir string, cols map[string]string) {
+	t.Helper()
+	args := []string{"add-columns", dir}
+	names := make([]string, 0, len(cols))
+	for c := range cols {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for _, c := range names {
+		args = append(args, "--set", c+"="+cols[c])
+	}
+	o.must(t, args...)
+}
+
+// DropColumns drops columns (a Project transaction).
+func (o *Oracle) DropColumns(t testing.TB, dir string, cols ...string) {
+	t.Helper()
+	o.must(t, "drop-columns", dir, "--columns", strings.Join(cols, ","))
+}
+
+// HeldAppend is an append LanceDB has prepared against the version it
+// opened, and performs when Finish is called.
+type HeldAppend struct {
+	// Version is the version LanceDB opened (its transaction's read version).
+	Version uint64
+	cmd     *exec.Cmd
+	stdin   interface{ Close() error }
+	stderr  *bytes.Buffer
+	release func()
+	cancel  context.CancelFunc
+}
+
+// StartAppend starts a LanceDB append of rec to dir that opens the dataset
+// and then waits: it returns once LanceDB has opened it. The test may then
+// commit other versions; Finish lets LanceDB commit its append (which must
+// rebase on them) and waits for it.
+func (o *Oracle) StartAppend(t testing.TB, dir string, rec arrow.RecordBatch) *HeldAppend {
+	t.Helper()
+	in := writeIPC(t, rec, false)
+	slots <- struct{}{}
+	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
+	h := &HeldAppend{stderr: &bytes.Buffer{}, release: func() { <-slots }, cancel: cancel}
+	h.cmd = exec.CommandContext(ctx, o.node, o.script, "write", dir, in, "--mode", "append", "--hold")
+	h.cmd.Env = append(os.Environ(), "LANCEDB_LOG=error", "RUST_LOG=error")
+	h.cmd.Stderr = h.stderr
+	stdin, err := h.cmd.StdinPipe()
+	if err != nil {
+		h.done()
+		t.Fatal(err)
+	}
+	h.stdin = stdin
+	stdout, err := h.cmd.StdoutPipe()
+	if err != nil {
+		h.done()
+		t.Fatal(err)
+	}
+	if err := h.cmd.Start(); err != nil {
+		h.done()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if h.cmd.ProcessState == nil {
+			_ = h.cmd.Process.Kill()
+			_ = h.cmd.Wait()
+			h.done()
+		}
+	})
+	var line []byte
+	buf := make([]byte, 1)
+	for {
+		n, err := stdout.Read(buf)
+		if n == 1 && buf[0] == '\n' {
+			break
+		}
+		if n == 1 {
+			line = append(line, buf[0])
+		}
+		if err != nil {
+			t.Fatalf("oracle held append: %v: %s", err, h.stderr.String())
+		}
+	}
+	v, ok := strings.CutPrefix(string(line), "opened ")
+	if !ok {
+		t.Fatalf("oracle held append: got %q", line)
+	}
+	if h.Version, err = strconv.ParseUint(v, 10, 64); err != nil {
+		t.Fatalf("oracle held append: got %q", line)
+	}
+	return h
+}
+
+func (h *HeldAppend) done() {
+	if h.release != nil {
+		h.release()
+		h.release = nil
+	}
+	h.cancel()
+}
+
+// Finish lets the append commit and returns LanceDB's error, if any.
+func (h *HeldAppend) Finish() error {
+	defer h.done()
+	if err := h.stdin.Close(); err != nil {
+		return err
+	}
+	if err := h.cmd.Wait(); err != nil {
+		return fmt.Errorf("oracle held append: %w: %s", err, strings.TrimSpace(h.stderr.String()))
+	}
+	return nil
+}
+
+// CreateIndex has LanceDB index a column: kind is "btree" (the default when
+// ""), "bitmap" or "ivf_pq" (2 partitions, 2 sub-vectors).
+func (o *Oracle) CreateIndex(t testing.TB, dir, column, kind string) {
+	t.Helper()
+	args := []string{"create-index", dir, "--column", column}
+	if kind != "" {
+		args = append(args, "--type", kind)
+	}
+	o.must(t, args...)
 }
