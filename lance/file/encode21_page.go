@@ -467,7 +467,10 @@ func encodeFullZip(sh *shredded) (*enc21pb.PageLayout, [][]byte, error) {
 		ob := offsetBits(s)
 		layout.Details = &enc21pb.FullZipLayout_BitsPerOffset{BitsPerOffset: uint32(ob)}
 		layout.ValueCompression = variableEnc(ob)
-		if c, table := tryFSST(s); c != nil {
+		if z := tryPerValueZstd(s, len(s.data)*9/10); z != nil {
+			s = z
+			layout.ValueCompression = zstdEncOf(variableEnc(ob))
+		} else if c, table := tryFSST(s); c != nil {
 			s = c
 			layout.ValueCompression = fsstEnc(table, variableEnc(ob))
 		}

@@ -152,7 +152,7 @@ func primitiveTypes() []arrow.DataType {
 		arrow.PrimitiveTypes.Uint8, arrow.PrimitiveTypes.Uint16, arrow.PrimitiveTypes.Uint32, arrow.PrimitiveTypes.Uint64,
 		arrow.FixedWidthTypes.Float16, arrow.PrimitiveTypes.Float32, arrow.PrimitiveTypes.Float64,
 		arrow.FixedWidthTypes.Boolean,
-		arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString, arrow.BinaryTypes.Binary,
+		arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString, arrow.BinaryTypes.Binary, arrow.BinaryTypes.LargeBinary,
 		arrow.FixedWidthTypes.Date32, arrow.FixedWidthTypes.Date64,
 		&arrow.TimestampType{Unit: arrow.Second}, &arrow.TimestampType{Unit: arrow.Millisecond},
 		&arrow.TimestampType{Unit: arrow.Microsecond}, &arrow.TimestampType{Unit: arrow.Nanosecond},
@@ -634,4 +634,42 @@ func TestWriter21RunsLanceDB(t *testing.T) {
 	if got := oracle.Need(t).Count(t, filepath.Join(root, "runs2.lance"), "grp = 20 AND code IS NOT NULL"); got != 700 {
 		t.Errorf("countRows(grp = 20 AND code IS NOT NULL) = %d, want 700", got)
 	}
+}
+
+// TestWriter21BigTextLanceDB writes documents of up to 120 KiB (per-value
+// zstd in full-zip pages), mixed with short, empty and null ones.
+func TestWriter21BigTextLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{{Name: "doc", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "blob", Type: arrow.BinaryTypes.LargeBinary}}, nil)
+	rng := rand.New(rand.NewSource(9))
+	words := []string{"lance ", "columnar ", "format ", "vector ", "search ", "page ", "zstd ", "fragment "}
+	db := array.NewStringBuilder(memory.DefaultAllocator)
+	bb := array.NewBinaryBuilder(memory.DefaultAllocator, arrow.BinaryTypes.LargeBinary)
+	n := 60
+	for i := 0; i < n; i++ {
+		var sb strings.Builder
+		size := 40000 + rng.Intn(80000)
+		switch i % 6 {
+		case 1:
+			size = 10
+		case 2:
+			size = 0
+		}
+		for sb.Len() < size {
+			sb.WriteString(words[rng.Intn(len(words))])
+		}
+		if i%6 == 3 {
+			db.AppendNull()
+		} else {
+			db.Append(sb.String())
+		}
+		bb.Append([]byte(sb.String()))
+	}
+	rec := array.NewRecordBatch(s, []arrow.Array{db.NewArray(), bb.NewArray()}, int64(n))
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "big", []arrow.RecordBatch{rec}, WriterOptions{})
+	if raw := rec.Column(1).(*array.LargeBinary).ValueOffsets()[n]; int64(len(file))*2 > raw {
+		t.Errorf("file of %d bytes for %d bytes of repetitive text: not compressed", len(file), raw)
+	}
+	assertOracleEqual(t, root, "big", []arrow.RecordBatch{rec})
+	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
 }
