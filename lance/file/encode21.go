@@ -190,9 +190,8 @@ func splitRows(arrs []arrow.Array, n int) (head, tail []arrow.Array) {
 	return head, tail
 }
 
-// checkWritable refuses what the 2.1 encoders would otherwise lose: nulls
-// inside the items of a valid fixed-size list (Lance keeps those in a
-// validity buffer this writer does not produce).
+// checkWritable refuses what the 2.1 encoders cannot write: fixed-size
+// lists of nested types.
 func checkWritable(arr arrow.Array) error {
 	switch a := arr.(type) {
 	case *array.Struct:
@@ -205,23 +204,6 @@ func checkWritable(arr arrow.Array) error {
 		return checkWritable(a.ListValues())
 	case *array.LargeList:
 		return checkWritable(a.ListValues())
-	case *array.FixedSizeList:
-		child := a.ListValues()
-		if child.NullN() == 0 {
-			return nil
-		}
-		d := int(a.DataType().(*arrow.FixedSizeListType).Len())
-		off := a.Data().Offset()
-		for i := 0; i < a.Len(); i++ {
-			if a.IsNull(i) {
-				continue
-			}
-			for k := (off + i) * d; k < (off+i+1)*d; k++ {
-				if child.IsNull(k) {
-					return fmt.Errorf("fixed_size_list with null items (row %d) is not supported", i)
-				}
-			}
-		}
 	}
 	return nil
 }

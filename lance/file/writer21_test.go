@@ -512,8 +512,7 @@ func TestWriter21EmptyListRunsLanceDB(t *testing.T) {
 }
 
 // TestWriter21Refuses checks the writer's errors: nulls in a non-nullable
-// field, nulls inside a vector, a batch whose type changed, and writes
-// after Close.
+// field, a batch whose type changed, and writes after Close.
 func TestWriter21Refuses(t *testing.T) {
 	nn := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int32}}, nil)
 	ib := array.NewInt32Builder(memory.DefaultAllocator)
@@ -530,18 +529,6 @@ func TestWriter21Refuses(t *testing.T) {
 	}
 	if _, err := w.Close(); err == nil {
 		t.Error("Close after a failed Write: no error")
-	}
-
-	vs := arrow.NewSchema([]arrow.Field{{Name: "v", Type: vec(4), Nullable: true}}, nil)
-	fb := array.NewFixedSizeListBuilder(memory.DefaultAllocator, 4, arrow.PrimitiveTypes.Float32)
-	fb.Append(true)
-	fb.ValueBuilder().(*array.Float32Builder).AppendValues([]float32{1, 2, 0, 4}, []bool{true, true, false, true})
-	w, err = NewWriter(io.Discard, testFields(t, vs), WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(array.NewRecordBatch(vs, []arrow.Array{fb.NewArray()}, 1)); err == nil {
-		t.Error("null item inside a vector: no error")
 	}
 
 	w, err = NewWriter(io.Discard, testFields(t, nullable), WriterOptions{})
@@ -671,5 +658,40 @@ func TestWriter21BigTextLanceDB(t *testing.T) {
 		t.Errorf("file of %d bytes for %d bytes of repetitive text: not compressed", len(file), raw)
 	}
 	assertOracleEqual(t, root, "big", []arrow.RecordBatch{rec})
+	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
+}
+
+// TestWriter21VectorItemNullsLanceDB writes vectors with null items (and
+// null vectors) in mini-block (8 dims) and full-zip (128 dims) pages.
+func TestWriter21VectorItemNullsLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "v8", Type: vec(8), Nullable: true},
+		{Name: "v128", Type: vec(128)},
+	}, nil)
+	rng := rand.New(rand.NewSource(8))
+	n := 3000
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+	for i := 0; i < n; i++ {
+		for c, d := range []int{8, 128} {
+			fb := b.Field(c).(*array.FixedSizeListBuilder)
+			if c == 0 && i%10 == 4 {
+				fb.AppendNull()
+				continue
+			}
+			fb.Append(true)
+			vb := fb.ValueBuilder().(*array.Float32Builder)
+			for k := 0; k < d; k++ {
+				if (i+k)%13 == 0 {
+					vb.AppendNull()
+				} else {
+					vb.Append(rng.Float32())
+				}
+			}
+		}
+	}
+	rec := b.NewRecordBatch()
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "vnull", []arrow.RecordBatch{rec}, WriterOptions{})
+	assertOracleEqual(t, root, "vnull", []arrow.RecordBatch{rec})
 	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
 }
