@@ -695,3 +695,45 @@ func TestWriter21VectorItemNullsLanceDB(t *testing.T) {
 	assertOracleEqual(t, root, "vnull", []arrow.RecordBatch{rec})
 	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
 }
+
+// TestWriter21LanceDBRewrites lets LanceDB update, delete from and append
+// to a Go-written dataset (it reads our pages to rewrite them) and checks
+// the rows it ends with.
+func TestWriter21LanceDBRewrites(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "tags", Type: arrow.ListOfField(arrow.Field{Name: "item", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+		{Name: "v", Type: vec(16)},
+	}, nil)
+	rec := nestedBatch(t, s, 5000, 11)
+	ids := array.NewInt64Builder(memory.DefaultAllocator)
+	for i := 0; i < 5000; i++ {
+		ids.Append(int64(i))
+	}
+	cols := rec.Columns()
+	cols[0] = ids.NewArray()
+	rec = array.NewRecordBatch(s, cols, 5000)
+	root := t.TempDir()
+	writeTestDataset(t, root, "rw", []arrow.RecordBatch{rec}, WriterOptions{})
+	o := oracle.Need(t)
+	dir := filepath.Join(root, "rw.lance")
+	o.Delete(t, dir, "id < 1000")
+	o.Update(t, dir, "id >= 4000", map[string]string{"name": "'renamed'"})
+	o.Write(t, dir, rec.NewSlice(0, 10), "2.1", "append")
+	if n := o.Count(t, dir, ""); n != 4010 {
+		t.Fatalf("countRows = %d, want 4010", n)
+	}
+	if n := o.Count(t, dir, "name = 'renamed'"); n != 1000 {
+		t.Fatalf("renamed rows = %d, want 1000", n)
+	}
+	got := o.Read(t, dir, oracle.ReadOpts{Where: "id >= 1000 AND id < 4000"})
+	defer got.Release()
+	want := rec.NewSlice(1000, 4000)
+	for i, f := range s.Fields() {
+		act := concatColumn(t, got, f.Name)
+		if !array.Equal(want.Column(i), act) {
+			t.Errorf("%s after LanceDB's rewrite: %s", f.Name, firstDiff21w(want.Column(i), act))
+		}
+	}
+}
