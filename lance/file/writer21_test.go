@@ -737,3 +737,46 @@ func TestWriter21LanceDBRewrites(t *testing.T) {
 		}
 	}
 }
+
+// TestWriter21AllNullNestedLanceDB writes nested columns with nothing
+// valid inside: null structs, null lists, lists of nulls, empty lists, and
+// a column of the null type.
+func TestWriter21AllNullNestedLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, arrow.Field{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+		{Name: "nulllists", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
+		{Name: "listofnulls", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
+		{Name: "empties", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
+		{Name: "v", Type: vec(32), Nullable: true},
+		{Name: "nothing", Type: arrow.Null, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+	n := 2500
+	for i := 0; i < n; i++ {
+		if i%3 == 0 {
+			b.Field(0).(*array.StructBuilder).Append(true)
+			b.Field(0).(*array.StructBuilder).FieldBuilder(0).AppendNull()
+			b.Field(0).(*array.StructBuilder).FieldBuilder(1).AppendNull()
+		} else {
+			b.Field(0).AppendNull()
+		}
+		b.Field(1).AppendNull()
+		lb := b.Field(2).(*array.ListBuilder)
+		if i%4 == 0 {
+			lb.AppendNull()
+		} else {
+			lb.Append(true)
+			for k := 0; k < i%3; k++ {
+				lb.ValueBuilder().AppendNull()
+			}
+		}
+		b.Field(3).(*array.ListBuilder).Append(true)
+		b.Field(4).AppendNull()
+		b.Field(5).AppendNull()
+	}
+	rec := b.NewRecordBatch()
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "allnull", []arrow.RecordBatch{rec}, WriterOptions{})
+	assertOracleEqual(t, root, "allnull", []arrow.RecordBatch{rec})
+	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
+}
