@@ -56,6 +56,7 @@ func writeTestDataset(t testing.TB, root, name string, recs []arrow.RecordBatch,
 	}
 	fname := "0000test.lance"
 	if keep := os.Getenv("LANCE_TEST_KEEP"); keep != "" {
+		// A copy of each written file, for inspection.
 		_ = os.WriteFile(filepath.Join(keep, name+".lance"), buf.Bytes(), 0o644)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "data", fname), buf.Bytes(), 0o644); err != nil {
