@@ -35,6 +35,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/jobs"
@@ -73,11 +75,69 @@ type soak struct {
 
 	mu   sync.Mutex
 	jobs []string
+	// workerKills: when each worker SIGKILL happened and which jobs the
+	// killed worker held a task of then (kill-to-DONE is measured on them).
+	workerKills []workerKill
 	// per source: ids acknowledged inserted, ids whose insert outcome is
 	// unknown (the API died mid-request), ids acknowledged deleted.
 	acked   [sources]map[int]bool
 	unknown [sources]map[int]bool
 	deleted [sources]map[int]bool
+}
+
+type workerKill struct {
+	at   time.Time
+	jobs []string
+}
+
+// heldBy returns the jobs of which the worker process pid holds a task
+// (worker ids are "host:pid:suffix").
+func (s *soak) heldBy(pid int) []string {
+	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", s.redisPort)})
+	defer rdb.Close()
+	s.mu.Lock()
+	ids := append([]string(nil), s.jobs...)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out []string
+	for _, id := range ids {
+		held, err := rdb.HGetAll(ctx, jobs.RedisKey("job:"+id+":holders")).Result()
+		if err != nil {
+			continue
+		}
+		for _, w := range held {
+			if parts := strings.Split(w, ":"); len(parts) >= 3 && parts[len(parts)-2] == fmt.Sprint(pid) {
+				out = append(out, id)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// killToDone is the worst and median time from a worker's SIGKILL to DONE
+// of the jobs it held a task of, and how many such jobs there were.
+func (s *soak) killToDone() (worst, median time.Duration, n int) {
+	var ds []time.Duration
+	for _, k := range s.workerKills {
+		for _, id := range k.jobs {
+			j := s.job(id)
+			if fmt.Sprint(j["state"]) != "DONE" {
+				continue
+			}
+			fin, err := time.Parse(time.RFC3339Nano, fmt.Sprint(j["finished_at"]))
+			if err != nil {
+				continue
+			}
+			ds = append(ds, fin.Sub(k.at))
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	sort.Slice(ds, func(a, b int) bool { return ds[a] < ds[b] })
+	return ds[len(ds)-1], ds[len(ds)/2], len(ds)
 }
 
 func freePort(t *testing.T) int {
@@ -442,9 +502,16 @@ func TestSoak(t *testing.T) {
 				t.Logf("chaos: %s killed and restarted", p.name)
 			default:
 				p := s.workers[rand.IntN(len(s.workers))]
+				p.mu.Lock()
+				pid := p.cmd.Process.Pid
+				p.mu.Unlock()
+				held := s.heldBy(pid)
 				s.kill(p)
+				s.mu.Lock()
+				s.workerKills = append(s.workerKills, workerKill{at: time.Now(), jobs: held})
+				s.mu.Unlock()
 				s.start(p)
-				t.Logf("chaos: %s killed and restarted", p.name)
+				t.Logf("chaos: %s killed (holding tasks of %d jobs) and restarted", p.name, len(held))
 			}
 		}
 	}()
@@ -505,8 +572,11 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("soak %v: jobs started %d, done %d, failed %d, cancelled %d, never ended %d; refreshes refused %d; kills %d; row mismatches %d",
 		dur, s.started.Load(), s.done.Load(), s.failed.Load(), s.cancelled.Load(), stuck, s.refused.Load(), s.kills.Load(), mismatches)
+	worst, median, held := s.killToDone()
 	fmt.Printf("SOAK RESULT: jobs started=%d done=%d failed=%d cancelled=%d stuck=%d refused=%d kills=%d mismatches=%d\n",
 		s.started.Load(), s.done.Load(), s.failed.Load(), s.cancelled.Load(), stuck, s.refused.Load(), s.kills.Load(), mismatches)
+	fmt.Printf("SOAK RECOVERY: worker kills=%d jobs held by a killed worker=%d kill-to-DONE worst=%v median=%v\n",
+		len(s.workerKills), held, worst.Round(10*time.Millisecond), median.Round(10*time.Millisecond))
 	if stuck > 0 || mismatches > 0 {
 		t.Fatalf("%d jobs never ended, %d row mismatches", stuck, mismatches)
 	}
