@@ -130,6 +130,11 @@ func (s *soak) killToDone() (worst, median time.Duration, n int) {
 			if err != nil {
 				continue
 			}
+			started, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(j["started_at"]))
+			p, _ := j["progress"].(map[string]any)
+			s.t.Logf("kill-to-DONE %v: job %s (%s items, ran %v from its start to DONE, killed %v after its start)",
+				fin.Sub(k.at).Round(10*time.Millisecond), id, fmt.Sprint(p["work_items_total"]),
+				fin.Sub(started).Round(10*time.Millisecond), k.at.Sub(started).Round(10*time.Millisecond))
 			ds = append(ds, fin.Sub(k.at))
 		}
 	}
