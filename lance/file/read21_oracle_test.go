@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/lance/internal/oracle"
@@ -592,6 +593,57 @@ func TestReadLanceDBDictionaryType(t *testing.T) {
 		b, _ := os.ReadFile(files[0])
 		os.WriteFile(filepath.Join(keep, "dict.lance"), b, 0o644)
 	}
+	got := readAll(t, files, nil)
+	defer got.Release()
+	requireEqual(t, want, got)
+	checkRangesAndTake(t, openFile(t, files[0]), want)
+}
+
+// TestReadLanceDBMoreTypes covers the remaining fixed-width types:
+// fixed_size_binary, time32/64, duration, float16 and decimal256.
+func TestReadLanceDBMoreTypes(t *testing.T) {
+	o := oracle.Need(t)
+	fields := []arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "fsb", Type: &arrow.FixedSizeBinaryType{ByteWidth: 5}, Nullable: true},
+		{Name: "t32", Type: arrow.FixedWidthTypes.Time32ms, Nullable: true},
+		{Name: "t64", Type: arrow.FixedWidthTypes.Time64us, Nullable: true},
+		{Name: "dur", Type: arrow.FixedWidthTypes.Duration_ns, Nullable: true},
+		{Name: "f16", Type: arrow.FixedWidthTypes.Float16, Nullable: true},
+		{Name: "bigfsb", Type: &arrow.FixedSizeBinaryType{ByteWidth: 300}, Nullable: true},
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	for i := 0; i < 2500; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		for c := 1; c < len(fields); c++ {
+			if i%6 == 1 {
+				b.Field(c).AppendNull()
+				continue
+			}
+			switch fb := b.Field(c).(type) {
+			case *array.FixedSizeBinaryBuilder:
+				v := make([]byte, fields[c].Type.(*arrow.FixedSizeBinaryType).ByteWidth)
+				for k := range v {
+					v[k] = byte(i + k)
+				}
+				fb.Append(v)
+			case *array.Time32Builder:
+				fb.Append(arrow.Time32(i * 1000))
+			case *array.Time64Builder:
+				fb.Append(arrow.Time64(int64(i) * 1_000_000))
+			case *array.DurationBuilder:
+				fb.Append(arrow.Duration(int64(i) * 7))
+			case *array.Float16Builder:
+				fb.Append(float16.New(float32(i) / 8))
+			}
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	dir, files := lanceWrite(t, o, rec)
+	want := o.Read(t, dir, oracle.ReadOpts{})
+	defer want.Release()
 	got := readAll(t, files, nil)
 	defer got.Release()
 	requireEqual(t, want, got)
