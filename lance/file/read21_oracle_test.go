@@ -289,6 +289,9 @@ func TestReadLanceDBKitchenSink(t *testing.T) {
 	o := oracle.Need(t)
 	for _, n := range []int{1, 300, 25_000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			if n > 1000 && testing.Short() {
+				t.Skip("large file skipped in -short mode")
+			}
 			rec := kitchenSink(t, n)
 			defer rec.Release()
 			dir, files := lanceWrite(t, o, rec)
@@ -466,6 +469,9 @@ func TestReadLanceDBVectorsAndNesting(t *testing.T) {
 	o := oracle.Need(t)
 	for _, n := range []int{7, 21_000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			if n > 1000 && testing.Short() {
+				t.Skip("large file skipped in -short mode")
+			}
 			rec := vectorsAndNesting(t, n)
 			defer rec.Release()
 			dir, files := lanceWrite(t, o, rec)
