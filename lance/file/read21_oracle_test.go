@@ -655,3 +655,85 @@ func TestReadLanceDBMoreTypes(t *testing.T) {
 	requireEqual(t, want, got)
 	checkRangesAndTake(t, openFile(t, files[0]), want)
 }
+
+// TestReadLanceDBFullZipNested covers full-zip pages with repetition: lists
+// of long strings and lists of large vectors, with null and empty lists,
+// and long binary values with nulls.
+func TestReadLanceDBFullZipNested(t *testing.T) {
+	o := oracle.Need(t)
+	fields := []arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "lt", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
+		{Name: "lv", Type: arrow.ListOf(arrow.FixedSizeListOf(128, arrow.PrimitiveTypes.Float32)), Nullable: true},
+		{Name: "bin", Type: arrow.BinaryTypes.LargeBinary, Nullable: true},
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "doc", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	rng := rand.New(rand.NewPCG(11, 12))
+	long := func(i int) string {
+		return strings.Repeat(fmt.Sprintf("row %d says something long enough; ", i), 8+rng.IntN(10))
+	}
+	for i := 0; i < 3000; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		lt := b.Field(1).(*array.ListBuilder)
+		lv := b.Field(2).(*array.ListBuilder)
+		switch i % 6 {
+		case 1:
+			lt.AppendNull()
+			lv.AppendNull()
+		case 2:
+			lt.Append(true)
+			lv.Append(true)
+		default:
+			lt.Append(true)
+			lv.Append(true)
+			for k := 0; k < 1+i%4; k++ {
+				if k == 1 && i%5 == 0 {
+					lt.ValueBuilder().AppendNull()
+				} else {
+					lt.ValueBuilder().(*array.StringBuilder).Append(long(i))
+				}
+				fb := lv.ValueBuilder().(*array.FixedSizeListBuilder)
+				fb.Append(true)
+				for m := 0; m < 128; m++ {
+					fb.ValueBuilder().(*array.Float32Builder).Append(float32(i*m) / 7)
+				}
+			}
+		}
+		if i%4 == 3 {
+			b.Field(3).AppendNull()
+		} else {
+			v := make([]byte, 200+rng.IntN(400))
+			for k := range v {
+				v[k] = byte(rng.Uint32())
+			}
+			b.Field(3).(*array.BinaryBuilder).Append(v)
+		}
+		sb := b.Field(4).(*array.StructBuilder)
+		switch i % 7 {
+		case 2:
+			sb.AppendNull()
+			sb.FieldBuilder(0).AppendNull()
+		case 4:
+			sb.Append(true)
+			sb.FieldBuilder(0).AppendNull()
+		default:
+			sb.Append(true)
+			sb.FieldBuilder(0).(*array.StringBuilder).Append(long(i))
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	dir, files := lanceWrite(t, o, rec)
+	want := o.Read(t, dir, oracle.ReadOpts{})
+	defer want.Release()
+	r := openFile(t, files[0])
+	for _, l := range encodingSummary(t, r) {
+		t.Log(l)
+	}
+	got := readAll(t, files, nil)
+	defer got.Release()
+	requireEqual(t, want, got)
+	checkRangesAndTake(t, r, want)
+}
