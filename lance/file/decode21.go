@@ -9,10 +9,12 @@ import (
 	"github.com/mvq-dev/mvq/lance/pb/enc21pb"
 )
 
-// maxReadRows caps the rows one Read or Take decodes, so that a file that
-// declares absurd row counts for pages without data (all-null, constant)
-// cannot make the reader allocate without bound.
-const maxReadRows = 1 << 27
+// maxReadRows caps the rows one Read or Take decodes (callers read bigger
+// files in batches), so that a file that declares absurd row counts for
+// pages without data (all-null) cannot make the reader allocate without
+// bound: what a read allocates is proportional to the rows asked or to
+// bytes present in the file.
+const maxReadRows = 1 << 24
 
 // levelSlice is a run of whole rows of one leaf column decoded from one page:
 // its levels (nil when the page has none), its layers, and its visible items.
