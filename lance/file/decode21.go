@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/mvq-dev/mvq/lance/pb/enc21pb"
 )
@@ -56,6 +57,12 @@ func (r *Reader) readColumns21(ctx context.Context, columns []int, ranges []rowR
 		return nil, fmt.Errorf("lance file: %d rows in one read, the limit is %d", total, maxReadRows)
 	}
 	out := make([]arrow.Array, 0, len(columns))
+	if total == 0 {
+		for _, c := range columns {
+			out = append(out, array.MakeArrayOfNull(r.mem, r.tops[c].dt, 0))
+		}
+		return out, nil
+	}
 	for _, c := range columns {
 		if err := ctx.Err(); err != nil {
 			releaseAll(out)
