@@ -240,3 +240,35 @@ func BenchmarkRead21(b *testing.B) {
 		report(b, d.lance.TakeMs)
 	})
 }
+
+// BenchmarkReadGolden reads the golden files (no node needed): every
+// column of every row, and 100 random rows.
+func BenchmarkReadGolden(b *testing.B) {
+	ctx := context.Background()
+	for _, g := range goldens {
+		r := openFile(b, filepath.Join("testdata", g.name+".lance"))
+		b.Run(g.name+"/scan", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				rec, err := r.Read(ctx, nil, 0, r.NumRows())
+				if err != nil {
+					b.Fatal(err)
+				}
+				rec.Release()
+			}
+		})
+		rng := rand.New(rand.NewPCG(1, 1))
+		rows := make([]uint64, 100)
+		for i := range rows {
+			rows[i] = rng.Uint64N(r.NumRows())
+		}
+		b.Run(g.name+"/take100", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				rec, err := r.Take(ctx, nil, rows)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rec.Release()
+			}
+		})
+	}
+}
