@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -36,11 +35,6 @@ type benchData struct {
 	lance   struct{ FullMs, ProjMs, TakeMs float64 }
 	err     error
 }
-
-var (
-	benchOnce sync.Once
-	bench     benchData
-)
 
 func benchRows() int {
 	if s := os.Getenv("MVQ_BENCH_LANCE_ROWS"); s != "" {
@@ -80,14 +74,17 @@ func benchBatch(from, n int) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
+// setupBench writes the dataset (removed when b ends) and times LanceDB.
 func setupBench(b *testing.B) *benchData {
 	o := oracle.Need(b)
-	benchOnce.Do(func() {
+	var bench benchData
+	{
 		bench.err = func() error {
 			root, err := os.MkdirTemp("", "lance-bench-")
 			if err != nil {
 				return err
 			}
+			b.Cleanup(func() { os.RemoveAll(root) })
 			bench.rows = benchRows()
 			bench.dir = filepath.Join(root, "bench.lance")
 			const batch = 100_000
@@ -142,7 +139,7 @@ func setupBench(b *testing.B) *benchData {
 			bench.lance.FullMs, bench.lance.ProjMs, bench.lance.TakeMs = res.Full, res.Proj, res.Take
 			return nil
 		}()
-	})
+	}
 	if bench.err != nil {
 		b.Fatal(bench.err)
 	}
