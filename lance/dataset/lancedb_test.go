@@ -131,8 +131,24 @@ func checkAgainstLanceDB(t *testing.T, o *oracle.Oracle, dir string) []*Dataset 
 		if md := ovs[i].Metadata; md["total_rows"] != fmt.Sprint(n) {
 			t.Errorf("version %d: LanceDB metadata total_rows %s, Go %d", vf.Version, md["total_rows"], n)
 		}
-		tbl := o.Read(t, dir, oracle.ReadOpts{At: vf.Version, RowID: true, Columns: []string{"id"}})
+		tbl := o.Read(t, dir, oracle.ReadOpts{At: vf.Version, RowID: true})
 		got, want := sorted(liveRowAddresses(t, d)), sorted(int64s(t, tbl, "_rowid"))
+		sc, err := d.Schema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lf := tbl.Schema().Fields()
+		lf = lf[:len(lf)-1] // _rowid
+		if len(lf) != sc.NumFields() {
+			t.Errorf("version %d: Go schema %v, LanceDB %v", vf.Version, sc, tbl.Schema())
+		} else {
+			for k, f := range lf {
+				g := sc.Field(k)
+				if f.Name != g.Name || !arrow.TypeEqual(f.Type, g.Type) || f.Nullable != g.Nullable {
+					t.Errorf("version %d: Go field %v, LanceDB %v", vf.Version, g, f)
+				}
+			}
+		}
 		tbl.Release()
 		if !slices.Equal(got, want) {
 			t.Errorf("version %d: live row addresses differ:\n Go      %v\n LanceDB %v", vf.Version, got, want)
