@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -722,4 +723,87 @@ func TestIndexSurvivesGoCommits(t *testing.T) {
 		t.Errorf("LanceDB dropped the index on top of the Go versions: %v", last.Indices)
 	}
 	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestGoUpdateAndOverwrite: the Go side updates a row the way LanceDB does
+// (delete it in its fragment, add the new row as a new fragment; the new
+// row's data file comes from a dataset LanceDB wrote), then overwrites the
+// dataset; LanceDB reads each version, and updates on top.
+func TestGoUpdateAndOverwrite(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 40, "", "create")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new row: id 7 with s "s7000" (LanceDB writes it elsewhere).
+	other := newDir(t)
+	write(t, o, other, 7000, 1, "", "create")
+	od, err := Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nf := od.Fragments()[0]
+	copyFile(t, filepath.Join(other, DataDir, nf.GetFiles()[0].GetPath()), filepath.Join(dir, DataDir, nf.GetFiles()[0].GetPath()))
+	fr := proto.Clone(d.Fragments()[0]).(*tablepb.DataFragment)
+	del, err := WriteDeletionFile(dir, fr.GetId(), d.Version(), roaring.BitmapOf(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr.DeletionFile = del
+	var sID uint32
+	for _, f := range d.Manifest().GetFields() {
+		if f.GetName() == "s" {
+			sID = uint32(f.GetId())
+		}
+	}
+	ud, err := Commit(dir, d, Update(d.Version(), nil, []*tablepb.DataFragment{fr}, []*tablepb.DataFragment{nf}, []uint32{sID}), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := []uint64{ud.Fragments()[0].GetId(), ud.Fragments()[1].GetId()}; ids[1] != 1 {
+		t.Errorf("Go update fragments %v", ids)
+	}
+	if n := o.Count(t, dir, ""); n != 40 {
+		t.Errorf("LanceDB counts %d after the Go update, want 40", n)
+	}
+	if n := o.Count(t, dir, "s = 's7000'"); n != 1 {
+		t.Errorf("LanceDB finds %d updated rows", n)
+	}
+	if n := o.Count(t, dir, "s = 's7'"); n != 0 {
+		t.Errorf("LanceDB still finds the old row")
+	}
+	o.Update(t, dir, "id = 8", map[string]string{"s": "'eight'"})
+	if n := o.Count(t, dir, "s = 'eight' OR s = 's7000'"); n != 2 {
+		t.Errorf("LanceDB update on the Go update: %d", n)
+	}
+
+	// Overwrite with the other dataset's fragment only.
+	cur, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ow, err := Commit(dir, cur, Overwrite(cur.Version(), od.Manifest().GetFields(), nil, []*tablepb.DataFragment{nf}, map[string]string{"mvq.note": "overwritten"}), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ow.Fragments()[0].GetId() != 0 || ow.Manifest().GetWriterFeatureFlags()&FlagTableConfig == 0 || ow.Indices != nil {
+		t.Errorf("Go overwrite: fragments %v, flags %d", ow.Fragments(), ow.Manifest().GetWriterFeatureFlags())
+	}
+	if n := o.Count(t, dir, ""); n != 1 {
+		t.Errorf("LanceDB counts %d after the Go overwrite, want 1", n)
+	}
+	if n := o.CountAt(t, dir, "", cur.Version()); n != 40 {
+		t.Errorf("LanceDB counts %d at the version before the overwrite, want 40", n)
+	}
+	write(t, o, dir, 100, 5, "", "append")
+	checkAgainstLanceDB(t, o, dir)
+	last, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Manifest().GetConfig()["mvq.note"] != "overwritten" {
+		t.Errorf("LanceDB dropped the table config: %v", last.Manifest().GetConfig())
+	}
 }
