@@ -807,3 +807,50 @@ func TestGoUpdateAndOverwrite(t *testing.T) {
 		t.Errorf("LanceDB dropped the table config: %v", last.Manifest().GetConfig())
 	}
 }
+
+// TestShallowClone: LanceDB's shallow clone names its source through base
+// paths; the Go side resolves data and deletion files through them, and
+// LanceDB reads a Go delete committed on the clone.
+func TestShallowClone(t *testing.T) {
+	o := oracle.Need(t)
+	src := newDir(t)
+	write(t, o, src, 0, 30, "", "create")
+	o.Delete(t, src, "id < 4")
+	dst := newDir(t)
+	o.Clone(t, dst, src, 0)
+	d, err := Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("clone: version %d, base paths %v, flags r%d w%d", d.Version(), d.Manifest().GetBasePaths(), d.Manifest().GetReaderFeatureFlags(), d.Manifest().GetWriterFeatureFlags())
+	if len(d.Manifest().GetBasePaths()) == 0 || d.Manifest().GetReaderFeatureFlags()&FlagBasePaths == 0 {
+		t.Fatalf("no base paths in the clone")
+	}
+	fr := d.Fragments()[0]
+	p, err := d.DataFilePath(fr.GetFiles()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(p, filepath.Join(src, DataDir)) {
+		t.Errorf("clone data file resolves to %s, not under %s", p, src)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Error(err)
+	}
+	if n, err := d.CountRows(); err != nil || n != 26 {
+		t.Errorf("clone rows %d (%v), want 26", n, err)
+	}
+	dels, err := d.DeletedRows(fr)
+	if err != nil || dels.GetCardinality() != 4 {
+		t.Errorf("clone deletions %v (%v)", dels, err)
+	}
+	checkAgainstLanceDB(t, o, dst)
+	goDelete(t, dst, func(frag, off uint64) bool { return off == 10 })
+	if n := o.Count(t, dst, ""); n != 25 {
+		t.Errorf("LanceDB counts %d on the clone after the Go delete, want 25", n)
+	}
+	if n := o.Count(t, src, ""); n != 26 {
+		t.Errorf("the source changed: %d rows", n)
+	}
+	checkAgainstLanceDB(t, o, dst)
+}

@@ -11,6 +11,7 @@
 //   node oracle.mjs versions <dataset_dir>
 //   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...]
 //   node oracle.mjs drop-columns <dataset_dir> --columns a,b
+//   node oracle.mjs clone        <dataset_dir> <source_dataset_dir> [--at VERSION]   (a shallow clone: base paths)
 //   node oracle.mjs create-index <dataset_dir> --column c [--type btree|bitmap|ivf_pq]   (prints listIndices JSON)
 //
 // write --option sets LanceDB storage options of a new table, e.g.
@@ -329,6 +330,15 @@ async function cmdCreateIndex(pos, flags) {
   process.stdout.write(`${JSON.stringify(await t.listIndices())}\n`);
 }
 
+async function cmdClone(pos, flags) {
+  const [dir, source] = pos;
+  if (!dir || !source || !path.isAbsolute(source)) usage("clone needs <dataset_dir> <absolute source_dataset_dir>");
+  const { db, name } = await openDataset(dir);
+  const opts = { isShallow: true };
+  if (flags.at !== undefined) opts.sourceVersion = Number(flags.at);
+  await db.cloneTable(name, source, opts);
+}
+
 async function cmdVersions(pos) {
   const [dir] = pos;
   if (!dir) usage("versions needs <dataset_dir>");
@@ -353,6 +363,7 @@ const commands = {
   "add-columns": cmdAddColumns,
   "drop-columns": cmdDropColumns,
   "create-index": cmdCreateIndex,
+  clone: cmdClone,
 };
 
 async function main() {

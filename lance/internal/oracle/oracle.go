@@ -574,3 +574,15 @@ func (o *Oracle) CreateIndex(t testing.TB, dir, column, kind string) {
 	}
 	o.must(t, args...)
 }
+
+// Clone has LanceDB make dir a shallow clone of the dataset source (version
+// at, or the latest when 0): a manifest whose files live under source,
+// named through base paths.
+func (o *Oracle) Clone(t testing.TB, dir, source string, at uint64) {
+	t.Helper()
+	args := []string{"clone", dir, source}
+	if at > 0 {
+		args = append(args, "--at", strconv.FormatUint(at, 10))
+	}
+	o.must(t, args...)
+}
