@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -413,4 +414,52 @@ func storageVersionOf(frags []*tablepb.DataFragment) (string, error) {
 		v = "2.1"
 	}
 	return v, nil
+}
+
+// DeleteRows deletes rows of this version and commits the result: rows maps
+// fragment ids to the row offsets to delete in them (offsets already deleted
+// may be included). Each touched fragment gets a new deletion file holding
+// its old deletions and the new ones; a fragment left with no rows is
+// removed. It returns the new version, or d itself when nothing changes.
+func (d *Dataset) DeleteRows(rows map[uint64]*roaring.Bitmap, predicate string, opts CommitOptions) (*Dataset, error) {
+	var updated []*tablepb.DataFragment
+	var removed []uint64
+	for _, fr := range d.Fragments() {
+		add := rows[fr.GetId()]
+		if add == nil || add.IsEmpty() {
+			continue
+		}
+		if uint64(add.Maximum()) >= fr.GetPhysicalRows() {
+			return nil, fmt.Errorf("delete row %d of fragment %d, which has %d rows", add.Maximum(), fr.GetId(), fr.GetPhysicalRows())
+		}
+		del, err := d.DeletedRows(fr)
+		if err != nil {
+			return nil, err
+		}
+		before := del.GetCardinality()
+		del.Or(add)
+		switch n := del.GetCardinality(); {
+		case n == before:
+			continue
+		case n == fr.GetPhysicalRows():
+			removed = append(removed, fr.GetId())
+			continue
+		}
+		df, err := WriteDeletionFile(d.Dir, fr.GetId(), d.Version(), del)
+		if err != nil {
+			return nil, err
+		}
+		nf := proto.Clone(fr).(*tablepb.DataFragment)
+		nf.DeletionFile = df
+		updated = append(updated, nf)
+	}
+	for id := range rows {
+		if !slices.ContainsFunc(d.Fragments(), func(f *tablepb.DataFragment) bool { return f.GetId() == id }) {
+			return nil, fmt.Errorf("delete rows: no fragment %d in version %d", id, d.Version())
+		}
+	}
+	if len(updated) == 0 && len(removed) == 0 {
+		return d, nil
+	}
+	return Commit(d.Dir, d, Delete(d.Version(), updated, removed, predicate), opts)
 }

@@ -389,3 +389,39 @@ func TestLocalPath(t *testing.T) {
 		}
 	}
 }
+
+func TestDeleteRows(t *testing.T) {
+	dir := cloneDataset(t, "v1.lance")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := d.CountRows()
+	f0, f1 := d.Fragments()[0], d.Fragments()[1]
+	all := roaring.New()
+	all.AddRange(0, f1.GetPhysicalRows())
+	nd, err := d.DeleteRows(map[uint64]*roaring.Bitmap{f0.GetId(): roaring.BitmapOf(0, 4), f1.GetId(): all}, "test", CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nd.Fragments()) != 1 || nd.Fragments()[0].GetId() != f0.GetId() {
+		t.Fatalf("fragments after deleting all of %d: %v", f1.GetId(), nd.Fragments())
+	}
+	// Offset 4 was already deleted (golden: id = 4): one new deletion.
+	if n, _ := nd.CountRows(); n != before-f1.GetPhysicalRows()-1 {
+		t.Errorf("rows %d, before %d", n, before)
+	}
+	txn, _ := nd.Transaction()
+	if del := txn.GetDelete(); del == nil || len(del.GetDeletedFragmentIds()) != 1 || del.GetPredicate() != "test" {
+		t.Errorf("transaction %v", txn)
+	}
+	if same, err := nd.DeleteRows(map[uint64]*roaring.Bitmap{f0.GetId(): roaring.BitmapOf(0)}, "", CommitOptions{}); err != nil || same != nd {
+		t.Errorf("deleting deleted rows made a version (%v)", err)
+	}
+	if _, err := nd.DeleteRows(map[uint64]*roaring.Bitmap{99: roaring.BitmapOf(0)}, "", CommitOptions{}); err == nil {
+		t.Error("deleted from a missing fragment")
+	}
+	if _, err := nd.DeleteRows(map[uint64]*roaring.Bitmap{f0.GetId(): roaring.BitmapOf(uint32(f0.GetPhysicalRows()))}, "", CommitOptions{}); err == nil {
+		t.Error("deleted past the fragment's rows")
+	}
+}

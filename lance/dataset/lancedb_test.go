@@ -279,32 +279,23 @@ func goDelete(t *testing.T, dir string, pick func(fragID, off uint64) bool) *Dat
 	if err != nil {
 		t.Fatal(err)
 	}
-	var updated []*tablepb.DataFragment
+	rows := map[uint64]*roaring.Bitmap{}
 	for _, fr := range d.Fragments() {
-		del, err := d.DeletedRows(fr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := del.GetCardinality()
 		for off := uint64(0); off < fr.GetPhysicalRows(); off++ {
 			if pick(fr.GetId(), off) {
-				del.Add(uint32(off))
+				if rows[fr.GetId()] == nil {
+					rows[fr.GetId()] = roaring.New()
+				}
+				rows[fr.GetId()].Add(uint32(off))
 			}
 		}
-		if del.GetCardinality() == before {
-			continue
-		}
-		df, err := WriteDeletionFile(dir, fr.GetId(), d.Version(), del)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nf := proto.Clone(fr).(*tablepb.DataFragment)
-		nf.DeletionFile = df
-		updated = append(updated, nf)
 	}
-	nd, err := Commit(dir, d, Delete(d.Version(), updated, nil, "go delete"), CommitOptions{})
+	nd, err := d.DeleteRows(rows, "go delete", CommitOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if nd == d {
+		t.Fatal("nothing deleted")
 	}
 	return nd
 }
