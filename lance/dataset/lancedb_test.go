@@ -845,3 +845,40 @@ func TestShallowClone(t *testing.T) {
 	}
 	checkAgainstLanceDB(t, o, dst)
 }
+
+// TestHintIsOnlyAHint: LanceDB finds the latest version whatever the hint
+// says (stale, missing, ahead), so a writer stopped between its manifest
+// and its hint loses nothing; LanceDB's next commit rewrites the hint.
+func TestHintIsOnlyAHint(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 10, "", "create")
+	goDelete(t, dir, func(frag, off uint64) bool { return off == 0 }) // v2
+	hint := filepath.Join(dir, VersionsDir, HintFile)
+	for _, state := range []string{"stale", "missing", "ahead"} {
+		switch state {
+		case "stale":
+			if err := WriteHint(dir, 1); err != nil {
+				t.Fatal(err)
+			}
+		case "missing":
+			if err := os.Remove(hint); err != nil {
+				t.Fatal(err)
+			}
+		case "ahead":
+			if err := WriteHint(dir, 9); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := o.Count(t, dir, ""); n != 9 {
+			t.Errorf("hint %s: LanceDB counts %d, want 9 (version 2)", state, n)
+		}
+		if l, err := Latest(dir); err != nil || l.Version != 2 {
+			t.Errorf("hint %s: Go latest %v %v", state, l, err)
+		}
+	}
+	write(t, o, dir, 10, 1, "", "append")
+	if h, _, err := ReadHint(dir); err != nil || h != 3 {
+		t.Errorf("LanceDB left hint %d (%v), want 3", h, err)
+	}
+}
