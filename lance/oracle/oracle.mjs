@@ -17,9 +17,9 @@
 // write --option sets LanceDB storage options of a new table, e.g.
 // new_table_enable_v2_manifest_paths=false (V1 manifest names) or
 // new_table_enable_stable_row_ids=true.
-// write --mode append --hold opens the table, prints "opened <version>" and
-// waits for a line on stdin before appending, so a test can commit another
-// version in between (LanceDB must then rebase its append on it).
+// write --mode append --hold (and delete --hold) opens the table, prints
+// "opened <version>" and waits for a line on stdin before writing, so a test
+// can commit another version in between (LanceDB must then rebase on it).
 //
 // dataset_dir is the absolute path of a `.lance` folder; the oracle connects
 // to its parent folder and opens the table named after it (LanceDB may add a
@@ -276,6 +276,10 @@ async function cmdDelete(pos, flags) {
   const [dir] = pos;
   if (!dir || !flags.where) usage("delete needs <dataset_dir> --where SQL");
   const t = await openTable(dir);
+  if (flags.hold) {
+    process.stdout.write(`opened ${await t.version()}\n`);
+    await waitLine();
+  }
   const r = await t.delete(flags.where);
   process.stdout.write(`${JSON.stringify(r)}\n`);
 }
