@@ -258,8 +258,9 @@ func TestCommitConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Commit(dir, base, Delete(base.Version(), nil, []uint64{1}, ""), CommitOptions{}); !errors.Is(err, ErrConflict) {
-		t.Fatalf("second delete: %v", err)
+	// The same fragment again: a conflict naming the version in the way.
+	if _, err := Commit(dir, base, Delete(base.Version(), nil, []uint64{0}, ""), CommitOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "also changed fragment 0") {
+		t.Fatalf("second delete of fragment 0: %v", err)
 	}
 	frag := proto.Clone(base.Fragments()[0]).(*tablepb.DataFragment)
 	frag.DeletionFile = nil
@@ -283,17 +284,27 @@ func TestCommitConflict(t *testing.T) {
 	if err != nil || txn.GetReadVersion() != base.Version() {
 		t.Errorf("rebased append reads version %d (%v), want %d", txn.GetReadVersion(), err, base.Version())
 	}
-	if h, _, _ := ReadHint(dir); h != d.Version() {
-		t.Errorf("hint %d", h)
+	// A delete of another fragment, made against the old base, is rebuilt
+	// on top of both.
+	other := base.Fragments()[len(base.Fragments())-1].GetId()
+	d3, err := Commit(dir, base, Delete(base.Version(), nil, []uint64{other}, ""), CommitOptions{})
+	if err != nil {
+		t.Fatalf("disjoint delete: %v", err)
 	}
-	n, err := d.CountRows()
+	if d3.Version() != d.Version()+1 || len(d3.Fragments()) != len(d.Fragments())-1 {
+		t.Errorf("disjoint delete: version %d with %d fragments", d3.Version(), len(d3.Fragments()))
+	}
+	// Nothing rebuilds across a whole-dataset change.
+	ow, err := Commit(dir, d3, Overwrite(d3.Version(), d3.Manifest().GetFields(), nil, nil, nil), CommitOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := base.CountRows()
-	b0, _ := base.FragmentRows(base.Fragments()[0])
-	if n != want-b0+base.Fragments()[0].GetPhysicalRows() {
-		t.Errorf("rows %d", n)
+	if _, err := Commit(dir, d3, Delete(d3.Version(), nil, []uint64{other + 1}, ""), CommitOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "overwrite") {
+		t.Errorf("delete across an overwrite: %v", err)
+	}
+	d = ow
+	if h, _, _ := ReadHint(dir); h != d.Version() {
+		t.Errorf("hint %d", h)
 	}
 }
 

@@ -921,3 +921,44 @@ func TestConcurrentDeletes(t *testing.T) {
 	}
 	checkAgainstLanceDB(t, o, dir)
 }
+
+// TestGoRebasesOnLanceDB: a Go delete made against version N commits after
+// LanceDB appended, and after LanceDB deleted in another fragment (it reads
+// LanceDB's transactions and rebuilds on the newest version); a Go delete
+// in a fragment LanceDB changed meanwhile is a conflict.
+func TestGoRebasesOnLanceDB(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 20, "", "create")  // v1: fragment 0, ids 0..19
+	write(t, o, dir, 20, 20, "", "append") // v2: fragment 1, ids 20..39
+	base, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, o, dir, 100, 5, "", "append") // v3 (LanceDB)
+	o.Delete(t, dir, "id = 25")            // v4 (LanceDB, fragment 1)
+	d, err := base.DeleteRows(map[uint64]*roaring.Bitmap{0: roaring.BitmapOf(3)}, "id = 3", CommitOptions{})
+	if err != nil {
+		t.Fatalf("Go delete across LanceDB's append and delete: %v", err)
+	}
+	if d.Version() != 5 {
+		t.Errorf("Go delete landed as version %d", d.Version())
+	}
+	if n := o.Count(t, dir, ""); n != 45-2 {
+		t.Errorf("LanceDB counts %d, want 43", n)
+	}
+	if n := o.Count(t, dir, "id = 3 OR id = 25"); n != 0 {
+		t.Errorf("a deletion was lost")
+	}
+	// LanceDB deletes in fragment 0; a Go delete there from version 5 must
+	// not overwrite LanceDB's deletion file.
+	o.Delete(t, dir, "id = 4") // v6
+	_, err = d.DeleteRows(map[uint64]*roaring.Bitmap{0: roaring.BitmapOf(5)}, "id = 5", CommitOptions{})
+	if !errors.Is(err, ErrConflict) {
+		t.Errorf("Go delete in a fragment LanceDB changed: %v", err)
+	}
+	if n := o.Count(t, dir, "id = 4"); n != 0 {
+		t.Errorf("LanceDB's deletion was lost")
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
