@@ -199,9 +199,12 @@ func commitOnce(dir string, base *Dataset, txn *tablepb.Transaction, txnName str
 		}
 		return nil, fmt.Errorf("commit version %d: %w", v, err)
 	}
-	// The hint only speeds up finding the latest version; a failure to
-	// write it does not undo the commit.
-	_ = WriteHint(dir, v)
+	// The hint only speeds up finding the latest version (LanceDB lists
+	// when it is stale or missing); a failure to write it does not undo the
+	// commit, and a newer hint from another writer stays.
+	if h, ok, err := ReadHint(dir); err != nil || !ok || h < v {
+		_ = WriteHint(dir, v)
+	}
 	d := &Dataset{Dir: dir, File: VersionFile{Version: v, Scheme: scheme, Path: path, Size: int64(len(b))}}
 	// Re-read what was written so the result carries the section positions.
 	if d.ManifestFile, err = DecodeManifest(b); err != nil {
