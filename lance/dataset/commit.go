@@ -68,6 +68,13 @@ func Commit(dir string, base *Dataset, txn *tablepb.Transaction, opts CommitOpti
 		txn.Tag = opts.Tag
 	}
 	if base == nil {
+		// Creating where a dataset exists (under either naming scheme) is a
+		// conflict, not a second history.
+		if vf, err := Latest(dir); err == nil {
+			return nil, fmt.Errorf("%w: %s already has version %d", ErrConflict, dir, vf.Version)
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
 		for _, sub := range []string{VersionsDir, TransactionsDir, DataDir} {
 			if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 				return nil, err
