@@ -962,3 +962,27 @@ func TestGoRebasesOnLanceDB(t *testing.T) {
 	}
 	checkAgainstLanceDB(t, o, dir)
 }
+
+// TestGoEmptyDataset: a dataset the Go side creates with a schema and no
+// fragments opens in LanceDB, which appends to it.
+func TestGoEmptyDataset(t *testing.T) {
+	o := oracle.Need(t)
+	src := newDir(t)
+	write(t, o, src, 0, 3, "", "create")
+	s, err := Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := newDir(t)
+	if _, err := Commit(dir, nil, Overwrite(0, s.Manifest().GetFields(), nil, nil, nil), CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := o.Count(t, dir, ""); n != 0 {
+		t.Errorf("LanceDB counts %d rows in an empty dataset", n)
+	}
+	write(t, o, dir, 10, 4, "", "append")
+	if n := o.Count(t, dir, "id >= 10"); n != 4 {
+		t.Errorf("LanceDB counts %d after appending to the Go-made empty dataset", n)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}

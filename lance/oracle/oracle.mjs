@@ -175,8 +175,21 @@ async function emptySchema(table, columns, rowId) {
   if (rowId) q = q.withRowId();
   const bufs = await drain(q);
   if (bufs.length > 0) return bufs[0];
-  if (columns || rowId) throw new Error("cannot tell the schema of an empty projection of an empty table");
-  return Buffer.from(await table.inner.schema());
+  const raw = Buffer.from(await table.inner.schema());
+  if (!columns && !rowId) return raw;
+  // An empty table: project its schema with the JS library (schema only,
+  // no data crosses it).
+  const schema = arrow.tableFromIPC(raw).schema;
+  let fields = schema.fields;
+  if (columns) {
+    fields = columns.map((c) => {
+      const f = schema.fields.find((f) => f.name === c);
+      if (!f) throw new Error(`no column ${c}`);
+      return f;
+    });
+  }
+  if (rowId) fields = [...fields, new arrow.Field("_rowid", new arrow.Uint64(), false)];
+  return Buffer.from(arrow.tableToIPC(new arrow.Table(new arrow.Schema(fields, schema.metadata)), "stream"));
 }
 
 async function cmdWrite(pos, flags) {
