@@ -986,3 +986,45 @@ func TestGoEmptyDataset(t *testing.T) {
 	}
 	checkAgainstLanceDB(t, o, dir)
 }
+
+// TestGoUpdateConfig: the Go side sets table config and table metadata;
+// LanceDB opens the dataset and keeps both through its own commits.
+func TestGoUpdateConfig(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 10, "", "create")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := func(s string) *string { return &s }
+	cd, err := Commit(dir, d, UpdateConfig(d.Version(),
+		&MapUpdate{Set: map[string]*string{"mvq.refresh": val("incremental")}},
+		&MapUpdate{Set: map[string]*string{"mvq.view": val("orders_by_day"), "gone": nil}}), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cd.Manifest().GetWriterFeatureFlags()&FlagTableConfig == 0 {
+		t.Errorf("writer flags %d lack table config", cd.Manifest().GetWriterFeatureFlags())
+	}
+	if n := o.Count(t, dir, ""); n != 10 {
+		t.Errorf("LanceDB counts %d", n)
+	}
+	write(t, o, dir, 10, 2, "", "append")
+	o.Delete(t, dir, "id = 1")
+	last, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Manifest().GetConfig()["mvq.refresh"] != "incremental" || last.Manifest().GetTableMetadata()["mvq.view"] != "orders_by_day" {
+		t.Errorf("after LanceDB's commits: config %v, table metadata %v", last.Manifest().GetConfig(), last.Manifest().GetTableMetadata())
+	}
+	// Removing the key again.
+	if _, err := Commit(dir, last, UpdateConfig(last.Version(), nil, &MapUpdate{Set: map[string]*string{"mvq.view": nil}}), CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := o.Count(t, dir, ""); n != 11 {
+		t.Errorf("LanceDB counts %d", n)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
