@@ -14,6 +14,7 @@ import (
 	"github.com/mvq-dev/mvq/lance/pb/enc20pb"
 	"github.com/mvq-dev/mvq/lance/pb/file2pb"
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
+	"github.com/mvq-dev/mvq/lance/schema"
 )
 
 // columnWriter encodes the values of one top-level field into pages of the
@@ -111,6 +112,42 @@ type Writer struct {
 	rows   uint64
 	err    error
 	closed bool
+	// checked: the first batch's types matched the fields.
+	checked bool
+	kids    map[int32][]*filepb.Field
+}
+
+// checkType checks that the Arrow type dt has the field's logical type, and
+// so on down its children.
+func (w *Writer) checkType(f *filepb.Field, dt arrow.DataType) error {
+	lt, err := schema.LogicalType(dt)
+	if err != nil {
+		return fmt.Errorf("field %q: %w", f.Name, err)
+	}
+	if lt != f.LogicalType {
+		return fmt.Errorf("field %q is %s but the batch has %s (%s)", f.Name, f.LogicalType, lt, dt)
+	}
+	kids := w.kids[f.Id]
+	var types []arrow.DataType
+	switch t := dt.(type) {
+	case *arrow.StructType:
+		for _, c := range t.Fields() {
+			types = append(types, c.Type)
+		}
+	case *arrow.ListType:
+		types = []arrow.DataType{t.Elem()}
+	case *arrow.LargeListType:
+		types = []arrow.DataType{t.Elem()}
+	}
+	if len(types) != len(kids) {
+		return fmt.Errorf("field %q has %d children but the batch's %s has %d", f.Name, len(kids), dt, len(types))
+	}
+	for i, k := range kids {
+		if err := w.checkType(k, types[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type posWriter struct {
@@ -147,10 +184,12 @@ func NewWriter(w io.Writer, fields []*filepb.Field, opts WriterOptions) (*Writer
 	if len(fields) == 0 {
 		return nil, errors.New("lance file writer: no fields")
 	}
-	wr := &Writer{out: &posWriter{w: w}, opts: opts, fields: fields}
+	wr := &Writer{out: &posWriter{w: w}, opts: opts, fields: fields, kids: map[int32][]*filepb.Field{}}
 	for _, f := range fields {
 		if f.ParentId == -1 {
 			wr.top = append(wr.top, f)
+		} else {
+			wr.kids[f.ParentId] = append(wr.kids[f.ParentId], f)
 		}
 	}
 	switch opts.Version {
@@ -205,6 +244,15 @@ func (w *Writer) Write(rec arrow.RecordBatch) error {
 	}
 	if rec.NumRows() == 0 {
 		return nil
+	}
+	if !w.checked {
+		for i := range w.top {
+			if err := w.checkType(w.top[i], rec.Column(i).DataType()); err != nil {
+				w.err = fmt.Errorf("lance file writer: %w", err)
+				return w.err
+			}
+		}
+		w.checked = true
 	}
 	for i, c := range w.cols {
 		col := rec.Column(i)

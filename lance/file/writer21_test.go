@@ -552,6 +552,29 @@ func TestWriter21Refuses(t *testing.T) {
 		t.Error("type change between batches: no error")
 	}
 
+	w, err = NewWriter(io.Discard, testFields(t, i64), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(withNull); err == nil {
+		t.Error("int32 batch for an int64 field: no error")
+	}
+	nested := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true}}, nil)
+	nestedOther := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true}}, nil)
+	w, err = NewWriter(io.Discard, testFields(t, nested), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(makeBatch(t, nestedOther, 0, []nullPattern{noNulls}, 1)); err != nil {
+		t.Fatal(err) // no rows: nothing to check yet
+	}
+	ob := array.NewListBuilder(memory.DefaultAllocator, arrow.BinaryTypes.String)
+	ob.Append(true)
+	ob.ValueBuilder().(*array.StringBuilder).Append("x")
+	if err := w.Write(array.NewRecordBatch(nestedOther, []arrow.Array{ob.NewArray()}, 1)); err == nil {
+		t.Error("list<string> batch for a list<int32> field: no error")
+	}
+
 	w, err = NewWriter(io.Discard, testFields(t, nullable), WriterOptions{})
 	if err != nil {
 		t.Fatal(err)
