@@ -1,0 +1,736 @@
+package file
+
+// Decoding of Lance file format 2.0 pages (footer version 0.3).
+//
+// A 2.0 column holds pages whose encoding is a tree of
+// lance.encodings.ArrayEncoding messages (encodings_v2_0.proto) wrapped in a
+// google.protobuf.Any. LanceDB 0.31 writes, for data_storage_version "2.0":
+//   - Nullable{NoNulls|SomeNulls|AllNulls} around Flat values (all fixed-width
+//     types; bools as 1-bit Flat) and around FixedSizeList{Flat items};
+//   - Binary{indices: Nullable{NoNulls{Flat 64}}, bytes: Flat 8} for strings
+//     and binaries, nulls folded into the indices with null_adjustment;
+//   - Dictionary{indices: Nullable{NoNulls{Flat 8}}, items: Binary} for utf8
+//     pages of at least 100 rows and fewer than 100 distinct values, index 0
+//     standing for null;
+//   - List{offsets: Nullable{NoNulls{Flat 64}}} in the list column, the items
+//     in the next column(s);
+//   - SimpleStruct pages (no buffers) in a struct's header column, children in
+//     the columns after it.
+//
+// The decoders here are pure: an encoding, the page's buffers already read,
+// the number of rows in the page and the wanted row range give an Arrow array
+// of exactly that range (offset 0). They never trust the encoding: every
+// buffer access is bounds-checked and nothing is allocated beyond what the
+// wanted range needs and the buffers can hold.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/mvq-dev/mvq/lance/pb/enc20pb"
+)
+
+// errCorrupt20 marks a 2.0 page whose encoding or buffers contradict each
+// other; decoders wrap it with what was wrong.
+var errCorrupt20 = errors.New("lance 2.0: corrupt page")
+
+// maxEncodingDepth20 bounds the nesting of array encodings in one page; the
+// deepest tree LanceDB writes is Nullable(FixedSizeList(Nullable(Flat))).
+const maxEncodingDepth20 = 16
+
+const arrayEncodingURL20 = "/lance.encodings.ArrayEncoding"
+
+// checkVersion accepts the file format versions this package reads: 2.0
+// (footer 0.3) and 2.1. The legacy 0.1/0.2 layout and 2.2 or later are
+// refused with an error that names the version and how to convert the data.
+func checkVersion(v Version) error {
+	switch {
+	case v == V2_0 || v == V2_1:
+		return nil
+	case v.Major == 0 && v.Minor < 3:
+		return fmt.Errorf("lance file version %d.%d (legacy format) is not supported: rewrite the dataset with LanceDB using data_storage_version \"2.1\" (or \"2.0\")", v.Major, v.Minor)
+	case v.Major == 2 && v.Minor >= 2 || v.Major > 2:
+		return fmt.Errorf("lance file version %d.%d is not supported (2.0 and 2.1 are): rewrite the dataset with LanceDB using data_storage_version \"2.1\"", v.Major, v.Minor)
+	default:
+		return fmt.Errorf("lance file version %d.%d is not a known Lance file version (2.0 and 2.1 are supported)", v.Major, v.Minor)
+	}
+}
+
+// parseArrayEncoding20 decodes a 2.0 page encoding: an Any whose type URL is
+// lance.encodings.ArrayEncoding.
+func parseArrayEncoding20(raw []byte) (*enc20pb.ArrayEncoding, error) {
+	var a anypb.Any
+	if err := proto.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("%w: page encoding: %v", errCorrupt20, err)
+	}
+	if a.TypeUrl != arrayEncodingURL20 {
+		return nil, fmt.Errorf("%w: page encoding has type %q, want %q", errCorrupt20, a.TypeUrl, arrayEncodingURL20)
+	}
+	var enc enc20pb.ArrayEncoding
+	if err := proto.Unmarshal(a.Value, &enc); err != nil {
+		return nil, fmt.Errorf("%w: page encoding: %v", errCorrupt20, err)
+	}
+	return &enc, nil
+}
+
+// pageBufs20 holds the buffers a 2.0 page encoding may point at.
+type pageBufs20 struct {
+	page   [][]byte // the page's own buffers
+	column [][]byte // the column metadata buffers
+	file   [][]byte // the file's global buffers
+}
+
+func (b *pageBufs20) get(desc *enc20pb.Buffer) ([]byte, error) {
+	if desc == nil {
+		return nil, fmt.Errorf("%w: missing buffer reference", errCorrupt20)
+	}
+	var set [][]byte
+	switch desc.BufferType {
+	case enc20pb.Buffer_page:
+		set = b.page
+	case enc20pb.Buffer_column:
+		set = b.column
+	case enc20pb.Buffer_file:
+		set = b.file
+	default:
+		return nil, fmt.Errorf("%w: unknown buffer type %d", errCorrupt20, desc.BufferType)
+	}
+	i := desc.BufferIndex
+	if uint64(i) >= uint64(len(set)) {
+		return nil, fmt.Errorf("%w: %v buffer %d of %d", errCorrupt20, desc.BufferType, i, len(set))
+	}
+	return set[i], nil
+}
+
+// decodePage20 decodes rows [skip, skip+take) of a page of pageRows rows
+// encoded as enc into an Arrow array of type dt. It returns an error wrapping
+// errCorrupt20 when the encoding does not fit dt or the buffers.
+func decodePage20(enc *enc20pb.ArrayEncoding, bufs *pageBufs20, pageRows, skip, take uint64, dt arrow.DataType) (arrow.Array, error) {
+	if skip > pageRows || take > pageRows-skip {
+		return nil, fmt.Errorf("%w: rows %d..+%d outside a page of %d rows", errCorrupt20, skip, take, pageRows)
+	}
+	d := decoder20{bufs: bufs}
+	return d.decode(enc, pageRows, skip, take, dt, 0)
+}
+
+type decoder20 struct {
+	bufs *pageBufs20
+	// decompressed caches a compressed buffer's content by its first byte's
+	// address, so that a page is inflated once however it is sliced.
+	decompressed map[*byte][]byte
+}
+
+func (d *decoder20) decode(enc *enc20pb.ArrayEncoding, pageRows, skip, take uint64, dt arrow.DataType, depth int) (arrow.Array, error) {
+	if depth > maxEncodingDepth20 {
+		return nil, fmt.Errorf("%w: encodings nested deeper than %d", errCorrupt20, maxEncodingDepth20)
+	}
+	if enc == nil {
+		return nil, fmt.Errorf("%w: missing array encoding", errCorrupt20)
+	}
+	switch e := enc.ArrayEncoding.(type) {
+	case *enc20pb.ArrayEncoding_Nullable:
+		return d.nullable(e.Nullable, pageRows, skip, take, dt, depth)
+	case *enc20pb.ArrayEncoding_Flat:
+		return d.flat(e.Flat, pageRows, skip, take, dt)
+	case *enc20pb.ArrayEncoding_FixedSizeList:
+		return d.fixedSizeList(e.FixedSizeList, pageRows, skip, take, dt, depth)
+	case *enc20pb.ArrayEncoding_Binary:
+		return d.binary(e.Binary, pageRows, skip, take, dt, depth)
+	case *enc20pb.ArrayEncoding_Dictionary:
+		return d.dictionary(e.Dictionary, pageRows, skip, take, dt, depth)
+	case *enc20pb.ArrayEncoding_FixedSizeBinary:
+		return d.fixedSizeBinary(e.FixedSizeBinary, pageRows, skip, take, dt, depth)
+	case nil:
+		return nil, fmt.Errorf("%w: empty array encoding", errCorrupt20)
+	default:
+		return nil, fmt.Errorf("lance 2.0: array encoding %T is not supported", e)
+	}
+}
+
+func (d *decoder20) nullable(n *enc20pb.Nullable, pageRows, skip, take uint64, dt arrow.DataType, depth int) (arrow.Array, error) {
+	switch v := n.GetNullability().(type) {
+	case *enc20pb.Nullable_NoNulls:
+		return d.decode(v.NoNulls.GetValues(), pageRows, skip, take, dt, depth+1)
+	case *enc20pb.Nullable_AllNulls:
+		return array.MakeArrayOfNull(memory.DefaultAllocator, dt, int(take)), nil
+	case *enc20pb.Nullable_SomeNulls:
+		valid, err := d.decode(v.SomeNulls.GetValidity(), pageRows, skip, take, arrow.FixedWidthTypes.Boolean, depth+1)
+		if err != nil {
+			return nil, fmt.Errorf("validity: %w", err)
+		}
+		defer valid.Release()
+		if valid.NullN() != 0 {
+			return nil, fmt.Errorf("%w: validity bitmap has nulls itself", errCorrupt20)
+		}
+		values, err := d.decode(v.SomeNulls.GetValues(), pageRows, skip, take, dt, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		defer values.Release()
+		return withValidity(values, valid.Data().Buffers()[1].Bytes())
+	default:
+		return nil, fmt.Errorf("%w: nullable encoding without a nullability", errCorrupt20)
+	}
+}
+
+// withValidity returns arr (offset 0) with its validity replaced by bitmap
+// ANDed with the validity it already has.
+func withValidity(arr arrow.Array, bitmap []byte) (arrow.Array, error) {
+	data := arr.Data()
+	n := data.Len()
+	if data.Offset() != 0 {
+		return nil, fmt.Errorf("lance 2.0: internal: validity on an array with offset %d", data.Offset())
+	}
+	if len(bitmap) < int(bitutil.BytesForBits(int64(n))) {
+		return nil, fmt.Errorf("%w: validity bitmap of %d bytes for %d rows", errCorrupt20, len(bitmap), n)
+	}
+	out := make([]byte, bitutil.BytesForBits(int64(n)))
+	copy(out, bitmap)
+	if old := data.Buffers()[0]; old != nil && data.NullN() > 0 {
+		bitutil.BitmapAnd(out, old.Bytes(), 0, 0, out, 0, int64(n))
+	}
+	nulls := n - bitutil.CountSetBits(out, 0, n)
+	bufs := append([]*memory.Buffer{memory.NewBufferBytes(out)}, data.Buffers()[1:]...)
+	nd := array.NewData(data.DataType(), n, bufs, data.Children(), nulls, 0)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// fixedBits is the width in bits of one value of a fixed-width type, or 0.
+func fixedBits(dt arrow.DataType) uint64 {
+	switch t := dt.(type) {
+	case *arrow.BooleanType:
+		return 1
+	case arrow.FixedWidthDataType:
+		if t.BitWidth() <= 0 {
+			return 0
+		}
+		if _, nested := dt.(arrow.NestedType); nested {
+			return 0
+		}
+		return uint64(t.BitWidth())
+	}
+	return 0
+}
+
+func (d *decoder20) flat(f *enc20pb.Flat, pageRows, skip, take uint64, dt arrow.DataType) (arrow.Array, error) {
+	want := fixedBits(dt)
+	if want == 0 {
+		return nil, fmt.Errorf("%w: flat encoding for type %s", errCorrupt20, dt)
+	}
+	if f.BitsPerValue != want {
+		return nil, fmt.Errorf("%w: flat encoding of %d bits per value for type %s (%d bits)", errCorrupt20, f.BitsPerValue, dt, want)
+	}
+	raw, err := d.flatBuffer(f, pageRows)
+	if err != nil {
+		return nil, err
+	}
+	if want == 1 {
+		if uint64(len(raw))*8 < skip+take {
+			return nil, fmt.Errorf("%w: bitmap of %d bytes for %d rows", errCorrupt20, len(raw), skip+take)
+		}
+		out := make([]byte, bitutil.BytesForBits(int64(take)))
+		bitutil.CopyBitmap(raw, int(skip), int(take), out, 0)
+		nd := array.NewData(dt, int(take), []*memory.Buffer{nil, memory.NewBufferBytes(out)}, nil, 0, 0)
+		defer nd.Release()
+		return array.MakeFromData(nd), nil
+	}
+	if want%8 != 0 {
+		return nil, fmt.Errorf("lance 2.0: flat encoding of %d bits per value is not supported", want)
+	}
+	width := want / 8
+	hi, end := bits.Mul64(skip+take, width)
+	if hi != 0 || end > uint64(len(raw)) {
+		return nil, fmt.Errorf("%w: flat buffer of %d bytes for %d values of %d bytes", errCorrupt20, len(raw), skip+take, width)
+	}
+	out := make([]byte, take*width)
+	copy(out, raw[skip*width:end])
+	nd := array.NewData(dt, int(take), []*memory.Buffer{nil, memory.NewBufferBytes(out)}, nil, 0, 0)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// flatBuffer returns the bytes of a flat encoding's buffer, decompressed when
+// the encoding names a compression scheme. A decompressed buffer may not
+// exceed the size pageRows values of its width need.
+func (d *decoder20) flatBuffer(f *enc20pb.Flat, pageRows uint64) ([]byte, error) {
+	raw, err := d.bufs.get(f.Buffer)
+	if err != nil {
+		return nil, err
+	}
+	scheme := f.GetCompression().GetScheme()
+	if scheme == "" || scheme == "none" {
+		return raw, nil
+	}
+	hi, lo := bits.Mul64(pageRows, f.BitsPerValue)
+	if hi != 0 || lo > math.MaxInt32*8 {
+		return nil, fmt.Errorf("%w: compressed flat buffer of %d values of %d bits", errCorrupt20, pageRows, f.BitsPerValue)
+	}
+	limit := int((lo + 7) / 8)
+	if len(raw) > 0 {
+		if got, ok := d.decompressed[&raw[0]]; ok {
+			return got, nil
+		}
+	}
+	out, err := decompress20(scheme, raw, limit)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > 0 {
+		if d.decompressed == nil {
+			d.decompressed = map[*byte][]byte{}
+		}
+		d.decompressed[&raw[0]] = out
+	}
+	return out, nil
+}
+
+// decompress20 inflates a buffer compressed with a general-purpose scheme
+// into at most limit bytes.
+func decompress20(scheme string, raw []byte, limit int) ([]byte, error) {
+	var r io.Reader
+	switch scheme {
+	case "zstd":
+		zr, err := zstd.NewReader(bytes.NewReader(raw), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
+		if err != nil {
+			return nil, err
+		}
+		defer zr.Close()
+		r = zr
+	case "lz4":
+		r = lz4.NewReader(bytes.NewReader(raw))
+	default:
+		return nil, fmt.Errorf("lance 2.0: compression scheme %q is not supported", scheme)
+	}
+	var out bytes.Buffer
+	n, err := io.Copy(&out, io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s buffer: %v", errCorrupt20, scheme, err)
+	}
+	if n > int64(limit) {
+		return nil, fmt.Errorf("%w: %s buffer inflates past %d bytes", errCorrupt20, scheme, limit)
+	}
+	return out.Bytes(), nil
+}
+
+func (d *decoder20) fixedSizeList(f *enc20pb.FixedSizeList, pageRows, skip, take uint64, dt arrow.DataType, depth int) (arrow.Array, error) {
+	ft, ok := dt.(*arrow.FixedSizeListType)
+	if !ok {
+		return nil, fmt.Errorf("%w: fixed-size-list encoding for type %s", errCorrupt20, dt)
+	}
+	dim := uint64(f.Dimension)
+	if dim == 0 || dim != uint64(ft.Len()) {
+		return nil, fmt.Errorf("%w: fixed-size-list of dimension %d for type %s", errCorrupt20, f.Dimension, dt)
+	}
+	if f.HasValidity {
+		return nil, fmt.Errorf("lance 2.0: fixed-size-list with inline validity is not supported")
+	}
+	hi, itemRows := bits.Mul64(pageRows, dim)
+	if hi != 0 {
+		return nil, fmt.Errorf("%w: fixed-size-list page of %d rows of %d items", errCorrupt20, pageRows, dim)
+	}
+	items, err := d.decode(f.Items, itemRows, skip*dim, take*dim, ft.Elem(), depth+1)
+	if err != nil {
+		return nil, err
+	}
+	defer items.Release()
+	nd := array.NewData(dt, int(take), []*memory.Buffer{nil}, []arrow.ArrayData{items.Data()}, 0, 0)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// binaryKind reports whether dt is a variable-width binary type and whether
+// its offsets are 64-bit.
+func binaryKind(dt arrow.DataType) (ok, large bool) {
+	switch dt.ID() {
+	case arrow.STRING, arrow.BINARY:
+		return true, false
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		return true, true
+	}
+	return false, false
+}
+
+func (d *decoder20) binary(b *enc20pb.Binary, pageRows, skip, take uint64, dt arrow.DataType, depth int) (arrow.Array, error) {
+	isBin, large := binaryKind(dt)
+	if !isBin {
+		return nil, fmt.Errorf("%w: binary encoding for type %s", errCorrupt20, dt)
+	}
+	// The indices hold each row's end offset (cumulative, from the page's
+	// first byte), plus null_adjustment when the row is null.
+	lo := skip
+	if skip > 0 {
+		lo = skip - 1
+	}
+	idxArr, err := d.decode(b.Indices, pageRows, lo, skip+take-lo, arrow.PrimitiveTypes.Uint64, depth+1)
+	if err != nil {
+		return nil, fmt.Errorf("binary indices: %w", err)
+	}
+	defer idxArr.Release()
+	if idxArr.NullN() != 0 {
+		return nil, fmt.Errorf("%w: binary indices have nulls", errCorrupt20)
+	}
+	idx := idxArr.(*array.Uint64).Uint64Values()
+	adj := b.NullAdjustment
+	norm := func(v uint64) (bool, uint64) {
+		if v >= adj {
+			return false, v - adj
+		}
+		return true, v
+	}
+	var start uint64
+	if skip > 0 {
+		_, start = norm(idx[0])
+		idx = idx[1:]
+	}
+	ends := make([]uint64, len(idx))
+	var validity []byte
+	nulls := 0
+	prev := start
+	for i, v := range idx {
+		ok, end := norm(v)
+		if end < prev {
+			return nil, fmt.Errorf("%w: binary offsets decrease (%d after %d)", errCorrupt20, end, prev)
+		}
+		if !ok {
+			if validity == nil {
+				validity = make([]byte, bitutil.BytesForBits(int64(len(idx))))
+				bitutil.SetBitsTo(validity, 0, int64(i), true)
+			}
+			nulls++
+		} else if validity != nil {
+			bitutil.SetBit(validity, i)
+		}
+		ends[i] = end - start
+		prev = end
+	}
+	total := prev - start
+	if !large && total > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d bytes of values for type %s", errCorrupt20, total, dt)
+	}
+	data, err := d.bytesRange(b.Bytes, start, total, depth+1)
+	if err != nil {
+		return nil, fmt.Errorf("binary bytes: %w", err)
+	}
+	var offsets []byte
+	if large {
+		o := make([]int64, len(ends)+1)
+		for i, e := range ends {
+			o[i+1] = int64(e)
+		}
+		offsets = arrow.Int64Traits.CastToBytes(o)
+	} else {
+		o := make([]int32, len(ends)+1)
+		for i, e := range ends {
+			o[i+1] = int32(e)
+		}
+		offsets = arrow.Int32Traits.CastToBytes(o)
+	}
+	var vb *memory.Buffer
+	if validity != nil {
+		vb = memory.NewBufferBytes(validity)
+	}
+	nd := array.NewData(dt, int(take), []*memory.Buffer{vb, memory.NewBufferBytes(offsets), memory.NewBufferBytes(data)}, nil, nulls, 0)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// bytesRange returns n bytes starting at byte start of a byte-array encoding
+// (Flat of 8 bits, possibly compressed).
+func (d *decoder20) bytesRange(enc *enc20pb.ArrayEncoding, start, n uint64, depth int) ([]byte, error) {
+	if n == 0 {
+		return []byte{}, nil
+	}
+	for {
+		nn, ok := enc.GetArrayEncoding().(*enc20pb.ArrayEncoding_Nullable)
+		if !ok {
+			break
+		}
+		nonull, ok := nn.Nullable.GetNullability().(*enc20pb.Nullable_NoNulls)
+		if !ok {
+			return nil, fmt.Errorf("%w: nullable bytes of a binary encoding", errCorrupt20)
+		}
+		if depth++; depth > maxEncodingDepth20 {
+			return nil, fmt.Errorf("%w: encodings nested deeper than %d", errCorrupt20, maxEncodingDepth20)
+		}
+		enc = nonull.NoNulls.GetValues()
+	}
+	f := enc.GetFlat()
+	if f == nil {
+		return nil, fmt.Errorf("lance 2.0: bytes of a binary encoding as %T are not supported", enc.GetArrayEncoding())
+	}
+	if f.BitsPerValue != 8 {
+		return nil, fmt.Errorf("%w: bytes of a binary encoding with %d bits per value", errCorrupt20, f.BitsPerValue)
+	}
+	end := start + n
+	if end < start {
+		return nil, fmt.Errorf("%w: byte range overflows", errCorrupt20)
+	}
+	raw, err := d.flatBuffer(f, end)
+	if err != nil {
+		return nil, err
+	}
+	if end > uint64(len(raw)) {
+		return nil, fmt.Errorf("%w: bytes %d..%d of a %d-byte buffer", errCorrupt20, start, end, len(raw))
+	}
+	out := make([]byte, n)
+	copy(out, raw[start:end])
+	return out, nil
+}
+
+func (d *decoder20) dictionary(de *enc20pb.Dictionary, pageRows, skip, take uint64, dt arrow.DataType, depth int) (arrow.Array, error) {
+	valueType := dt
+	dictTarget, isDict := dt.(*arrow.DictionaryType)
+	if isDict {
+		valueType = dictTarget.ValueType
+	}
+	n := uint64(de.NumDictionaryItems)
+	items, err := d.decode(de.Items, n, 0, n, valueType, depth+1)
+	if err != nil {
+		return nil, fmt.Errorf("dictionary items: %w", err)
+	}
+	defer items.Release()
+	idxType := arrow.DataType(arrow.PrimitiveTypes.Uint8)
+	if isDict {
+		idxType = dictTarget.IndexType
+	} else if f := innerFlat(de.Indices); f != nil {
+		switch f.BitsPerValue {
+		case 16:
+			idxType = arrow.PrimitiveTypes.Uint16
+		case 32:
+			idxType = arrow.PrimitiveTypes.Uint32
+		case 64:
+			idxType = arrow.PrimitiveTypes.Uint64
+		}
+	}
+	indices, err := d.decode(de.Indices, pageRows, skip, take, idxType, depth+1)
+	if err != nil {
+		return nil, fmt.Errorf("dictionary indices: %w", err)
+	}
+	defer indices.Release()
+	if isDict {
+		// The indices of an Arrow dictionary column are stored as they are.
+		for i := 0; i < indices.Len(); i++ {
+			if indices.IsValid(i) {
+				if k, ok := indexAt(indices, i); !ok || k >= n {
+					return nil, fmt.Errorf("%w: dictionary index %d of %d items", errCorrupt20, k, n)
+				}
+			}
+		}
+		return array.NewDictionaryArray(dt, indices, items), nil
+	}
+	// Otherwise index 0 stands for null and index k for item k-1.
+	pick := make([]int64, indices.Len())
+	for i := range pick {
+		k, ok := indexAt(indices, i)
+		switch {
+		case !ok || !indices.IsValid(i) || k == 0:
+			pick[i] = -1
+		case k > n:
+			return nil, fmt.Errorf("%w: dictionary index %d of %d items", errCorrupt20, k, n)
+		default:
+			pick[i] = int64(k - 1)
+		}
+	}
+	return takeValues(items, pick)
+}
+
+// innerFlat returns the Flat encoding under any NoNulls wrappers, or nil.
+func innerFlat(enc *enc20pb.ArrayEncoding) *enc20pb.Flat {
+	for i := 0; i < maxEncodingDepth20 && enc != nil; i++ {
+		switch e := enc.ArrayEncoding.(type) {
+		case *enc20pb.ArrayEncoding_Flat:
+			return e.Flat
+		case *enc20pb.ArrayEncoding_Nullable:
+			enc = e.Nullable.GetNoNulls().GetValues()
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// indexAt returns element i of an unsigned or signed integer array as a
+// uint64; ok is false for negative values and other types.
+func indexAt(a arrow.Array, i int) (uint64, bool) {
+	switch a := a.(type) {
+	case *array.Uint8:
+		return uint64(a.Value(i)), true
+	case *array.Uint16:
+		return uint64(a.Value(i)), true
+	case *array.Uint32:
+		return uint64(a.Value(i)), true
+	case *array.Uint64:
+		return a.Value(i), true
+	case *array.Int8:
+		return uint64(a.Value(i)), a.Value(i) >= 0
+	case *array.Int16:
+		return uint64(a.Value(i)), a.Value(i) >= 0
+	case *array.Int32:
+		return uint64(a.Value(i)), a.Value(i) >= 0
+	case *array.Int64:
+		return uint64(a.Value(i)), a.Value(i) >= 0
+	}
+	return 0, false
+}
+
+// takeValues gathers items[pick[i]] (null where pick[i] < 0) into a new array
+// of the items' type.
+func takeValues(items arrow.Array, pick []int64) (arrow.Array, error) {
+	b := array.NewBuilder(memory.DefaultAllocator, items.DataType())
+	defer b.Release()
+	b.Reserve(len(pick))
+	for _, k := range pick {
+		if k < 0 || items.IsNull(int(k)) {
+			b.AppendNull()
+			continue
+		}
+		if err := appendValue(b, items, int(k)); err != nil {
+			return nil, err
+		}
+	}
+	return b.NewArray(), nil
+}
+
+func appendValue(b array.Builder, items arrow.Array, k int) error {
+	switch a := items.(type) {
+	case *array.String:
+		b.(*array.StringBuilder).Append(a.Value(k))
+	case *array.LargeString:
+		b.(*array.LargeStringBuilder).Append(a.Value(k))
+	case *array.Binary:
+		b.(*array.BinaryBuilder).Append(a.Value(k))
+	case *array.LargeBinary:
+		b.(*array.BinaryBuilder).Append(a.Value(k))
+	default:
+		return fmt.Errorf("lance 2.0: dictionary of %s values is not supported", items.DataType())
+	}
+	return nil
+}
+
+func (d *decoder20) fixedSizeBinary(f *enc20pb.FixedSizeBinary, pageRows, skip, take uint64, dt arrow.DataType, depth int) (arrow.Array, error) {
+	isBin, large := binaryKind(dt)
+	if !isBin {
+		return nil, fmt.Errorf("%w: fixed-size-binary encoding for type %s", errCorrupt20, dt)
+	}
+	w := uint64(f.ByteWidth)
+	hi, start := bits.Mul64(skip, w)
+	hi2, n := bits.Mul64(take, w)
+	if hi != 0 || hi2 != 0 || (!large && n > math.MaxInt32) {
+		return nil, fmt.Errorf("%w: fixed-size-binary of %d rows of %d bytes", errCorrupt20, take, w)
+	}
+	data, err := d.bytesRange(f.Bytes, start, n, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	var offsets []byte
+	if large {
+		o := make([]int64, take+1)
+		for i := range o {
+			o[i] = int64(uint64(i) * w)
+		}
+		offsets = arrow.Int64Traits.CastToBytes(o)
+	} else {
+		o := make([]int32, take+1)
+		for i := range o {
+			o[i] = int32(uint64(i) * w)
+		}
+		offsets = arrow.Int32Traits.CastToBytes(o)
+	}
+	nd := array.NewData(dt, int(take), []*memory.Buffer{nil, memory.NewBufferBytes(offsets), memory.NewBufferBytes(data)}, nil, 0, 0)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// listPage20 is rows [skip, skip+take) of a 2.0 list-offsets page: Arrow
+// offsets relative to the first item (take+1 values), the validity bitmap
+// (nil when no list is null) and the page-relative range of items they span.
+type listPage20 struct {
+	offsets    []uint64
+	validity   []byte
+	nulls      int
+	itemsStart uint64
+	itemsEnd   uint64
+}
+
+// decodeListPage20 decodes rows [skip, skip+take) of a page of pageRows rows
+// encoded as List. Each stored offset is the end of its list counted from the
+// page's first item, plus null_offset_adjustment when the list is null.
+func decodeListPage20(l *enc20pb.List, bufs *pageBufs20, pageRows, skip, take uint64) (*listPage20, error) {
+	if skip > pageRows || take > pageRows-skip {
+		return nil, fmt.Errorf("%w: rows %d..+%d outside a page of %d rows", errCorrupt20, skip, take, pageRows)
+	}
+	adj := l.NullOffsetAdjustment
+	if adj == 0 || adj <= l.NumItems {
+		return nil, fmt.Errorf("%w: list null offset adjustment %d for %d items", errCorrupt20, adj, l.NumItems)
+	}
+	lo := skip
+	if skip > 0 {
+		lo = skip - 1
+	}
+	d := decoder20{bufs: bufs}
+	arr, err := d.decode(l.Offsets, pageRows, lo, skip+take-lo, arrow.PrimitiveTypes.Uint64, 1)
+	if err != nil {
+		return nil, fmt.Errorf("list offsets: %w", err)
+	}
+	defer arr.Release()
+	if arr.NullN() != 0 {
+		return nil, fmt.Errorf("%w: list offsets have nulls", errCorrupt20)
+	}
+	raw := arr.(*array.Uint64).Uint64Values()
+	norm := func(v uint64) (bool, uint64, error) {
+		valid := v < adj
+		if !valid {
+			v -= adj
+		}
+		if v > l.NumItems {
+			return false, 0, fmt.Errorf("%w: list offset %d past the page's %d items", errCorrupt20, v, l.NumItems)
+		}
+		return valid, v, nil
+	}
+	var start uint64
+	if skip > 0 {
+		var err error
+		if _, start, err = norm(raw[0]); err != nil {
+			return nil, err
+		}
+		raw = raw[1:]
+	}
+	p := &listPage20{offsets: make([]uint64, len(raw)+1), itemsStart: start}
+	prev := start
+	for i, v := range raw {
+		ok, end, err := norm(v)
+		if err != nil {
+			return nil, err
+		}
+		if end < prev {
+			return nil, fmt.Errorf("%w: list offsets decrease (%d after %d)", errCorrupt20, end, prev)
+		}
+		if !ok {
+			if p.validity == nil {
+				p.validity = make([]byte, bitutil.BytesForBits(int64(len(raw))))
+				bitutil.SetBitsTo(p.validity, 0, int64(i), true)
+			}
+			p.nulls++
+		} else if p.validity != nil {
+			bitutil.SetBit(p.validity, i)
+		}
+		p.offsets[i+1] = end - start
+		prev = end
+	}
+	p.itemsEnd = prev
+	return p, nil
+}

@@ -1,0 +1,297 @@
+package file
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/lance/pb/enc20pb"
+)
+
+// columnSource20 is what the 2.0 column reader needs of a file: the pages of
+// each physical column and, on demand, a page's buffers.
+type columnSource20 interface {
+	// numPages returns the number of pages of physical column col.
+	numPages(col int) (int, error)
+	// pageInfo returns the row count and the raw encoding (an Any) of a page.
+	pageInfo(col, page int) (rows uint64, encoding []byte, err error)
+	// pageBuffers reads the buffers of a page and of its column, and the
+	// file's global buffers when the encoding needs them.
+	pageBuffers(ctx context.Context, col, page int) (*pageBufs20, error)
+}
+
+// columnCount20 is the number of physical columns a field of type dt takes
+// in a 2.0 file: lists and structs have a column of their own before their
+// children's, every other type is one column.
+func columnCount20(dt arrow.DataType) int {
+	switch t := dt.(type) {
+	case *arrow.ListType:
+		return 1 + columnCount20(t.Elem())
+	case *arrow.LargeListType:
+		return 1 + columnCount20(t.Elem())
+	case *arrow.StructType:
+		n := 1
+		for _, f := range t.Fields() {
+			n += columnCount20(f.Type)
+		}
+		return n
+	}
+	return 1
+}
+
+// readFields20 reads rows [start, end) of the top-level fields whose indexes
+// are columns, of a file whose top-level fields have the types in types.
+func readFields20(ctx context.Context, src columnSource20, types []arrow.DataType, columns []int, start, end uint64) ([]arrow.Array, error) {
+	first := make([]int, len(types))
+	col := 0
+	for i, dt := range types {
+		first[i] = col
+		col += columnCount20(dt)
+	}
+	out := make([]arrow.Array, 0, len(columns))
+	for _, c := range columns {
+		if c < 0 || c >= len(types) {
+			releaseAll(out)
+			return nil, fmt.Errorf("lance: column %d of %d", c, len(types))
+		}
+		arr, err := readField20(ctx, src, types[c], first[c], start, end, 0)
+		if err != nil {
+			releaseAll(out)
+			return nil, fmt.Errorf("column %d: %w", c, err)
+		}
+		out = append(out, arr)
+	}
+	return out, nil
+}
+
+func releaseAll(arrs []arrow.Array) {
+	for _, a := range arrs {
+		if a != nil {
+			a.Release()
+		}
+	}
+}
+
+// readField20 reads rows [start, end) of a field of type dt whose first
+// physical column is col.
+func readField20(ctx context.Context, src columnSource20, dt arrow.DataType, col int, start, end uint64, depth int) (arrow.Array, error) {
+	if depth > maxEncodingDepth20 {
+		return nil, fmt.Errorf("%w: fields nested deeper than %d", errCorrupt20, maxEncodingDepth20)
+	}
+	switch t := dt.(type) {
+	case *arrow.StructType:
+		return readStruct20(ctx, src, t, col, start, end, depth)
+	case *arrow.ListType:
+		return readList20(ctx, src, dt, t.Elem(), col, start, end, depth)
+	case *arrow.LargeListType:
+		return readList20(ctx, src, dt, t.Elem(), col, start, end, depth)
+	}
+	var pieces []arrow.Array
+	defer func() { releaseAll(pieces) }()
+	err := forPages20(src, col, start, end, func(page int, rows, skip, take uint64, enc *enc20pb.ArrayEncoding) error {
+		bufs, err := src.pageBuffers(ctx, col, page)
+		if err != nil {
+			return err
+		}
+		arr, err := decodePage20(enc, bufs, rows, skip, take, dt)
+		if err != nil {
+			return fmt.Errorf("page %d: %w", page, err)
+		}
+		pieces = append(pieces, arr)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return concat20(dt, pieces)
+}
+
+// forPages20 calls fn for each page of column col that holds rows of
+// [start, end), with the page's row count, the part of it wanted and its
+// encoding. It fails when the column has fewer than end rows.
+func forPages20(src columnSource20, col int, start, end uint64, fn func(page int, rows, skip, take uint64, enc *enc20pb.ArrayEncoding) error) error {
+	n, err := src.numPages(col)
+	if err != nil {
+		return err
+	}
+	var base uint64
+	for p := 0; p < n && base < end; p++ {
+		rows, raw, err := src.pageInfo(col, p)
+		if err != nil {
+			return err
+		}
+		pageEnd := base + rows
+		if pageEnd < base {
+			return fmt.Errorf("%w: page row counts overflow", errCorrupt20)
+		}
+		if pageEnd > start && rows > 0 {
+			enc, err := parseArrayEncoding20(raw)
+			if err != nil {
+				return fmt.Errorf("page %d: %w", p, err)
+			}
+			skip := uint64(0)
+			if start > base {
+				skip = start - base
+			}
+			take := min(pageEnd, end) - base - skip
+			if err := fn(p, rows, skip, take, enc); err != nil {
+				return err
+			}
+		}
+		base = pageEnd
+	}
+	if base < end {
+		return fmt.Errorf("%w: column %d has %d rows, %d wanted", errCorrupt20, col, base, end)
+	}
+	return nil
+}
+
+func concat20(dt arrow.DataType, pieces []arrow.Array) (arrow.Array, error) {
+	switch len(pieces) {
+	case 0:
+		b := array.NewBuilder(memory.DefaultAllocator, dt)
+		defer b.Release()
+		return b.NewArray(), nil
+	case 1:
+		pieces[0].Retain()
+		return pieces[0], nil
+	}
+	return array.Concatenate(pieces, memory.DefaultAllocator)
+}
+
+func readStruct20(ctx context.Context, src columnSource20, t *arrow.StructType, col int, start, end uint64, depth int) (arrow.Array, error) {
+	// The header column holds SimpleStruct pages without buffers: a 2.0 file
+	// keeps no struct validity, only the children's.
+	err := forPages20(src, col, start, end, func(page int, _, _, _ uint64, enc *enc20pb.ArrayEncoding) error {
+		if enc.GetStruct() == nil {
+			return fmt.Errorf("%w: struct column page %d is %T, want a simple struct", errCorrupt20, page, enc.GetArrayEncoding())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	children := make([]arrow.ArrayData, 0, len(t.Fields()))
+	defer func() {
+		for _, c := range children {
+			c.Release()
+		}
+	}()
+	next := col + 1
+	for _, f := range t.Fields() {
+		arr, err := readField20(ctx, src, f.Type, next, start, end, depth+1)
+		if err != nil {
+			return nil, fmt.Errorf("field %s: %w", f.Name, err)
+		}
+		if uint64(arr.Len()) != end-start {
+			arr.Release()
+			return nil, fmt.Errorf("%w: struct field %s has %d rows, want %d", errCorrupt20, f.Name, arr.Len(), end-start)
+		}
+		children = append(children, arr.Data())
+		arr.Data().Retain()
+		arr.Release()
+		next += columnCount20(f.Type)
+	}
+	nd := array.NewData(t, int(end-start), []*memory.Buffer{nil}, children, 0, 0)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+func readList20(ctx context.Context, src columnSource20, dt, elem arrow.DataType, col int, start, end uint64, depth int) (arrow.Array, error) {
+	_, large := dt.(*arrow.LargeListType)
+	var pieces []arrow.Array
+	defer func() { releaseAll(pieces) }()
+	// Each list page's offsets count from the page's first item; the items
+	// of page p follow those of the pages before it in the items column.
+	var itemsBase uint64
+	n, err := src.numPages(col)
+	if err != nil {
+		return nil, err
+	}
+	var base uint64
+	for p := 0; p < n && base < end; p++ {
+		rows, raw, err := src.pageInfo(col, p)
+		if err != nil {
+			return nil, err
+		}
+		pageEnd := base + rows
+		if pageEnd < base {
+			return nil, fmt.Errorf("%w: page row counts overflow", errCorrupt20)
+		}
+		enc, err := parseArrayEncoding20(raw)
+		if err != nil {
+			return nil, fmt.Errorf("page %d: %w", p, err)
+		}
+		l := enc.GetList()
+		if l == nil {
+			return nil, fmt.Errorf("%w: list column page %d is %T, want a list", errCorrupt20, p, enc.GetArrayEncoding())
+		}
+		if pageEnd > start && rows > 0 {
+			skip := uint64(0)
+			if start > base {
+				skip = start - base
+			}
+			take := min(pageEnd, end) - base - skip
+			bufs, err := src.pageBuffers(ctx, col, p)
+			if err != nil {
+				return nil, err
+			}
+			lp, err := decodeListPage20(l, bufs, rows, skip, take)
+			if err != nil {
+				return nil, fmt.Errorf("page %d: %w", p, err)
+			}
+			items, err := readField20(ctx, src, elem, col+1, itemsBase+lp.itemsStart, itemsBase+lp.itemsEnd, depth+1)
+			if err != nil {
+				return nil, fmt.Errorf("list items: %w", err)
+			}
+			arr, err := makeList20(dt, large, lp, items)
+			items.Release()
+			if err != nil {
+				return nil, err
+			}
+			pieces = append(pieces, arr)
+		}
+		itemsBase += l.NumItems
+		if itemsBase < l.NumItems {
+			return nil, fmt.Errorf("%w: list item counts overflow", errCorrupt20)
+		}
+		base = pageEnd
+	}
+	if base < end {
+		return nil, fmt.Errorf("%w: column %d has %d rows, %d wanted", errCorrupt20, col, base, end)
+	}
+	return concat20(dt, pieces)
+}
+
+func makeList20(dt arrow.DataType, large bool, lp *listPage20, items arrow.Array) (arrow.Array, error) {
+	if uint64(items.Len()) != lp.itemsEnd-lp.itemsStart {
+		return nil, fmt.Errorf("%w: %d list items read, %d wanted", errCorrupt20, items.Len(), lp.itemsEnd-lp.itemsStart)
+	}
+	var offsets []byte
+	if large {
+		o := make([]int64, len(lp.offsets))
+		for i, v := range lp.offsets {
+			o[i] = int64(v)
+		}
+		offsets = arrow.Int64Traits.CastToBytes(o)
+	} else {
+		if items.Len() > 1<<31-1 {
+			return nil, fmt.Errorf("%w: %d items in a list page", errCorrupt20, items.Len())
+		}
+		o := make([]int32, len(lp.offsets))
+		for i, v := range lp.offsets {
+			o[i] = int32(v)
+		}
+		offsets = arrow.Int32Traits.CastToBytes(o)
+	}
+	var vb *memory.Buffer
+	if lp.validity != nil {
+		vb = memory.NewBufferBytes(lp.validity)
+	}
+	nd := array.NewData(dt, len(lp.offsets)-1, []*memory.Buffer{vb, memory.NewBufferBytes(offsets)}, []arrow.ArrayData{items.Data()}, lp.nulls, 0)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
