@@ -1,8 +1,19 @@
 package file
 
 import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/mvq-dev/mvq/lance/pb/enc20pb"
+	"github.com/mvq-dev/mvq/lance/pb/file2pb"
+	"github.com/mvq-dev/mvq/lance/pb/filepb"
 )
 
 // columnWriter encodes the values of one top-level field into pages of the
@@ -46,4 +57,304 @@ type encodedColumn struct {
 	// encoding is the column encoding (an *enc20pb.ColumnEncoding, by default
 	// the Values variant); nil leaves the column's encoding unset.
 	encoding proto.Message
+}
+
+// newColumnWriters20 builds the 2.0 encoders; the 2.0 encoder file sets it.
+// While it is nil, NewWriter refuses V2_0.
+var newColumnWriters20Hook func(fields []*filepb.Field, schema *arrow.Schema) ([]columnWriter, error)
+
+// DefaultPageSize is the number of value bytes a column buffers before it
+// writes a page, as Lance does.
+const DefaultPageSize = 8 << 20
+
+// WriterOptions configure a Writer.
+type WriterOptions struct {
+	// Version is the file format version; the zero value means V2_1.
+	Version Version
+	// PageSize is the target size in bytes of a column's page before
+	// encoding; 0 means DefaultPageSize. A single value larger than it still
+	// makes a page of its own.
+	PageSize int
+	// Metadata is stored as the schema metadata of the file.
+	Metadata map[string][]byte
+	// Schema is the Arrow schema of the batches, needed up front only for
+	// V2_0; for V2_1 the first batch's schema is used.
+	Schema *arrow.Schema
+}
+
+// Writer writes one Lance data file. It is not safe for concurrent use.
+type Writer struct {
+	out    *posWriter
+	opts   WriterOptions
+	fields []*filepb.Field
+	top    []*filepb.Field
+	cols   []columnWriter
+	base   []int // first column index of each top-level field
+	meta   []*file2pb.ColumnMetadata
+	rows   uint64
+	err    error
+	closed bool
+}
+
+type posWriter struct {
+	w   io.Writer
+	pos uint64
+}
+
+func (p *posWriter) Write(b []byte) (int, error) {
+	n, err := p.w.Write(b)
+	p.pos += uint64(n)
+	return n, err
+}
+
+var padding [64]byte
+
+func (p *posWriter) pad() error {
+	if r := p.pos % 64; r != 0 {
+		_, err := p.Write(padding[:64-r])
+		return err
+	}
+	return nil
+}
+
+// NewWriter starts a Lance file on w with the given fields (ids assigned
+// depth-first from 0, parent_id -1 at the top, as lance/schema makes them).
+// Nothing is written until the first page is full or Close is called.
+func NewWriter(w io.Writer, fields []*filepb.Field, opts WriterOptions) (*Writer, error) {
+	if opts.Version == (Version{}) {
+		opts.Version = V2_1
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if len(fields) == 0 {
+		return nil, errors.New("lance file writer: no fields")
+	}
+	wr := &Writer{out: &posWriter{w: w}, opts: opts, fields: fields}
+	for _, f := range fields {
+		if f.ParentId == -1 {
+			wr.top = append(wr.top, f)
+		}
+	}
+	switch opts.Version {
+	case V2_1:
+		cols, err := newColumnWriters21(fields, opts.PageSize)
+		if err != nil {
+			return nil, err
+		}
+		wr.cols = cols
+	case V2_0:
+		if newColumnWriters20Hook == nil {
+			return nil, fmt.Errorf("lance file writer: version %d.%d: not supported", opts.Version.Major, opts.Version.Minor)
+		}
+		if opts.Schema == nil {
+			return nil, errors.New("lance file writer: version 2.0 needs WriterOptions.Schema")
+		}
+		cols, err := newColumnWriters20Hook(fields, opts.Schema)
+		if err != nil {
+			return nil, err
+		}
+		wr.cols = cols
+	default:
+		return nil, fmt.Errorf("lance file writer: version %d.%d: not supported", opts.Version.Major, opts.Version.Minor)
+	}
+	if len(wr.cols) != len(wr.top) {
+		return nil, fmt.Errorf("lance file writer: %d column writers for %d top-level fields", len(wr.cols), len(wr.top))
+	}
+	n := 0
+	for _, c := range wr.cols {
+		wr.base = append(wr.base, n)
+		n += c.numColumns()
+	}
+	wr.meta = make([]*file2pb.ColumnMetadata, n)
+	for i := range wr.meta {
+		wr.meta[i] = &file2pb.ColumnMetadata{}
+	}
+	return wr, nil
+}
+
+// Write appends the rows of rec, whose columns are the top-level fields in
+// order. After an error the Writer is unusable and Close reports the error.
+func (w *Writer) Write(rec arrow.RecordBatch) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return errors.New("lance file writer: write after close")
+	}
+	if int(rec.NumCols()) != len(w.top) {
+		w.err = fmt.Errorf("lance file writer: batch has %d columns, schema %d", rec.NumCols(), len(w.top))
+		return w.err
+	}
+	if rec.NumRows() == 0 {
+		return nil
+	}
+	for i, c := range w.cols {
+		col := rec.Column(i)
+		if !w.top[i].Nullable && col.NullN() > 0 {
+			w.err = fmt.Errorf("lance file writer: field %q is not nullable but has %d nulls", w.top[i].Name, col.NullN())
+			return w.err
+		}
+		pages, err := c.write(col)
+		if err != nil {
+			w.err = fmt.Errorf("lance file writer: field %q: %w", w.top[i].Name, err)
+			return w.err
+		}
+		if err := w.writePages(i, pages); err != nil {
+			w.err = err
+			return err
+		}
+	}
+	w.rows += uint64(rec.NumRows())
+	return nil
+}
+
+func (w *Writer) writePages(field int, pages []encodedPage) error {
+	for _, p := range pages {
+		col := w.base[field] + p.column
+		if p.column < 0 || col >= len(w.meta) || (field+1 < len(w.base) && col >= w.base[field+1]) {
+			return fmt.Errorf("lance file writer: page for column %d outside field %d", p.column, field)
+		}
+		page := &file2pb.ColumnMetadata_Page{Length: p.numRows, Priority: p.firstRow}
+		for _, b := range p.buffers {
+			if err := w.out.pad(); err != nil {
+				return err
+			}
+			page.BufferOffsets = append(page.BufferOffsets, w.out.pos)
+			page.BufferSizes = append(page.BufferSizes, uint64(len(b)))
+			if _, err := w.out.Write(b); err != nil {
+				return err
+			}
+		}
+		enc, err := directEncoding(p.encoding)
+		if err != nil {
+			return err
+		}
+		page.Encoding = enc
+		w.meta[col].Pages = append(w.meta[col].Pages, page)
+	}
+	return nil
+}
+
+// directEncoding wraps m as a google.protobuf.Any whose type URL is
+// "/<full name>", the form Lance writes and checks.
+func directEncoding(m proto.Message) (*file2pb.Encoding, error) {
+	if m == nil {
+		return nil, nil
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	anyb, err := proto.Marshal(&anypb.Any{TypeUrl: "/" + string(proto.MessageName(m)), Value: b})
+	if err != nil {
+		return nil, err
+	}
+	return &file2pb.Encoding{Location: &file2pb.Encoding_Direct{Direct: &file2pb.DirectEncoding{Encoding: anyb}}}, nil
+}
+
+// Close flushes the buffered pages, writes the column metadata, the schema
+// and the footer, and returns the number of rows written. It does not close
+// the underlying io.Writer.
+func (w *Writer) Close() (uint64, error) {
+	if w.closed {
+		return w.rows, w.err
+	}
+	w.closed = true
+	if w.err != nil {
+		return 0, w.err
+	}
+	if err := w.finish(); err != nil {
+		w.err = err
+		return 0, err
+	}
+	return w.rows, nil
+}
+
+func (w *Writer) finish() error {
+	for i, c := range w.cols {
+		pages, cols, err := c.finish()
+		if err != nil {
+			return fmt.Errorf("lance file writer: field %q: %w", w.top[i].Name, err)
+		}
+		if err := w.writePages(i, pages); err != nil {
+			return err
+		}
+		if len(cols) != c.numColumns() {
+			return fmt.Errorf("lance file writer: field %q finished %d columns, owns %d", w.top[i].Name, len(cols), c.numColumns())
+		}
+		for j, ec := range cols {
+			m := w.meta[w.base[i]+j]
+			for _, b := range ec.buffers {
+				if err := w.out.pad(); err != nil {
+					return err
+				}
+				m.BufferOffsets = append(m.BufferOffsets, w.out.pos)
+				m.BufferSizes = append(m.BufferSizes, uint64(len(b)))
+				if _, err := w.out.Write(b); err != nil {
+					return err
+				}
+			}
+			enc := ec.encoding
+			if enc == nil {
+				enc = valuesColumnEncoding()
+			}
+			e, err := directEncoding(enc)
+			if err != nil {
+				return err
+			}
+			m.Encoding = e
+		}
+	}
+	// Global buffer 0: the file descriptor (schema and row count).
+	desc, err := proto.MarshalOptions{Deterministic: true}.Marshal(&filepb.FileDescriptor{
+		Schema: &filepb.Schema{Fields: w.fields, Metadata: w.opts.Metadata},
+		Length: w.rows,
+	})
+	if err != nil {
+		return err
+	}
+	if err := w.out.pad(); err != nil {
+		return err
+	}
+	descPos := w.out.pos
+	if _, err := w.out.Write(desc); err != nil {
+		return err
+	}
+	metaStart := w.out.pos
+	type ref struct{ pos, size uint64 }
+	refs := make([]ref, len(w.meta))
+	for i, m := range w.meta {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			return err
+		}
+		refs[i] = ref{w.out.pos, uint64(len(b))}
+		if _, err := w.out.Write(b); err != nil {
+			return err
+		}
+	}
+	tail := make([]byte, 0, 16*len(refs)+16+40)
+	cmoStart := w.out.pos
+	for _, r := range refs {
+		tail = binary.LittleEndian.AppendUint64(tail, r.pos)
+		tail = binary.LittleEndian.AppendUint64(tail, r.size)
+	}
+	gboStart := cmoStart + uint64(len(tail))
+	tail = binary.LittleEndian.AppendUint64(tail, descPos)
+	tail = binary.LittleEndian.AppendUint64(tail, uint64(len(desc)))
+	tail = binary.LittleEndian.AppendUint64(tail, metaStart)
+	tail = binary.LittleEndian.AppendUint64(tail, cmoStart)
+	tail = binary.LittleEndian.AppendUint64(tail, gboStart)
+	tail = binary.LittleEndian.AppendUint32(tail, 1)
+	tail = binary.LittleEndian.AppendUint32(tail, uint32(len(w.meta)))
+	tail = binary.LittleEndian.AppendUint16(tail, w.opts.Version.Major)
+	tail = binary.LittleEndian.AppendUint16(tail, w.opts.Version.Minor)
+	tail = append(tail, "LANC"...)
+	_, err = w.out.Write(tail)
+	return err
+}
+
+func valuesColumnEncoding() proto.Message {
+	return &enc20pb.ColumnEncoding{ColumnEncoding: &enc20pb.ColumnEncoding_Values{Values: &emptypb.Empty{}}}
 }
