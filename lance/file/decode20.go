@@ -37,8 +37,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/mvq-dev/mvq/lance/pb/enc20pb"
 )
@@ -50,8 +48,6 @@ var errCorrupt20 = errors.New("lance 2.0: corrupt page")
 // maxEncodingDepth20 bounds the nesting of array encodings in one page; the
 // deepest tree LanceDB writes is Nullable(FixedSizeList(Nullable(Flat))).
 const maxEncodingDepth20 = 16
-
-const arrayEncodingURL20 = "/lance.encodings.ArrayEncoding"
 
 // checkVersion accepts the file format versions this package reads: 2.0
 // (footer 0.3) and 2.1. The legacy 0.1/0.2 layout and 2.2 or later are
@@ -69,28 +65,13 @@ func checkVersion(v Version) error {
 	}
 }
 
-// parseArrayEncoding20 decodes a 2.0 page encoding: an Any whose type URL is
-// lance.encodings.ArrayEncoding.
-func parseArrayEncoding20(raw []byte) (*enc20pb.ArrayEncoding, error) {
-	var a anypb.Any
-	if err := proto.Unmarshal(raw, &a); err != nil {
-		return nil, fmt.Errorf("%w: page encoding: %v", errCorrupt20, err)
-	}
-	if a.TypeUrl != arrayEncodingURL20 {
-		return nil, fmt.Errorf("%w: page encoding has type %q, want %q", errCorrupt20, a.TypeUrl, arrayEncodingURL20)
-	}
-	var enc enc20pb.ArrayEncoding
-	if err := proto.Unmarshal(a.Value, &enc); err != nil {
-		return nil, fmt.Errorf("%w: page encoding: %v", errCorrupt20, err)
-	}
-	return &enc, nil
-}
-
-// pageBufs20 holds the buffers a 2.0 page encoding may point at.
+// pageBufs20 holds the buffers a 2.0 page encoding may point at: the page's
+// own, and column metadata and global buffers, given or read through load.
 type pageBufs20 struct {
-	page   [][]byte // the page's own buffers
-	column [][]byte // the column metadata buffers
-	file   [][]byte // the file's global buffers
+	page   [][]byte
+	column [][]byte
+	file   [][]byte
+	load   func(t enc20pb.Buffer_BufferType, i uint32) ([]byte, error)
 }
 
 func (b *pageBufs20) get(desc *enc20pb.Buffer) ([]byte, error) {
@@ -101,10 +82,14 @@ func (b *pageBufs20) get(desc *enc20pb.Buffer) ([]byte, error) {
 	switch desc.BufferType {
 	case enc20pb.Buffer_page:
 		set = b.page
-	case enc20pb.Buffer_column:
+	case enc20pb.Buffer_column, enc20pb.Buffer_file:
 		set = b.column
-	case enc20pb.Buffer_file:
-		set = b.file
+		if desc.BufferType == enc20pb.Buffer_file {
+			set = b.file
+		}
+		if set == nil && b.load != nil {
+			return b.load(desc.BufferType, desc.BufferIndex)
+		}
 	default:
 		return nil, fmt.Errorf("%w: unknown buffer type %d", errCorrupt20, desc.BufferType)
 	}

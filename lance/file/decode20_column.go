@@ -16,8 +16,8 @@ import (
 type columnSource20 interface {
 	// numPages returns the number of pages of physical column col.
 	numPages(col int) (int, error)
-	// pageInfo returns the row count and the raw encoding (an Any) of a page.
-	pageInfo(col, page int) (rows uint64, encoding []byte, err error)
+	// pageInfo returns the row count and the encoding of a page.
+	pageInfo(col, page int) (rows uint64, enc *enc20pb.ArrayEncoding, err error)
 	// pageBuffers reads the buffers of a page and of its column, and the
 	// file's global buffers when the encoding needs them.
 	pageBuffers(ctx context.Context, col, page int) (*pageBufs20, error)
@@ -42,37 +42,86 @@ func columnCount20(dt arrow.DataType) int {
 	return 1
 }
 
-// readFields20 reads rows [start, end) of the top-level fields whose indexes
-// are columns, of a file whose top-level fields have the types in types.
-func readFields20(ctx context.Context, src columnSource20, types []arrow.DataType, columns []int, start, end uint64) ([]arrow.Array, error) {
-	first := make([]int, len(types))
-	col := 0
-	for i, dt := range types {
-		first[i] = col
-		col += columnCount20(dt)
-	}
+// readColumns20 reads rows [start, end) of the top-level fields listed in
+// columns from a 2.0 file.
+func (r *Reader) readColumns20(ctx context.Context, columns []int, start, end uint64) ([]arrow.Array, error) {
+	src := &containerSource20{c: r.c, last: map[int]cachedPage20{}}
 	out := make([]arrow.Array, 0, len(columns))
 	for _, c := range columns {
-		if c < 0 || c >= len(types) {
+		if c < 0 || c >= len(r.tops) {
 			releaseAll(out)
-			return nil, fmt.Errorf("lance: column %d of %d", c, len(types))
+			return nil, fmt.Errorf("lance file: column %d out of range [0, %d)", c, len(r.tops))
 		}
-		arr, err := readField20(ctx, src, types[c], first[c], start, end, 0)
+		arr, err := readField20(ctx, src, r.schema.Field(c).Type, r.tops[c].column, start, end, 0)
 		if err != nil {
 			releaseAll(out)
-			return nil, fmt.Errorf("column %d: %w", c, err)
+			return nil, fmt.Errorf("lance file: column %s: %w", r.schema.Field(c).Name, err)
 		}
 		out = append(out, arr)
 	}
 	return out, nil
 }
 
-func releaseAll(arrs []arrow.Array) {
-	for _, a := range arrs {
-		if a != nil {
-			a.Release()
-		}
+// containerSource20 serves a file's pages to the 2.0 column reader. It keeps
+// the last page read of each column, which a list's items and a scan of
+// consecutive row ranges read again.
+type containerSource20 struct {
+	c    *Container
+	last map[int]cachedPage20
+}
+
+type cachedPage20 struct {
+	page int
+	bufs *pageBufs20
+}
+
+func (s *containerSource20) numPages(col int) (int, error) {
+	if col < 0 || col >= len(s.c.Columns) {
+		return 0, fmt.Errorf("%w: column %d of %d", errCorrupt20, col, len(s.c.Columns))
 	}
+	return len(s.c.Columns[col].Pages), nil
+}
+
+func (s *containerSource20) pageInfo(col, page int) (uint64, *enc20pb.ArrayEncoding, error) {
+	p := s.c.Columns[col].Pages[page]
+	var enc enc20pb.ArrayEncoding
+	if err := s.c.UnpackEncoding(p.Encoding, &enc); err != nil {
+		return 0, nil, err
+	}
+	return p.NumRows, &enc, nil
+}
+
+func (s *containerSource20) pageBuffers(ctx context.Context, col, page int) (*pageBufs20, error) {
+	if got, ok := s.last[col]; ok && got.page == page {
+		return got.bufs, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p := s.c.Columns[col].Pages[page]
+	bufs := &pageBufs20{page: make([][]byte, len(p.Buffers))}
+	for i, ref := range p.Buffers {
+		b, err := s.c.ReadBuffer(ref)
+		if err != nil {
+			return nil, err
+		}
+		bufs.page[i] = b
+	}
+	bufs.load = func(t enc20pb.Buffer_BufferType, i uint32) ([]byte, error) {
+		var refs []BufferRef
+		switch t {
+		case enc20pb.Buffer_column:
+			refs = s.c.Columns[col].Buffers
+		case enc20pb.Buffer_file:
+			refs = s.c.Globals
+		}
+		if uint64(i) >= uint64(len(refs)) {
+			return nil, fmt.Errorf("%w: %v buffer %d of %d", errCorrupt20, t, i, len(refs))
+		}
+		return s.c.ReadBuffer(refs[i])
+	}
+	s.last[col] = cachedPage20{page, bufs}
+	return bufs, nil
 }
 
 // readField20 reads rows [start, end) of a field of type dt whose first
@@ -119,19 +168,15 @@ func forPages20(src columnSource20, col int, start, end uint64, fn func(page int
 	}
 	var base uint64
 	for p := 0; p < n && base < end; p++ {
-		rows, raw, err := src.pageInfo(col, p)
+		rows, enc, err := src.pageInfo(col, p)
 		if err != nil {
-			return err
+			return fmt.Errorf("page %d: %w", p, err)
 		}
 		pageEnd := base + rows
 		if pageEnd < base {
 			return fmt.Errorf("%w: page row counts overflow", errCorrupt20)
 		}
 		if pageEnd > start && rows > 0 {
-			enc, err := parseArrayEncoding20(raw)
-			if err != nil {
-				return fmt.Errorf("page %d: %w", p, err)
-			}
 			skip := uint64(0)
 			if start > base {
 				skip = start - base
@@ -213,17 +258,13 @@ func readList20(ctx context.Context, src columnSource20, dt, elem arrow.DataType
 	}
 	var base uint64
 	for p := 0; p < n && base < end; p++ {
-		rows, raw, err := src.pageInfo(col, p)
+		rows, enc, err := src.pageInfo(col, p)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("page %d: %w", p, err)
 		}
 		pageEnd := base + rows
 		if pageEnd < base {
 			return nil, fmt.Errorf("%w: page row counts overflow", errCorrupt20)
-		}
-		enc, err := parseArrayEncoding20(raw)
-		if err != nil {
-			return nil, fmt.Errorf("page %d: %w", p, err)
 		}
 		l := enc.GetList()
 		if l == nil {

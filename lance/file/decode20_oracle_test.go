@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // dataFiles20 returns the data files of a dataset folder.
@@ -20,14 +22,55 @@ func dataFiles20(t testing.TB, dir string) []string {
 	return files
 }
 
-// assertSameColumns fails unless got's columns equal want's: same types and
-// the same values in every valid slot, nulls in the same places.
-func assertSameColumns(t *testing.T, names []string, got []arrow.Array, want arrow.RecordBatch) {
+// openFile20 opens a data file with the Reader.
+func openFile20(t testing.TB, path string) *Reader {
 	t.Helper()
-	if len(got) != int(want.NumCols()) {
-		t.Fatalf("%d columns, oracle has %d", len(got), want.NumCols())
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i, g := range got {
+	r, err := Open(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// takeRecord gathers rows of the listed columns of rec.
+func takeRecord(t testing.TB, rec arrow.RecordBatch, cols []int, rows []uint64) arrow.RecordBatch {
+	t.Helper()
+	fields := make([]arrow.Field, len(cols))
+	arrs := make([]arrow.Array, len(cols))
+	for i, c := range cols {
+		fields[i] = rec.Schema().Field(c)
+		idx := make([]int64, len(rows))
+		for k, r := range rows {
+			idx[k] = int64(r)
+		}
+		a, err := takeIndexes(memory.DefaultAllocator, rec.Column(c), idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arrs[i] = a
+	}
+	return newRecord(arrow.NewSchema(fields, nil), arrs, int64(len(rows)))
+}
+
+// assertSameRecords fails unless got's columns equal want's: same names and
+// types, the same values in every valid slot, nulls in the same places.
+func assertSameRecords(t *testing.T, got, want arrow.RecordBatch) {
+	t.Helper()
+	if got.NumCols() != want.NumCols() || got.NumRows() != want.NumRows() {
+		t.Fatalf("%d columns of %d rows, want %d of %d", got.NumCols(), got.NumRows(), want.NumCols(), want.NumRows())
+	}
+	names := make([]string, got.NumCols())
+	for i := range names {
+		names[i] = got.Schema().Field(i).Name
+		if w := want.Schema().Field(i).Name; w != names[i] {
+			t.Errorf("column %d is %s, want %s", i, names[i], w)
+		}
+	}
+	for i, g := range got.Columns() {
 		w := want.Column(i)
 		if !arrow.TypeEqual(g.DataType(), w.DataType()) {
 			t.Errorf("column %s: type %s, oracle %s", names[i], g.DataType(), w.DataType())
@@ -75,44 +118,43 @@ func TestRead20MatchesLanceDB(t *testing.T) {
 			if len(files) != 1 {
 				t.Fatalf("%d data files", len(files))
 			}
-			raw, err := os.ReadFile(files[0])
+			r := openFile20(t, files[0])
+			if r.Version() != V2_0 {
+				t.Fatalf("LanceDB wrote version %v, want 2.0", r.Version())
+			}
+			if r.NumRows() != uint64(tc.rows) {
+				t.Fatalf("file has %d rows, want %d", r.NumRows(), tc.rows)
+			}
+			got, err := r.Read(context.Background(), nil, 0, r.NumRows())
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := parseMemFile20(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if m.version != V2_0 {
-				t.Fatalf("LanceDB wrote version %v, want 2.0", m.version)
-			}
-			if m.rows != uint64(tc.rows) {
-				t.Fatalf("file has %d rows, want %d", m.rows, tc.rows)
-			}
-			cols := make([]int, m.schema.NumFields())
-			names := make([]string, len(cols))
-			for i := range cols {
-				cols[i] = i
-				names[i] = m.schema.Field(i).Name
-			}
-			got, err := readFields20(context.Background(), m, m.types(), cols, 0, m.rows)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer releaseAll(got)
-			assertSameColumns(t, names, got, want)
+			defer got.Release()
+			assertSameRecords(t, got, want)
 
 			// Row ranges: a window across page boundaries, equal to the same
 			// slice of the whole read.
 			lo, hi := uint64(tc.rows/3), uint64(tc.rows/3+tc.rows/4)
-			part, err := readFields20(context.Background(), m, m.types(), cols, lo, hi)
+			part, err := r.Read(context.Background(), nil, lo, hi)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer releaseAll(part)
+			defer part.Release()
 			slice := want.NewSlice(int64(lo), int64(hi))
 			defer slice.Release()
-			assertSameColumns(t, names, part, slice)
+			assertSameRecords(t, part, slice)
+
+			// Take: scattered rows in any order, with repeats, of a projection.
+			rows := []uint64{uint64(tc.rows - 1), 0, 5, 5, uint64(tc.rows / 2), 3, uint64(tc.rows/2 + 1)}
+			cols := []int{2, 13, 29, 33, 34, len(r.Schema().Fields()) - 1}
+			took, err := r.Take(context.Background(), cols, rows)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer took.Release()
+			wantTake := takeRecord(t, want, cols, rows)
+			defer wantTake.Release()
+			assertSameRecords(t, took, wantTake)
 		})
 	}
 }

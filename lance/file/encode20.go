@@ -225,7 +225,7 @@ func addBuffer(bufs *[][]byte, b []byte) *enc20pb.Buffer {
 	return &enc20pb.Buffer{BufferIndex: uint32(len(*bufs) - 1), BufferType: enc20pb.Buffer_page}
 }
 
-func flatEnc(bitsPerValue uint64, buf *enc20pb.Buffer) *enc20pb.ArrayEncoding {
+func flatEnc20(bitsPerValue uint64, buf *enc20pb.Buffer) *enc20pb.ArrayEncoding {
 	return &enc20pb.ArrayEncoding{ArrayEncoding: &enc20pb.ArrayEncoding_Flat{Flat: &enc20pb.Flat{BitsPerValue: bitsPerValue, Buffer: buf}}}
 }
 
@@ -249,7 +249,7 @@ func encodeValues20(arr arrow.Array, bufs *[][]byte) (*enc20pb.ArrayEncoding, er
 	}
 	var validity *enc20pb.ArrayEncoding
 	if arr.NullN() > 0 {
-		validity = flatEnc(1, addBuffer(bufs, copyBits(arr.NullBitmapBytes(), arr.Data().Offset(), n)))
+		validity = flatEnc20(1, addBuffer(bufs, copyBits(arr.NullBitmapBytes(), arr.Data().Offset(), n)))
 	}
 	values, err := encodeNonNull20(arr, bufs)
 	if err != nil {
@@ -281,13 +281,13 @@ func encodeNonNull20(arr arrow.Array, bufs *[][]byte) (*enc20pb.ArrayEncoding, e
 	width := fixedBits(arr.DataType())
 	switch {
 	case width == 1:
-		return flatEnc(1, addBuffer(bufs, copyBits(d.Buffers()[1].Bytes(), off, n))), nil
+		return flatEnc20(1, addBuffer(bufs, copyBits(d.Buffers()[1].Bytes(), off, n))), nil
 	case width >= 8 && width%8 == 0:
 		w := int(width / 8)
 		src := d.Buffers()[1].Bytes()
 		out := make([]byte, n*w)
 		copy(out, src[off*w:(off+n)*w])
-		return flatEnc(width, addBuffer(bufs, out)), nil
+		return flatEnc20(width, addBuffer(bufs, out)), nil
 	}
 	return nil, fmt.Errorf("lance 2.0: cannot encode type %s", arr.DataType())
 }
@@ -338,10 +338,10 @@ func encodeBinary20(arr arrow.Array, large bool, bufs *[][]byte) (*enc20pb.Array
 	}
 	indices := &enc20pb.ArrayEncoding{ArrayEncoding: &enc20pb.ArrayEncoding_Nullable{Nullable: &enc20pb.Nullable{
 		Nullability: &enc20pb.Nullable_NoNulls{NoNulls: &enc20pb.Nullable_NoNull{
-			Values: flatEnc(64, addBuffer(bufs, arrow.Uint64Traits.CastToBytes(idx)))}}}}}
+			Values: flatEnc20(64, addBuffer(bufs, arrow.Uint64Traits.CastToBytes(idx)))}}}}}
 	out := make([]byte, total)
 	copy(out, data[first:last])
-	bytesEnc := flatEnc(8, addBuffer(bufs, out))
+	bytesEnc := flatEnc20(8, addBuffer(bufs, out))
 	return &enc20pb.ArrayEncoding{ArrayEncoding: &enc20pb.ArrayEncoding_Binary{Binary: &enc20pb.Binary{
 		Indices: indices, Bytes: bytesEnc, NullAdjustment: adj}}}, nil
 }
@@ -421,7 +421,7 @@ func (w *listWriter20) flush() encodedPage {
 	var bufs [][]byte
 	offsets := &enc20pb.ArrayEncoding{ArrayEncoding: &enc20pb.ArrayEncoding_Nullable{Nullable: &enc20pb.Nullable{
 		Nullability: &enc20pb.Nullable_NoNulls{NoNulls: &enc20pb.Nullable_NoNull{
-			Values: flatEnc(64, addBuffer(&bufs, arrow.Uint64Traits.CastToBytes(vals)))}}}}}
+			Values: flatEnc20(64, addBuffer(&bufs, arrow.Uint64Traits.CastToBytes(vals)))}}}}}
 	enc := &enc20pb.ArrayEncoding{ArrayEncoding: &enc20pb.ArrayEncoding_List{List: &enc20pb.List{
 		Offsets: offsets, NullOffsetAdjustment: adj, NumItems: w.span}}}
 	p := encodedPage{buffers: bufs, encoding: enc, numRows: uint64(len(w.ends))}
