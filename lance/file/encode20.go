@@ -29,14 +29,19 @@ import (
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
 )
 
-// pageBytes20 is the size of buffered data at which a 2.0 column writer cuts
-// a page.
-const pageBytes20 = 4 << 20
+func init() { newColumnWriters20Hook = newColumnWriters20 }
 
 // newColumnWriters20 returns one column writer per top-level field of schema
-// (fields is the same schema as Lance fields, in pre-order) for a 2.0 file.
-// It fails for types a 2.0 file cannot hold (dictionaries, unions, maps).
+// (fields is the same schema as Lance fields, in pre-order) for a 2.0 file,
+// cutting pages at DefaultPageSize bytes. It fails for types a 2.0 file
+// cannot hold (dictionaries, unions, maps).
 func newColumnWriters20(fields []*filepb.Field, schema *arrow.Schema) ([]columnWriter, error) {
+	return newColumnWriters20Sized(fields, schema, DefaultPageSize)
+}
+
+// newColumnWriters20Sized is newColumnWriters20 with pages cut once about
+// pageBytes bytes are buffered.
+func newColumnWriters20Sized(fields []*filepb.Field, schema *arrow.Schema, pageBytes int) ([]columnWriter, error) {
 	top := 0
 	for _, f := range fields {
 		if f.ParentId == -1 {
@@ -48,7 +53,7 @@ func newColumnWriters20(fields []*filepb.Field, schema *arrow.Schema) ([]columnW
 	}
 	out := make([]columnWriter, schema.NumFields())
 	for i, f := range schema.Fields() {
-		w, err := newWriter20(f.Type, 0)
+		w, err := newWriter20(f.Type, pageBytes, 0)
 		if err != nil {
 			return nil, fmt.Errorf("lance 2.0: field %s: %w", f.Name, err)
 		}
@@ -57,7 +62,7 @@ func newColumnWriters20(fields []*filepb.Field, schema *arrow.Schema) ([]columnW
 	return out, nil
 }
 
-func newWriter20(dt arrow.DataType, depth int) (columnWriter, error) {
+func newWriter20(dt arrow.DataType, pageBytes, depth int) (columnWriter, error) {
 	if depth > maxEncodingDepth20 {
 		return nil, fmt.Errorf("types nested deeper than %d", maxEncodingDepth20)
 	}
@@ -65,7 +70,7 @@ func newWriter20(dt arrow.DataType, depth int) (columnWriter, error) {
 	case *arrow.StructType:
 		w := &structWriter20{}
 		for _, f := range t.Fields() {
-			c, err := newWriter20(f.Type, depth+1)
+			c, err := newWriter20(f.Type, pageBytes, depth+1)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", f.Name, err)
 			}
@@ -73,22 +78,22 @@ func newWriter20(dt arrow.DataType, depth int) (columnWriter, error) {
 		}
 		return w, nil
 	case *arrow.ListType:
-		c, err := newWriter20(t.Elem(), depth+1)
+		c, err := newWriter20(t.Elem(), pageBytes, depth+1)
 		if err != nil {
 			return nil, err
 		}
-		return &listWriter20{items: c}, nil
+		return &listWriter20{items: c, pageBytes: pageBytes}, nil
 	case *arrow.LargeListType:
-		c, err := newWriter20(t.Elem(), depth+1)
+		c, err := newWriter20(t.Elem(), pageBytes, depth+1)
 		if err != nil {
 			return nil, err
 		}
-		return &listWriter20{items: c}, nil
+		return &listWriter20{items: c, pageBytes: pageBytes}, nil
 	}
 	if err := checkLeaf20(dt, depth); err != nil {
 		return nil, err
 	}
-	return &leafWriter20{dt: dt}, nil
+	return &leafWriter20{dt: dt, pageBytes: pageBytes}, nil
 }
 
 // checkLeaf20 reports whether a leaf column of type dt can be written.
@@ -153,9 +158,10 @@ func arrayBytes(arr arrow.Array) int {
 
 // leafWriter20 writes a column of a type that takes one column.
 type leafWriter20 struct {
-	dt      arrow.DataType
-	pending []arrow.Array
-	bytes   int
+	dt        arrow.DataType
+	pageBytes int
+	pending   []arrow.Array
+	bytes     int
 }
 
 func (w *leafWriter20) numColumns() int { return 1 }
@@ -170,7 +176,7 @@ func (w *leafWriter20) write(arr arrow.Array) ([]encodedPage, error) {
 	arr.Retain()
 	w.pending = append(w.pending, arr)
 	w.bytes += arrayBytes(arr)
-	if w.bytes < pageBytes20 {
+	if w.bytes < w.pageBytes {
 		return nil, nil
 	}
 	p, err := w.flush()
@@ -349,7 +355,8 @@ func encodeBinary20(arr arrow.Array, large bool, bufs *[][]byte) (*enc20pb.Array
 // listWriter20 writes a list column: its offsets page(s) in its own column
 // and the items through the writer of the item type.
 type listWriter20 struct {
-	items columnWriter
+	items     columnWriter
+	pageBytes int
 	// ends holds, per buffered list, the end of its items counted from the
 	// first buffered item; valid marks the non-null lists.
 	ends  []uint64
@@ -362,26 +369,31 @@ func (w *listWriter20) numColumns() int { return 1 + w.items.numColumns() }
 func (w *listWriter20) write(arr arrow.Array) ([]encodedPage, error) {
 	var offs []int64
 	var values arrow.Array
+	// The arrays' Offsets() cover the whole buffer, not just this slice.
+	n, off := arr.Len(), arr.Data().Offset()
+	if n == 0 {
+		return nil, nil
+	}
 	switch a := arr.(type) {
 	case *array.List:
 		o := a.Offsets()
-		offs = make([]int64, len(o))
-		for i, v := range o {
+		if len(o) < off+n+1 {
+			return nil, fmt.Errorf("lance 2.0: list array with %d offsets for rows %d..%d", len(o), off, off+n)
+		}
+		offs = make([]int64, n+1)
+		for i, v := range o[off : off+n+1] {
 			offs[i] = int64(v)
 		}
 		values = a.ListValues()
 	case *array.LargeList:
-		offs = a.Offsets()
+		o := a.Offsets()
+		if len(o) < off+n+1 {
+			return nil, fmt.Errorf("lance 2.0: list array with %d offsets for rows %d..%d", len(o), off, off+n)
+		}
+		offs = o[off : off+n+1]
 		values = a.ListValues()
 	default:
 		return nil, fmt.Errorf("lance 2.0: array of type %s for a list column", arr.DataType())
-	}
-	n := arr.Len()
-	if n == 0 {
-		return nil, nil
-	}
-	if len(offs) < n+1 {
-		return nil, fmt.Errorf("lance 2.0: list array with %d offsets for %d rows", len(offs), n)
 	}
 	first, last := offs[0], offs[n]
 	if first < 0 || last < first || last > int64(values.Len()) {
@@ -402,7 +414,7 @@ func (w *listWriter20) write(arr arrow.Array) ([]encodedPage, error) {
 		return nil, err
 	}
 	pages = shiftPages(pages, 1)
-	if len(w.ends)*8 >= pageBytes20 {
+	if len(w.ends)*8 >= w.pageBytes {
 		pages = append(pages, w.flush())
 	}
 	return pages, nil
