@@ -150,6 +150,10 @@ func (d *decoder20) nullable(n *enc20pb.Nullable, pageRows, skip, take uint64, d
 	case *enc20pb.Nullable_NoNulls:
 		return d.decode(v.NoNulls.GetValues(), pageRows, skip, take, dt, depth+1)
 	case *enc20pb.Nullable_AllNulls:
+		// No buffer backs these rows: bound what they make us allocate.
+		if need := nullBytes20(dt, float64(take)); need > maxNullBytes20 {
+			return nil, fmt.Errorf("%w: %d all-null rows of %s need %.0f bytes (at most %d per page read)", errCorrupt20, take, dt, need, maxNullBytes20)
+		}
 		return array.MakeArrayOfNull(memory.DefaultAllocator, dt, int(take)), nil
 	case *enc20pb.Nullable_SomeNulls:
 		valid, err := d.decode(v.SomeNulls.GetValidity(), pageRows, skip, take, arrow.FixedWidthTypes.Boolean, depth+1)
@@ -169,6 +173,35 @@ func (d *decoder20) nullable(n *enc20pb.Nullable, pageRows, skip, take uint64, d
 	default:
 		return nil, fmt.Errorf("%w: nullable encoding without a nullability", errCorrupt20)
 	}
+}
+
+// maxNullBytes20 caps the memory one all-null page read may materialize. An
+// all-null page has no buffers, so its row count alone, which a hostile file
+// sets at will, would decide the allocation.
+const maxNullBytes20 = 1 << 30
+
+// nullBytes20 estimates the bytes an Arrow array of n nulls of type dt
+// takes (as a float, so that it cannot overflow).
+func nullBytes20(dt arrow.DataType, n float64) float64 {
+	bitmap := n/8 + 1
+	switch t := dt.(type) {
+	case *arrow.FixedSizeListType:
+		return bitmap + nullBytes20(t.Elem(), n*float64(max(t.Len(), 1)))
+	case *arrow.StructType:
+		sum := bitmap
+		for _, f := range t.Fields() {
+			sum += nullBytes20(f.Type, n)
+		}
+		return sum
+	case *arrow.ListType, *arrow.StringType, *arrow.BinaryType:
+		return bitmap + 4*(n+1)
+	case *arrow.LargeListType, *arrow.LargeStringType, *arrow.LargeBinaryType:
+		return bitmap + 8*(n+1)
+	}
+	if w := fixedBits(dt); w > 0 {
+		return bitmap + n*float64(w)/8
+	}
+	return bitmap + 8*n
 }
 
 // withValidity returns arr (offset 0) with its validity replaced by bitmap
@@ -199,6 +232,8 @@ func fixedBits(dt arrow.DataType) uint64 {
 	switch t := dt.(type) {
 	case *arrow.BooleanType:
 		return 1
+	case *arrow.DictionaryType:
+		return 0
 	case arrow.FixedWidthDataType:
 		if t.BitWidth() <= 0 {
 			return 0
@@ -289,7 +324,7 @@ func decompress20(scheme string, raw []byte, limit int) ([]byte, error) {
 	var r io.Reader
 	switch scheme {
 	case "zstd":
-		zr, err := zstd.NewReader(bytes.NewReader(raw), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1))
+		zr, err := zstd.NewReader(bytes.NewReader(raw), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+8<<20))
 		if err != nil {
 			return nil, err
 		}

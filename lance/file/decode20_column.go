@@ -3,6 +3,7 @@ package file
 import (
 	"context"
 	"fmt"
+	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -10,18 +11,6 @@ import (
 
 	"github.com/mvq-dev/mvq/lance/pb/enc20pb"
 )
-
-// columnSource20 is what the 2.0 column reader needs of a file: the pages of
-// each physical column and, on demand, a page's buffers.
-type columnSource20 interface {
-	// numPages returns the number of pages of physical column col.
-	numPages(col int) (int, error)
-	// pageInfo returns the row count and the encoding of a page.
-	pageInfo(col, page int) (rows uint64, enc *enc20pb.ArrayEncoding, err error)
-	// pageBuffers reads the buffers of a page and of its column, and the
-	// file's global buffers when the encoding needs them.
-	pageBuffers(ctx context.Context, col, page int) (*pageBufs20, error)
-}
 
 // columnCount20 is the number of physical columns a field of type dt takes
 // in a 2.0 file: lists and structs have a column of their own before their
@@ -45,7 +34,7 @@ func columnCount20(dt arrow.DataType) int {
 // readColumns20 reads rows [start, end) of the top-level fields listed in
 // columns from a 2.0 file.
 func (r *Reader) readColumns20(ctx context.Context, columns []int, start, end uint64) ([]arrow.Array, error) {
-	src := &containerSource20{c: r.c, last: map[int]cachedPage20{}}
+	src := newSource20(r.c)
 	out := make([]arrow.Array, 0, len(columns))
 	for _, c := range columns {
 		if c < 0 || c >= len(r.tops) {
@@ -62,12 +51,26 @@ func (r *Reader) readColumns20(ctx context.Context, columns []int, start, end ui
 	return out, nil
 }
 
-// containerSource20 serves a file's pages to the 2.0 column reader. It keeps
-// the last page read of each column, which a list's items and a scan of
-// consecutive row ranges read again.
-type containerSource20 struct {
-	c    *Container
-	last map[int]cachedPage20
+// source20 serves a file's pages to the 2.0 column reader, for the length
+// of one read. It indexes each column's pages by first row once, and keeps
+// the last page read of each column, which a list's items and consecutive
+// row ranges read again.
+type source20 struct {
+	c     *Container
+	index map[int]*pageIndex20
+	last  map[int]cachedPage20
+}
+
+func newSource20(c *Container) *source20 {
+	return &source20{c: c, index: map[int]*pageIndex20{}, last: map[int]cachedPage20{}}
+}
+
+// pageIndex20 locates rows in a column: starts[p] is the first row of page
+// p, starts[len(pages)] the column's row count. For a list column, items[p]
+// is the first item of page p in the items column.
+type pageIndex20 struct {
+	starts []uint64
+	items  []uint64
 }
 
 type cachedPage20 struct {
@@ -75,23 +78,60 @@ type cachedPage20 struct {
 	bufs *pageBufs20
 }
 
-func (s *containerSource20) numPages(col int) (int, error) {
+func (s *source20) pageIndex(col int) (*pageIndex20, error) {
+	if ix, ok := s.index[col]; ok {
+		return ix, nil
+	}
 	if col < 0 || col >= len(s.c.Columns) {
-		return 0, fmt.Errorf("%w: column %d of %d", errCorrupt20, col, len(s.c.Columns))
+		return nil, fmt.Errorf("%w: column %d of %d", errCorrupt20, col, len(s.c.Columns))
 	}
-	return len(s.c.Columns[col].Pages), nil
+	pages := s.c.Columns[col].Pages
+	ix := &pageIndex20{starts: make([]uint64, len(pages)+1)}
+	for p, pg := range pages {
+		next := ix.starts[p] + pg.NumRows
+		if next < ix.starts[p] {
+			return nil, fmt.Errorf("%w: column %d page row counts overflow", errCorrupt20, col)
+		}
+		ix.starts[p+1] = next
+	}
+	s.index[col] = ix
+	return ix, nil
 }
 
-func (s *containerSource20) pageInfo(col, page int) (uint64, *enc20pb.ArrayEncoding, error) {
-	p := s.c.Columns[col].Pages[page]
+// listItems returns the first item of each page of list column col (and the
+// column's item count last), reading every page's List encoding once.
+func (s *source20) listItems(col int, ix *pageIndex20) ([]uint64, error) {
+	if ix.items != nil {
+		return ix.items, nil
+	}
+	items := make([]uint64, len(ix.starts))
+	for p := range s.c.Columns[col].Pages {
+		enc, err := s.pageEncoding(col, p)
+		if err != nil {
+			return nil, fmt.Errorf("page %d: %w", p, err)
+		}
+		l := enc.GetList()
+		if l == nil {
+			return nil, fmt.Errorf("%w: list column page %d is %T, want a list", errCorrupt20, p, enc.GetArrayEncoding())
+		}
+		items[p+1] = items[p] + l.NumItems
+		if items[p+1] < items[p] {
+			return nil, fmt.Errorf("%w: list item counts overflow", errCorrupt20)
+		}
+	}
+	ix.items = items
+	return items, nil
+}
+
+func (s *source20) pageEncoding(col, page int) (*enc20pb.ArrayEncoding, error) {
 	var enc enc20pb.ArrayEncoding
-	if err := s.c.UnpackEncoding(p.Encoding, &enc); err != nil {
-		return 0, nil, err
+	if err := s.c.UnpackEncoding(s.c.Columns[col].Pages[page].Encoding, &enc); err != nil {
+		return nil, err
 	}
-	return p.NumRows, &enc, nil
+	return &enc, nil
 }
 
-func (s *containerSource20) pageBuffers(ctx context.Context, col, page int) (*pageBufs20, error) {
+func (s *source20) pageBuffers(ctx context.Context, col, page int) (*pageBufs20, error) {
 	if got, ok := s.last[col]; ok && got.page == page {
 		return got.bufs, nil
 	}
@@ -124,9 +164,39 @@ func (s *containerSource20) pageBuffers(ctx context.Context, col, page int) (*pa
 	return bufs, nil
 }
 
+// pages calls fn for each page of column col that holds rows of [start,
+// end), with the page's row count and the part of it wanted. It fails when
+// the column has fewer than end rows.
+func (s *source20) pages(col int, start, end uint64, fn func(page int, rows, skip, take uint64) error) error {
+	ix, err := s.pageIndex(col)
+	if err != nil {
+		return err
+	}
+	if total := ix.starts[len(ix.starts)-1]; total < end {
+		return fmt.Errorf("%w: column %d has %d rows, %d wanted", errCorrupt20, col, total, end)
+	}
+	// The first page that ends after start.
+	p := sort.Search(len(ix.starts)-1, func(i int) bool { return ix.starts[i+1] > start })
+	for ; p < len(ix.starts)-1 && ix.starts[p] < end; p++ {
+		base, rows := ix.starts[p], ix.starts[p+1]-ix.starts[p]
+		if rows == 0 {
+			continue
+		}
+		skip := uint64(0)
+		if start > base {
+			skip = start - base
+		}
+		take := min(base+rows, end) - base - skip
+		if err := fn(p, rows, skip, take); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // readField20 reads rows [start, end) of a field of type dt whose first
 // physical column is col.
-func readField20(ctx context.Context, src columnSource20, dt arrow.DataType, col int, start, end uint64, depth int) (arrow.Array, error) {
+func readField20(ctx context.Context, src *source20, dt arrow.DataType, col int, start, end uint64, depth int) (arrow.Array, error) {
 	if depth > maxEncodingDepth20 {
 		return nil, fmt.Errorf("%w: fields nested deeper than %d", errCorrupt20, maxEncodingDepth20)
 	}
@@ -140,7 +210,11 @@ func readField20(ctx context.Context, src columnSource20, dt arrow.DataType, col
 	}
 	var pieces []arrow.Array
 	defer func() { releaseAll(pieces) }()
-	err := forPages20(src, col, start, end, func(page int, rows, skip, take uint64, enc *enc20pb.ArrayEncoding) error {
+	err := src.pages(col, start, end, func(page int, rows, skip, take uint64) error {
+		enc, err := src.pageEncoding(col, page)
+		if err != nil {
+			return fmt.Errorf("page %d: %w", page, err)
+		}
 		bufs, err := src.pageBuffers(ctx, col, page)
 		if err != nil {
 			return err
@@ -158,42 +232,6 @@ func readField20(ctx context.Context, src columnSource20, dt arrow.DataType, col
 	return concat20(dt, pieces)
 }
 
-// forPages20 calls fn for each page of column col that holds rows of
-// [start, end), with the page's row count, the part of it wanted and its
-// encoding. It fails when the column has fewer than end rows.
-func forPages20(src columnSource20, col int, start, end uint64, fn func(page int, rows, skip, take uint64, enc *enc20pb.ArrayEncoding) error) error {
-	n, err := src.numPages(col)
-	if err != nil {
-		return err
-	}
-	var base uint64
-	for p := 0; p < n && base < end; p++ {
-		rows, enc, err := src.pageInfo(col, p)
-		if err != nil {
-			return fmt.Errorf("page %d: %w", p, err)
-		}
-		pageEnd := base + rows
-		if pageEnd < base {
-			return fmt.Errorf("%w: page row counts overflow", errCorrupt20)
-		}
-		if pageEnd > start && rows > 0 {
-			skip := uint64(0)
-			if start > base {
-				skip = start - base
-			}
-			take := min(pageEnd, end) - base - skip
-			if err := fn(p, rows, skip, take, enc); err != nil {
-				return err
-			}
-		}
-		base = pageEnd
-	}
-	if base < end {
-		return fmt.Errorf("%w: column %d has %d rows, %d wanted", errCorrupt20, col, base, end)
-	}
-	return nil
-}
-
 func concat20(dt arrow.DataType, pieces []arrow.Array) (arrow.Array, error) {
 	switch len(pieces) {
 	case 0:
@@ -207,10 +245,14 @@ func concat20(dt arrow.DataType, pieces []arrow.Array) (arrow.Array, error) {
 	return array.Concatenate(pieces, memory.DefaultAllocator)
 }
 
-func readStruct20(ctx context.Context, src columnSource20, t *arrow.StructType, col int, start, end uint64, depth int) (arrow.Array, error) {
+func readStruct20(ctx context.Context, src *source20, t *arrow.StructType, col int, start, end uint64, depth int) (arrow.Array, error) {
 	// The header column holds SimpleStruct pages without buffers: a 2.0 file
 	// keeps no struct validity, only the children's.
-	err := forPages20(src, col, start, end, func(page int, _, _, _ uint64, enc *enc20pb.ArrayEncoding) error {
+	err := src.pages(col, start, end, func(page int, _, _, _ uint64) error {
+		enc, err := src.pageEncoding(col, page)
+		if err != nil {
+			return fmt.Errorf("page %d: %w", page, err)
+		}
 		if enc.GetStruct() == nil {
 			return fmt.Errorf("%w: struct column page %d is %T, want a simple struct", errCorrupt20, page, enc.GetArrayEncoding())
 		}
@@ -245,64 +287,48 @@ func readStruct20(ctx context.Context, src columnSource20, t *arrow.StructType, 
 	return array.MakeFromData(nd), nil
 }
 
-func readList20(ctx context.Context, src columnSource20, dt, elem arrow.DataType, col int, start, end uint64, depth int) (arrow.Array, error) {
+func readList20(ctx context.Context, src *source20, dt, elem arrow.DataType, col int, start, end uint64, depth int) (arrow.Array, error) {
 	_, large := dt.(*arrow.LargeListType)
-	var pieces []arrow.Array
-	defer func() { releaseAll(pieces) }()
-	// Each list page's offsets count from the page's first item; the items
-	// of page p follow those of the pages before it in the items column.
-	var itemsBase uint64
-	n, err := src.numPages(col)
+	ix, err := src.pageIndex(col)
 	if err != nil {
 		return nil, err
 	}
-	var base uint64
-	for p := 0; p < n && base < end; p++ {
-		rows, enc, err := src.pageInfo(col, p)
-		if err != nil {
-			return nil, fmt.Errorf("page %d: %w", p, err)
-		}
-		pageEnd := base + rows
-		if pageEnd < base {
-			return nil, fmt.Errorf("%w: page row counts overflow", errCorrupt20)
-		}
-		l := enc.GetList()
-		if l == nil {
-			return nil, fmt.Errorf("%w: list column page %d is %T, want a list", errCorrupt20, p, enc.GetArrayEncoding())
-		}
-		if pageEnd > start && rows > 0 {
-			skip := uint64(0)
-			if start > base {
-				skip = start - base
-			}
-			take := min(pageEnd, end) - base - skip
-			bufs, err := src.pageBuffers(ctx, col, p)
-			if err != nil {
-				return nil, err
-			}
-			lp, err := decodeListPage20(l, bufs, rows, skip, take)
-			if err != nil {
-				return nil, fmt.Errorf("page %d: %w", p, err)
-			}
-			items, err := readField20(ctx, src, elem, col+1, itemsBase+lp.itemsStart, itemsBase+lp.itemsEnd, depth+1)
-			if err != nil {
-				return nil, fmt.Errorf("list items: %w", err)
-			}
-			arr, err := makeList20(dt, large, lp, items)
-			items.Release()
-			if err != nil {
-				return nil, err
-			}
-			pieces = append(pieces, arr)
-		}
-		itemsBase += l.NumItems
-		if itemsBase < l.NumItems {
-			return nil, fmt.Errorf("%w: list item counts overflow", errCorrupt20)
-		}
-		base = pageEnd
+	// Each list page's offsets count from the page's first item; the items
+	// of page p follow those of the pages before it in the items column.
+	items, err := src.listItems(col, ix)
+	if err != nil {
+		return nil, err
 	}
-	if base < end {
-		return nil, fmt.Errorf("%w: column %d has %d rows, %d wanted", errCorrupt20, col, base, end)
+	var pieces []arrow.Array
+	defer func() { releaseAll(pieces) }()
+	err = src.pages(col, start, end, func(page int, rows, skip, take uint64) error {
+		enc, err := src.pageEncoding(col, page)
+		if err != nil {
+			return fmt.Errorf("page %d: %w", page, err)
+		}
+		bufs, err := src.pageBuffers(ctx, col, page)
+		if err != nil {
+			return err
+		}
+		lp, err := decodeListPage20(enc.GetList(), bufs, rows, skip, take)
+		if err != nil {
+			return fmt.Errorf("page %d: %w", page, err)
+		}
+		base := items[page]
+		vals, err := readField20(ctx, src, elem, col+1, base+lp.itemsStart, base+lp.itemsEnd, depth+1)
+		if err != nil {
+			return fmt.Errorf("list items: %w", err)
+		}
+		arr, err := makeList20(dt, large, lp, vals)
+		vals.Release()
+		if err != nil {
+			return err
+		}
+		pieces = append(pieces, arr)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return concat20(dt, pieces)
 }

@@ -1,0 +1,81 @@
+package file
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// withoutStructNulls returns arr with the validity of every struct in it
+// dropped, which is what a 2.0 file keeps of a struct.
+func withoutStructNulls(arr arrow.Array) arrow.Array {
+	var strip func(d arrow.ArrayData) arrow.ArrayData
+	strip = func(d arrow.ArrayData) arrow.ArrayData {
+		children := make([]arrow.ArrayData, len(d.Children()))
+		for i, c := range d.Children() {
+			children[i] = strip(c)
+		}
+		bufs := d.Buffers()
+		nulls := d.NullN()
+		if d.DataType().ID() == arrow.STRUCT {
+			bufs = append([]*memory.Buffer{nil}, bufs[1:]...)
+			nulls = 0
+		}
+		return array.NewData(d.DataType(), d.Len(), bufs, children, nulls, d.Offset())
+	}
+	return array.MakeFromData(strip(arr.Data()))
+}
+
+func TestWrite20RoundTrip(t *testing.T) {
+	rec := allTypes20(3000, 3, 16)
+	defer rec.Release()
+	// Uneven batches, so that pages begin inside Arrow slices.
+	var recs []arrow.RecordBatch
+	for _, cut := range [][2]int64{{0, 1}, {1, 700}, {700, 701}, {701, 2999}, {2999, 3000}} {
+		s := rec.NewSlice(cut[0], cut[1])
+		defer s.Release()
+		recs = append(recs, s)
+	}
+	data := writeFile20(t, recs, 4<<10)
+	r, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Version() != V2_0 || r.NumRows() != 3000 {
+		t.Fatalf("version %v, %d rows", r.Version(), r.NumRows())
+	}
+	cols := make([]arrow.Array, rec.NumCols())
+	for i, c := range rec.Columns() {
+		cols[i] = withoutStructNulls(c)
+	}
+	want := array.NewRecordBatch(rec.Schema(), cols, rec.NumRows())
+	releaseAll(cols)
+	defer want.Release()
+	for _, rg := range [][2]uint64{{0, 3000}, {0, 1}, {1234, 2222}, {2999, 3000}, {5, 5}} {
+		got, err := r.Read(context.Background(), nil, rg[0], rg[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := want.NewSlice(int64(rg[0]), int64(rg[1]))
+		assertSameRecords(t, got, w)
+		got.Release()
+		w.Release()
+	}
+}
+
+func TestWrite20Refuses(t *testing.T) {
+	for _, dt := range []arrow.DataType{
+		&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String},
+		arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int32),
+		arrow.Null,
+	} {
+		sc := arrow.NewSchema([]arrow.Field{{Name: "x", Type: dt, Nullable: true}}, nil)
+		if _, err := newColumnWriters20(nil, sc); err == nil {
+			t.Errorf("%s: no error", dt)
+		}
+	}
+}
