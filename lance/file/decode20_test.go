@@ -184,7 +184,7 @@ func TestDecodePage20Corrupt(t *testing.T) {
 		{"binary for ints", eBinary(eNoNulls(eFlat(64, 0)), eFlat(8, 1), 9), [][]byte{u64s(1), []byte("a")}, 1, 0, 1, arrow.PrimitiveTypes.Int32},
 		{"dictionary index past items", eDict(eNoNulls(eFlat(8, 0)), eBinary(eNoNulls(eFlat(64, 1)), eFlat(8, 2), 3), 2),
 			[][]byte{{3}, u64s(1, 2), []byte("ab")}, 1, 0, 1, arrow.BinaryTypes.String},
-		{"dictionary items beyond their buffers", eDict(eNoNulls(eFlat(8, 0)), eBinary(eNoNulls(eFlat(64, 1)), eFlat(8, 2), 3), 1 << 30),
+		{"dictionary items beyond their buffers", eDict(eNoNulls(eFlat(8, 0)), eBinary(eNoNulls(eFlat(64, 1)), eFlat(8, 2), 3), 1<<30),
 			[][]byte{{1}, u64s(1, 2), []byte("ab")}, 1, 0, 1, arrow.BinaryTypes.String},
 		{"fsl dimension mismatch", eNoNulls(eFSL(3, eNoNulls(eFlat(32, 0)))), [][]byte{i32s(1, 2)}, 1, 0, 1, arrow.FixedSizeListOf(2, arrow.PrimitiveTypes.Float32)},
 		{"nested too deep", deep, [][]byte{i32s(1)}, 1, 0, 1, arrow.PrimitiveTypes.Int32},
