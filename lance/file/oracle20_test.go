@@ -50,7 +50,10 @@ if (cmd === "write") {
 }
 `
 
-type oracle20 struct{ dir string }
+type oracle20 struct {
+	dir string
+	env []string // added to node's environment
+}
 
 // needOracle20 skips the test when node or LanceDB's node modules are absent
 // (under CI=true it fails instead).
@@ -79,6 +82,7 @@ func needOracle20(t testing.TB) *oracle20 {
 func (o *oracle20) run(t testing.TB, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("node", append([]string{filepath.Join(o.dir, "o.mjs")}, args...)...)
+	cmd.Env = append(os.Environ(), o.env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
