@@ -25,6 +25,7 @@ package file
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 
+	"github.com/mvq-dev/mvq/lance/internal/fsst"
 	"github.com/mvq-dev/mvq/lance/pb/enc20pb"
 )
 
@@ -138,6 +140,8 @@ func (d *decoder20) decode(enc *enc20pb.ArrayEncoding, pageRows, skip, take uint
 		return d.dictionary(e.Dictionary, pageRows, skip, take, dt, depth)
 	case *enc20pb.ArrayEncoding_FixedSizeBinary:
 		return d.fixedSizeBinary(e.FixedSizeBinary, pageRows, skip, take, dt, depth)
+	case *enc20pb.ArrayEncoding_Fsst:
+		return d.fsst(e.Fsst, pageRows, skip, take, dt, depth)
 	case nil:
 		return nil, fmt.Errorf("%w: empty array encoding", errCorrupt20)
 	default:
@@ -318,32 +322,75 @@ func (d *decoder20) flatBuffer(f *enc20pb.Flat, pageRows uint64) ([]byte, error)
 	return out, nil
 }
 
-// decompress20 inflates a buffer compressed with a general-purpose scheme
-// into at most limit bytes.
+// decompress20 inflates a buffer compressed the way Lance's general buffer
+// compressors write it, into at most limit bytes:
+//   - zstd: a plain zstd frame, or a little-endian u64 uncompressed length
+//     followed by a zstd stream (what Lance writes);
+//   - lz4: a little-endian u32 uncompressed length followed by an LZ4 block.
 func decompress20(scheme string, raw []byte, limit int) ([]byte, error) {
-	var r io.Reader
+	le := binary.LittleEndian
 	switch scheme {
 	case "zstd":
-		zr, err := zstd.NewReader(bytes.NewReader(raw), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+8<<20))
+		if len(raw) == 0 {
+			return []byte{}, nil
+		}
+		zr, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+8<<20))
 		if err != nil {
 			return nil, err
 		}
 		defer zr.Close()
-		r = zr
+		if !rawZstdFrame(raw) {
+			n := le.Uint64(raw)
+			if n > uint64(limit) {
+				return nil, fmt.Errorf("%w: zstd buffer of %d bytes, at most %d expected", errCorrupt20, n, limit)
+			}
+			out, err := zr.DecodeAll(raw[8:], make([]byte, 0, n))
+			if err != nil {
+				return nil, fmt.Errorf("%w: zstd buffer: %v", errCorrupt20, err)
+			}
+			if uint64(len(out)) != n {
+				return nil, fmt.Errorf("%w: zstd buffer inflates to %d bytes, not %d", errCorrupt20, len(out), n)
+			}
+			return out, nil
+		}
+		if err := zr.Reset(bytes.NewReader(raw)); err != nil {
+			return nil, fmt.Errorf("%w: zstd buffer: %v", errCorrupt20, err)
+		}
+		var out bytes.Buffer
+		n, err := io.Copy(&out, io.LimitReader(zr, int64(limit)+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: zstd buffer: %v", errCorrupt20, err)
+		}
+		if n > int64(limit) {
+			return nil, fmt.Errorf("%w: zstd buffer inflates past %d bytes", errCorrupt20, limit)
+		}
+		return out.Bytes(), nil
 	case "lz4":
-		r = lz4.NewReader(bytes.NewReader(raw))
-	default:
-		return nil, fmt.Errorf("lance 2.0: compression scheme %q is not supported", scheme)
+		if len(raw) < 4 {
+			return nil, fmt.Errorf("%w: lz4 buffer of %d bytes", errCorrupt20, len(raw))
+		}
+		n := le.Uint32(raw)
+		if uint64(n) > uint64(limit) {
+			return nil, fmt.Errorf("%w: lz4 buffer of %d bytes, at most %d expected", errCorrupt20, n, limit)
+		}
+		out := make([]byte, n)
+		got, err := lz4.UncompressBlock(raw[4:], out)
+		if err != nil || got != int(n) {
+			return nil, fmt.Errorf("%w: lz4 buffer: %d of %d bytes: %v", errCorrupt20, got, n, err)
+		}
+		return out, nil
 	}
-	var out bytes.Buffer
-	n, err := io.Copy(&out, io.LimitReader(r, int64(limit)+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s buffer: %v", errCorrupt20, scheme, err)
+	return nil, fmt.Errorf("lance 2.0: compression scheme %q is not supported", scheme)
+}
+
+// rawZstdFrame tells a plain zstd frame from Lance's length-prefixed form:
+// a frame starts with the zstd magic and a frame header whose reserved bit
+// is clear.
+func rawZstdFrame(b []byte) bool {
+	if len(b) < 8 {
+		return true
 	}
-	if n > int64(limit) {
-		return nil, fmt.Errorf("%w: %s buffer inflates past %d bytes", errCorrupt20, scheme, limit)
-	}
-	return out.Bytes(), nil
+	return binary.LittleEndian.Uint32(b) == 0xFD2FB528 && b[4]&0x10 == 0
 }
 
 func (d *decoder20) fixedSizeList(f *enc20pb.FixedSizeList, pageRows, skip, take uint64, dt arrow.DataType, depth int) (arrow.Array, error) {
@@ -441,7 +488,21 @@ func (d *decoder20) binary(b *enc20pb.Binary, pageRows, skip, take uint64, dt ar
 	if !large && total > math.MaxInt32 {
 		return nil, fmt.Errorf("%w: %d bytes of values for type %s", errCorrupt20, total, dt)
 	}
-	data, err := d.bytesRange(b.Bytes, start, total, depth+1)
+	// A compressed bytes buffer inflates whole: it may hold as many bytes as
+	// the page's last row ends at.
+	limit := prev
+	if f := innerFlat(b.Bytes); f != nil && f.GetCompression().GetScheme() != "" && pageRows > skip+take {
+		lastArr, err := d.decode(b.Indices, pageRows, pageRows-1, 1, arrow.PrimitiveTypes.Uint64, depth+1)
+		if err != nil {
+			return nil, fmt.Errorf("binary indices: %w", err)
+		}
+		_, limit = norm(lastArr.(*array.Uint64).Value(0))
+		lastArr.Release()
+		if limit < prev {
+			return nil, fmt.Errorf("%w: binary offsets decrease (%d at the end of the page)", errCorrupt20, limit)
+		}
+	}
+	data, err := d.bytesRange(b.Bytes, start, total, limit, depth+1)
 	if err != nil {
 		return nil, fmt.Errorf("binary bytes: %w", err)
 	}
@@ -469,8 +530,8 @@ func (d *decoder20) binary(b *enc20pb.Binary, pageRows, skip, take uint64, dt ar
 }
 
 // bytesRange returns n bytes starting at byte start of a byte-array encoding
-// (Flat of 8 bits, possibly compressed).
-func (d *decoder20) bytesRange(enc *enc20pb.ArrayEncoding, start, n uint64, depth int) ([]byte, error) {
+// (Flat of 8 bits, possibly compressed into a buffer of at most limit bytes).
+func (d *decoder20) bytesRange(enc *enc20pb.ArrayEncoding, start, n, limit uint64, depth int) ([]byte, error) {
 	if n == 0 {
 		return []byte{}, nil
 	}
@@ -499,7 +560,7 @@ func (d *decoder20) bytesRange(enc *enc20pb.ArrayEncoding, start, n uint64, dept
 	if end < start {
 		return nil, fmt.Errorf("%w: byte range overflows", errCorrupt20)
 	}
-	raw, err := d.flatBuffer(f, end)
+	raw, err := d.flatBuffer(f, max(end, limit))
 	if err != nil {
 		return nil, err
 	}
@@ -652,7 +713,11 @@ func (d *decoder20) fixedSizeBinary(f *enc20pb.FixedSizeBinary, pageRows, skip, 
 	if hi != 0 || hi2 != 0 || (!large && n > math.MaxInt32) {
 		return nil, fmt.Errorf("%w: fixed-size-binary of %d rows of %d bytes", errCorrupt20, take, w)
 	}
-	data, err := d.bytesRange(f.Bytes, start, n, depth+1)
+	hi3, all := bits.Mul64(pageRows, w)
+	if hi3 != 0 {
+		return nil, fmt.Errorf("%w: fixed-size-binary page of %d rows of %d bytes", errCorrupt20, pageRows, w)
+	}
+	data, err := d.bytesRange(f.Bytes, start, n, all, depth+1)
 	if err != nil {
 		return nil, err
 	}
@@ -671,6 +736,60 @@ func (d *decoder20) fixedSizeBinary(f *enc20pb.FixedSizeBinary, pageRows, skip, 
 		offsets = arrow.Int32Traits.CastToBytes(o)
 	}
 	nd := array.NewData(dt, int(take), []*memory.Buffer{nil, memory.NewBufferBytes(offsets), memory.NewBufferBytes(data)}, nil, 0, 0)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// fsst decodes strings compressed one by one with an FSST symbol table (a
+// 2.0 writer uses it when the field asks for "fsst" compression).
+func (d *decoder20) fsst(f *enc20pb.Fsst, pageRows, skip, take uint64, dt arrow.DataType, depth int) (arrow.Array, error) {
+	isBin, large := binaryKind(dt)
+	if !isBin {
+		return nil, fmt.Errorf("%w: fsst encoding for type %s", errCorrupt20, dt)
+	}
+	table, err := fsst.ParseTable(f.SymbolTable)
+	if err != nil {
+		return nil, fmt.Errorf("%w: fsst symbol table: %v", errCorrupt20, err)
+	}
+	packed, err := d.decode(f.Binary, pageRows, skip, take, dt, depth+1)
+	if err != nil {
+		return nil, err
+	}
+	defer packed.Release()
+	pd := packed.Data()
+	var offs []int64
+	if large {
+		offs = packed.(interface{ ValueOffsets() []int64 }).ValueOffsets()
+	} else {
+		for _, o := range packed.(interface{ ValueOffsets() []int32 }).ValueOffsets() {
+			offs = append(offs, int64(o))
+		}
+	}
+	src := pd.Buffers()[2].Bytes()
+	out := make([]byte, 0, len(src)*2)
+	ends := make([]int64, len(offs))
+	for i := 0; i+1 < len(offs); i++ {
+		if packed.IsValid(i) {
+			if out, err = table.AppendDecode(out, src[offs[i]:offs[i+1]]); err != nil {
+				return nil, fmt.Errorf("%w: fsst value %d: %v", errCorrupt20, i, err)
+			}
+		}
+		ends[i+1] = int64(len(out))
+	}
+	if !large && len(out) > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d bytes of values for type %s", errCorrupt20, len(out), dt)
+	}
+	var offsets []byte
+	if large {
+		offsets = arrow.Int64Traits.CastToBytes(ends)
+	} else {
+		o := make([]int32, len(ends))
+		for i, e := range ends {
+			o[i] = int32(e)
+		}
+		offsets = arrow.Int32Traits.CastToBytes(o)
+	}
+	nd := array.NewData(dt, int(take), []*memory.Buffer{pd.Buffers()[0], memory.NewBufferBytes(offsets), memory.NewBufferBytes(out)}, nil, pd.NullN(), 0)
 	defer nd.Release()
 	return array.MakeFromData(nd), nil
 }

@@ -29,6 +29,8 @@ var goldens20 = []golden20{
 	{"multipage", func() arrow.RecordBatch {
 		return selectColumns20(allTypes20(3000, 4), "i32", "b", "s", "sdict", "li", "nul_i32", "v4")
 	}},
+	// Strings whose fields ask for zstd, lz4 and FSST compression.
+	{"compressed", func() arrow.RecordBatch { return compressedStrings20(200) }},
 }
 
 func selectColumns20(rec arrow.RecordBatch, names ...string) arrow.RecordBatch {
