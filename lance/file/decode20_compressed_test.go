@@ -15,7 +15,9 @@ import (
 // for zstd, lz4 and FSST compression (LanceDB then writes Binary with
 // compressed bytes and Fsst pages), with nulls.
 func compressedStrings20(n int) arrow.RecordBatch {
-	md := func(v string) arrow.Metadata { return arrow.NewMetadata([]string{"lance-encoding:compression"}, []string{v}) }
+	md := func(v string) arrow.Metadata {
+		return arrow.NewMetadata([]string{"lance-encoding:compression"}, []string{v})
+	}
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "zstd", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: md("zstd")},
 		{Name: "fsst", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: md("fsst")},
