@@ -48,8 +48,26 @@ run: ## Run `mvq dev`: API + worker + a local Redis, warehouse and job records i
 demo: ## Create a text table and a chunker view, refresh it, print the rows
 	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mvq demo
 
+# The Lance tests drive LanceDB (lance/oracle, pinned by its package-lock.json)
+# with node. npm ci runs only when the lock file is newer than the install
+# (npm writes node_modules/.package-lock.json on each install).
+ORACLE := lance/oracle
+
+.PHONY: oracle
+oracle: ## Install the LanceDB test oracle with npm ci in lance/oracle (when node and npm are present)
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		$(MAKE) -s --no-print-directory $(ORACLE)/node_modules/.package-lock.json; \
+	else \
+		echo "node/npm not found: the Lance tests that need LanceDB skip (under CI=true they fail)"; \
+	fi
+
+$(ORACLE)/node_modules/.package-lock.json: $(ORACLE)/package.json $(ORACLE)/package-lock.json
+	@echo "npm ci in $(ORACLE)"
+	cd $(ORACLE) && npm ci --no-audit --no-fund
+	@touch $@
+
 .PHONY: test
-test: tools ## Run every test (starts its own redis-server on a free port)
+test: tools oracle ## Run every test (starts its own redis-server on a free port; installs the LanceDB oracle)
 	$(GO) test -count=1 -timeout $(TESTTIMEOUT) $(PKGS)
 
 # SeaweedFS, the S3 server of make test-s3 (Apache-2.0), built once from
@@ -101,7 +119,9 @@ lint: ## gofmt and go vet
 
 # Every fuzz target over input from outside: package:target.
 FUZZ_TARGETS := table:FuzzParseID table:FuzzDecodeManifest arrowjson:FuzzDecodeRows \
-	arrowjson:FuzzInferRows arrowjson:FuzzReadIPC internal/strictjson:FuzzCheckJSON
+	arrowjson:FuzzInferRows arrowjson:FuzzReadIPC internal/strictjson:FuzzCheckJSON \
+	lance/dataset:FuzzManifest lance/dataset:FuzzTransaction lance/dataset:FuzzDeletionArrow \
+	lance/dataset:FuzzDeletionBitmap
 FUZZTIME ?= 20s
 
 .PHONY: fuzz

@@ -59,6 +59,7 @@ type fieldWriter21 struct {
 	field        *filepb.Field
 	ncols        int
 	pageSize     int
+	dt           arrow.DataType
 	leaves       [][]int // per leaf: the child index taken at each struct
 	pending      []arrow.Array
 	pendingRows  int
@@ -69,13 +70,17 @@ type fieldWriter21 struct {
 func (w *fieldWriter21) numColumns() int { return w.ncols }
 
 func (w *fieldWriter21) write(arr arrow.Array) ([]encodedPage, error) {
-	if w.leaves == nil {
+	if w.dt == nil {
 		w.leaves = leafPaths(arr.DataType(), nil, nil)
 		if len(w.leaves) != w.ncols {
 			return nil, fmt.Errorf("arrow type %s has %d leaves, schema %d", arr.DataType(), len(w.leaves), w.ncols)
 		}
-	} else if !arrow.TypeEqual(arr.DataType(), w.pending0Type(arr)) {
-		return nil, fmt.Errorf("arrow type changed to %s", arr.DataType())
+		w.dt = arr.DataType()
+	} else if !arrow.TypeEqual(arr.DataType(), w.dt) {
+		return nil, fmt.Errorf("arrow type changed from %s to %s", w.dt, arr.DataType())
+	}
+	if err := checkWritable(arr); err != nil {
+		return nil, err
 	}
 	n := arr.Len()
 	if n == 0 {
@@ -105,13 +110,6 @@ func (w *fieldWriter21) write(arr arrow.Array) ([]encodedPage, error) {
 	return pages, nil
 }
 
-func (w *fieldWriter21) pending0Type(arr arrow.Array) arrow.DataType {
-	if len(w.pending) > 0 {
-		return w.pending[0].DataType()
-	}
-	return arr.DataType()
-}
-
 func (w *fieldWriter21) finish() ([]encodedPage, []encodedColumn, error) {
 	pages, err := w.flush()
 	if err != nil {
@@ -134,20 +132,98 @@ func (w *fieldWriter21) flush() ([]encodedPage, error) {
 	}()
 	pages := make([]encodedPage, 0, len(w.leaves))
 	for i, path := range w.leaves {
-		sh, err := shredLeaf(w.pending, path)
+		p, err := encodeLeafPages(w.pending, path, i, w.nextRow, w.pendingRows)
 		if err != nil {
 			return nil, err
 		}
-		layout, bufs, err := encodePage21(sh, uint64(w.pendingRows))
-		if err != nil {
-			return nil, err
-		}
-		pages = append(pages, encodedPage{
-			column: i, buffers: bufs, encoding: layout,
-			numRows: uint64(w.pendingRows), firstRow: w.nextRow,
-		})
+		pages = append(pages, p...)
 	}
 	return pages, nil
+}
+
+// encodeLeafPages encodes rows of arrs (numRows in all, the first being row
+// firstRow of the file) as one page of the leaf at path, or, when a
+// mini-block chunk would overflow its 16-bit level counts (long runs of
+// empty or null lists), as pages over halves of the rows.
+func encodeLeafPages(arrs []arrow.Array, path []int, col int, firstRow uint64, numRows int) ([]encodedPage, error) {
+	sh, err := shredLeaf(arrs, path)
+	if err != nil {
+		return nil, err
+	}
+	layout, bufs, err := encodePage21(sh, uint64(numRows))
+	if errors.Is(err, errChunkLevels) && numRows > 1 {
+		half := numRows / 2
+		a, b := splitRows(arrs, half)
+		defer releaseAll(a)
+		defer releaseAll(b)
+		p1, err := encodeLeafPages(a, path, col, firstRow, half)
+		if err != nil {
+			return nil, err
+		}
+		p2, err := encodeLeafPages(b, path, col, firstRow+uint64(half), numRows-half)
+		if err != nil {
+			return nil, err
+		}
+		return append(p1, p2...), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return []encodedPage{{column: col, buffers: bufs, encoding: layout, numRows: uint64(numRows), firstRow: firstRow}}, nil
+}
+
+// splitRows slices arrs into the first n rows and the rest.
+func splitRows(arrs []arrow.Array, n int) (head, tail []arrow.Array) {
+	for _, a := range arrs {
+		l := a.Len()
+		switch {
+		case n <= 0:
+			tail = append(tail, array.NewSlice(a, 0, int64(l)))
+		case n >= l:
+			head = append(head, array.NewSlice(a, 0, int64(l)))
+		default:
+			head = append(head, array.NewSlice(a, 0, int64(n)))
+			tail = append(tail, array.NewSlice(a, int64(n), int64(l)))
+		}
+		n -= l
+	}
+	return head, tail
+}
+
+// checkWritable refuses what the 2.1 encoders would otherwise lose: nulls
+// inside the items of a valid fixed-size list (Lance keeps those in a
+// validity buffer this writer does not produce).
+func checkWritable(arr arrow.Array) error {
+	switch a := arr.(type) {
+	case *array.Struct:
+		for i := 0; i < a.NumField(); i++ {
+			if err := checkWritable(a.Field(i)); err != nil {
+				return err
+			}
+		}
+	case *array.List:
+		return checkWritable(a.ListValues())
+	case *array.LargeList:
+		return checkWritable(a.ListValues())
+	case *array.FixedSizeList:
+		child := a.ListValues()
+		if child.NullN() == 0 {
+			return nil
+		}
+		d := int(a.DataType().(*arrow.FixedSizeListType).Len())
+		off := a.Data().Offset()
+		for i := 0; i < a.Len(); i++ {
+			if a.IsNull(i) {
+				continue
+			}
+			for k := (off + i) * d; k < (off+i+1)*d; k++ {
+				if child.IsNull(k) {
+					return fmt.Errorf("fixed_size_list with null items (row %d) is not supported", i)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // leafPaths lists, depth first, the struct child indexes leading to each
@@ -350,6 +426,17 @@ func (s *shredder) emit(j int, arr arrow.Array, i int, rep uint16) {
 	if arr.IsNull(i) {
 		s.special(j, uint16(2*j+1), rep)
 		s.nullAt[j] = true
+		if n.kind != kindList {
+			// A null struct still has an entry in each layer below it down
+			// to the first list, which Lance reads as null there (as Arrow
+			// builders write them): those layers must admit nulls.
+			for k := j + 1; k < len(s.nodes); k++ {
+				s.nullAt[k] = true
+				if s.nodes[k].kind == kindList {
+					break
+				}
+			}
+		}
 		return
 	}
 	switch n.kind {

@@ -2,6 +2,7 @@ package file
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 
@@ -18,6 +19,10 @@ const (
 	miniblockMaxChunk    = 32 * 1024
 	fullZipMinValueBytes = 256
 )
+
+// errChunkLevels: a mini-block chunk would hold more levels than its
+// 16-bit header counts allow (a long run of empty or null lists).
+var errChunkLevels = errors.New("mini-block chunk has too many levels")
 
 func flatEnc(bits uint64) *enc21pb.CompressiveEncoding {
 	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_Flat{Flat: &enc21pb.Flat{BitsPerValue: bits}}}
@@ -38,8 +43,13 @@ func encodePage21(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byte, 
 	if sh.sink.count() == 0 || sh.valid == 0 {
 		return allNullPage(sh), allNullBuffers(sh), nil
 	}
+	if vs, ok := sh.sink.(*varSink); ok {
+		if d := tryDictionary(vs, len(vs.data)+4*len(vs.offsets)); d != nil {
+			return encodeMiniblock(sh, d)
+		}
+	}
 	if sh.sink.maxBytes() < fullZipMinValueBytes {
-		return encodeMiniblock(sh, numRows)
+		return encodeMiniblock(sh, nil)
 	}
 	return encodeFullZip(sh)
 }
@@ -76,6 +86,21 @@ type mbChunk struct {
 func chunkValues(sink valueSink) ([]mbChunk, *enc21pb.CompressiveEncoding, error) {
 	switch s := sink.(type) {
 	case *fixedSink:
+		if s.dim == 0 {
+			// The smallest of run-length, bitpacked and flat.
+			best := s.n * s.w
+			var chunks []mbChunk
+			var enc *enc21pb.CompressiveEncoding
+			if c, size := rleChunks(s); c != nil && size < best {
+				chunks, enc, best = c, rleEnc(s.w*8), size
+			}
+			if c, size := inlineBitpacked(s); c != nil && size < best {
+				chunks, enc = c, inlineBitpackEnc(s.w*8)
+			}
+			if chunks != nil {
+				return chunks, enc, nil
+			}
+		}
 		per, log := fixedChunkSize(s.w, 1)
 		var out []mbChunk
 		for i := 0; i < s.n; i += per {
@@ -99,6 +124,9 @@ func chunkValues(sink valueSink) ([]mbChunk, *enc21pb.CompressiveEncoding, error
 		out[len(out)-1].log = lastLog(out[len(out)-1], per, log)
 		return out, flatEnc(1), nil
 	case *varSink:
+		if c, table := tryFSST(s); c != nil {
+			return chunkVariable(c), fsstEnc(table, variableEnc(offsetBits(s))), nil
+		}
 		return chunkVariable(s), variableEnc(offsetBits(s)), nil
 	}
 	return nil, nil, fmt.Errorf("no mini-block encoding for %T", sink)
@@ -186,16 +214,21 @@ func chunkVariable(s *varSink) []mbChunk {
 	return out
 }
 
-func pad8(b []byte) []byte {
+func appendPad8(b []byte) []byte {
 	for len(b)%8 != 0 {
 		b = append(b, 0)
 	}
 	return b
 }
 
-// encodeMiniblock writes buffers [chunk metadata, chunks, repetition index?].
-func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byte, error) {
-	chunks, valueEnc, err := chunkValues(sh.sink)
+// encodeMiniblock writes buffers [chunk metadata, chunks, dictionary?,
+// repetition index?]; with a dictionary the chunks hold its indices.
+func encodeMiniblock(sh *shredded, dict *dictionary) (*enc21pb.PageLayout, [][]byte, error) {
+	var values valueSink = sh.sink
+	if dict != nil {
+		values = dict.indices
+	}
+	chunks, valueEnc, err := chunkValues(values)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -210,9 +243,24 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 			maxRep = max(maxRep, r)
 		}
 	}
+	var repPack, defPack levelPacker
+	if sh.rep != nil {
+		repPack = newLevelPacker(sh.rep)
+	}
+	if sh.def != nil {
+		defPack = newLevelPacker(sh.def)
+	}
+	est := 0
+	for _, c := range chunks {
+		est += 16 + 8*len(c.bufs)
+		for _, b := range c.bufs {
+			est += len(b)
+		}
+	}
+	est += len(sh.rep)/2 + len(sh.def)/2
 	var (
 		meta     = make([]byte, 0, 2*len(chunks))
-		data     []byte
+		data     = make([]byte, 0, est)
 		repIndex []uint64
 		pos      int
 	)
@@ -233,7 +281,7 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 		}
 		nlev := end - pos
 		if nlev > 0x7fff {
-			return nil, nil, fmt.Errorf("mini-block chunk of %d levels (too many empty or null lists between values)", nlev)
+			return nil, nil, fmt.Errorf("%w: %d levels", errChunkLevels, nlev)
 		}
 		if sh.rep != nil {
 			r := sh.rep[pos:end]
@@ -268,11 +316,11 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 		data = binary.LittleEndian.AppendUint16(data, uint16(nlev))
 		var repB, defB []byte
 		if sh.rep != nil {
-			repB = u16bytes(sh.rep[pos:end])
+			repB = repPack.pack(sh.rep[pos:end])
 			data = binary.LittleEndian.AppendUint16(data, uint16(len(repB)))
 		}
 		if sh.def != nil {
-			defB = u16bytes(sh.def[pos:end])
+			defB = defPack.pack(sh.def[pos:end])
 			data = binary.LittleEndian.AppendUint16(data, uint16(len(defB)))
 		}
 		for _, b := range c.bufs {
@@ -281,15 +329,15 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 			}
 			data = binary.LittleEndian.AppendUint16(data, uint16(len(b)))
 		}
-		data = pad8(data)
+		data = appendPad8(data)
 		if sh.rep != nil {
-			data = pad8(append(data, repB...))
+			data = appendPad8(append(data, repB...))
 		}
 		if sh.def != nil {
-			data = pad8(append(data, defB...))
+			data = appendPad8(append(data, defB...))
 		}
 		for _, b := range c.bufs {
-			data = pad8(append(data, b...))
+			data = appendPad8(append(data, b...))
 		}
 		size := len(data) - start
 		if size > miniblockMaxChunk {
@@ -305,8 +353,13 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 		NumItems:         uint64(sh.sink.count()),
 	}
 	bufs := [][]byte{meta, data}
+	if dict != nil {
+		mb.Dictionary = variableEnc(offsetBits(dict.items))
+		mb.NumDictionaryItems = uint64(dict.items.count())
+		bufs = append(bufs, blockVariable(dict.items))
+	}
 	if sh.rep != nil {
-		mb.RepCompression = flatEnc(16)
+		mb.RepCompression = repPack.encoding()
 		mb.RepetitionIndexDepth = 1
 		ri := make([]byte, 0, 8*len(repIndex))
 		for _, v := range repIndex {
@@ -315,9 +368,8 @@ func encodeMiniblock(sh *shredded, numRows uint64) (*enc21pb.PageLayout, [][]byt
 		bufs = append(bufs, ri)
 	}
 	if sh.def != nil {
-		mb.DefCompression = flatEnc(16)
+		mb.DefCompression = defPack.encoding()
 	}
-	_ = numRows
 	return &enc21pb.PageLayout{Layout: &enc21pb.PageLayout_MiniBlockLayout{MiniBlockLayout: mb}}, bufs, nil
 }
 
@@ -415,6 +467,10 @@ func encodeFullZip(sh *shredded) (*enc21pb.PageLayout, [][]byte, error) {
 		ob := offsetBits(s)
 		layout.Details = &enc21pb.FullZipLayout_BitsPerOffset{BitsPerOffset: uint32(ob)}
 		layout.ValueCompression = variableEnc(ob)
+		if c, table := tryFSST(s); c != nil {
+			s = c
+			layout.ValueCompression = fsstEnc(table, variableEnc(ob))
+		}
 		data = make([]byte, 0, len(s.data)+(word+int(ob/8))*nitems)
 		for i := 0; i < nitems; i++ {
 			if newRow(i) {

@@ -2,6 +2,7 @@ package file
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -207,7 +208,20 @@ func (s *varSink) appendAll(arr arrow.Array) {
 		raw = bufs[2].Bytes()
 	}
 	hasNulls := arr.NullN() > 0
-	for i := 0; i < arr.Len(); i++ {
+	n := arr.Len()
+	if n > 0 {
+		var span int64
+		if offs32 != nil {
+			span = int64(offs32[n]) - int64(offs32[0])
+		} else {
+			span = offs64[n] - offs64[0]
+		}
+		if span > 0 && span <= int64(len(raw)) {
+			s.data = slices.Grow(s.data, int(span))
+		}
+		s.offsets = slices.Grow(s.offsets, n)
+	}
+	for i := 0; i < n; i++ {
 		var st, en int64
 		if offs32 != nil {
 			st, en = int64(offs32[i]), int64(offs32[i+1])

@@ -2,18 +2,20 @@ package file
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
+	"math"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
+	"github.com/mvq-dev/mvq/lance/schema"
 )
 
 // Reader reads a Lance data file (data/*.lance) of file format 2.0 or 2.1.
@@ -36,7 +38,8 @@ type fieldNode struct {
 	f        *filepb.Field
 	dt       arrow.DataType
 	children []*fieldNode
-	column   int // -1 when the field has no column of its own
+	column   int  // -1 when the field has no column of its own
+	packed   bool // a packed struct: one column, children inside it
 }
 
 // Open reads the footer, the metadata and the schema of the Lance file r of
@@ -49,7 +52,7 @@ func Open(r io.ReaderAt, size int64) (*Reader, error) {
 	}
 	rd := &Reader{c: c, mem: memory.DefaultAllocator, numRows: c.Descriptor.GetLength()}
 	rd.fields = c.Descriptor.GetSchema().GetFields()
-	rd.schema, err = lanceToArrow(rd.fields, c.Descriptor.GetSchema().GetMetadata())
+	rd.schema, err = schema.ToArrow(rd.fields, c.Descriptor.GetSchema().GetMetadata())
 	if err != nil {
 		return nil, fmt.Errorf("%w: schema: %v", ErrCorrupt, err)
 	}
@@ -108,6 +111,13 @@ func (r *Reader) mapColumns() error {
 	var walk func(n *fieldNode, dt arrow.DataType)
 	walk = func(n *fieldNode, dt arrow.DataType) {
 		n.dt = dt
+		if structural && isPacked(n.f) {
+			// A packed struct is one column of row-major values.
+			n.column = col
+			n.packed = true
+			col++
+			return
+		}
 		if !structural || len(n.children) == 0 {
 			n.column = col
 			col++
@@ -124,6 +134,20 @@ func (r *Reader) mapColumns() error {
 	}
 	r.tops = tops
 	return nil
+}
+
+// isPacked reports whether a struct field asks for packed (row-major)
+// storage: metadata "lance-encoding:packed" or "packed" set to true.
+func isPacked(f *filepb.Field) bool {
+	if !strings.HasPrefix(f.GetLogicalType(), "struct") {
+		return false
+	}
+	for _, k := range []string{"lance-encoding:packed", "packed"} {
+		if v, ok := f.GetMetadata()[k]; ok && strings.EqualFold(string(v), "true") {
+			return true
+		}
+	}
+	return false
 }
 
 func childType(dt arrow.DataType, i int) arrow.DataType {
@@ -146,6 +170,9 @@ func (r *Reader) ColumnIndexes(i int) []int {
 	walk = func(n *fieldNode) {
 		if n.column >= 0 {
 			out = append(out, n.column)
+			if n.packed {
+				return
+			}
 		}
 		for _, ch := range n.children {
 			walk(ch)
@@ -251,14 +278,14 @@ func (r *Reader) Take(ctx context.Context, columns []int, rows []uint64) (arrow.
 		return nil, err
 	}
 	// Position of each asked row in the decoded (sorted, deduplicated) rows.
+	before := make([]uint64, len(ranges))
+	for j := 1; j < len(ranges); j++ {
+		before[j] = before[j-1] + ranges[j-1].end - ranges[j-1].start
+	}
 	pos := make([]int64, len(rows))
 	for i, row := range rows {
 		k := sort.Search(len(ranges), func(j int) bool { return ranges[j].end > row })
-		var before uint64
-		for _, rg := range ranges[:k] {
-			before += rg.end - rg.start
-		}
-		pos[i] = int64(before + row - ranges[k].start)
+		pos[i] = int64(before[k] + row - ranges[k].start)
 	}
 	out := make([]arrow.Array, len(arrs))
 	for i, a := range arrs {
@@ -288,14 +315,44 @@ func (r *Reader) read20(ctx context.Context, columns []int, start, end uint64) (
 	return nil, unsupportedf("file version 2.0 cannot be read by this build")
 }
 
-// takeIndexes gathers a's rows at pos into a new array.
+// takeIndexes gathers a's rows at pos into a new array: runs of
+// consecutive positions are sliced and the slices concatenated (a itself
+// when pos is 0..len-1).
 func takeIndexes(mem memory.Allocator, a arrow.Array, pos []int64) (arrow.Array, error) {
-	idx := array.NewInt64Builder(mem)
-	defer idx.Release()
-	idx.AppendValues(pos, nil)
-	ia := idx.NewArray()
-	defer ia.Release()
-	return compute.TakeArray(context.Background(), a, ia)
+	if len(pos) == a.Len() {
+		same := true
+		for i, p := range pos {
+			if p != int64(i) {
+				same = false
+				break
+			}
+		}
+		if same {
+			a.Retain()
+			return a, nil
+		}
+	}
+	if len(pos) == 0 {
+		return array.NewSlice(a, 0, 0), nil
+	}
+	if g, ok := gather(mem, a, pos); ok {
+		return g, nil
+	}
+	var parts []arrow.Array
+	defer func() { releaseAll(parts) }()
+	for i := 0; i < len(pos); {
+		j := i + 1
+		for j < len(pos) && pos[j] == pos[j-1]+1 {
+			j++
+		}
+		parts = append(parts, array.NewSlice(a, pos[i], pos[j-1]+1))
+		i = j
+	}
+	if len(parts) == 1 {
+		parts[0].Retain()
+		return parts[0], nil
+	}
+	return array.Concatenate(parts, mem)
 }
 
 func newRecord(sc *arrow.Schema, arrs []arrow.Array, n int64) arrow.RecordBatch {
@@ -312,184 +369,123 @@ func releaseAll(arrs []arrow.Array) {
 	}
 }
 
-// lanceToArrow converts Lance fields (depth-first, parent ids) to an Arrow
-// schema.
-func lanceToArrow(fields []*filepb.Field, md map[string][]byte) (*arrow.Schema, error) {
-	children := map[int32][]*filepb.Field{}
-	var tops []*filepb.Field
-	for _, f := range fields {
-		if f.GetParentId() < 0 {
-			tops = append(tops, f)
-		} else {
-			children[f.GetParentId()] = append(children[f.GetParentId()], f)
-		}
+// gather copies a's rows at pos for flat fixed-width, string and binary
+// arrays and fixed-size lists of fixed-width values; ok is false for other
+// types (and for arrays with an offset), which take the slicing path.
+func gather(mem memory.Allocator, a arrow.Array, pos []int64) (arrow.Array, bool) {
+	d := a.Data()
+	if d.Offset() != 0 || d.Dictionary() != nil || a.DataType().ID() == arrow.DICTIONARY {
+		return nil, false
 	}
-	var conv func(f *filepb.Field, depth int) (arrow.Field, error)
-	conv = func(f *filepb.Field, depth int) (arrow.Field, error) {
-		if depth > 64 {
-			return arrow.Field{}, fmt.Errorf("fields nested more than 64 deep")
+	n := len(pos)
+	validity := func() (*memory.Buffer, int) {
+		if a.NullN() == 0 {
+			return nil, 0
 		}
-		var kids []arrow.Field
-		for _, ch := range children[f.GetId()] {
-			af, err := conv(ch, depth+1)
-			if err != nil {
-				return af, err
+		buf := memory.NewResizableBuffer(mem)
+		buf.Resize(int(bitutil.BytesForBits(int64(n))))
+		bs := buf.Bytes()
+		clear(bs)
+		nulls := 0
+		for i, p := range pos {
+			if a.IsValid(int(p)) {
+				bitutil.SetBit(bs, i)
+			} else {
+				nulls++
 			}
-			kids = append(kids, af)
 		}
-		dt, err := parseLogicalType(f.GetLogicalType(), kids)
-		if err != nil {
-			return arrow.Field{}, fmt.Errorf("field %q: %w", f.GetName(), err)
-		}
-		var fmd arrow.Metadata
-		if len(f.GetMetadata()) > 0 {
-			keys := make([]string, 0, len(f.GetMetadata()))
-			for k := range f.GetMetadata() {
-				keys = append(keys, k)
+		return buf, nulls
+	}
+	switch t := a.DataType().(type) {
+	case *arrow.StringType, *arrow.BinaryType, *arrow.LargeStringType, *arrow.LargeBinaryType:
+		large := t.ID() == arrow.LARGE_STRING || t.ID() == arrow.LARGE_BINARY
+		ob, vb := d.Buffers()[1].Bytes(), d.Buffers()[2].Bytes()
+		off := func(i int64) int64 {
+			if large {
+				return int64(binary.LittleEndian.Uint64(ob[8*i:]))
 			}
-			sort.Strings(keys)
-			vals := make([]string, len(keys))
-			for i, k := range keys {
-				vals[i] = string(f.GetMetadata()[k])
+			return int64(binary.LittleEndian.Uint32(ob[4*i:]))
+		}
+		size := int64(0)
+		for _, p := range pos {
+			size += off(p+1) - off(p)
+		}
+		if !large && size > math.MaxInt32 {
+			return nil, false
+		}
+		w := 4
+		if large {
+			w = 8
+		}
+		offs := memory.NewResizableBuffer(mem)
+		offs.Resize(w * (n + 1))
+		vals := memory.NewResizableBuffer(mem)
+		vals.Resize(int(size))
+		obs, vbs := offs.Bytes(), vals.Bytes()
+		var at int64
+		put := func(i int, v int64) {
+			if large {
+				binary.LittleEndian.PutUint64(obs[8*i:], uint64(v))
+			} else {
+				binary.LittleEndian.PutUint32(obs[4*i:], uint32(v))
 			}
-			fmd = arrow.NewMetadata(keys, vals)
 		}
-		return arrow.Field{Name: f.GetName(), Type: dt, Nullable: f.GetNullable(), Metadata: fmd}, nil
+		put(0, 0)
+		for i, p := range pos {
+			s, e := off(p), off(p+1)
+			copy(vbs[at:], vb[s:e])
+			at += e - s
+			put(i+1, at)
+		}
+		bm, nulls := validity()
+		out := array.NewData(t, n, []*memory.Buffer{bm, offs, vals}, nil, nulls, 0)
+		releaseBuffers(bm, offs, vals)
+		defer out.Release()
+		return array.MakeFromData(out), true
+	case *arrow.FixedSizeListType:
+		cd := d.Children()[0]
+		bw := fixedByteWidth(t.Elem())
+		if bw <= 0 || cd.Offset() != 0 || cd.NullN() != 0 || len(cd.Buffers()) != 2 {
+			return nil, false
+		}
+		row := int(t.Len()) * bw
+		src := cd.Buffers()[1].Bytes()
+		vals := memory.NewResizableBuffer(mem)
+		vals.Resize(n * row)
+		vbs := vals.Bytes()
+		for i, p := range pos {
+			copy(vbs[i*row:], src[int(p)*row:int(p+1)*row])
+		}
+		child := array.NewData(t.Elem(), n*int(t.Len()), []*memory.Buffer{nil, vals}, nil, 0, 0)
+		bm, nulls := validity()
+		out := array.NewData(t, n, []*memory.Buffer{bm}, []arrow.ArrayData{child}, nulls, 0)
+		releaseBuffers(bm, vals)
+		child.Release()
+		defer out.Release()
+		return array.MakeFromData(out), true
 	}
-	out := make([]arrow.Field, len(tops))
-	for i, f := range tops {
-		af, err := conv(f, 0)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = af
+	bw := fixedByteWidth(a.DataType())
+	if bw <= 0 || len(d.Buffers()) != 2 {
+		return nil, false
 	}
-	var smd arrow.Metadata
-	if len(md) > 0 {
-		keys := make([]string, 0, len(md))
-		for k := range md {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		vals := make([]string, len(keys))
-		for i, k := range keys {
-			vals[i] = string(md[k])
-		}
-		smd = arrow.NewMetadata(keys, vals)
+	src := d.Buffers()[1].Bytes()
+	vals := memory.NewResizableBuffer(mem)
+	vals.Resize(n * bw)
+	vbs := vals.Bytes()
+	for i, p := range pos {
+		copy(vbs[i*bw:], src[int(p)*bw:int(p+1)*bw])
 	}
-	return arrow.NewSchema(out, &smd), nil
+	bm, nulls := validity()
+	out := array.NewData(a.DataType(), n, []*memory.Buffer{bm, vals}, nil, nulls, 0)
+	releaseBuffers(bm, vals)
+	defer out.Release()
+	return array.MakeFromData(out), true
 }
 
-var simpleTypes = map[string]arrow.DataType{
-	"null": arrow.Null, "bool": arrow.FixedWidthTypes.Boolean,
-	"int8": arrow.PrimitiveTypes.Int8, "uint8": arrow.PrimitiveTypes.Uint8,
-	"int16": arrow.PrimitiveTypes.Int16, "uint16": arrow.PrimitiveTypes.Uint16,
-	"int32": arrow.PrimitiveTypes.Int32, "uint32": arrow.PrimitiveTypes.Uint32,
-	"int64": arrow.PrimitiveTypes.Int64, "uint64": arrow.PrimitiveTypes.Uint64,
-	"halffloat": arrow.FixedWidthTypes.Float16, "float": arrow.PrimitiveTypes.Float32,
-	"double": arrow.PrimitiveTypes.Float64, "string": arrow.BinaryTypes.String,
-	"binary": arrow.BinaryTypes.Binary, "large_string": arrow.BinaryTypes.LargeString,
-	"large_binary": arrow.BinaryTypes.LargeBinary, "json": arrow.BinaryTypes.LargeBinary,
-	"date32:day": arrow.FixedWidthTypes.Date32, "date64:ms": arrow.FixedWidthTypes.Date64,
-	"time32:s": arrow.FixedWidthTypes.Time32s, "time32:ms": arrow.FixedWidthTypes.Time32ms,
-	"time64:us": arrow.FixedWidthTypes.Time64us, "time64:ns": arrow.FixedWidthTypes.Time64ns,
-	"duration:s": arrow.FixedWidthTypes.Duration_s, "duration:ms": arrow.FixedWidthTypes.Duration_ms,
-	"duration:us": arrow.FixedWidthTypes.Duration_us, "duration:ns": arrow.FixedWidthTypes.Duration_ns,
-}
-
-func timeUnit(s string) (arrow.TimeUnit, error) {
-	switch s {
-	case "s":
-		return arrow.Second, nil
-	case "ms":
-		return arrow.Millisecond, nil
-	case "us":
-		return arrow.Microsecond, nil
-	case "ns":
-		return arrow.Nanosecond, nil
+func releaseBuffers(bufs ...*memory.Buffer) {
+	for _, b := range bufs {
+		if b != nil {
+			b.Release()
+		}
 	}
-	return 0, fmt.Errorf("unknown time unit %q", s)
-}
-
-func parseLogicalType(lt string, kids []arrow.Field) (arrow.DataType, error) {
-	if dt, ok := simpleTypes[lt]; ok {
-		return dt, nil
-	}
-	parts := strings.Split(lt, ":")
-	switch parts[0] {
-	case "struct":
-		return arrow.StructOf(kids...), nil
-	case "list", "list.struct", "large_list", "large_list.struct":
-		if len(kids) != 1 {
-			return nil, fmt.Errorf("%s with %d children", lt, len(kids))
-		}
-		if strings.HasPrefix(lt, "large_") {
-			return arrow.LargeListOfField(kids[0]), nil
-		}
-		return arrow.ListOfField(kids[0]), nil
-	case "fixed_size_list":
-		if len(parts) < 3 {
-			break
-		}
-		n, err := strconv.ParseInt(parts[len(parts)-1], 10, 32)
-		if err != nil || n < 0 {
-			break
-		}
-		inner, err := parseLogicalType(strings.Join(parts[1:len(parts)-1], ":"), nil)
-		if err != nil {
-			return nil, err
-		}
-		return arrow.FixedSizeListOfField(int32(n), arrow.Field{Name: "item", Type: inner, Nullable: true}), nil
-	case "fixed_size_binary":
-		if len(parts) != 2 {
-			break
-		}
-		n, err := strconv.ParseInt(parts[1], 10, 32)
-		if err != nil || n < 0 {
-			break
-		}
-		return &arrow.FixedSizeBinaryType{ByteWidth: int(n)}, nil
-	case "decimal":
-		if len(parts) != 4 {
-			break
-		}
-		p, err1 := strconv.ParseInt(parts[2], 10, 32)
-		s, err2 := strconv.ParseInt(parts[3], 10, 32)
-		if err1 != nil || err2 != nil {
-			break
-		}
-		switch parts[1] {
-		case "128":
-			return &arrow.Decimal128Type{Precision: int32(p), Scale: int32(s)}, nil
-		case "256":
-			return &arrow.Decimal256Type{Precision: int32(p), Scale: int32(s)}, nil
-		}
-	case "timestamp":
-		if len(parts) < 3 {
-			break
-		}
-		u, err := timeUnit(parts[1])
-		if err != nil {
-			return nil, err
-		}
-		tz := strings.Join(parts[2:], ":")
-		if tz == "-" {
-			tz = ""
-		}
-		return &arrow.TimestampType{Unit: u, TimeZone: tz}, nil
-	case "dict":
-		if len(parts) != 4 {
-			break
-		}
-		v, err := parseLogicalType(parts[1], nil)
-		if err != nil {
-			return nil, err
-		}
-		k, err := parseLogicalType(parts[2], nil)
-		if err != nil {
-			return nil, err
-		}
-		return &arrow.DictionaryType{IndexType: k, ValueType: v}, nil
-	}
-	return nil, fmt.Errorf("unsupported logical type %q", lt)
 }

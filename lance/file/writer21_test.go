@@ -1,8 +1,14 @@
 package file
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"math"
 	"math/rand"
+	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -11,6 +17,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/decimal256"
 	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/lance/internal/oracle"
+	"github.com/mvq-dev/mvq/lance/schema"
 )
 
 // nullPattern says which rows are null: nulls at the start, the end and
@@ -161,7 +170,10 @@ func TestWriter21PrimitivesLanceDB(t *testing.T) {
 	var fields []arrow.Field
 	var pats []nullPattern
 	for _, dt := range primitiveTypes() {
-		name := testLogicalType(dt)
+		name, err := schema.LogicalType(dt)
+		if err != nil {
+			t.Fatal(err)
+		}
 		fields = append(fields,
 			arrow.Field{Name: "nn_" + name, Type: dt},
 			arrow.Field{Name: "some_" + name, Type: dt, Nullable: true},
@@ -171,8 +183,9 @@ func TestWriter21PrimitivesLanceDB(t *testing.T) {
 	s := arrow.NewSchema(fields, nil)
 	recs := []arrow.RecordBatch{makeBatch(t, s, 3000, pats, 1), makeBatch(t, s, 1234, pats, 2)}
 	root := t.TempDir()
-	writeTestDataset(t, root, "prims", recs, WriterOptions{})
+	file := writeTestDataset(t, root, "prims", recs, WriterOptions{})
 	assertOracleEqual(t, root, "prims", recs)
+	assertReaderEqual(t, file, recs)
 }
 
 // genNested appends one value to b: at every level a null (when nullable),
@@ -255,8 +268,9 @@ func TestWriter21NestedLanceDB(t *testing.T) {
 	}, nil)
 	recs := []arrow.RecordBatch{nestedBatch(t, s, 1500, 3), nestedBatch(t, s, 700, 4)}
 	root := t.TempDir()
-	writeTestDataset(t, root, "nested", recs, WriterOptions{})
+	file := writeTestDataset(t, root, "nested", recs, WriterOptions{})
 	assertOracleEqual(t, root, "nested", recs)
+	assertReaderEqual(t, file, recs)
 }
 
 // longStrings makes strings of 200 to 3000 bytes (full-zip), some empty.
@@ -297,15 +311,25 @@ func TestWriter21LongStringsLanceDB(t *testing.T) {
 		{Name: "text", Type: arrow.BinaryTypes.String},
 		{Name: "text_null", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "large_text", Type: arrow.BinaryTypes.LargeString, Nullable: true},
+		{Name: "url", Type: arrow.BinaryTypes.String, Nullable: true},
 	}, nil)
 	var recs []arrow.RecordBatch
 	for k, n := range []int{900, 333} {
-		cols := []arrow.Array{longStrings(t, n, false, false, int64(k)), longStrings(t, n, true, false, int64(k+10)), longStrings(t, n, true, true, int64(k+20))}
+		ub := array.NewStringBuilder(memory.DefaultAllocator)
+		for i := 0; i < n; i++ {
+			if i%13 == 5 {
+				ub.AppendNull()
+				continue
+			}
+			ub.Append(fmt.Sprintf("https://www.example.com/lance/format/%d/item?id=%d&page=%d", k, i*7919, i%17))
+		}
+		cols := []arrow.Array{longStrings(t, n, false, false, int64(k)), longStrings(t, n, true, false, int64(k+10)), longStrings(t, n, true, true, int64(k+20)), ub.NewArray()}
 		recs = append(recs, array.NewRecordBatch(s, cols, int64(n)))
 	}
 	root := t.TempDir()
-	writeTestDataset(t, root, "long", recs, WriterOptions{})
+	file := writeTestDataset(t, root, "long", recs, WriterOptions{})
 	assertOracleEqual(t, root, "long", recs)
+	assertReaderEqual(t, file, recs)
 }
 
 // TestWriter21MultiPageLanceDB writes 25k rows split over many pages (a
@@ -334,8 +358,9 @@ func TestWriter21MultiPageLanceDB(t *testing.T) {
 	for _, ps := range []int{64 << 10, DefaultPageSize} {
 		t.Run(fmt.Sprint(ps), func(t *testing.T) {
 			root := t.TempDir()
-			writeTestDataset(t, root, "mp", recs, WriterOptions{PageSize: ps})
+			file := writeTestDataset(t, root, "mp", recs, WriterOptions{PageSize: ps})
 			assertOracleEqual(t, root, "mp", recs)
+			assertReaderEqual(t, file, recs)
 			n, got := oracleRead(t, root, "mp", "id >= 20000 AND id < 20100")
 			if n != 100 {
 				t.Fatalf("countRows(where) = %d, want 100", n)
@@ -345,5 +370,268 @@ func TestWriter21MultiPageLanceDB(t *testing.T) {
 				t.Fatalf("filtered ids: %d rows, %v..", ids.Len(), ids.Value(0))
 			}
 		})
+	}
+}
+
+// TestWriter21QueriesLanceDB checks LanceDB's filters and vector search
+// over a Go-written file: counts for predicates on dictionary, FSST,
+// bitpacked and nullable columns, and flat k-NN over 128- and 768-dim
+// vectors against distances computed here.
+func TestWriter21QueriesLanceDB(t *testing.T) {
+	tables := benchTables(t)
+	recs := tables["scalars"][:2]
+	root := t.TempDir()
+	writeTestDataset(t, root, "q", recs, WriterOptions{})
+	o := oracle.Need(t)
+	dir := filepath.Join(root, "q.lance")
+	count := func(pred func(r arrow.RecordBatch, i int) bool) int64 {
+		var n int64
+		for _, r := range recs {
+			for i := 0; i < int(r.NumRows()); i++ {
+				if pred(r, i) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for _, c := range []struct {
+		where string
+		pred  func(r arrow.RecordBatch, i int) bool
+	}{
+		{"category = 'garden'", func(r arrow.RecordBatch, i int) bool {
+			return r.Column(5).(*array.String).Value(i) == "garden"
+		}},
+		{"price IS NULL", func(r arrow.RecordBatch, i int) bool { return r.Column(2).IsNull(i) }},
+		{"qty > 250 AND flag", func(r arrow.RecordBatch, i int) bool {
+			q := r.Column(3).(*array.Int32)
+			return q.IsValid(i) && q.Value(i) > 250 && r.Column(4).(*array.Boolean).Value(i)
+		}},
+		{"title LIKE '%lance format%'", func(r arrow.RecordBatch, i int) bool {
+			s := r.Column(6).(*array.String)
+			return s.IsValid(i) && strings.Contains(s.Value(i), "lance format")
+		}},
+		{"id >= 41000 AND id < 41010", func(r arrow.RecordBatch, i int) bool {
+			v := r.Column(0).(*array.Int64).Value(i)
+			return v >= 41000 && v < 41010
+		}},
+	} {
+		want := count(c.pred)
+		if want == 0 {
+			t.Fatalf("%s: test data has no matches", c.where)
+		}
+		if got := o.Count(t, dir, c.where); got != want {
+			t.Errorf("countRows(%s) = %d, want %d", c.where, got, want)
+		}
+		tbl := o.Read(t, dir, oracle.ReadOpts{Where: c.where, Columns: []string{"id"}})
+		if tbl.NumRows() != want {
+			t.Errorf("query().where(%s): %d rows, want %d", c.where, tbl.NumRows(), want)
+		}
+		tbl.Release()
+	}
+
+	for _, dim := range []int{128, 768} {
+		rng := rand.New(rand.NewSource(int64(dim)))
+		s := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "v", Type: vec(dim)}}, nil)
+		n := 3000
+		ib := array.NewInt64Builder(memory.DefaultAllocator)
+		fb := array.NewFixedSizeListBuilder(memory.DefaultAllocator, int32(dim), arrow.PrimitiveTypes.Float32)
+		vb := fb.ValueBuilder().(*array.Float32Builder)
+		vals := make([]float32, 0, n*dim)
+		for i := 0; i < n; i++ {
+			ib.Append(int64(i))
+			fb.Append(true)
+			for k := 0; k < dim; k++ {
+				x := float32(rng.NormFloat64())
+				vb.Append(x)
+				vals = append(vals, x)
+			}
+		}
+		rec := array.NewRecordBatch(s, []arrow.Array{ib.NewArray(), fb.NewArray()}, int64(n))
+		name := fmt.Sprintf("vec%d", dim)
+		writeTestDataset(t, root, name, []arrow.RecordBatch{rec}, WriterOptions{})
+		q := make([]float32, dim)
+		for k := range q {
+			q[k] = float32(rng.NormFloat64())
+		}
+		type hit struct {
+			id int
+			d  float64
+		}
+		hits := make([]hit, n)
+		for i := 0; i < n; i++ {
+			var d float64
+			for k := 0; k < dim; k++ {
+				x := float64(vals[i*dim+k] - q[k])
+				d += x * x
+			}
+			hits[i] = hit{i, d}
+		}
+		sort.Slice(hits, func(a, b int) bool { return hits[a].d < hits[b].d })
+		res := o.Search(t, filepath.Join(root, name+".lance"), oracle.SearchOpts{Column: "v", Vector: q, K: 10})
+		ids := concatColumn(t, res, "id").(*array.Int64)
+		dists := concatColumn(t, res, "_distance").(*array.Float32)
+		if ids.Len() != 10 {
+			t.Fatalf("dim %d: search returned %d rows", dim, ids.Len())
+		}
+		for k := 0; k < 10; k++ {
+			if int(ids.Value(k)) != hits[k].id || math.Abs(float64(dists.Value(k))-hits[k].d) > 1e-3*hits[k].d {
+				t.Errorf("dim %d: hit %d is id %d at %.4f, want id %d at %.4f", dim, k, ids.Value(k), dists.Value(k), hits[k].id, hits[k].d)
+			}
+		}
+		res.Release()
+	}
+}
+
+// TestWriter21EmptyListRunsLanceDB writes 60k empty lists around a few
+// values (more levels than one mini-block chunk can count), which the
+// writer splits into smaller pages, some of them all empty.
+func TestWriter21EmptyListRunsLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "l", Type: arrow.ListOfField(arrow.Field{Name: "item", Type: arrow.PrimitiveTypes.Int32, Nullable: true}), Nullable: true},
+	}, nil)
+	lb := array.NewListBuilder(memory.DefaultAllocator, arrow.PrimitiveTypes.Int32)
+	vb := lb.ValueBuilder().(*array.Int32Builder)
+	for i := 0; i < 60000; i++ {
+		switch {
+		case i == 40000 || i == 59999:
+			lb.Append(true)
+			vb.Append(int32(i))
+			vb.AppendNull()
+		case i%1000 == 999:
+			lb.AppendNull()
+		default:
+			lb.Append(true)
+		}
+	}
+	rec := array.NewRecordBatch(s, []arrow.Array{lb.NewArray()}, 60000)
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "runs", []arrow.RecordBatch{rec}, WriterOptions{})
+	assertOracleEqual(t, root, "runs", []arrow.RecordBatch{rec})
+	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
+}
+
+// TestWriter21Refuses checks the writer's errors: nulls in a non-nullable
+// field, nulls inside a vector, a batch whose type changed, and writes
+// after Close.
+func TestWriter21Refuses(t *testing.T) {
+	nn := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int32}}, nil)
+	ib := array.NewInt32Builder(memory.DefaultAllocator)
+	ib.AppendValues([]int32{1, 2}, []bool{true, false})
+	nullable := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true}}, nil)
+	withNull := array.NewRecordBatch(nullable, []arrow.Array{ib.NewArray()}, 2)
+
+	w, err := NewWriter(io.Discard, testFields(t, nn), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(withNull); err == nil {
+		t.Error("nulls in a non-nullable field: no error")
+	}
+	if _, err := w.Close(); err == nil {
+		t.Error("Close after a failed Write: no error")
+	}
+
+	vs := arrow.NewSchema([]arrow.Field{{Name: "v", Type: vec(4), Nullable: true}}, nil)
+	fb := array.NewFixedSizeListBuilder(memory.DefaultAllocator, 4, arrow.PrimitiveTypes.Float32)
+	fb.Append(true)
+	fb.ValueBuilder().(*array.Float32Builder).AppendValues([]float32{1, 2, 0, 4}, []bool{true, true, false, true})
+	w, err = NewWriter(io.Discard, testFields(t, vs), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(array.NewRecordBatch(vs, []arrow.Array{fb.NewArray()}, 1)); err == nil {
+		t.Error("null item inside a vector: no error")
+	}
+
+	w, err = NewWriter(io.Discard, testFields(t, nullable), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(withNull); err != nil {
+		t.Fatal(err)
+	}
+	i64 := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+	lb := array.NewInt64Builder(memory.DefaultAllocator)
+	lb.Append(3)
+	if err := w.Write(array.NewRecordBatch(i64, []arrow.Array{lb.NewArray()}, 1)); err == nil {
+		t.Error("type change between batches: no error")
+	}
+
+	w, err = NewWriter(io.Discard, testFields(t, nullable), WriterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(withNull); err == nil {
+		t.Error("write after Close: no error")
+	}
+}
+
+// TestWriter21NoRowsLanceDB writes a file with a schema and no rows.
+func TestWriter21NoRowsLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, {Name: "v", Type: vec(8)}}, nil)
+	rec := makeBatch(t, s, 0, []nullPattern{noNulls, noNulls}, 1)
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "empty", []arrow.RecordBatch{rec}, WriterOptions{})
+	r, err := Open(bytes.NewReader(file), int64(len(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NumRows() != 0 || r.Schema().NumFields() != 2 {
+		t.Fatalf("Reader: %d rows, schema %s", r.NumRows(), r.Schema())
+	}
+	o := oracle.Need(t)
+	if n := o.Count(t, filepath.Join(root, "empty.lance"), ""); n != 0 {
+		t.Fatalf("LanceDB countRows = %d, want 0", n)
+	}
+	tbl := o.Read(t, filepath.Join(root, "empty.lance"), oracle.ReadOpts{})
+	defer tbl.Release()
+	if tbl.NumRows() != 0 || tbl.NumCols() != 2 {
+		t.Fatalf("LanceDB read %d rows, %d columns", tbl.NumRows(), tbl.NumCols())
+	}
+}
+
+// TestWriter21RunsLanceDB writes sorted and repetitive columns (run-length
+// and bitpacked pages, runs longer than 255, nulls in runs) and reads them
+// with LanceDB.
+func TestWriter21RunsLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "grp", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "code", Type: arrow.PrimitiveTypes.Int8, Nullable: true},
+		{Name: "level", Type: arrow.PrimitiveTypes.Float64},
+		{Name: "day", Type: &arrow.TimestampType{Unit: arrow.Millisecond}, Nullable: true},
+		{Name: "small", Type: arrow.PrimitiveTypes.Uint16},
+	}, nil)
+	mk := func(n, first int) arrow.RecordBatch {
+		rng := rand.New(rand.NewSource(int64(first)))
+		b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+		defer b.Release()
+		for i := first; i < first+n; i++ {
+			b.Field(0).(*array.Int32Builder).Append(int32(i / 700))
+			if i%5000 < 40 {
+				b.Field(1).AppendNull()
+			} else {
+				b.Field(1).(*array.Int8Builder).Append(int8(i / 3000 % 5))
+			}
+			b.Field(2).(*array.Float64Builder).Append(float64(i/100) * 0.25)
+			if i%9000 > 8900 {
+				b.Field(3).AppendNull()
+			} else {
+				b.Field(3).(*array.TimestampBuilder).Append(arrow.Timestamp(int64(i/2000) * 86400000))
+			}
+			b.Field(4).(*array.Uint16Builder).Append(uint16(rng.Intn(100)))
+		}
+		return b.NewRecordBatch()
+	}
+	recs := []arrow.RecordBatch{mk(15000, 0), mk(12345, 15000)}
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "runs2", recs, WriterOptions{PageSize: 64 << 10})
+	assertOracleEqual(t, root, "runs2", recs)
+	assertReaderEqual(t, file, recs)
+	if got := oracle.Need(t).Count(t, filepath.Join(root, "runs2.lance"), "grp = 20 AND code IS NOT NULL"); got != 700 {
+		t.Errorf("countRows(grp = 20 AND code IS NOT NULL) = %d, want 700", got)
 	}
 }

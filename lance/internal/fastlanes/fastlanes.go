@@ -66,14 +66,22 @@ func Pack[T Uint](w int, in []T, out []T) error {
 		mask = T(1)<<uint(w) - 1
 	}
 	clear(out)
-	for lane := 0; lane < lanes; lane++ {
-		for row := 0; row < t; row++ {
-			v := in[FLOrder[row/8]*16+(row%8)*128+lane] & mask
-			bit := row * w
-			word, shift := bit/t, bit%t
-			out[lanes*word+lane] |= v << uint(shift)
-			if shift+w > t {
-				out[lanes*(word+1)+lane] |= v >> uint(t-shift)
+	// Row by row: row r of every lane sits at the same bit offset r*w of
+	// the lane's words, and the lanes of one row are contiguous in both the
+	// input (from base) and the output (from lanes*word).
+	for row := 0; row < t; row++ {
+		base := FLOrder[row/8]*16 + (row%8)*128
+		bit := row * w
+		word, shift := bit/t, uint(bit%t)
+		src := in[base : base+lanes]
+		dst := out[lanes*word : lanes*word+lanes]
+		for lane, v := range src {
+			dst[lane] |= (v & mask) << shift
+		}
+		if int(shift)+w > t {
+			hi := out[lanes*(word+1) : lanes*(word+1)+lanes]
+			for lane, v := range src {
+				hi[lane] |= (v & mask) >> (uint(t) - shift)
 			}
 		}
 	}
@@ -95,24 +103,25 @@ func Unpack[T Uint](w int, in []T, out []T) error {
 		return nil
 	}
 	lanes := BlockLen / t
-	if w == t {
-		for lane := 0; lane < lanes; lane++ {
-			for row := 0; row < t; row++ {
-				out[FLOrder[row/8]*16+(row%8)*128+lane] = in[lanes*row+lane]
-			}
-		}
-		return nil
+	var mask T = ^T(0)
+	if w < t {
+		mask = T(1)<<uint(w) - 1
 	}
-	mask := T(1)<<uint(w) - 1
-	for lane := 0; lane < lanes; lane++ {
-		for row := 0; row < t; row++ {
-			bit := row * w
-			word, shift := bit/t, bit%t
-			v := in[lanes*word+lane] >> uint(shift)
-			if shift+w > t {
-				v |= in[lanes*(word+1)+lane] << uint(t-shift)
+	for row := 0; row < t; row++ {
+		base := FLOrder[row/8]*16 + (row%8)*128
+		bit := row * w
+		word, shift := bit/t, uint(bit%t)
+		dst := out[base : base+lanes]
+		lo := in[lanes*word : lanes*word+lanes]
+		if int(shift)+w > t {
+			hi := in[lanes*(word+1) : lanes*(word+1)+lanes]
+			for lane := range dst {
+				dst[lane] = (lo[lane]>>shift | hi[lane]<<(uint(t)-shift)) & mask
 			}
-			out[FLOrder[row/8]*16+(row%8)*128+lane] = v & mask
+			continue
+		}
+		for lane := range dst {
+			dst[lane] = (lo[lane] >> shift) & mask
 		}
 	}
 	return nil

@@ -134,27 +134,45 @@ func (t *Table) DecodeAll(data []byte, offsets []uint64) ([]byte, []uint64, erro
 	if len(offsets) == 0 {
 		return nil, nil, nil
 	}
-	total := 0
 	for i := 1; i < len(offsets); i++ {
-		a, b := offsets[i-1], offsets[i]
-		if a > b || b > uint64(len(data)) {
-			return nil, nil, fmt.Errorf("%w: offsets [%d, %d) outside %d bytes", ErrCorrupt, a, b, len(data))
+		if offsets[i-1] > offsets[i] || offsets[i] > uint64(len(data)) {
+			return nil, nil, fmt.Errorf("%w: offsets [%d, %d) outside %d bytes", ErrCorrupt, offsets[i-1], offsets[i], len(data))
 		}
-		n, err := t.DecodedLen(data[a:b])
-		if err != nil {
-			return nil, nil, err
-		}
-		total += n
 	}
-	out := make([]byte, 0, total)
 	outOff := make([]uint64, len(offsets))
-	var err error
-	for i := 1; i < len(offsets); i++ {
-		out, err = t.AppendDecode(out, data[offsets[i-1]:offsets[i]])
-		if err != nil {
-			return nil, nil, err
+	if !t.Compressed {
+		out := append([]byte(nil), data[offsets[0]:offsets[len(offsets)-1]]...)
+		for i := range offsets {
+			outOff[i] = offsets[i] - offsets[0]
 		}
-		outOff[i] = uint64(len(out))
+		return out, outOff, nil
 	}
-	return out, outOff, nil
+	total, err := t.DecodedLen(data[offsets[0]:offsets[len(offsets)-1]])
+	if err != nil {
+		return nil, nil, err
+	}
+	// Symbols are written 8 bytes at a time; the slack keeps the last write
+	// inside the buffer.
+	out := make([]byte, total+8)
+	pos := 0
+	for i := 1; i < len(offsets); i++ {
+		src := data[offsets[i-1]:offsets[i]]
+		for k := 0; k < len(src); {
+			c := src[k]
+			if c == Escape {
+				if k+1 >= len(src) {
+					return nil, nil, fmt.Errorf("%w: escape at the end of a string", ErrCorrupt)
+				}
+				out[pos] = src[k+1]
+				pos++
+				k += 2
+				continue
+			}
+			binary.LittleEndian.PutUint64(out[pos:], t.Symbols[c])
+			pos += int(t.Lens[c])
+			k++
+		}
+		outOff[i] = uint64(pos)
+	}
+	return out[:pos], outOff, nil
 }

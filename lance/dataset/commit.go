@@ -1,0 +1,416 @@
+package dataset
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mvq-dev/mvq/lance/pb/filepb"
+	"github.com/mvq-dev/mvq/lance/pb/tablepb"
+)
+
+// ErrConflict is returned by Commit when another writer committed the
+// version first. Re-open the dataset, redo the change on the new version and
+// commit again (Commit does this itself for appends).
+var ErrConflict = errors.New("lance commit conflict: the version was committed by another writer")
+
+// Writer identity written into manifests (writer_version). Lance applies its
+// own-version workarounds only to library "lance".
+const (
+	WriterLibrary = "mvq"
+	WriterRelease = "0.1.0"
+)
+
+// appendRetries bounds how often Commit rebuilds an append on a newer
+// version after losing a race.
+const appendRetries = 16
+
+// CommitOptions tune Commit. The zero value is LanceDB's defaults.
+type CommitOptions struct {
+	// Scheme names the manifests of a new dataset (default SchemeV2); an
+	// existing dataset keeps its scheme.
+	Scheme Scheme
+	// StorageVersion is the data_format version ("2.0", "2.1") of a new
+	// dataset or an overwrite; by default a new dataset takes it from its
+	// data files (2.1 when it has none) and an overwrite keeps the old one.
+	StorageVersion string
+	// Now stamps the manifest (default time.Now).
+	Now func() time.Time
+	// Tag is the manifest's and transaction's tag.
+	Tag string
+}
+
+// Commit makes txn the next version of the dataset in dir: it writes the
+// transaction file, then the manifest of version base.Version()+1 (version
+// 1, and the folders, when base is nil: then txn must be an Overwrite), with
+// put-if-not-exists semantics, then the version hint. base is the version
+// txn was made against (txn.ReadVersion). When another writer took that
+// version first, an append is rebuilt on the newest version and retried;
+// any other operation returns an error wrapping ErrConflict.
+func Commit(dir string, base *Dataset, txn *tablepb.Transaction, opts CommitOptions) (*Dataset, error) {
+	if base == nil && txn.GetReadVersion() != 0 {
+		return nil, fmt.Errorf("commit: transaction reads version %d of a dataset not given", txn.GetReadVersion())
+	}
+	if base != nil && txn.GetReadVersion() != base.Version() {
+		return nil, fmt.Errorf("commit: transaction reads version %d, base is version %d", txn.GetReadVersion(), base.Version())
+	}
+	if opts.Tag != "" {
+		txn = proto.Clone(txn).(*tablepb.Transaction)
+		txn.Tag = opts.Tag
+	}
+	if base == nil {
+		for _, sub := range []string{VersionsDir, TransactionsDir, DataDir} {
+			if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+				return nil, err
+			}
+		}
+	}
+	writeTxnFile := base == nil || base.Manifest().GetWriterFeatureFlags()&FlagDisableTransactionFile == 0
+	txnName := ""
+	if writeTxnFile {
+		var err error
+		if txnName, err = WriteTransactionFile(dir, txn); err != nil {
+			return nil, fmt.Errorf("commit: %w", err)
+		}
+	}
+	for try := 0; ; try++ {
+		d, err := commitOnce(dir, base, txn, txnName, opts)
+		if !errors.Is(err, ErrConflict) {
+			return d, err
+		}
+		if _, ok := txn.GetOperation().(*tablepb.Transaction_Append_); !ok || base == nil || try >= appendRetries {
+			return nil, err
+		}
+		// Appends commute with everything: rebuild on the newest version.
+		if base, err = Open(dir); err != nil {
+			return nil, fmt.Errorf("commit: reopen after conflict: %w", err)
+		}
+	}
+}
+
+func commitOnce(dir string, base *Dataset, txn *tablepb.Transaction, txnName string, opts CommitOptions) (*Dataset, error) {
+	scheme := opts.Scheme
+	if base != nil {
+		scheme = base.File.Scheme
+		if err := CheckWriterFlags(base.Manifest().GetWriterFeatureFlags()); err != nil {
+			return nil, fmt.Errorf("%s version %d: %w", dir, base.Version(), err)
+		}
+	}
+	if scheme == 0 {
+		scheme = SchemeV2
+	}
+	var prev *ManifestFile
+	if base != nil {
+		prev = base.ManifestFile
+	}
+	mf, err := BuildManifest(prev, txn, txnName, opts)
+	if err != nil {
+		return nil, fmt.Errorf("commit %s: %w", OperationName(txn), err)
+	}
+	b, err := EncodeManifest(mf)
+	if err != nil {
+		return nil, err
+	}
+	v := mf.Manifest.GetVersion()
+	path := filepath.Join(dir, VersionsDir, ManifestName(scheme, v))
+	if err := createFile(path, b); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("%w (version %d of %s)", ErrConflict, v, dir)
+		}
+		return nil, fmt.Errorf("commit version %d: %w", v, err)
+	}
+	// The hint only speeds up finding the latest version; a failure to
+	// write it does not undo the commit.
+	_ = WriteHint(dir, v)
+	d := &Dataset{Dir: dir, File: VersionFile{Version: v, Scheme: scheme, Path: path, Size: int64(len(b))}}
+	// Re-read what was written so the result carries the section positions.
+	if d.ManifestFile, err = DecodeManifest(b); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// BuildManifest applies txn to prev (nil for a new dataset) and returns the
+// next version's manifest file, with the transaction inline and
+// transaction_file set to txnFile ("" for none). It follows the rules of
+// Lance's writers: ids for new fragments continue after max_fragment_id
+// (from 0 for an overwrite), fragments sorted by id, data files whose fields
+// are all absent dropped, feature flags recomputed, indices kept where they
+// still apply.
+func BuildManifest(prev *ManifestFile, txn *tablepb.Transaction, txnFile string, opts CommitOptions) (*ManifestFile, error) {
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	var pm *tablepb.Manifest
+	var indices []*tablepb.IndexMetadata
+	if prev != nil {
+		pm = prev.Manifest
+		if prev.Indices != nil {
+			indices = prev.Indices.GetIndices()
+		}
+		if pm.GetReaderFeatureFlags()&FlagStableRowIDs != 0 {
+			return nil, &UnsupportedFeatureError{Writer: true, Flags: pm.GetWriterFeatureFlags(), Unknown: FlagStableRowIDs}
+		}
+	}
+	m := &tablepb.Manifest{}
+	if pm != nil {
+		m.Fields = pm.GetFields()
+		m.SchemaMetadata = pm.GetSchemaMetadata()
+		m.Version = pm.GetVersion() + 1
+		m.MaxFragmentId = pm.MaxFragmentId
+		m.NextRowId = pm.GetNextRowId()
+		m.DataFormat = pm.GetDataFormat()
+		m.Config = maps(pm.GetConfig())
+		m.TableMetadata = pm.GetTableMetadata()
+		m.BasePaths = pm.GetBasePaths()
+		m.Branch = pm.Branch
+	} else {
+		m.Version = 1
+	}
+	nextID := func() func() uint64 {
+		var id uint64
+		switch {
+		case pm == nil:
+		case pm.MaxFragmentId != nil:
+			id = uint64(pm.GetMaxFragmentId()) + 1
+		default:
+			for _, f := range pm.GetFragments() {
+				id = max(id, f.GetId()+1)
+			}
+		}
+		return func() uint64 { id++; return id - 1 }
+	}
+	withIDs := func(frags []*tablepb.DataFragment, next func() uint64) []*tablepb.DataFragment {
+		out := make([]*tablepb.DataFragment, len(frags))
+		for i, f := range frags {
+			f = proto.Clone(f).(*tablepb.DataFragment)
+			f.Id = next()
+			out[i] = f
+		}
+		return out
+	}
+	existing := func() ([]*tablepb.DataFragment, error) {
+		if pm == nil {
+			return nil, fmt.Errorf("%s needs an existing dataset", OperationName(txn))
+		}
+		return slices.Clone(pm.GetFragments()), nil
+	}
+	var frags []*tablepb.DataFragment
+	var err error
+	switch op := txn.GetOperation().(type) {
+	case *tablepb.Transaction_Append_:
+		if frags, err = existing(); err != nil {
+			return nil, err
+		}
+		frags = append(frags, withIDs(op.Append.GetFragments(), nextID())...)
+	case *tablepb.Transaction_Overwrite_:
+		o := op.Overwrite
+		if len(o.GetSchema()) == 0 {
+			return nil, errors.New("overwrite without a schema")
+		}
+		var zero uint64
+		frags = withIDs(o.GetFragments(), func() uint64 { zero++; return zero - 1 })
+		m.Fields, m.SchemaMetadata = o.GetSchema(), o.GetSchemaMetadata()
+		if m.Config == nil && len(o.GetConfigUpsertValues()) > 0 {
+			m.Config = map[string]string{}
+		}
+		for k, v := range o.GetConfigUpsertValues() {
+			m.Config[k] = v
+		}
+		if len(o.GetInitialBases()) > 0 {
+			if pm != nil {
+				return nil, errors.New("an overwrite cannot register base paths")
+			}
+			m.BasePaths = o.GetInitialBases()
+		}
+		indices = nil
+		if opts.StorageVersion != "" {
+			m.DataFormat = &tablepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: opts.StorageVersion}
+		} else if pm == nil {
+			v, err := storageVersionOf(frags)
+			if err != nil {
+				return nil, err
+			}
+			m.DataFormat = &tablepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: v}
+		}
+	case *tablepb.Transaction_Delete_:
+		if frags, err = existing(); err != nil {
+			return nil, err
+		}
+		frags = replaceFragments(frags, op.Delete.GetDeletedFragmentIds(), op.Delete.GetUpdatedFragments())
+	case *tablepb.Transaction_Update_:
+		u := op.Update
+		if frags, err = existing(); err != nil {
+			return nil, err
+		}
+		frags = replaceFragments(frags, u.GetRemovedFragmentIds(), u.GetUpdatedFragments())
+		frags = append(frags, withIDs(u.GetNewFragments(), nextID())...)
+		indices = slices.DeleteFunc(slices.Clone(indices), func(ix *tablepb.IndexMetadata) bool {
+			for _, f := range ix.GetFields() {
+				if f >= 0 && slices.Contains(u.GetFieldsModified(), uint32(f)) {
+					return true
+				}
+			}
+			return false
+		})
+	case *tablepb.Transaction_Merge_:
+		if pm == nil {
+			return nil, errors.New("merge needs an existing dataset")
+		}
+		frags = slices.Clone(op.Merge.GetFragments())
+		m.Fields, m.SchemaMetadata = op.Merge.GetSchema(), op.Merge.GetSchemaMetadata()
+	case *tablepb.Transaction_Project_:
+		if frags, err = existing(); err != nil {
+			return nil, err
+		}
+		m.Fields = op.Project.GetSchema()
+		keep := fieldIDs(m.Fields)
+		for i, f := range frags {
+			f = proto.Clone(f).(*tablepb.DataFragment)
+			f.Files = slices.DeleteFunc(f.Files, func(df *tablepb.DataFile) bool {
+				return !slices.ContainsFunc(df.GetFields(), func(id int32) bool { return keep[id] })
+			})
+			frags[i] = f
+		}
+	default:
+		return nil, fmt.Errorf("operation %s is not supported", OperationName(txn))
+	}
+	if len(m.Fields) == 0 {
+		return nil, errors.New("the dataset has no schema")
+	}
+	// Drop data files whose every field is absent, then order by id.
+	for i, f := range frags {
+		if slices.ContainsFunc(f.GetFiles(), allAbsent) {
+			f = proto.Clone(f).(*tablepb.DataFragment)
+			f.Files = slices.DeleteFunc(f.Files, allAbsent)
+			frags[i] = f
+		}
+	}
+	sort.SliceStable(frags, func(i, j int) bool { return frags[i].GetId() < frags[j].GetId() })
+	m.Fragments = frags
+	if len(frags) > 0 {
+		mx := frags[len(frags)-1].GetId()
+		if mx > math.MaxUint32 {
+			return nil, fmt.Errorf("fragment id %d over the u32 max_fragment_id", mx)
+		}
+		if m.MaxFragmentId == nil || uint32(mx) > m.GetMaxFragmentId() {
+			v := uint32(mx)
+			m.MaxFragmentId = &v
+		}
+	}
+	// Indices on fields the schema lost go.
+	have := fieldIDs(m.Fields)
+	indices = slices.DeleteFunc(slices.Clone(indices), func(ix *tablepb.IndexMetadata) bool {
+		return slices.ContainsFunc(ix.GetFields(), func(f int32) bool { return !have[f] })
+	})
+
+	var rf, wf uint64
+	for _, f := range frags {
+		if f.GetDeletionFile() != nil {
+			rf |= FlagDeletionFiles
+			wf |= FlagDeletionFiles
+		}
+	}
+	if len(m.Config) > 0 {
+		wf |= FlagTableConfig
+	}
+	if len(m.BasePaths) > 0 {
+		rf |= FlagBasePaths
+		wf |= FlagBasePaths
+	}
+	if pm != nil {
+		wf |= pm.GetWriterFeatureFlags() & FlagDisableTransactionFile
+	}
+	m.ReaderFeatureFlags, m.WriterFeatureFlags = rf, wf
+	m.WriterVersion = &tablepb.Manifest_WriterVersion{Library: WriterLibrary, Version: WriterRelease}
+	m.Timestamp = timestamppb.New(now())
+	m.Tag = txn.GetTag()
+	m.TransactionFile = txnFile
+	if err := Validate(m); err != nil {
+		return nil, err
+	}
+	out := &ManifestFile{Manifest: m, Transaction: txn, Major: ManifestMajor, Minor: ManifestMinor}
+	if len(indices) > 0 {
+		out.Indices = &tablepb.IndexSection{Indices: indices}
+	}
+	return out, nil
+}
+
+func maps(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func allAbsent(df *tablepb.DataFile) bool {
+	for _, f := range df.GetFields() {
+		if f != FieldAbsent {
+			return false
+		}
+	}
+	return true
+}
+
+func fieldIDs(fields []*filepb.Field) map[int32]bool {
+	out := make(map[int32]bool, len(fields))
+	for _, f := range fields {
+		out[f.GetId()] = true
+	}
+	return out
+}
+
+// replaceFragments drops the fragments with the removed ids and swaps in the
+// updated ones by id.
+func replaceFragments(frags []*tablepb.DataFragment, removed []uint64, updated []*tablepb.DataFragment) []*tablepb.DataFragment {
+	frags = slices.DeleteFunc(frags, func(f *tablepb.DataFragment) bool { return slices.Contains(removed, f.GetId()) })
+	for i, f := range frags {
+		for _, u := range updated {
+			if u.GetId() == f.GetId() {
+				frags[i] = u
+			}
+		}
+	}
+	return frags
+}
+
+// storageVersionOf names the data_format version of data files: "2.0" for
+// file version 0.3, "2.1" for 2.1 (the default without files).
+func storageVersionOf(frags []*tablepb.DataFragment) (string, error) {
+	v := ""
+	for _, f := range frags {
+		for _, df := range f.GetFiles() {
+			var s string
+			switch mm := [2]uint32{df.GetFileMajorVersion(), df.GetFileMinorVersion()}; mm {
+			case [2]uint32{0, 3}, [2]uint32{2, 0}:
+				s = "2.0"
+			case [2]uint32{2, 1}:
+				s = "2.1"
+			default:
+				return "", fmt.Errorf("data file %s has file version %d.%d, not 2.0 or 2.1", df.GetPath(), mm[0], mm[1])
+			}
+			if v != "" && v != s {
+				return "", fmt.Errorf("data files mix storage versions %s and %s", v, s)
+			}
+			v = s
+		}
+	}
+	if v == "" {
+		v = "2.1"
+	}
+	return v, nil
+}

@@ -1,0 +1,709 @@
+package dataset
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mvq-dev/mvq/lance/internal/oracle"
+	"github.com/mvq-dev/mvq/lance/pb/filepb"
+	"github.com/mvq-dev/mvq/lance/pb/tablepb"
+)
+
+// batch is n rows: id = start.., s = "s{id}", v = [id, id+.25, id+.5, id+.75].
+func batch(t testing.TB, start, n int) arrow.RecordBatch {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "v", Type: arrow.FixedSizeListOf(4, arrow.PrimitiveTypes.Float32), Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	vb := b.Field(2).(*array.FixedSizeListBuilder)
+	fb := vb.ValueBuilder().(*array.Float32Builder)
+	for i := start; i < start+n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("s%d", i))
+		vb.Append(true)
+		for k := 0; k < 4; k++ {
+			fb.Append(float32(i) + float32(k)/4)
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+// int64s returns the named int64 column of tbl.
+func int64s(t testing.TB, tbl arrow.Table, name string) []int64 {
+	t.Helper()
+	idx := tbl.Schema().FieldIndices(name)
+	if len(idx) != 1 {
+		t.Fatalf("no column %s in %v", name, tbl.Schema())
+	}
+	var out []int64
+	for _, c := range tbl.Column(idx[0]).Data().Chunks() {
+		switch a := c.(type) {
+		case *array.Int64:
+			out = append(out, a.Int64Values()...)
+		case *array.Uint64:
+			for _, v := range a.Uint64Values() {
+				out = append(out, int64(v))
+			}
+		default:
+			t.Fatalf("column %s is %T", name, c)
+		}
+	}
+	return out
+}
+
+func newDir(t testing.TB) string { return filepath.Join(t.TempDir(), "t.lance") }
+
+func write(t testing.TB, o *oracle.Oracle, dir string, start, n int, version, mode string) {
+	t.Helper()
+	rec := batch(t, start, n)
+	defer rec.Release()
+	o.Write(t, dir, rec, version, mode)
+}
+
+// liveRowAddresses is what the Go side says the live rows of version v are:
+// fragment id << 32 | offset for every offset not deleted.
+func liveRowAddresses(t testing.TB, d *Dataset) []int64 {
+	t.Helper()
+	var out []int64
+	for _, fr := range d.Fragments() {
+		del, err := d.DeletedRows(fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off := uint64(0); off < fr.GetPhysicalRows(); off++ {
+			if !del.Contains(uint32(off)) {
+				out = append(out, int64(fr.GetId()<<32|off))
+			}
+		}
+	}
+	return out
+}
+
+func sorted(x []int64) []int64 {
+	x = slices.Clone(x)
+	slices.Sort(x)
+	return x
+}
+
+// checkAgainstLanceDB compares every version of dir as the Go side reads it
+// with LanceDB's view: version list, live row count and the exact live row
+// addresses (LanceDB's _rowid is the row address without stable row ids).
+func checkAgainstLanceDB(t *testing.T, o *oracle.Oracle, dir string) []*Dataset {
+	t.Helper()
+	vs, err := ListVersions(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ovs := o.Versions(t, dir)
+	if len(vs) != len(ovs) {
+		t.Fatalf("Go lists %d versions, LanceDB %d", len(vs), len(ovs))
+	}
+	var out []*Dataset
+	for i, vf := range vs {
+		if vf.Version != ovs[i].Version {
+			t.Fatalf("version %d: Go %d, LanceDB %d", i, vf.Version, ovs[i].Version)
+		}
+		d, err := OpenVersion(dir, vf.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := d.CountRows()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := o.CountAt(t, dir, "", vf.Version); int64(n) != want {
+			t.Errorf("version %d: Go counts %d rows, LanceDB %d", vf.Version, n, want)
+		}
+		if md := ovs[i].Metadata; md["total_rows"] != fmt.Sprint(n) {
+			t.Errorf("version %d: LanceDB metadata total_rows %s, Go %d", vf.Version, md["total_rows"], n)
+		}
+		tbl := o.Read(t, dir, oracle.ReadOpts{At: vf.Version, RowID: true, Columns: []string{"id"}})
+		got, want := sorted(liveRowAddresses(t, d)), sorted(int64s(t, tbl, "_rowid"))
+		tbl.Release()
+		if !slices.Equal(got, want) {
+			t.Errorf("version %d: live row addresses differ:\n Go      %v\n LanceDB %v", vf.Version, got, want)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func opName(t *testing.T, d *Dataset) string {
+	t.Helper()
+	txn, err := d.Transaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txn == nil {
+		return ""
+	}
+	// The inline section and the _transactions file hold the same message.
+	if name := d.Manifest().GetTransactionFile(); name != "" {
+		f, err := ReadTransactionFile(d.Dir, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !proto.Equal(f, txn) {
+			t.Errorf("version %d: transaction file and inline section differ", d.Version())
+		}
+		if name != TransactionFileName(txn) {
+			t.Errorf("version %d: transaction file %s, want %s", d.Version(), name, TransactionFileName(txn))
+		}
+	}
+	return OperationName(txn)
+}
+
+// TestReadLanceDBHistory has LanceDB write, append, delete (an Arrow and a
+// bitmap deletion file), update, add and drop columns; the Go side must list
+// the same versions and read each manifest, its fragments, deletion vectors
+// and transaction as LanceDB's own state says.
+func TestReadLanceDBHistory(t *testing.T) {
+	o := oracle.Need(t)
+	for _, sv := range []string{"2.0", "2.1"} {
+		t.Run(sv, func(t *testing.T) {
+			dir := newDir(t)
+			write(t, o, dir, 0, 100, sv, "create")                         // v1
+			write(t, o, dir, 100, 6000, sv, "append")                      // v2
+			o.Delete(t, dir, "id % 10 = 3")                                // v3: arrow files
+			o.Delete(t, dir, "id >= 200 AND id < 5900")                    // v4: a bitmap for fragment 1
+			o.Update(t, dir, "id = 50", map[string]string{"s": "'fifty'"}) // v5
+			o.AddColumns(t, dir, map[string]string{"w": "id * 2"})         // v6
+			o.DropColumns(t, dir, "s")                                     // v7
+
+			ds := checkAgainstLanceDB(t, o, dir)
+			if len(ds) != 7 {
+				t.Fatalf("%d versions", len(ds))
+			}
+			var ops []string
+			for _, d := range ds {
+				ops = append(ops, opName(t, d))
+			}
+			want := []string{"overwrite", "append", "delete", "delete", "update", "merge", "project"}
+			if !slices.Equal(ops, want) {
+				t.Errorf("operations %v, want %v", ops, want)
+			}
+			if ds[0].File.Scheme != SchemeV2 {
+				t.Errorf("scheme %v", ds[0].File.Scheme)
+			}
+			if got := ds[0].StorageVersion(); got != sv {
+				t.Errorf("storage version %q, want %q", got, sv)
+			}
+			// Deletion file kinds: v3 all Arrow, v4 fragment 1 a bitmap.
+			kinds := func(d *Dataset) map[uint64]tablepb.DeletionFile_DeletionFileType {
+				out := map[uint64]tablepb.DeletionFile_DeletionFileType{}
+				for _, fr := range d.Fragments() {
+					if del := fr.GetDeletionFile(); del != nil {
+						out[fr.GetId()] = del.GetFileType()
+					}
+				}
+				return out
+			}
+			if k := kinds(ds[2]); len(k) != 2 || k[0] != tablepb.DeletionFile_ARROW_ARRAY || k[1] != tablepb.DeletionFile_ARROW_ARRAY {
+				t.Errorf("v3 deletion files %v", k)
+			}
+			if k := kinds(ds[3]); k[1] != tablepb.DeletionFile_BITMAP {
+				t.Errorf("v4 deletion files %v", k)
+			}
+			for _, d := range ds[2:] {
+				if d.Manifest().GetReaderFeatureFlags()&FlagDeletionFiles == 0 {
+					t.Errorf("version %d lacks the deletion files flag", d.Version())
+				}
+			}
+			// v6: every fragment has a second data file holding w.
+			fields := map[string]int32{}
+			for _, f := range ds[5].Manifest().GetFields() {
+				fields[f.GetName()] = f.GetId()
+			}
+			for _, fr := range ds[5].Fragments() {
+				if len(fr.GetFiles()) != 2 || !slices.Equal(fr.GetFiles()[1].GetFields(), []int32{fields["w"]}) {
+					t.Errorf("v6 fragment %d files %v", fr.GetId(), fr.GetFiles())
+				}
+				for _, df := range fr.GetFiles() {
+					p, err := ds[5].DataFilePath(df)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if st, err := os.Stat(p); err != nil || uint64(st.Size()) != df.GetFileSizeBytes() && df.GetFileSizeBytes() != 0 {
+						t.Errorf("data file %s: %v (size %d)", p, err, df.GetFileSizeBytes())
+					}
+				}
+			}
+			// v7: s is gone from the schema.
+			for _, f := range ds[6].Manifest().GetFields() {
+				if f.GetName() == "s" {
+					t.Errorf("v7 still has s")
+				}
+			}
+			t.Logf("LanceDB %s: %d fragments at v7, flags r%d w%d, writer %v", sv, len(ds[6].Fragments()),
+				ds[6].Manifest().GetReaderFeatureFlags(), ds[6].Manifest().GetWriterFeatureFlags(), ds[6].Manifest().GetWriterVersion())
+		})
+	}
+}
+
+// goDelete deletes, through the Go side only, the rows of the latest version
+// whose offsets pick selects, per fragment.
+func goDelete(t *testing.T, dir string, pick func(fragID, off uint64) bool) *Dataset {
+	t.Helper()
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var updated []*tablepb.DataFragment
+	for _, fr := range d.Fragments() {
+		del, err := d.DeletedRows(fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := del.GetCardinality()
+		for off := uint64(0); off < fr.GetPhysicalRows(); off++ {
+			if pick(fr.GetId(), off) {
+				del.Add(uint32(off))
+			}
+		}
+		if del.GetCardinality() == before {
+			continue
+		}
+		df, err := WriteDeletionFile(dir, fr.GetId(), d.Version(), del)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nf := proto.Clone(fr).(*tablepb.DataFragment)
+		nf.DeletionFile = df
+		updated = append(updated, nf)
+	}
+	nd, err := Commit(dir, d, Delete(d.Version(), updated, nil, "go delete"), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nd
+}
+
+// TestGoDeleteLanceDBReads: the Go side deletes rows of a LanceDB dataset
+// (an Arrow deletion file and a bitmap one); LanceDB counts and reads the
+// result, then appends, deletes and updates on top of the Go version.
+func TestGoDeleteLanceDBReads(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 100, "", "create")
+	write(t, o, dir, 100, 6000, "", "append")
+	// Rows were written in id order: fragment 0 offset k is id k, fragment
+	// 1 offset k is id 100+k.
+	d := goDelete(t, dir, func(frag, off uint64) bool {
+		if frag == 0 {
+			return off%3 == 0
+		}
+		return off < 5500
+	})
+	if d.Version() != 3 {
+		t.Fatalf("Go committed version %d", d.Version())
+	}
+	kinds := []tablepb.DeletionFile_DeletionFileType{}
+	for _, fr := range d.Fragments() {
+		kinds = append(kinds, fr.GetDeletionFile().GetFileType())
+	}
+	if !slices.Equal(kinds, []tablepb.DeletionFile_DeletionFileType{tablepb.DeletionFile_ARROW_ARRAY, tablepb.DeletionFile_BITMAP}) {
+		t.Errorf("deletion kinds %v", kinds)
+	}
+	want := int64(100 - 34 + 500)
+	if n := o.Count(t, dir, ""); n != want {
+		t.Fatalf("LanceDB counts %d rows after the Go delete, want %d", n, want)
+	}
+	if n := o.Count(t, dir, "id % 3 = 0 AND id < 100"); n != 0 {
+		t.Errorf("LanceDB still sees %d deleted rows", n)
+	}
+	tbl := o.Read(t, dir, oracle.ReadOpts{Columns: []string{"id"}})
+	ids := sorted(int64s(t, tbl, "id"))
+	tbl.Release()
+	if int64(len(ids)) != want || ids[0] != 1 || ids[len(ids)-1] != 6099 || slices.Contains(ids, 5599) || !slices.Contains(ids, 5600) {
+		t.Errorf("LanceDB reads %d ids, first %d last %d", len(ids), ids[0], ids[len(ids)-1])
+	}
+	// LanceDB builds on the Go version: append, delete (merging its
+	// deletions with the Go deletion files), update.
+	write(t, o, dir, 10000, 10, "", "append")
+	o.Delete(t, dir, "id = 1 OR id = 5600")
+	o.Update(t, dir, "id = 2", map[string]string{"s": "'two'"})
+	want += 10 - 2
+	if n := o.Count(t, dir, ""); n != want {
+		t.Errorf("LanceDB counts %d after its own changes on the Go version, want %d", n, want)
+	}
+	checkAgainstLanceDB(t, o, dir)
+	// And the Go side deletes again on top of LanceDB's versions.
+	goDelete(t, dir, func(frag, off uint64) bool { return frag == 0 && off == 4 })
+	if n := o.Count(t, dir, ""); n != want-1 {
+		t.Errorf("LanceDB counts %d after the second Go delete, want %d", n, want-1)
+	}
+	if n := o.Count(t, dir, "id = 4"); n != 0 {
+		t.Errorf("id 4 still there")
+	}
+}
+
+// copyFile copies a data file LanceDB wrote into another dataset.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGoAppendAndCreate: the Go side appends to a LanceDB dataset a
+// fragment whose data file LanceDB wrote for another dataset, and creates a
+// new dataset from such files; LanceDB opens both, counts, filters, reads
+// and appends on top.
+func TestGoAppendAndCreate(t *testing.T) {
+	o := oracle.Need(t)
+	for _, sv := range []string{"2.0", "2.1"} {
+		t.Run(sv, func(t *testing.T) {
+			src, dst := newDir(t), newDir(t)
+			write(t, o, src, 1000, 50, sv, "create")
+			write(t, o, dst, 0, 20, sv, "create")
+			s, err := Open(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var frags []*tablepb.DataFragment
+			for _, fr := range s.Fragments() {
+				fr = proto.Clone(fr).(*tablepb.DataFragment)
+				for _, df := range fr.GetFiles() {
+					p, err := s.DataFilePath(df)
+					if err != nil {
+						t.Fatal(err)
+					}
+					copyFile(t, p, filepath.Join(dst, DataDir, df.GetPath()))
+				}
+				frags = append(frags, fr)
+			}
+			d, err := Open(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nd, err := Commit(dst, d, Append(d.Version(), frags), CommitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nd.Version() != 2 || nd.Fragments()[1].GetId() != 1 || nd.Manifest().GetMaxFragmentId() != 1 {
+				t.Errorf("Go append: version %d, fragments %v", nd.Version(), nd.Fragments())
+			}
+			if n := o.Count(t, dst, ""); n != 70 {
+				t.Errorf("LanceDB counts %d after the Go append, want 70", n)
+			}
+			if n := o.Count(t, dst, "id >= 1000"); n != 50 {
+				t.Errorf("LanceDB filters %d appended rows, want 50", n)
+			}
+			res := o.Search(t, dst, oracle.SearchOpts{Column: "v", Vector: []float32{1010, 1010.25, 1010.5, 1010.75}, K: 1, Columns: []string{"id"}})
+			if ids := int64s(t, res, "id"); len(ids) != 1 || ids[0] != 1010 {
+				t.Errorf("LanceDB search finds %v, want [1010]", ids)
+			}
+			res.Release()
+			write(t, o, dst, 5000, 5, "", "append")
+			if n := o.Count(t, dst, ""); n != 75 {
+				t.Errorf("LanceDB counts %d after appending on the Go version, want 75", n)
+			}
+
+			// A new dataset made by the Go side alone from src's files.
+			nw := newDir(t)
+			for _, fr := range frags {
+				for _, df := range fr.GetFiles() {
+					copyFile(t, filepath.Join(src, DataDir, df.GetPath()), filepath.Join(nw, DataDir, df.GetPath()))
+				}
+			}
+			cd, err := Commit(nw, nil, Overwrite(0, s.Manifest().GetFields(), s.Manifest().GetSchemaMetadata(), frags, nil), CommitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cd.Version() != 1 || cd.StorageVersion() != sv {
+				t.Errorf("Go create: version %d, storage %s", cd.Version(), cd.StorageVersion())
+			}
+			want := o.Read(t, src, oracle.ReadOpts{})
+			got := o.Read(t, nw, oracle.ReadOpts{})
+			if !array.TableEqual(want, got) {
+				t.Errorf("LanceDB reads the Go-made dataset differently:\n%v\n%v", got, want)
+			}
+			want.Release()
+			got.Release()
+			write(t, o, nw, 7000, 3, "", "append")
+			o.Delete(t, nw, "id = 1001")
+			if n := o.Count(t, nw, ""); n != 52 {
+				t.Errorf("LanceDB counts %d on the Go-made dataset after its changes, want 52", n)
+			}
+			checkAgainstLanceDB(t, o, nw)
+		})
+	}
+}
+
+// TestRebase: LanceDB opens version N for an append, the Go side commits
+// N+1 meanwhile, and LanceDB's append must rebase on it (reading the Go
+// transaction); then the reverse, the Go side losing the race to LanceDB.
+func TestRebase(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 30, "", "create")
+	rec := batch(t, 100, 10)
+	defer rec.Release()
+	h := o.StartAppend(t, dir, rec)
+	if h.Version != 1 {
+		t.Fatalf("LanceDB opened version %d", h.Version)
+	}
+	goDelete(t, dir, func(frag, off uint64) bool { return off < 5 }) // v2
+	if err := h.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	if n := o.Count(t, dir, ""); n != 35 {
+		t.Errorf("after the rebase LanceDB counts %d, want 35", n)
+	}
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn, err := d.Transaction()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Version() != 3 || txn.GetReadVersion() != 1 || OperationName(txn) != "append" {
+		t.Errorf("LanceDB's append: version %d, read version %d, %s", d.Version(), txn.GetReadVersion(), OperationName(txn))
+	}
+	if d.Fragments()[0].GetDeletionFile() == nil {
+		t.Errorf("the Go deletion file was lost in the rebase")
+	}
+
+	// The Go side appends against v3 after LanceDB has made v4.
+	base := d
+	write(t, o, dir, 200, 4, "", "append") // v4
+	other := newDir(t)
+	write(t, o, other, 300, 6, "", "create")
+	od, err := Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := od.Fragments()[0]
+	copyFile(t, filepath.Join(other, DataDir, fr.GetFiles()[0].GetPath()), filepath.Join(dir, DataDir, fr.GetFiles()[0].GetPath()))
+	nd, err := Commit(dir, base, Append(base.Version(), []*tablepb.DataFragment{fr}), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nd.Version() != 5 {
+		t.Errorf("the Go append landed as version %d, want 5", nd.Version())
+	}
+	if n := o.Count(t, dir, ""); n != 45 {
+		t.Errorf("LanceDB counts %d, want 45", n)
+	}
+	// A Go delete against a stale version is a conflict, not a silent loss.
+	if _, err := Commit(dir, base, Delete(base.Version(), nil, []uint64{0}, ""), CommitOptions{}); err == nil {
+		t.Errorf("stale delete committed")
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestGoProjectAndMerge: the Go side drops a column (Project) and adds one
+// from a data file LanceDB wrote in another dataset (Merge, a fragment with
+// two data files, one column of the second absent); LanceDB reads both.
+func TestGoProjectAndMerge(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 40, "", "create")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Project: drop s.
+	var keep = d.Manifest().GetFields()[:0:0]
+	for _, f := range d.Manifest().GetFields() {
+		if f.GetName() != "s" {
+			keep = append(keep, f)
+		}
+	}
+	pd, err := Commit(dir, d, Project(d.Version(), keep), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := o.Read(t, dir, oracle.ReadOpts{})
+	names := []string{}
+	for _, f := range tbl.Schema().Fields() {
+		names = append(names, f.Name)
+	}
+	tbl.Release()
+	if !slices.Equal(names, []string{"id", "v"}) {
+		t.Errorf("LanceDB columns after the Go project: %v", names)
+	}
+
+	// Merge: the other dataset has the same 40 rows in order with columns
+	// (id, s); its file joins each fragment with id absent and s as a new
+	// field "s2".
+	other := newDir(t)
+	write(t, o, other, 0, 40, "", "create")
+	od, err := Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ofr := od.Fragments()[0]
+	if len(od.Fragments()) != 1 || len(pd.Fragments()) != 1 {
+		t.Fatalf("fragments: %d and %d", len(od.Fragments()), len(pd.Fragments()))
+	}
+	odf := ofr.GetFiles()[0]
+	copyFile(t, filepath.Join(other, DataDir, odf.GetPath()), filepath.Join(dir, DataDir, odf.GetPath()))
+	var sID int32 = -1
+	var maxID int32
+	var s2 *filepb.Field
+	for _, f := range od.Manifest().GetFields() {
+		if f.GetName() == "s" {
+			sID = f.GetId()
+			s2 = proto.Clone(f).(*filepb.Field)
+		}
+	}
+	for _, f := range pd.Manifest().GetFields() {
+		maxID = max(maxID, f.GetId())
+	}
+	s2.Name, s2.Id = "s2", maxID+1
+	odf = proto.Clone(odf).(*tablepb.DataFile)
+	for i, f := range odf.Fields {
+		if f == sID {
+			odf.Fields[i] = s2.Id
+		} else {
+			odf.Fields[i] = FieldAbsent
+		}
+	}
+	mfr := proto.Clone(pd.Fragments()[0]).(*tablepb.DataFragment)
+	mfr.Files = append(mfr.Files, odf)
+	schema := append(slices.Clone(pd.Manifest().GetFields()), s2)
+	md, err := Commit(dir, pd, Merge(pd.Version(), schema, nil, []*tablepb.DataFragment{mfr}), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Version() != 3 || len(md.Fragments()[0].GetFiles()) != 2 {
+		t.Errorf("Go merge: version %d, files %v", md.Version(), md.Fragments()[0].GetFiles())
+	}
+	tbl = o.Read(t, dir, oracle.ReadOpts{Columns: []string{"id", "s2"}, Where: "id = 7"})
+	defer tbl.Release()
+	if tbl.NumRows() != 1 || tbl.Column(1).Data().Chunk(0).(*array.String).Value(0) != "s7" {
+		t.Errorf("LanceDB reads the merged column: %v", tbl)
+	}
+	if n := o.Count(t, dir, "s2 = 's39'"); n != 1 {
+		t.Errorf("LanceDB filters the merged column: %d", n)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestV1Names: a dataset LanceDB writes with V1 manifest names
+// (`{v}.manifest`) reads the same, and Go commits keep V1 names.
+func TestV1Names(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	rec := batch(t, 0, 30)
+	defer rec.Release()
+	o.WriteWith(t, dir, rec, oracle.WriteOpts{Options: map[string]string{"new_table_enable_v2_manifest_paths": "false"}})
+	write(t, o, dir, 30, 10, "", "append")
+	d := goDelete(t, dir, func(frag, off uint64) bool { return frag == 1 && off%2 == 0 })
+	if d.File.Scheme != SchemeV1 || filepath.Base(d.File.Path) != "3.manifest" {
+		t.Errorf("Go commit on a V1 dataset: %s (%v)", d.File.Path, d.File.Scheme)
+	}
+	o.Delete(t, dir, "id = 0")
+	if n := o.Count(t, dir, ""); n != 34 {
+		t.Errorf("LanceDB counts %d, want 34", n)
+	}
+	for _, vf := range checkAgainstLanceDB(t, o, dir) {
+		if vf.File.Scheme != SchemeV1 {
+			t.Errorf("version %d named %s", vf.Version(), vf.File.Path)
+		}
+	}
+	if v, ok, err := ReadHint(dir); err != nil || !ok || v != 4 {
+		t.Errorf("hint: %d %v %v", v, ok, err)
+	}
+}
+
+// TestStableRowIDs: a dataset with stable row ids reads (its reader flag is
+// known) but the Go side refuses to commit on it, naming the feature.
+func TestStableRowIDs(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	rec := batch(t, 0, 30)
+	defer rec.Release()
+	o.WriteWith(t, dir, rec, oracle.WriteOpts{Options: map[string]string{"new_table_enable_stable_row_ids": "true"}})
+	o.Delete(t, dir, "id < 3")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Manifest().GetReaderFeatureFlags()&FlagStableRowIDs == 0 {
+		t.Fatalf("flags %d", d.Manifest().GetReaderFeatureFlags())
+	}
+	if n, err := d.CountRows(); err != nil || n != 27 {
+		t.Errorf("count %d %v", n, err)
+	}
+	_, err = Commit(dir, d, Delete(d.Version(), nil, []uint64{0}, ""), CommitOptions{})
+	var ue *UnsupportedFeatureError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "stable row ids") {
+		t.Errorf("commit on stable row ids: %v", err)
+	}
+}
+
+// TestIndexSurvivesGoCommits: LanceDB indexes a column; Go deletes and
+// appends carry the index section over (unknown IndexMetadata fields
+// included), LanceDB's filtered counts stay right, and LanceDB keeps the
+// index when it commits on top of the Go versions.
+func TestIndexSurvivesGoCommits(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 300, "", "create")
+	o.CreateIndex(t, dir, "id", "btree") // v2
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Indices == nil || len(d.Indices.GetIndices()) != 1 {
+		t.Fatalf("LanceDB's index section: %v", d.Indices)
+	}
+	ix := d.Indices.GetIndices()[0]
+	t.Logf("index %q on fields %v, %d unknown bytes", ix.GetName(), ix.GetFields(), len(ix.ProtoReflect().GetUnknown()))
+	d = goDelete(t, dir, func(frag, off uint64) bool { return off%2 == 0 }) // v3
+	if d.Indices == nil || !proto.Equal(d.Indices.GetIndices()[0], ix) {
+		t.Fatalf("the Go delete lost the index: %v", d.Indices)
+	}
+	for where, want := range map[string]int64{"id = 4": 0, "id = 5": 1, "id < 100": 50, "id >= 250": 25} {
+		if n := o.Count(t, dir, where); n != want {
+			t.Errorf("after the Go delete, LanceDB counts %d rows where %s, want %d", n, where, want)
+		}
+	}
+	other := newDir(t)
+	write(t, o, other, 1000, 10, "", "create")
+	od, err := Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := od.Fragments()[0]
+	copyFile(t, filepath.Join(other, DataDir, fr.GetFiles()[0].GetPath()), filepath.Join(dir, DataDir, fr.GetFiles()[0].GetPath()))
+	if _, err := Commit(dir, d, Append(d.Version(), []*tablepb.DataFragment{fr}), CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := o.Count(t, dir, "id >= 1000 OR id = 7"); n != 11 {
+		t.Errorf("LanceDB counts %d indexed and unindexed rows, want 11", n)
+	}
+	o.Delete(t, dir, "id = 7")
+	last, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Indices == nil || len(last.Indices.GetIndices()) != 1 || last.Indices.GetIndices()[0].GetName() != ix.GetName() {
+		t.Errorf("LanceDB dropped the index on top of the Go versions: %v", last.Indices)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}

@@ -1,0 +1,120 @@
+package file
+
+import (
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/mvq-dev/mvq/lance/internal/fsst"
+	"github.com/mvq-dev/mvq/lance/pb/enc21pb"
+)
+
+// Choices for variable-width pages, made by measured size as Lance does:
+// dictionary (mini-block, any width) when values repeat, FSST when it
+// shrinks the bytes by more than its 2312-byte table, else plain.
+const (
+	dictMinValues = 100
+	fsstMinBytes  = 4 << 10
+)
+
+// dictionary is a page's values replaced by indices into unique values.
+type dictionary struct {
+	indices *fixedSink
+	items   *varSink
+}
+
+// tryDictionary returns a dictionary when it is smaller than the plain
+// values; it gives up as soon as half the values prove unique.
+func tryDictionary(s *varSink, plainSize int) *dictionary {
+	n := s.count()
+	if n < dictMinValues {
+		return nil
+	}
+	limit := n / 2
+	// A sample from the start decides cheaply for mostly unique text.
+	sample := min(n, 2048)
+	probe := make(map[string]struct{}, 64)
+	for i := 0; i < sample; i++ {
+		probe[string(s.data[s.offsets[i]:s.offsets[i+1]])] = struct{}{}
+		if len(probe) > sample/2 {
+			return nil
+		}
+	}
+	seen := make(map[string]uint32, 64)
+	w := 4
+	if s.wide {
+		w = 8
+	}
+	idx := &fixedSink{w: w, data: make([]byte, 0, n*w)}
+	items := &varSink{offsets: []uint64{0}, wide: s.wide}
+	for i := 0; i < n; i++ {
+		v := s.data[s.offsets[i]:s.offsets[i+1]]
+		k, ok := seen[string(v)]
+		if !ok {
+			if len(seen) >= limit {
+				return nil
+			}
+			k = uint32(len(seen))
+			seen[string(v)] = k
+			items.add(v)
+		}
+		if w == 4 {
+			idx.data = binary.LittleEndian.AppendUint32(idx.data, k)
+		} else {
+			idx.data = binary.LittleEndian.AppendUint64(idx.data, uint64(k))
+		}
+	}
+	idx.n = n
+	card := len(seen)
+	size := len(items.data) + w*(card+1) + n*bits.Len(uint(card))/8 + 2*(n/1024+1)*w
+	if size >= plainSize {
+		return nil
+	}
+	return &dictionary{indices: idx, items: items}
+}
+
+// blockVariable serializes variable-width values as a Lance block:
+// [bits per offset][offset of the bytes][offsets from 0][bytes], the header
+// words as wide as the offsets.
+func blockVariable(s *varSink) []byte {
+	w := 4
+	if s.wide {
+		w = 8
+	}
+	start := uint64(2*w + w*len(s.offsets))
+	b := make([]byte, 0, int(start)+len(s.data))
+	put := func(v uint64) {
+		if w == 4 {
+			b = binary.LittleEndian.AppendUint32(b, uint32(v))
+		} else {
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+	}
+	put(uint64(8 * w))
+	put(start)
+	for _, o := range s.offsets {
+		put(o)
+	}
+	return append(b, s.data...)
+}
+
+// tryFSST compresses the values when that saves more than the table costs,
+// returning the compressed values and the serialized table.
+func tryFSST(s *varSink) (*varSink, []byte) {
+	if len(s.data) < fsstMinBytes {
+		return nil, nil
+	}
+	enc := fsst.Train(s.data, s.offsets)
+	codes, offs := enc.EncodeAll(s.data, s.offsets)
+	if len(codes)+fsst.SymbolTableSize >= len(s.data) {
+		return nil, nil
+	}
+	out := &varSink{offsets: offs, data: codes, wide: s.wide}
+	for i := 1; i < len(offs); i++ {
+		out.maxLen = max(out.maxLen, int(offs[i]-offs[i-1]))
+	}
+	return out, enc.Table()
+}
+
+func fsstEnc(table []byte, inner *enc21pb.CompressiveEncoding) *enc21pb.CompressiveEncoding {
+	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_Fsst{Fsst: &enc21pb.Fsst{SymbolTable: table, Values: inner}}}
+}
