@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/lance/internal/oracle"
 )
 
 // compressedStrings20 builds n rows of strings whose fields ask a 2.0 writer
@@ -46,11 +48,11 @@ func compressedStrings20(n int) arrow.RecordBatch {
 }
 
 func TestRead20CompressedStrings(t *testing.T) {
-	o := needOracle20(t)
+	o := oracle.Need(t)
 	rec := compressedStrings20(3000)
 	defer rec.Release()
 	dir := filepath.Join(t.TempDir(), "c.lance")
-	o.write(t, dir, rec, "2.0", "create")
+	o.Write(t, dir, rec, "2.0", "create")
 	r := openFile20(t, dataFiles20(t, dir)[0])
 	// The encodings LanceDB chose are the ones this test is about.
 	s := newSource20(r.Container())
@@ -67,7 +69,7 @@ func TestRead20CompressedStrings(t *testing.T) {
 			t.Errorf("column %d is %s, want %s: %v", c, got, want, enc)
 		}
 	}
-	want := o.read(t, dir)
+	want := readOracle20(t, o, dir)
 	defer want.Release()
 	got, err := r.Read(context.Background(), nil, 0, r.NumRows())
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/lance/internal/oracle"
 )
 
 // dataFiles20 returns the data files of a dataset folder.
@@ -98,7 +100,7 @@ func assertSameRecords(t *testing.T, got, want arrow.RecordBatch) {
 }
 
 func TestRead20MatchesLanceDB(t *testing.T) {
-	o := needOracle20(t)
+	o := oracle.Need(t)
 	for _, tc := range []struct {
 		name string
 		rows int
@@ -111,8 +113,8 @@ func TestRead20MatchesLanceDB(t *testing.T) {
 			rec := allTypes20(tc.rows, tc.dims...)
 			defer rec.Release()
 			dir := filepath.Join(t.TempDir(), "t.lance")
-			o.write(t, dir, rec, "2.0", "create")
-			want := o.read(t, dir)
+			o.Write(t, dir, rec, "2.0", "create")
+			want := readOracle20(t, o, dir)
 			defer want.Release()
 			files := dataFiles20(t, dir)
 			if len(files) != 1 {

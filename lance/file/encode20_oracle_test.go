@@ -3,19 +3,17 @@ package file
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mvq-dev/mvq/lance/dataset"
+	"github.com/mvq-dev/mvq/lance/internal/oracle"
+	"github.com/mvq-dev/mvq/lance/pb/filepb"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
 	"github.com/mvq-dev/mvq/lance/schema"
 )
@@ -51,51 +49,52 @@ func writeFile20(t testing.TB, recs []arrow.RecordBatch, pageBytes int) []byte {
 	return buf.Bytes()
 }
 
-// writeDataset20 makes dir a one-fragment 2.0 dataset holding the file data
-// (a test-only manifest, the shape LanceDB writes for 2.0: every field has a
-// column, in pre-order).
+// dataFile20 writes data into dir/data under name and describes it as a
+// 2.0 data file of a dataset whose schema is fields (in a 2.0 file every
+// field has a column, in pre-order).
+func dataFile20(t testing.TB, dir, name string, fields []*filepb.Field, data []byte) *tablepb.DataFile {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data", name), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	df := &tablepb.DataFile{Path: name, FileMajorVersion: 2, FileMinorVersion: 0, FileSizeBytes: uint64(len(data))}
+	for i, f := range fields {
+		df.Fields = append(df.Fields, f.Id)
+		df.ColumnIndices = append(df.ColumnIndices, int32(i))
+	}
+	return df
+}
+
+// writeDataset20 creates dir as a 2.0 dataset of one fragment, the file data.
 func writeDataset20(t testing.TB, dir string, sc *arrow.Schema, data []byte, rows uint64) {
 	t.Helper()
 	fields, err := schema.FromArrow(sc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{"data", "_versions"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const fname = "go-written-2-0.lance"
-	if err := os.WriteFile(filepath.Join(dir, "data", fname), data, 0o644); err != nil {
+	df := dataFile20(t, dir, "go-written-2-0.lance", fields, data)
+	txn := dataset.Overwrite(0, fields, nil, []*tablepb.DataFragment{{Files: []*tablepb.DataFile{df}, PhysicalRows: rows}}, nil)
+	if _, err := dataset.Commit(dir, nil, txn, dataset.CommitOptions{StorageVersion: "2.0"}); err != nil {
 		t.Fatal(err)
 	}
-	df := &tablepb.DataFile{Path: fname, FileMajorVersion: 2, FileMinorVersion: 0, FileSizeBytes: uint64(len(data))}
-	for i, f := range fields {
-		df.Fields = append(df.Fields, f.Id)
-		df.ColumnIndices = append(df.ColumnIndices, int32(i))
-	}
-	zero := uint32(0)
-	m := &tablepb.Manifest{
-		Fields:        fields,
-		Fragments:     []*tablepb.DataFragment{{Id: 0, Files: []*tablepb.DataFile{df}, PhysicalRows: rows}},
-		Version:       1,
-		WriterVersion: &tablepb.Manifest_WriterVersion{Library: "lance", Version: "8.0.0"},
-		Timestamp:     timestamppb.New(time.Now()),
-		MaxFragmentId: &zero,
-		DataFormat:    &tablepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: "2.0"},
-	}
-	mb, err := proto.Marshal(m)
+}
+
+// appendDataset20 appends the file data as a new fragment to the dataset.
+func appendDataset20(t testing.TB, dir, name string, data []byte, rows uint64) {
+	t.Helper()
+	ds, err := dataset.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	le := binary.LittleEndian
-	out := le.AppendUint32(nil, uint32(len(mb)))
-	out = append(out, mb...)
-	out = le.AppendUint64(out, 0)
-	out = le.AppendUint16(out, 0)
-	out = le.AppendUint16(out, 2)
-	out = append(out, "LANC"...)
-	if err := os.WriteFile(filepath.Join(dir, "_versions", fmt.Sprintf("%020d.manifest", ^uint64(0)-1)), out, 0o644); err != nil {
+	if v := ds.StorageVersion(); v != "2.0" {
+		t.Fatalf("dataset is %q, want 2.0", v)
+	}
+	df := dataFile20(t, dir, name, ds.Manifest().GetFields(), data)
+	txn := dataset.Append(ds.Version(), []*tablepb.DataFragment{{Files: []*tablepb.DataFile{df}, PhysicalRows: rows}})
+	if _, err := dataset.Commit(dir, ds, txn, dataset.CommitOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -112,7 +111,7 @@ func readAll20(t testing.TB, path string) arrow.RecordBatch {
 }
 
 func TestWrite20ReadByLanceDB(t *testing.T) {
-	o := needOracle20(t)
+	o := oracle.Need(t)
 	for _, tc := range []struct {
 		name      string
 		rows      int
@@ -141,10 +140,10 @@ func TestWrite20ReadByLanceDB(t *testing.T) {
 			// LanceDB reads our file as it reads its own 2.0 file of the same
 			// rows (which, like ours, drops struct validity: 2.0 has none).
 			theirs := filepath.Join(root, "theirs.lance")
-			o.write(t, theirs, rec, "2.0", "create")
-			want := o.read(t, theirs)
+			o.Write(t, theirs, rec, "2.0", "create")
+			want := readOracle20(t, o, theirs)
 			defer want.Release()
-			got := o.read(t, ours)
+			got := readOracle20(t, o, ours)
 			defer got.Release()
 			assertSameRecords(t, got, want)
 
@@ -170,12 +169,12 @@ func TestWrite20ReadByLanceDB(t *testing.T) {
 			// reader reads LanceDB's new file.
 			more := allTypes20(500, tc.dims...)
 			defer more.Release()
-			o.write(t, ours, more, "", "append")
+			o.Write(t, ours, more, "", "append")
 			files := dataFiles20(t, ours)
 			if len(files) != 2 {
 				t.Fatalf("%d data files after the append, want 2", len(files))
 			}
-			all := o.read(t, ours)
+			all := readOracle20(t, o, ours)
 			defer all.Release()
 			var parts []arrow.RecordBatch
 			for _, f := range files {
@@ -194,6 +193,21 @@ func TestWrite20ReadByLanceDB(t *testing.T) {
 			joined := concatRecords20(t, parts)
 			defer joined.Release()
 			assertSameRecords(t, joined, all)
+
+			// Go appends a 2.0 file after LanceDB's: LanceDB reads all three.
+			last := allTypes20(700, tc.dims...)
+			defer last.Release()
+			appendDataset20(t, ours, "go-appended-2-0.lance", writeFile20(t, []arrow.RecordBatch{last}, tc.pageBytes), 700)
+			all3 := readOracle20(t, o, ours)
+			defer all3.Release()
+			lastBack := readAll20(t, filepath.Join(ours, "data", "go-appended-2-0.lance"))
+			defer lastBack.Release()
+			joined3 := concatRecords20(t, []arrow.RecordBatch{joined, lastBack})
+			defer joined3.Release()
+			assertSameRecords(t, joined3, all3)
+			if n := o.Count(t, ours, "i32 IS NULL"); n != int64(all3.Column(2).NullN()) {
+				t.Errorf("LanceDB counts %d rows with a null i32, want %d", n, all3.Column(2).NullN())
+			}
 		})
 	}
 }

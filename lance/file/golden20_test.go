@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/mvq-dev/mvq/lance/internal/oracle"
 )
 
 // The golden 2.0 files in testdata/v20 were written by LanceDB 0.31.0
@@ -105,16 +107,16 @@ func readArrowFile20(t testing.TB, path string) arrow.RecordBatch {
 }
 
 func updateGolden20(t *testing.T, dir string) {
-	o := needOracle20(t)
+	o := oracle.Need(t)
+	// Small pages, so that a small file has several.
+	t.Setenv("LANCE_FILE_WRITER_MAX_PAGE_BYTES", "4096")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range goldens20 {
 		rec := g.rec()
 		ds := filepath.Join(t.TempDir(), g.name+".lance")
-		// Small pages, so that a small file has several.
-		o.env = []string{"LANCE_FILE_WRITER_MAX_PAGE_BYTES=4096"}
-		o.write(t, ds, rec, "2.0", "create")
+		o.Write(t, ds, rec, "2.0", "create")
 		rec.Release()
 		files := dataFiles20(t, ds)
 		if len(files) != 1 {
@@ -127,7 +129,7 @@ func updateGolden20(t *testing.T, dir string) {
 		if err := os.WriteFile(filepath.Join(dir, g.name+".lance"), raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		want := o.read(t, ds)
+		want := readOracle20(t, o, ds)
 		writeIPC20(t, filepath.Join(dir, g.name+".arrow"), want)
 		want.Release()
 	}
