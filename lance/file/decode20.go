@@ -67,16 +67,27 @@ func checkVersion(v Version) error {
 	}
 }
 
-// pageBufs20 holds the buffers a 2.0 page encoding may point at: the page's
-// own, and column metadata and global buffers, given or read through load.
+// pageBufs20 gives a 2.0 page decoder the buffers its encoding points at:
+// the page's own, the column metadata's and the file's global buffers. They
+// are either held in memory (page, column, file) or read on demand through
+// fetch, a part at a time, so that decoding a few rows of a large page reads
+// only the bytes that hold them.
 type pageBufs20 struct {
 	page   [][]byte
 	column [][]byte
 	file   [][]byte
-	load   func(t enc20pb.Buffer_BufferType, i uint32) ([]byte, error)
+	// fetch reads n bytes at offset off of buffer i of type t (the rest of
+	// the buffer from off when n is wholeBuffer20); it must check the range
+	// against the buffer.
+	fetch func(t enc20pb.Buffer_BufferType, i uint32, off, n uint64) ([]byte, error)
 }
 
-func (b *pageBufs20) get(desc *enc20pb.Buffer) ([]byte, error) {
+// wholeBuffer20 asks pageBufs20.read for everything from the offset on.
+const wholeBuffer20 = ^uint64(0)
+
+// read returns n bytes at offset off of the buffer desc points at, or the
+// rest of it from off when n is wholeBuffer20.
+func (b *pageBufs20) read(desc *enc20pb.Buffer, off, n uint64) ([]byte, error) {
 	if desc == nil {
 		return nil, fmt.Errorf("%w: missing buffer reference", errCorrupt20)
 	}
@@ -84,22 +95,31 @@ func (b *pageBufs20) get(desc *enc20pb.Buffer) ([]byte, error) {
 	switch desc.BufferType {
 	case enc20pb.Buffer_page:
 		set = b.page
-	case enc20pb.Buffer_column, enc20pb.Buffer_file:
+	case enc20pb.Buffer_column:
 		set = b.column
-		if desc.BufferType == enc20pb.Buffer_file {
-			set = b.file
-		}
-		if set == nil && b.load != nil {
-			return b.load(desc.BufferType, desc.BufferIndex)
-		}
+	case enc20pb.Buffer_file:
+		set = b.file
 	default:
 		return nil, fmt.Errorf("%w: unknown buffer type %d", errCorrupt20, desc.BufferType)
+	}
+	if set == nil && b.fetch != nil {
+		return b.fetch(desc.BufferType, desc.BufferIndex, off, n)
 	}
 	i := desc.BufferIndex
 	if uint64(i) >= uint64(len(set)) {
 		return nil, fmt.Errorf("%w: %v buffer %d of %d", errCorrupt20, desc.BufferType, i, len(set))
 	}
-	return set[i], nil
+	buf := set[i]
+	if n == wholeBuffer20 {
+		if off > uint64(len(buf)) {
+			return nil, fmt.Errorf("%w: offset %d in a %d-byte buffer", errCorrupt20, off, len(buf))
+		}
+		return buf[off:], nil
+	}
+	if off > uint64(len(buf)) || n > uint64(len(buf))-off {
+		return nil, fmt.Errorf("%w: bytes %d..+%d of a %d-byte buffer", errCorrupt20, off, n, len(buf))
+	}
+	return buf[off : off+n], nil
 }
 
 // decodePage20 decodes rows [skip, skip+take) of a page of pageRows rows
@@ -258,10 +278,38 @@ func (d *decoder20) flat(f *enc20pb.Flat, pageRows, skip, take uint64, dt arrow.
 	if f.BitsPerValue != want {
 		return nil, fmt.Errorf("%w: flat encoding of %d bits per value for type %s (%d bits)", errCorrupt20, f.BitsPerValue, dt, want)
 	}
-	raw, err := d.flatBuffer(f, pageRows)
-	if err != nil {
-		return nil, err
+	if want != 1 && want%8 != 0 {
+		return nil, fmt.Errorf("lance 2.0: flat encoding of %d bits per value is not supported", want)
 	}
+	// The bytes that hold rows [skip, skip+take): raw starts at row base.
+	var raw []byte
+	var base uint64
+	if scheme := f.GetCompression().GetScheme(); scheme != "" && scheme != "none" {
+		buf, err := d.flatBuffer(f, pageRows)
+		if err != nil {
+			return nil, err
+		}
+		raw = buf
+	} else {
+		var off, n uint64
+		if want == 1 {
+			base = skip &^ 7
+			off, n = skip/8, (skip+take+7)/8-skip/8
+		} else {
+			hi, lo := bits.Mul64(skip, want/8)
+			hi2, ln := bits.Mul64(take, want/8)
+			if hi != 0 || hi2 != 0 {
+				return nil, fmt.Errorf("%w: %d values of %d bits", errCorrupt20, take, want)
+			}
+			base, off, n = skip, lo, ln
+		}
+		buf, err := d.bufs.read(f.Buffer, off, n)
+		if err != nil {
+			return nil, err
+		}
+		raw = buf
+	}
+	skip -= base
 	if want == 1 {
 		if uint64(len(raw))*8 < skip+take {
 			return nil, fmt.Errorf("%w: bitmap of %d bytes for %d rows", errCorrupt20, len(raw), skip+take)
@@ -271,9 +319,6 @@ func (d *decoder20) flat(f *enc20pb.Flat, pageRows, skip, take uint64, dt arrow.
 		nd := array.NewData(dt, int(take), []*memory.Buffer{nil, memory.NewBufferBytes(out)}, nil, 0, 0)
 		defer nd.Release()
 		return array.MakeFromData(nd), nil
-	}
-	if want%8 != 0 {
-		return nil, fmt.Errorf("lance 2.0: flat encoding of %d bits per value is not supported", want)
 	}
 	width := want / 8
 	hi, end := bits.Mul64(skip+take, width)
@@ -291,7 +336,7 @@ func (d *decoder20) flat(f *enc20pb.Flat, pageRows, skip, take uint64, dt arrow.
 // the encoding names a compression scheme. A decompressed buffer may not
 // exceed the size pageRows values of its width need.
 func (d *decoder20) flatBuffer(f *enc20pb.Flat, pageRows uint64) ([]byte, error) {
-	raw, err := d.bufs.get(f.Buffer)
+	raw, err := d.bufs.read(f.Buffer, 0, wholeBuffer20)
 	if err != nil {
 		return nil, err
 	}
@@ -559,6 +604,15 @@ func (d *decoder20) bytesRange(enc *enc20pb.ArrayEncoding, start, n, limit uint6
 	end := start + n
 	if end < start {
 		return nil, fmt.Errorf("%w: byte range overflows", errCorrupt20)
+	}
+	if scheme := f.GetCompression().GetScheme(); scheme == "" || scheme == "none" {
+		raw, err := d.bufs.read(f.Buffer, start, n)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]byte, n)
+		copy(out, raw)
+		return out, nil
 	}
 	raw, err := d.flatBuffer(f, max(end, limit))
 	if err != nil {

@@ -52,17 +52,14 @@ func (r *Reader) readColumns20(ctx context.Context, columns []int, start, end ui
 }
 
 // source20 serves a file's pages to the 2.0 column reader, for the length
-// of one read. It indexes each column's pages by first row once, and keeps
-// the last page read of each column, which a list's items and consecutive
-// row ranges read again.
+// of one read. It indexes each column's pages by first row once.
 type source20 struct {
 	c     *Container
 	index map[int]*pageIndex20
-	last  map[int]cachedPage20
 }
 
 func newSource20(c *Container) *source20 {
-	return &source20{c: c, index: map[int]*pageIndex20{}, last: map[int]cachedPage20{}}
+	return &source20{c: c, index: map[int]*pageIndex20{}}
 }
 
 // pageIndex20 locates rows in a column: starts[p] is the first row of page
@@ -71,11 +68,6 @@ func newSource20(c *Container) *source20 {
 type pageIndex20 struct {
 	starts []uint64
 	items  []uint64
-}
-
-type cachedPage20 struct {
-	page int
-	bufs *pageBufs20
 }
 
 func (s *source20) pageIndex(col int) (*pageIndex20, error) {
@@ -131,25 +123,18 @@ func (s *source20) pageEncoding(col, page int) (*enc20pb.ArrayEncoding, error) {
 	return &enc, nil
 }
 
+// pageBuffers returns the buffers of a page, read on demand (a part at a
+// time) from the file.
 func (s *source20) pageBuffers(ctx context.Context, col, page int) (*pageBufs20, error) {
-	if got, ok := s.last[col]; ok && got.page == page {
-		return got.bufs, nil
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	p := s.c.Columns[col].Pages[page]
-	bufs := &pageBufs20{page: make([][]byte, len(p.Buffers))}
-	for i, ref := range p.Buffers {
-		b, err := s.c.ReadBuffer(ref)
-		if err != nil {
-			return nil, err
-		}
-		bufs.page[i] = b
-	}
-	bufs.load = func(t enc20pb.Buffer_BufferType, i uint32) ([]byte, error) {
+	fetch := func(t enc20pb.Buffer_BufferType, i uint32, off, n uint64) ([]byte, error) {
 		var refs []BufferRef
 		switch t {
+		case enc20pb.Buffer_page:
+			refs = p.Buffers
 		case enc20pb.Buffer_column:
 			refs = s.c.Columns[col].Buffers
 		case enc20pb.Buffer_file:
@@ -158,10 +143,19 @@ func (s *source20) pageBuffers(ctx context.Context, col, page int) (*pageBufs20,
 		if uint64(i) >= uint64(len(refs)) {
 			return nil, fmt.Errorf("%w: %v buffer %d of %d", errCorrupt20, t, i, len(refs))
 		}
-		return s.c.ReadBuffer(refs[i])
+		ref := refs[i]
+		if n == wholeBuffer20 {
+			if off > ref.Size {
+				return nil, fmt.Errorf("%w: offset %d in a %d-byte buffer", errCorrupt20, off, ref.Size)
+			}
+			n = ref.Size - off
+		}
+		if off > ref.Size || n > ref.Size-off {
+			return nil, fmt.Errorf("%w: bytes %d..+%d of a %d-byte buffer", errCorrupt20, off, n, ref.Size)
+		}
+		return s.c.ReadRange(ref, off, n)
 	}
-	s.last[col] = cachedPage20{page, bufs}
-	return bufs, nil
+	return &pageBufs20{fetch: fetch}, nil
 }
 
 // pages calls fn for each page of column col that holds rows of [start,

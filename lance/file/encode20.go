@@ -170,20 +170,29 @@ func (w *leafWriter20) write(arr arrow.Array) ([]encodedPage, error) {
 	if !arrow.TypeEqual(arr.DataType(), w.dt) {
 		return nil, fmt.Errorf("lance 2.0: array of type %s for a column of type %s", arr.DataType(), w.dt)
 	}
-	if arr.Len() == 0 {
+	n := arr.Len()
+	if n == 0 {
 		return nil, nil
 	}
-	arr.Retain()
-	w.pending = append(w.pending, arr)
-	w.bytes += arrayBytes(arr)
-	if w.bytes < w.pageBytes {
-		return nil, nil
+	// Cut a large array into pieces of about a page each.
+	perRow := max(arrayBytes(arr)/n, 1)
+	var pages []encodedPage
+	for lo := 0; lo < n; {
+		room := max((w.pageBytes-w.bytes)/perRow, 1)
+		hi := min(lo+room, n)
+		part := array.NewSlice(arr, int64(lo), int64(hi))
+		w.pending = append(w.pending, part)
+		w.bytes += arrayBytes(part)
+		lo = hi
+		if w.bytes >= w.pageBytes {
+			p, err := w.flush()
+			if err != nil {
+				return nil, err
+			}
+			pages = append(pages, p)
+		}
 	}
-	p, err := w.flush()
-	if err != nil {
-		return nil, err
-	}
-	return []encodedPage{p}, nil
+	return pages, nil
 }
 
 func (w *leafWriter20) flush() (encodedPage, error) {
@@ -367,6 +376,20 @@ type listWriter20 struct {
 func (w *listWriter20) numColumns() int { return 1 + w.items.numColumns() }
 
 func (w *listWriter20) write(arr arrow.Array) ([]encodedPage, error) {
+	// Cut a long array so that an offsets page stays about a page in size.
+	if per := max(w.pageBytes/8, 1); arr.Len() > per {
+		var pages []encodedPage
+		for lo := 0; lo < arr.Len(); lo += per {
+			part := array.NewSlice(arr, int64(lo), int64(min(lo+per, arr.Len())))
+			ps, err := w.write(part)
+			part.Release()
+			if err != nil {
+				return nil, err
+			}
+			pages = append(pages, ps...)
+		}
+		return pages, nil
+	}
 	var offs []int64
 	var values arrow.Array
 	// The arrays' Offsets() cover the whole buffer, not just this slice.

@@ -79,3 +79,46 @@ func TestWrite20Refuses(t *testing.T) {
 		}
 	}
 }
+
+// countingReaderAt counts the bytes read through it.
+type countingReaderAt struct {
+	r *bytes.Reader
+	n int64
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.n += int64(n)
+	return n, err
+}
+
+// A take of a few rows reads the bytes of those rows, not whole pages.
+func TestTake20ReadsOnlyItsRows(t *testing.T) {
+	rec := selectColumns20(allTypes20(20000, 768), "i32", "s", "li", "v768")
+	defer rec.Release()
+	data := writeFile20(t, []arrow.RecordBatch{rec}, 0)
+	cr := &countingReaderAt{r: bytes.NewReader(data)}
+	r, err := Open(cr, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(r.Container().Columns[r.ColumnIndexes(3)[0]].Pages); n < 4 {
+		t.Fatalf("the vector column has %d pages; the test needs pages much larger than its rows", n)
+	}
+	opened := cr.n
+	rows := []uint64{19999, 3, 10000, 7777, 12}
+	got, err := r.Take(context.Background(), nil, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	want := takeRecord(t, rec, []int{0, 1, 2, 3}, rows)
+	defer want.Release()
+	assertSameRecords(t, got, want)
+	// Per row and column: a few small ranges (validity, offsets, values).
+	read := cr.n - opened
+	t.Logf("take of %d rows read %d bytes of a %d-byte file", len(rows), read, len(data))
+	if read > int64(len(rows))*(768*4+64<<10) {
+		t.Errorf("take of %d rows read %d bytes of a %d-byte file", len(rows), read, len(data))
+	}
+}
