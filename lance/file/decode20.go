@@ -26,7 +26,6 @@ package file
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -44,8 +43,8 @@ import (
 )
 
 // errCorrupt20 marks a 2.0 page whose encoding or buffers contradict each
-// other; decoders wrap it with what was wrong.
-var errCorrupt20 = errors.New("lance 2.0: corrupt page")
+// other; decoders wrap it with what was wrong. It wraps ErrCorrupt.
+var errCorrupt20 = fmt.Errorf("%w 2.0 page", ErrCorrupt)
 
 // maxEncodingDepth20 bounds the nesting of array encodings in one page; the
 // deepest tree LanceDB writes is Nullable(FixedSizeList(Nullable(Flat))).
@@ -59,11 +58,11 @@ func checkVersion(v Version) error {
 	case v == V2_0 || v == V2_1:
 		return nil
 	case v.Major == 0 && v.Minor < 3:
-		return fmt.Errorf("lance file version %d.%d (legacy format) is not supported: rewrite the dataset with LanceDB using data_storage_version \"2.1\" (or \"2.0\")", v.Major, v.Minor)
+		return unsupportedf("file version %d.%d (legacy format) is not supported: rewrite the dataset with LanceDB using data_storage_version \"2.1\" (or \"2.0\")", v.Major, v.Minor)
 	case v.Major == 2 && v.Minor >= 2 || v.Major > 2:
-		return fmt.Errorf("lance file version %d.%d is not supported (2.0 and 2.1 are): rewrite the dataset with LanceDB using data_storage_version \"2.1\"", v.Major, v.Minor)
+		return unsupportedf("file version %d.%d is not supported (2.0 and 2.1 are): rewrite the dataset with LanceDB using data_storage_version \"2.1\"", v.Major, v.Minor)
 	default:
-		return fmt.Errorf("lance file version %d.%d is not a known Lance file version (2.0 and 2.1 are supported)", v.Major, v.Minor)
+		return unsupportedf("file version %d.%d is not a known Lance file version (2.0 and 2.1 are supported)", v.Major, v.Minor)
 	}
 }
 
@@ -165,7 +164,7 @@ func (d *decoder20) decode(enc *enc20pb.ArrayEncoding, pageRows, skip, take uint
 	case nil:
 		return nil, fmt.Errorf("%w: empty array encoding", errCorrupt20)
 	default:
-		return nil, fmt.Errorf("lance 2.0: array encoding %T is not supported", e)
+		return nil, unsupportedf("2.0 array encoding %q is not supported", encodingName20(enc))
 	}
 }
 
@@ -279,7 +278,7 @@ func (d *decoder20) flat(f *enc20pb.Flat, pageRows, skip, take uint64, dt arrow.
 		return nil, fmt.Errorf("%w: flat encoding of %d bits per value for type %s (%d bits)", errCorrupt20, f.BitsPerValue, dt, want)
 	}
 	if want != 1 && want%8 != 0 {
-		return nil, fmt.Errorf("lance 2.0: flat encoding of %d bits per value is not supported", want)
+		return nil, unsupportedf("2.0 flat encoding of %d bits per value is not supported", want)
 	}
 	// The bytes that hold rows [skip, skip+take): raw starts at row base.
 	var raw []byte
@@ -425,7 +424,7 @@ func decompress20(scheme string, raw []byte, limit int) ([]byte, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("lance 2.0: compression scheme %q is not supported", scheme)
+	return nil, unsupportedf("2.0 compression scheme %q is not supported", scheme)
 }
 
 // rawZstdFrame tells a plain zstd frame from Lance's length-prefixed form:
@@ -448,7 +447,7 @@ func (d *decoder20) fixedSizeList(f *enc20pb.FixedSizeList, pageRows, skip, take
 		return nil, fmt.Errorf("%w: fixed-size-list of dimension %d for type %s", errCorrupt20, f.Dimension, dt)
 	}
 	if f.HasValidity {
-		return nil, fmt.Errorf("lance 2.0: fixed-size-list with inline validity is not supported")
+		return nil, unsupportedf("2.0 fixed-size-list with inline validity is not supported")
 	}
 	hi, itemRows := bits.Mul64(pageRows, dim)
 	if hi != 0 {
@@ -596,7 +595,7 @@ func (d *decoder20) bytesRange(enc *enc20pb.ArrayEncoding, start, n, limit uint6
 	}
 	f := enc.GetFlat()
 	if f == nil {
-		return nil, fmt.Errorf("lance 2.0: bytes of a binary encoding as %T are not supported", enc.GetArrayEncoding())
+		return nil, unsupportedf("2.0 bytes of a binary encoding as %q are not supported", encodingName20(enc))
 	}
 	if f.BitsPerValue != 8 {
 		return nil, fmt.Errorf("%w: bytes of a binary encoding with %d bits per value", errCorrupt20, f.BitsPerValue)
@@ -683,6 +682,18 @@ func (d *decoder20) dictionary(de *enc20pb.Dictionary, pageRows, skip, take uint
 	return takeValues(items, pick)
 }
 
+// encodingName20 is the name of the encoding set in enc ("flat", "nullable",
+// ...), or "none".
+func encodingName20(enc *enc20pb.ArrayEncoding) string {
+	m := enc.ProtoReflect()
+	if od := m.Descriptor().Oneofs().ByName("array_encoding"); od != nil {
+		if f := m.WhichOneof(od); f != nil {
+			return string(f.Name())
+		}
+	}
+	return "none"
+}
+
 // innerFlat returns the Flat encoding under any NoNulls wrappers, or nil.
 func innerFlat(enc *enc20pb.ArrayEncoding) *enc20pb.Flat {
 	for i := 0; i < maxEncodingDepth20 && enc != nil; i++ {
@@ -751,7 +762,7 @@ func appendValue(b array.Builder, items arrow.Array, k int) error {
 	case *array.LargeBinary:
 		b.(*array.BinaryBuilder).Append(a.Value(k))
 	default:
-		return fmt.Errorf("lance 2.0: dictionary of %s values is not supported", items.DataType())
+		return unsupportedf("2.0 dictionary of %s values is not supported", items.DataType())
 	}
 	return nil
 }

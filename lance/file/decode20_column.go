@@ -104,7 +104,7 @@ func (s *source20) listItems(col int, ix *pageIndex20) ([]uint64, error) {
 		}
 		l := enc.GetList()
 		if l == nil {
-			return nil, fmt.Errorf("%w: list column page %d is %T, want a list", errCorrupt20, p, enc.GetArrayEncoding())
+			return nil, fmt.Errorf("%w: list column page %d is %q, want a list", errCorrupt20, p, encodingName20(enc))
 		}
 		items[p+1] = items[p] + l.NumItems
 		if items[p+1] < items[p] {
@@ -248,7 +248,7 @@ func readStruct20(ctx context.Context, src *source20, t *arrow.StructType, col i
 			return fmt.Errorf("page %d: %w", page, err)
 		}
 		if enc.GetStruct() == nil {
-			return fmt.Errorf("%w: struct column page %d is %T, want a simple struct", errCorrupt20, page, enc.GetArrayEncoding())
+			return fmt.Errorf("%w: struct column page %d is %q, want a simple struct", errCorrupt20, page, encodingName20(enc))
 		}
 		return nil
 	})

@@ -200,8 +200,8 @@ func TestDecodePage20Corrupt(t *testing.T) {
 				got.Release()
 				t.Fatalf("decoded %v, want an error", got)
 			}
-			if !errors.Is(err, errCorrupt20) {
-				t.Fatalf("error %v does not wrap errCorrupt20", err)
+			if !errors.Is(err, errCorrupt20) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
 			}
 		})
 	}
@@ -213,6 +213,14 @@ func TestDecodePage20Corrupt(t *testing.T) {
 		if _, err := decodeListPage20(l, &pageBufs20{page: [][]byte{u64s(2, 5, 4)}}, 3, 0, 3); !errors.Is(err, errCorrupt20) {
 			t.Errorf("list %v: error %v, want errCorrupt20", l, err)
 		}
+	}
+}
+
+func TestDecodePage20Unsupported(t *testing.T) {
+	constant := &enc20pb.ArrayEncoding{ArrayEncoding: &enc20pb.ArrayEncoding_Constant{Constant: &enc20pb.Constant{Value: []byte{1}}}}
+	_, err := decodePage20(constant, &pageBufs20{}, 1, 0, 1, arrow.PrimitiveTypes.Int8)
+	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), `"constant"`) {
+		t.Fatalf("error %v, want ErrUnsupported naming the encoding", err)
 	}
 }
 

@@ -122,3 +122,22 @@ func TestTake20ReadsOnlyItsRows(t *testing.T) {
 		t.Errorf("take of %d rows read %d bytes of a %d-byte file", len(rows), read, len(data))
 	}
 }
+
+func TestWrite20Empty(t *testing.T) {
+	rec := allTypes20(0, 4)
+	defer rec.Release()
+	data := writeFile20(t, []arrow.RecordBatch{rec}, 0)
+	r, err := Open(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read(context.Background(), nil, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	if got.NumRows() != 0 || got.NumCols() != rec.NumCols() {
+		t.Fatalf("%d rows, %d columns", got.NumRows(), got.NumCols())
+	}
+	assertSameRecords(t, got, rec)
+}
