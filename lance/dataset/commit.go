@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -19,8 +20,10 @@ import (
 )
 
 // ErrConflict is returned by Commit when another writer committed the
-// version first. Re-open the dataset, redo the change on the new version and
-// commit again (Commit does this itself for appends).
+// version first and the change cannot simply be rebuilt on the new one:
+// re-open the dataset, redo the change and commit again. (Commit rebuilds
+// appends, and deletes and updates of fragments nobody else changed, by
+// itself.)
 var ErrConflict = errors.New("lance commit conflict: the version was committed by another writer")
 
 // Writer identity written into manifests (writer_version). Lance applies its
@@ -29,10 +32,6 @@ const (
 	WriterLibrary = "mvq"
 	WriterRelease = "0.1.0"
 )
-
-// appendRetries bounds how often Commit rebuilds an append on a newer
-// version after losing a race.
-const appendRetries = 16
 
 // CommitOptions tune Commit. The zero value is LanceDB's defaults.
 type CommitOptions struct {
@@ -53,9 +52,10 @@ type CommitOptions struct {
 // transaction file, then the manifest of version base.Version()+1 (version
 // 1, and the folders, when base is nil: then txn must be an Overwrite), with
 // put-if-not-exists semantics, then the version hint. base is the version
-// txn was made against (txn.ReadVersion). When another writer took that
-// version first, an append is rebuilt on the newest version and retried;
-// any other operation returns an error wrapping ErrConflict.
+// txn was made against (txn.ReadVersion). When other writers took that
+// version first, Commit reads their transactions and rebuilds txn on the
+// newest version when that loses nothing (see checkRebase); otherwise it
+// returns an error wrapping ErrConflict.
 func Commit(dir string, base *Dataset, txn *tablepb.Transaction, opts CommitOptions) (*Dataset, error) {
 	if base == nil && txn.GetReadVersion() != 0 {
 		return nil, fmt.Errorf("commit: transaction reads version %d of a dataset not given", txn.GetReadVersion())
@@ -84,17 +84,88 @@ func Commit(dir string, base *Dataset, txn *tablepb.Transaction, opts CommitOpti
 	}
 	for try := 0; ; try++ {
 		d, err := commitOnce(dir, base, txn, txnName, opts)
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, ErrConflict) || base == nil || try >= rebaseRetries {
 			return d, err
 		}
-		if _, ok := txn.GetOperation().(*tablepb.Transaction_Append_); !ok || base == nil || try >= appendRetries {
+		latest, err2 := Open(dir)
+		if err2 != nil {
+			return nil, fmt.Errorf("commit: reopen after conflict: %w", err2)
+		}
+		if err := checkRebase(dir, txn, base.Version(), latest.Version()); err != nil {
 			return nil, err
 		}
-		// Appends commute with everything: rebuild on the newest version.
-		if base, err = Open(dir); err != nil {
-			return nil, fmt.Errorf("commit: reopen after conflict: %w", err)
+		base = latest
+	}
+}
+
+// rebaseRetries bounds how often Commit rebuilds a transaction on a newer
+// version after losing a race.
+const rebaseRetries = 16
+
+// touched returns the fragment ids a transaction changes or removes, and
+// whether it changes the dataset as a whole (schema or every fragment), in
+// which case nothing rebases across it.
+func touched(t *tablepb.Transaction) (ids []uint64, whole bool) {
+	switch op := t.GetOperation().(type) {
+	case *tablepb.Transaction_Append_, *tablepb.Transaction_CreateIndex_, *tablepb.Transaction_ReserveFragments_:
+		return nil, false
+	case *tablepb.Transaction_Delete_:
+		for _, f := range op.Delete.GetUpdatedFragments() {
+			ids = append(ids, f.GetId())
+		}
+		return append(ids, op.Delete.GetDeletedFragmentIds()...), false
+	case *tablepb.Transaction_Update_:
+		for _, f := range op.Update.GetUpdatedFragments() {
+			ids = append(ids, f.GetId())
+		}
+		return append(ids, op.Update.GetRemovedFragmentIds()...), false
+	case *tablepb.Transaction_Rewrite_:
+		for _, f := range op.Rewrite.GetOldFragments() {
+			ids = append(ids, f.GetId())
+		}
+		for _, g := range op.Rewrite.GetGroups() {
+			for _, f := range g.GetOldFragments() {
+				ids = append(ids, f.GetId())
+			}
+		}
+		return ids, false
+	}
+	return nil, true
+}
+
+// checkRebase decides whether txn, made against version from, may be
+// rebuilt on version to: appends always; deletes and updates when no commit
+// in between touched the same fragments or changed the whole dataset
+// (overwrite, merge, project, restore, ...). Otherwise it returns an error
+// wrapping ErrConflict that names the commit in the way.
+func checkRebase(dir string, txn *tablepb.Transaction, from, to uint64) error {
+	mine, whole := touched(txn)
+	if _, ok := txn.GetOperation().(*tablepb.Transaction_Append_); ok {
+		return nil
+	}
+	if whole {
+		return fmt.Errorf("%w: a %s cannot be rebuilt on version %d", ErrConflict, OperationName(txn), to)
+	}
+	for v := from + 1; v <= to; v++ {
+		d, err := OpenVersion(dir, v)
+		if err != nil {
+			return fmt.Errorf("%w: version %d: %v", ErrConflict, v, err)
+		}
+		other, err := d.Transaction()
+		if err != nil || other == nil {
+			return fmt.Errorf("%w: version %d has no readable transaction (%v)", ErrConflict, v, err)
+		}
+		ids, all := touched(other)
+		if all {
+			return fmt.Errorf("%w: version %d is a %s", ErrConflict, v, OperationName(other))
+		}
+		for _, id := range ids {
+			if slices.Contains(mine, id) {
+				return fmt.Errorf("%w: version %d (%s) also changed fragment %d", ErrConflict, v, OperationName(other), id)
+			}
 		}
 	}
+	return nil
 }
 
 func commitOnce(dir string, base *Dataset, txn *tablepb.Transaction, txnName string, opts CommitOptions) (*Dataset, error) {
@@ -128,9 +199,12 @@ func commitOnce(dir string, base *Dataset, txn *tablepb.Transaction, txnName str
 		}
 		return nil, fmt.Errorf("commit version %d: %w", v, err)
 	}
-	// The hint only speeds up finding the latest version; a failure to
-	// write it does not undo the commit.
-	_ = WriteHint(dir, v)
+	// The hint only speeds up finding the latest version (LanceDB lists
+	// when it is stale or missing); a failure to write it does not undo the
+	// commit, and a newer hint from another writer stays.
+	if h, ok, err := ReadHint(dir); err != nil || !ok || h < v {
+		_ = WriteHint(dir, v)
+	}
 	d := &Dataset{Dir: dir, File: VersionFile{Version: v, Scheme: scheme, Path: path, Size: int64(len(b))}}
 	// Re-read what was written so the result carries the section positions.
 	if d.ManifestFile, err = DecodeManifest(b); err != nil {
@@ -413,4 +487,52 @@ func storageVersionOf(frags []*tablepb.DataFragment) (string, error) {
 		v = "2.1"
 	}
 	return v, nil
+}
+
+// DeleteRows deletes rows of this version and commits the result: rows maps
+// fragment ids to the row offsets to delete in them (offsets already deleted
+// may be included). Each touched fragment gets a new deletion file holding
+// its old deletions and the new ones; a fragment left with no rows is
+// removed. It returns the new version, or d itself when nothing changes.
+func (d *Dataset) DeleteRows(rows map[uint64]*roaring.Bitmap, predicate string, opts CommitOptions) (*Dataset, error) {
+	var updated []*tablepb.DataFragment
+	var removed []uint64
+	for _, fr := range d.Fragments() {
+		add := rows[fr.GetId()]
+		if add == nil || add.IsEmpty() {
+			continue
+		}
+		if uint64(add.Maximum()) >= fr.GetPhysicalRows() {
+			return nil, fmt.Errorf("delete row %d of fragment %d, which has %d rows", add.Maximum(), fr.GetId(), fr.GetPhysicalRows())
+		}
+		del, err := d.DeletedRows(fr)
+		if err != nil {
+			return nil, err
+		}
+		before := del.GetCardinality()
+		del.Or(add)
+		switch n := del.GetCardinality(); {
+		case n == before:
+			continue
+		case n == fr.GetPhysicalRows():
+			removed = append(removed, fr.GetId())
+			continue
+		}
+		df, err := WriteDeletionFile(d.Dir, fr.GetId(), d.Version(), del)
+		if err != nil {
+			return nil, err
+		}
+		nf := proto.Clone(fr).(*tablepb.DataFragment)
+		nf.DeletionFile = df
+		updated = append(updated, nf)
+	}
+	for id := range rows {
+		if !slices.ContainsFunc(d.Fragments(), func(f *tablepb.DataFragment) bool { return f.GetId() == id }) {
+			return nil, fmt.Errorf("delete rows: no fragment %d in version %d", id, d.Version())
+		}
+	}
+	if len(updated) == 0 && len(removed) == 0 {
+		return d, nil
+	}
+	return Commit(d.Dir, d, Delete(d.Version(), updated, removed, predicate), opts)
 }

@@ -7,8 +7,10 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
+	"github.com/mvq-dev/mvq/lance/schema"
 )
 
 // FieldAbsent in a data file's fields or column_indices marks a column the
@@ -278,6 +280,11 @@ func (d *Dataset) Transaction() (*tablepb.Transaction, error) {
 		return ReadTransactionFile(d.Dir, name)
 	}
 	return nil, nil
+}
+
+// Schema is the dataset's schema as Arrow (fields and schema metadata).
+func (d *Dataset) Schema() (*arrow.Schema, error) {
+	return schema.ToArrow(d.Manifest().GetFields(), d.Manifest().GetSchemaMetadata())
 }
 
 // StorageVersion is the data file format version of the dataset, "2.0" or

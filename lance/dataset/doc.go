@@ -20,7 +20,10 @@
 // Project): transaction file first, then the manifest, created only if no
 // other writer took that version (a temporary file hard-linked into place),
 // then the hint. A LanceDB writer that read an older version rebases on the
-// result through the transaction file, and Commit rebases appends itself.
+// result through the transaction file, and Commit rebuilds its own change on
+// a newer version when the transactions in between touched other fragments.
+// Dataset.DeleteRows is the delete mvq performs: deletion files merged with
+// the old ones, emptied fragments removed.
 //
 // Every decoder here takes bytes mvq did not write: corrupt or hostile
 // input gives an error wrapping ErrCorrupt, never a panic, and allocation

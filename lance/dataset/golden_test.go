@@ -180,6 +180,14 @@ func TestGolden(t *testing.T) {
 					t.Errorf("version %d: operation %s, LanceDB %s", want.Version, got, want.Op)
 				}
 			}
+			sc, err := OpenVersion(dir, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			as, err := sc.Schema()
+			if err != nil || as.NumFields() != 2 || as.Field(0).Name != "id" || as.Field(0).Type.ID() != arrow.INT64 || as.Field(1).Type.ID() != arrow.STRING {
+				t.Errorf("version 1 schema %v (%v)", as, err)
+			}
 			latest, err := Open(dir)
 			if err != nil || latest.Version() != versions[len(versions)-1].Version {
 				t.Fatalf("latest: %v %v", latest, err)

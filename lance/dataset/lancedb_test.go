@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -131,8 +132,24 @@ func checkAgainstLanceDB(t *testing.T, o *oracle.Oracle, dir string) []*Dataset 
 		if md := ovs[i].Metadata; md["total_rows"] != fmt.Sprint(n) {
 			t.Errorf("version %d: LanceDB metadata total_rows %s, Go %d", vf.Version, md["total_rows"], n)
 		}
-		tbl := o.Read(t, dir, oracle.ReadOpts{At: vf.Version, RowID: true, Columns: []string{"id"}})
+		tbl := o.Read(t, dir, oracle.ReadOpts{At: vf.Version, RowID: true})
 		got, want := sorted(liveRowAddresses(t, d)), sorted(int64s(t, tbl, "_rowid"))
+		sc, err := d.Schema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lf := tbl.Schema().Fields()
+		lf = lf[:len(lf)-1] // _rowid
+		if len(lf) != sc.NumFields() {
+			t.Errorf("version %d: Go schema %v, LanceDB %v", vf.Version, sc, tbl.Schema())
+		} else {
+			for k, f := range lf {
+				g := sc.Field(k)
+				if f.Name != g.Name || !arrow.TypeEqual(f.Type, g.Type) || f.Nullable != g.Nullable {
+					t.Errorf("version %d: Go field %v, LanceDB %v", vf.Version, g, f)
+				}
+			}
+		}
 		tbl.Release()
 		if !slices.Equal(got, want) {
 			t.Errorf("version %d: live row addresses differ:\n Go      %v\n LanceDB %v", vf.Version, got, want)
@@ -262,32 +279,23 @@ func goDelete(t *testing.T, dir string, pick func(fragID, off uint64) bool) *Dat
 	if err != nil {
 		t.Fatal(err)
 	}
-	var updated []*tablepb.DataFragment
+	rows := map[uint64]*roaring.Bitmap{}
 	for _, fr := range d.Fragments() {
-		del, err := d.DeletedRows(fr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := del.GetCardinality()
 		for off := uint64(0); off < fr.GetPhysicalRows(); off++ {
 			if pick(fr.GetId(), off) {
-				del.Add(uint32(off))
+				if rows[fr.GetId()] == nil {
+					rows[fr.GetId()] = roaring.New()
+				}
+				rows[fr.GetId()].Add(uint32(off))
 			}
 		}
-		if del.GetCardinality() == before {
-			continue
-		}
-		df, err := WriteDeletionFile(dir, fr.GetId(), d.Version(), del)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nf := proto.Clone(fr).(*tablepb.DataFragment)
-		nf.DeletionFile = df
-		updated = append(updated, nf)
 	}
-	nd, err := Commit(dir, d, Delete(d.Version(), updated, nil, "go delete"), CommitOptions{})
+	nd, err := d.DeleteRows(rows, "go delete", CommitOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if nd == d {
+		t.Fatal("nothing deleted")
 	}
 	return nd
 }
@@ -704,6 +712,253 @@ func TestIndexSurvivesGoCommits(t *testing.T) {
 	}
 	if last.Indices == nil || len(last.Indices.GetIndices()) != 1 || last.Indices.GetIndices()[0].GetName() != ix.GetName() {
 		t.Errorf("LanceDB dropped the index on top of the Go versions: %v", last.Indices)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestGoUpdateAndOverwrite: the Go side updates a row the way LanceDB does
+// (delete it in its fragment, add the new row as a new fragment; the new
+// row's data file comes from a dataset LanceDB wrote), then overwrites the
+// dataset; LanceDB reads each version, and updates on top.
+func TestGoUpdateAndOverwrite(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 40, "", "create")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new row: id 7 with s "s7000" (LanceDB writes it elsewhere).
+	other := newDir(t)
+	write(t, o, other, 7000, 1, "", "create")
+	od, err := Open(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nf := od.Fragments()[0]
+	copyFile(t, filepath.Join(other, DataDir, nf.GetFiles()[0].GetPath()), filepath.Join(dir, DataDir, nf.GetFiles()[0].GetPath()))
+	fr := proto.Clone(d.Fragments()[0]).(*tablepb.DataFragment)
+	del, err := WriteDeletionFile(dir, fr.GetId(), d.Version(), roaring.BitmapOf(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr.DeletionFile = del
+	var sID uint32
+	for _, f := range d.Manifest().GetFields() {
+		if f.GetName() == "s" {
+			sID = uint32(f.GetId())
+		}
+	}
+	ud, err := Commit(dir, d, Update(d.Version(), nil, []*tablepb.DataFragment{fr}, []*tablepb.DataFragment{nf}, []uint32{sID}), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := []uint64{ud.Fragments()[0].GetId(), ud.Fragments()[1].GetId()}; ids[1] != 1 {
+		t.Errorf("Go update fragments %v", ids)
+	}
+	if n := o.Count(t, dir, ""); n != 40 {
+		t.Errorf("LanceDB counts %d after the Go update, want 40", n)
+	}
+	if n := o.Count(t, dir, "s = 's7000'"); n != 1 {
+		t.Errorf("LanceDB finds %d updated rows", n)
+	}
+	if n := o.Count(t, dir, "s = 's7'"); n != 0 {
+		t.Errorf("LanceDB still finds the old row")
+	}
+	o.Update(t, dir, "id = 8", map[string]string{"s": "'eight'"})
+	if n := o.Count(t, dir, "s = 'eight' OR s = 's7000'"); n != 2 {
+		t.Errorf("LanceDB update on the Go update: %d", n)
+	}
+
+	// Overwrite with the other dataset's fragment only.
+	cur, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ow, err := Commit(dir, cur, Overwrite(cur.Version(), od.Manifest().GetFields(), nil, []*tablepb.DataFragment{nf}, map[string]string{"mvq.note": "overwritten"}), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ow.Fragments()[0].GetId() != 0 || ow.Manifest().GetWriterFeatureFlags()&FlagTableConfig == 0 || ow.Indices != nil {
+		t.Errorf("Go overwrite: fragments %v, flags %d", ow.Fragments(), ow.Manifest().GetWriterFeatureFlags())
+	}
+	if n := o.Count(t, dir, ""); n != 1 {
+		t.Errorf("LanceDB counts %d after the Go overwrite, want 1", n)
+	}
+	if n := o.CountAt(t, dir, "", cur.Version()); n != 40 {
+		t.Errorf("LanceDB counts %d at the version before the overwrite, want 40", n)
+	}
+	write(t, o, dir, 100, 5, "", "append")
+	checkAgainstLanceDB(t, o, dir)
+	last, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Manifest().GetConfig()["mvq.note"] != "overwritten" {
+		t.Errorf("LanceDB dropped the table config: %v", last.Manifest().GetConfig())
+	}
+}
+
+// TestShallowClone: LanceDB's shallow clone names its source through base
+// paths; the Go side resolves data and deletion files through them, and
+// LanceDB reads a Go delete committed on the clone.
+func TestShallowClone(t *testing.T) {
+	o := oracle.Need(t)
+	src := newDir(t)
+	write(t, o, src, 0, 30, "", "create")
+	o.Delete(t, src, "id < 4")
+	dst := newDir(t)
+	o.Clone(t, dst, src, 0)
+	d, err := Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("clone: version %d, base paths %v, flags r%d w%d", d.Version(), d.Manifest().GetBasePaths(), d.Manifest().GetReaderFeatureFlags(), d.Manifest().GetWriterFeatureFlags())
+	if len(d.Manifest().GetBasePaths()) == 0 || d.Manifest().GetReaderFeatureFlags()&FlagBasePaths == 0 {
+		t.Fatalf("no base paths in the clone")
+	}
+	fr := d.Fragments()[0]
+	p, err := d.DataFilePath(fr.GetFiles()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(p, filepath.Join(src, DataDir)) {
+		t.Errorf("clone data file resolves to %s, not under %s", p, src)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Error(err)
+	}
+	if n, err := d.CountRows(); err != nil || n != 26 {
+		t.Errorf("clone rows %d (%v), want 26", n, err)
+	}
+	dels, err := d.DeletedRows(fr)
+	if err != nil || dels.GetCardinality() != 4 {
+		t.Errorf("clone deletions %v (%v)", dels, err)
+	}
+	checkAgainstLanceDB(t, o, dst)
+	goDelete(t, dst, func(frag, off uint64) bool { return off == 10 })
+	if n := o.Count(t, dst, ""); n != 25 {
+		t.Errorf("LanceDB counts %d on the clone after the Go delete, want 25", n)
+	}
+	if n := o.Count(t, src, ""); n != 26 {
+		t.Errorf("the source changed: %d rows", n)
+	}
+	checkAgainstLanceDB(t, o, dst)
+}
+
+// TestHintIsOnlyAHint: LanceDB finds the latest version whatever the hint
+// says (stale, missing, ahead), so a writer stopped between its manifest
+// and its hint loses nothing; LanceDB's next commit rewrites the hint.
+func TestHintIsOnlyAHint(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 10, "", "create")
+	goDelete(t, dir, func(frag, off uint64) bool { return off == 0 }) // v2
+	hint := filepath.Join(dir, VersionsDir, HintFile)
+	for _, state := range []string{"stale", "missing", "ahead"} {
+		switch state {
+		case "stale":
+			if err := WriteHint(dir, 1); err != nil {
+				t.Fatal(err)
+			}
+		case "missing":
+			if err := os.Remove(hint); err != nil {
+				t.Fatal(err)
+			}
+		case "ahead":
+			if err := WriteHint(dir, 9); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := o.Count(t, dir, ""); n != 9 {
+			t.Errorf("hint %s: LanceDB counts %d, want 9 (version 2)", state, n)
+		}
+		if l, err := Latest(dir); err != nil || l.Version != 2 {
+			t.Errorf("hint %s: Go latest %v %v", state, l, err)
+		}
+	}
+	write(t, o, dir, 10, 1, "", "append")
+	if h, _, err := ReadHint(dir); err != nil || h != 3 {
+		t.Errorf("LanceDB left hint %d (%v), want 3", h, err)
+	}
+}
+
+// TestConcurrentDeletes: LanceDB opens version N to delete a row while the
+// Go side deletes another row of the same fragment as N+1. LanceDB must
+// read the Go transaction and keep both deletions (or refuse); the Go
+// deletion must never be lost.
+func TestConcurrentDeletes(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 20, "", "create")
+	h := o.StartDelete(t, dir, "id = 3")
+	goDelete(t, dir, func(frag, off uint64) bool { return off == 5 }) // v2
+	err := h.Finish()
+	t.Logf("LanceDB delete racing a Go delete: %v", err)
+	if n := o.Count(t, dir, "id = 5"); n != 0 {
+		t.Errorf("the Go deletion was lost")
+	}
+	want := int64(19)
+	if err == nil {
+		want = 18
+	}
+	if n := o.Count(t, dir, ""); n != want {
+		t.Errorf("LanceDB counts %d, want %d", n, want)
+	}
+	if err == nil {
+		d, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn, err := d.Transaction()
+		// LanceDB 0.31 commits this delete reading version 2: it moves to
+		// the Go version (on the conflict or before it), where an append
+		// rebase keeps its read version (TestRebase).
+		if err != nil || d.Version() != 3 || txn.GetReadVersion() == 0 || OperationName(txn) != "delete" {
+			t.Errorf("LanceDB's delete: version %d, read version %d, %s (%v)", d.Version(), txn.GetReadVersion(), OperationName(txn), err)
+		}
+		t.Logf("LanceDB's delete committed as version %d reading version %d", d.Version(), txn.GetReadVersion())
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestGoRebasesOnLanceDB: a Go delete made against version N commits after
+// LanceDB appended, and after LanceDB deleted in another fragment (it reads
+// LanceDB's transactions and rebuilds on the newest version); a Go delete
+// in a fragment LanceDB changed meanwhile is a conflict.
+func TestGoRebasesOnLanceDB(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 20, "", "create")  // v1: fragment 0, ids 0..19
+	write(t, o, dir, 20, 20, "", "append") // v2: fragment 1, ids 20..39
+	base, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, o, dir, 100, 5, "", "append") // v3 (LanceDB)
+	o.Delete(t, dir, "id = 25")            // v4 (LanceDB, fragment 1)
+	d, err := base.DeleteRows(map[uint64]*roaring.Bitmap{0: roaring.BitmapOf(3)}, "id = 3", CommitOptions{})
+	if err != nil {
+		t.Fatalf("Go delete across LanceDB's append and delete: %v", err)
+	}
+	if d.Version() != 5 {
+		t.Errorf("Go delete landed as version %d", d.Version())
+	}
+	if n := o.Count(t, dir, ""); n != 45-2 {
+		t.Errorf("LanceDB counts %d, want 43", n)
+	}
+	if n := o.Count(t, dir, "id = 3 OR id = 25"); n != 0 {
+		t.Errorf("a deletion was lost")
+	}
+	// LanceDB deletes in fragment 0; a Go delete there from version 5 must
+	// not overwrite LanceDB's deletion file.
+	o.Delete(t, dir, "id = 4") // v6
+	_, err = d.DeleteRows(map[uint64]*roaring.Bitmap{0: roaring.BitmapOf(5)}, "id = 5", CommitOptions{})
+	if !errors.Is(err, ErrConflict) {
+		t.Errorf("Go delete in a fragment LanceDB changed: %v", err)
+	}
+	if n := o.Count(t, dir, "id = 4"); n != 0 {
+		t.Errorf("LanceDB's deletion was lost")
 	}
 	checkAgainstLanceDB(t, o, dir)
 }

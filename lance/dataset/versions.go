@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -172,8 +173,11 @@ func ReadHint(dir string) (v uint64, ok bool, err error) {
 		return 0, false, err
 	}
 	defer f.Close()
-	b := make([]byte, maxHintSize+1)
-	n, _ := f.Read(b)
+	b, err := io.ReadAll(io.LimitReader(f, maxHintSize+1))
+	if err != nil {
+		return 0, false, err
+	}
+	n := len(b)
 	if n > maxHintSize {
 		return 0, false, corrupt("%s is over %d bytes", HintFile, maxHintSize)
 	}

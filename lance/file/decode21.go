@@ -5,14 +5,17 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/mvq-dev/mvq/lance/pb/enc21pb"
 )
 
-// maxReadRows caps the rows one Read or Take decodes, so that a file that
-// declares absurd row counts for pages without data (all-null, constant)
-// cannot make the reader allocate without bound.
-const maxReadRows = 1 << 27
+// maxReadRows caps the rows one Read or Take decodes (callers read bigger
+// files in batches), so that a file that declares absurd row counts for
+// pages without data (all-null) cannot make the reader allocate without
+// bound: what a read allocates is proportional to the rows asked or to
+// bytes present in the file.
+const maxReadRows = 1 << 24
 
 // levelSlice is a run of whole rows of one leaf column decoded from one page:
 // its levels (nil when the page has none), its layers, and its visible items.
@@ -54,6 +57,12 @@ func (r *Reader) readColumns21(ctx context.Context, columns []int, ranges []rowR
 		return nil, fmt.Errorf("lance file: %d rows in one read, the limit is %d", total, maxReadRows)
 	}
 	out := make([]arrow.Array, 0, len(columns))
+	if total == 0 {
+		for _, c := range columns {
+			out = append(out, array.MakeArrayOfNull(r.mem, r.tops[c].dt, 0))
+		}
+		return out, nil
+	}
 	for _, c := range columns {
 		if err := ctx.Err(); err != nil {
 			releaseAll(out)

@@ -34,6 +34,8 @@ type miniPage struct {
 	mr, mvd    uint16
 	// the last decoded chunk, reused by adjacent row ranges
 	lastIdx          int
+	span             []byte // prefetched value bytes from spanOff
+	spanOff          uint64
 	lastRep, lastDef []uint16
 	lastVals         *vblock
 }
@@ -165,6 +167,12 @@ func (r *Reader) decodeMiniBlockPage(p *PageInfo, l *enc21pb.MiniBlockLayout, ra
 	} else if numItems != p.NumRows {
 		return nil, corruptf("page of %d rows holds %d items", p.NumRows, numItems)
 	}
+	if len(ranges) == 1 {
+		// One range (a scan): read the bytes of all its chunks at once.
+		if err := mp.prefetch(ranges[0]); err != nil {
+			return nil, err
+		}
+	}
 	var out []levelSlice
 	for _, rg := range ranges {
 		got, err := mp.readRows(p, rg.start, rg.end)
@@ -176,15 +184,59 @@ func (r *Reader) decodeMiniBlockPage(p *PageInfo, l *enc21pb.MiniBlockLayout, ra
 	return out, nil
 }
 
+// prefetch reads the value bytes of the chunks that hold rows rg in one
+// read, for chunk to slice.
+func (mp *miniPage) prefetch(rg rowRange) error {
+	first, last := 0, len(mp.chunks)-1
+	switch {
+	case !mp.hasRep:
+		first = sort.Search(len(mp.chunks), func(i int) bool {
+			return mp.chunks[i].firstItem+uint64(mp.chunks[i].items) > rg.start
+		})
+		last = sort.Search(len(mp.chunks), func(i int) bool {
+			return mp.chunks[i].firstItem >= rg.end
+		}) - 1
+	case mp.l.GetRepetitionIndexDepth() > 0:
+		first = sort.Search(len(mp.chunks), func(i int) bool {
+			return mp.chunks[i].firstRow+mp.chunks[i].starts > rg.start
+		})
+		last = sort.Search(len(mp.chunks), func(i int) bool {
+			return mp.chunks[i].firstRow+mp.chunks[i].starts > rg.end-1
+		})
+		for last+1 < len(mp.chunks) && last < len(mp.chunks) && mp.chunks[last].trailer {
+			last++
+			if mp.chunks[last].starts > 0 || !mp.chunks[last].trailer {
+				break
+			}
+		}
+	}
+	if first < 0 || last >= len(mp.chunks) || first > last {
+		return nil
+	}
+	off := mp.chunks[first].off
+	end := mp.chunks[last].off + mp.chunks[last].size
+	buf, err := mp.r.c.ReadRange(mp.values, off, end-off)
+	if err != nil {
+		return err
+	}
+	mp.spanOff, mp.span = off, buf
+	return nil
+}
+
 // chunk decodes chunk i (reusing the last one decoded).
 func (mp *miniPage) chunk(i int) ([]uint16, []uint16, *vblock, error) {
 	if i == mp.lastIdx {
 		return mp.lastRep, mp.lastDef, mp.lastVals, nil
 	}
 	c := mp.chunks[i]
-	buf, err := mp.r.c.ReadRange(mp.values, c.off, c.size)
-	if err != nil {
-		return nil, nil, nil, err
+	var buf []byte
+	if c.off >= mp.spanOff && c.off+c.size <= mp.spanOff+uint64(len(mp.span)) && mp.span != nil {
+		buf = mp.span[c.off-mp.spanOff : c.off-mp.spanOff+c.size]
+	} else {
+		var err error
+		if buf, err = mp.r.c.ReadRange(mp.values, c.off, c.size); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	rep, def, vals, err := mp.decodeChunk(buf, c.items)
 	if err != nil {

@@ -190,9 +190,8 @@ func splitRows(arrs []arrow.Array, n int) (head, tail []arrow.Array) {
 	return head, tail
 }
 
-// checkWritable refuses what the 2.1 encoders would otherwise lose: nulls
-// inside the items of a valid fixed-size list (Lance keeps those in a
-// validity buffer this writer does not produce).
+// checkWritable refuses what the 2.1 encoders cannot write: fixed-size
+// lists of nested types.
 func checkWritable(arr arrow.Array) error {
 	switch a := arr.(type) {
 	case *array.Struct:
@@ -205,23 +204,6 @@ func checkWritable(arr arrow.Array) error {
 		return checkWritable(a.ListValues())
 	case *array.LargeList:
 		return checkWritable(a.ListValues())
-	case *array.FixedSizeList:
-		child := a.ListValues()
-		if child.NullN() == 0 {
-			return nil
-		}
-		d := int(a.DataType().(*arrow.FixedSizeListType).Len())
-		off := a.Data().Offset()
-		for i := 0; i < a.Len(); i++ {
-			if a.IsNull(i) {
-				continue
-			}
-			for k := (off + i) * d; k < (off+i+1)*d; k++ {
-				if child.IsNull(k) {
-					return fmt.Errorf("fixed_size_list with null items (row %d) is not supported", i)
-				}
-			}
-		}
 	}
 	return nil
 }
@@ -330,6 +312,9 @@ type shredder struct {
 	sink    valueSink
 	nullAt  []bool
 	emptyAt []bool
+	// nullType: the leaf is of the null type (every value null, whatever
+	// its bitmap says).
+	nullType bool
 }
 
 // shredLeaf turns the leaf at path of the top-level arrays into levels and
@@ -387,12 +372,13 @@ func shredLeaf(arrs []arrow.Array, path []int) (*shredded, error) {
 		nodes[i].firstRep = below
 		nodes[i].visible = visible
 	}
-	s := &shredder{nodes: nodes, hasRep: nlists > 0, sink: sink,
+	_, nullType := sink.(*nullSink)
+	s := &shredder{nodes: nodes, hasRep: nlists > 0, sink: sink, nullType: nullType,
 		nullAt: make([]bool, len(nodes)), emptyAt: make([]bool, len(nodes))}
 
 	if len(nodes) == 1 {
 		// A top-level leaf: levels come straight from the validity bitmap.
-		anyNull := false
+		anyNull := s.nullType
 		for _, a := range arrs {
 			anyNull = anyNull || a.NullN() > 0
 		}
@@ -400,10 +386,10 @@ func shredLeaf(arrs []arrow.Array, path []int) (*shredded, error) {
 			if anyNull {
 				base := len(s.code)
 				s.code = append(s.code, make([]uint16, a.Len())...)
-				if a.NullN() > 0 {
-					s.nullAt[0] = true
+				if a.NullN() > 0 || s.nullType {
+					s.nullAt[0] = a.Len() > 0
 					for i := 0; i < a.Len(); i++ {
-						if a.IsNull(i) {
+						if s.nullType || a.IsNull(i) {
 							s.code[base+i] = 1
 						}
 					}
@@ -423,7 +409,7 @@ func shredLeaf(arrs []arrow.Array, path []int) (*shredded, error) {
 
 func (s *shredder) emit(j int, arr arrow.Array, i int, rep uint16) {
 	n := &s.nodes[j]
-	if arr.IsNull(i) {
+	if arr.IsNull(i) || (n.kind == kindLeaf && s.nullType) {
 		s.special(j, uint16(2*j+1), rep)
 		s.nullAt[j] = true
 		if n.kind != kindList {

@@ -101,17 +101,27 @@ func chunkValues(sink valueSink) ([]mbChunk, *enc21pb.CompressiveEncoding, error
 				return chunks, enc, nil
 			}
 		}
-		per, log := fixedChunkSize(s.w, 1)
+		nulls := s.dim > 0 && s.hasItemNulls()
+		word := s.w
+		if nulls {
+			word += (s.dim + 7) / 8
+		}
+		per, log := fixedChunkSize(word, 1)
 		var out []mbChunk
 		for i := 0; i < s.n; i += per {
 			n := min(per, s.n-i)
 			c := mbChunk{n: n, log: log, bufs: [][]byte{s.data[i*s.w : (i+n)*s.w]}}
+			if nulls {
+				// Item validity comes first, then the values.
+				c.bufs = [][]byte{s.itemBits(i, n), c.bufs[0]}
+			}
 			out = append(out, c)
 		}
 		out[len(out)-1].log = lastLog(out[len(out)-1], per, log)
 		enc := flatEnc(uint64(s.w * 8))
 		if s.dim > 0 {
 			enc = fslEnc(uint64(s.dim), flatEnc(uint64(s.innerW*8)))
+			enc.GetFixedSizeList().HasValidity = nulls
 		}
 		return out, enc, nil
 	case *bitSink:
@@ -447,6 +457,19 @@ func encodeFullZip(sh *shredded) (*enc21pb.PageLayout, [][]byte, error) {
 		if s.dim > 0 {
 			layout.ValueCompression = fslEnc(uint64(s.dim), flatEnc(uint64(s.innerW*8)))
 		}
+		nulls := s.dim > 0 && s.hasItemNulls()
+		if nulls {
+			// Each value is its items' validity bytes, then the items.
+			vb := (s.dim + 7) / 8
+			zipped := make([]byte, 0, (s.w+vb)*s.n)
+			for k := 0; k < s.n; k++ {
+				zipped = append(zipped, s.itemBits(k, 1)...)
+				zipped = append(zipped, s.data[k*s.w:(k+1)*s.w]...)
+			}
+			s = &fixedSink{w: s.w + vb, data: zipped, n: s.n}
+			layout.Details = &enc21pb.FullZipLayout_BitsPerValue{BitsPerValue: uint32(s.w * 8)}
+			layout.ValueCompression.GetFixedSizeList().HasValidity = true
+		}
 		if word == 0 {
 			data = s.data
 			break
@@ -467,7 +490,10 @@ func encodeFullZip(sh *shredded) (*enc21pb.PageLayout, [][]byte, error) {
 		ob := offsetBits(s)
 		layout.Details = &enc21pb.FullZipLayout_BitsPerOffset{BitsPerOffset: uint32(ob)}
 		layout.ValueCompression = variableEnc(ob)
-		if c, table := tryFSST(s); c != nil {
+		if z := tryPerValueZstd(s, len(s.data)*9/10); z != nil {
+			s = z
+			layout.ValueCompression = zstdEncOf(variableEnc(ob))
+		} else if c, table := tryFSST(s); c != nil {
 			s = c
 			layout.ValueCompression = fsstEnc(table, variableEnc(ob))
 		}

@@ -3,6 +3,9 @@ package file
 import (
 	"encoding/binary"
 	"math/bits"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/mvq-dev/mvq/lance/internal/fsst"
 	"github.com/mvq-dev/mvq/lance/pb/enc21pb"
@@ -117,4 +120,50 @@ func tryFSST(s *varSink) (*varSink, []byte) {
 
 func fsstEnc(table []byte, inner *enc21pb.CompressiveEncoding) *enc21pb.CompressiveEncoding {
 	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_Fsst{Fsst: &enc21pb.Fsst{SymbolTable: table, Values: inner}}}
+}
+
+// Values over 32 KiB in a full-zip page are compressed one by one with zstd
+// (Lance's General per-value compression): each value becomes its length as
+// a little-endian u64, then a zstd frame.
+const perValueZstdMinLen = 32 << 10
+
+var (
+	zstdOnce sync.Once
+	zstdEnc  *zstd.Encoder
+)
+
+func zstdEncoder() *zstd.Encoder {
+	zstdOnce.Do(func() {
+		zstdEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedDefault), zstd.WithEncoderConcurrency(1))
+	})
+	return zstdEnc
+}
+
+// tryPerValueZstd compresses each value when the page holds values over
+// 32 KiB and that makes the page smaller than limit bytes.
+func tryPerValueZstd(s *varSink, limit int) *varSink {
+	if s.maxLen <= perValueZstdMinLen {
+		return nil
+	}
+	enc := zstdEncoder()
+	out := &varSink{offsets: make([]uint64, 1, len(s.offsets)), wide: s.wide}
+	for i := 1; i < len(s.offsets); i++ {
+		v := s.data[s.offsets[i-1]:s.offsets[i]]
+		out.data = binary.LittleEndian.AppendUint64(out.data, uint64(len(v)))
+		out.data = enc.EncodeAll(v, out.data)
+		out.offsets = append(out.offsets, uint64(len(out.data)))
+		out.maxLen = max(out.maxLen, int(out.offsets[i]-out.offsets[i-1]))
+		if len(out.data) >= limit {
+			return nil
+		}
+	}
+	return out
+}
+
+func zstdEncOf(inner *enc21pb.CompressiveEncoding) *enc21pb.CompressiveEncoding {
+	level := int32(0)
+	return &enc21pb.CompressiveEncoding{Compression: &enc21pb.CompressiveEncoding_General{General: &enc21pb.General{
+		Compression: &enc21pb.BufferCompression{Scheme: enc21pb.CompressionScheme_COMPRESSION_ALGORITHM_ZSTD, Level: &level},
+		Values:      inner,
+	}}}
 }

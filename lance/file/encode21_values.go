@@ -66,6 +66,70 @@ type fixedSink struct {
 	w, dim, innerW int
 	data           []byte
 	n              int
+	// itemValid is the validity of a fixed-size list's items, one bit per
+	// item (1 = valid); nil while every item so far is valid.
+	itemValid []byte
+}
+
+// noteItems records the validity of row i's items of the fixed-size list
+// arr (all valid for a placeholder, arr nil), just appended as value s.n-1.
+func (s *fixedSink) noteItems(arr arrow.Array, i int) {
+	var child arrow.Array
+	if arr != nil {
+		child = arr.(*array.FixedSizeList).ListValues()
+		if child.NullN() == 0 {
+			child = nil
+		}
+	}
+	base := (s.n - 1) * s.dim
+	if child == nil && s.itemValid == nil {
+		return
+	}
+	if s.itemValid == nil {
+		s.itemValid = make([]byte, (s.n*s.dim+7)/8, (s.n*s.dim+7)/8*2)
+		for k := 0; k < base; k++ {
+			s.itemValid[k/8] |= 1 << (k % 8)
+		}
+	}
+	for len(s.itemValid)*8 < base+s.dim {
+		s.itemValid = append(s.itemValid, 0)
+	}
+	first := 0
+	if child != nil {
+		first = (arr.Data().Offset() + i) * s.dim
+	}
+	for k := 0; k < s.dim; k++ {
+		if child == nil || child.IsValid(first+k) {
+			b := base + k
+			s.itemValid[b/8] |= 1 << (b % 8)
+		}
+	}
+}
+
+// hasItemNulls says whether some item of a fixed-size list is null.
+func (s *fixedSink) hasItemNulls() bool {
+	if s.itemValid == nil {
+		return false
+	}
+	for k := 0; k < s.n*s.dim; k++ {
+		if s.itemValid[k/8]&(1<<(k%8)) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// itemBits copies the validity bits of values [from, from+n) to a new
+// buffer starting at bit 0.
+func (s *fixedSink) itemBits(from, n int) []byte {
+	out := make([]byte, (n*s.dim+7)/8)
+	for k := 0; k < n*s.dim; k++ {
+		b := from*s.dim + k
+		if s.itemValid[b/8]&(1<<(b%8)) != 0 {
+			out[k/8] |= 1 << (k % 8)
+		}
+	}
+	return out
 }
 
 func (s *fixedSink) src(arr arrow.Array) (buf []byte, first int) {
@@ -94,11 +158,17 @@ func (s *fixedSink) appendValue(arr arrow.Array, i int) {
 	}
 	s.data = append(s.data, buf[o:o+s.w]...)
 	s.n++
+	if s.dim > 0 {
+		s.noteItems(arr, i)
+	}
 }
 
 func (s *fixedSink) appendNull() {
 	s.data = append(s.data, make([]byte, s.w)...)
 	s.n++
+	if s.dim > 0 {
+		s.noteItems(nil, 0)
+	}
 }
 
 func (s *fixedSink) appendAll(arr arrow.Array) {
@@ -106,6 +176,12 @@ func (s *fixedSink) appendAll(arr arrow.Array) {
 	n := arr.Len()
 	end := first + n*s.w
 	if end > len(buf) {
+		for i := 0; i < n; i++ {
+			s.appendValue(arr, i)
+		}
+		return
+	}
+	if s.dim > 0 && (s.itemValid != nil || arr.(*array.FixedSizeList).ListValues().NullN() > 0) {
 		for i := 0; i < n; i++ {
 			s.appendValue(arr, i)
 		}

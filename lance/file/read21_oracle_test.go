@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/lance/internal/oracle"
@@ -288,6 +289,9 @@ func TestReadLanceDBKitchenSink(t *testing.T) {
 	o := oracle.Need(t)
 	for _, n := range []int{1, 300, 25_000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			if n > 1000 && testing.Short() {
+				t.Skip("large file skipped in -short mode")
+			}
 			rec := kitchenSink(t, n)
 			defer rec.Release()
 			dir, files := lanceWrite(t, o, rec)
@@ -465,6 +469,9 @@ func TestReadLanceDBVectorsAndNesting(t *testing.T) {
 	o := oracle.Need(t)
 	for _, n := range []int{7, 21_000} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			if n > 1000 && testing.Short() {
+				t.Skip("large file skipped in -short mode")
+			}
 			rec := vectorsAndNesting(t, n)
 			defer rec.Release()
 			dir, files := lanceWrite(t, o, rec)
@@ -596,4 +603,137 @@ func TestReadLanceDBDictionaryType(t *testing.T) {
 	defer got.Release()
 	requireEqual(t, want, got)
 	checkRangesAndTake(t, openFile(t, files[0]), want)
+}
+
+// TestReadLanceDBMoreTypes covers the remaining fixed-width types:
+// fixed_size_binary, time32/64, duration, float16 and decimal256.
+func TestReadLanceDBMoreTypes(t *testing.T) {
+	o := oracle.Need(t)
+	fields := []arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "fsb", Type: &arrow.FixedSizeBinaryType{ByteWidth: 5}, Nullable: true},
+		{Name: "t32", Type: arrow.FixedWidthTypes.Time32ms, Nullable: true},
+		{Name: "t64", Type: arrow.FixedWidthTypes.Time64us, Nullable: true},
+		{Name: "dur", Type: arrow.FixedWidthTypes.Duration_ns, Nullable: true},
+		{Name: "f16", Type: arrow.FixedWidthTypes.Float16, Nullable: true},
+		{Name: "bigfsb", Type: &arrow.FixedSizeBinaryType{ByteWidth: 300}, Nullable: true},
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	for i := 0; i < 2500; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		for c := 1; c < len(fields); c++ {
+			if i%6 == 1 {
+				b.Field(c).AppendNull()
+				continue
+			}
+			switch fb := b.Field(c).(type) {
+			case *array.FixedSizeBinaryBuilder:
+				v := make([]byte, fields[c].Type.(*arrow.FixedSizeBinaryType).ByteWidth)
+				for k := range v {
+					v[k] = byte(i + k)
+				}
+				fb.Append(v)
+			case *array.Time32Builder:
+				fb.Append(arrow.Time32(i * 1000))
+			case *array.Time64Builder:
+				fb.Append(arrow.Time64(int64(i) * 1_000_000))
+			case *array.DurationBuilder:
+				fb.Append(arrow.Duration(int64(i) * 7))
+			case *array.Float16Builder:
+				fb.Append(float16.New(float32(i) / 8))
+			}
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	dir, files := lanceWrite(t, o, rec)
+	want := o.Read(t, dir, oracle.ReadOpts{})
+	defer want.Release()
+	got := readAll(t, files, nil)
+	defer got.Release()
+	requireEqual(t, want, got)
+	checkRangesAndTake(t, openFile(t, files[0]), want)
+}
+
+// TestReadLanceDBFullZipNested covers full-zip pages with repetition: lists
+// of long strings and lists of large vectors, with null and empty lists,
+// and long binary values with nulls.
+func TestReadLanceDBFullZipNested(t *testing.T) {
+	o := oracle.Need(t)
+	fields := []arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "lt", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
+		{Name: "lv", Type: arrow.ListOf(arrow.FixedSizeListOf(128, arrow.PrimitiveTypes.Float32)), Nullable: true},
+		{Name: "bin", Type: arrow.BinaryTypes.LargeBinary, Nullable: true},
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "doc", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	rng := rand.New(rand.NewPCG(11, 12))
+	long := func(i int) string {
+		return strings.Repeat(fmt.Sprintf("row %d says something long enough; ", i), 8+rng.IntN(10))
+	}
+	for i := 0; i < 3000; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		lt := b.Field(1).(*array.ListBuilder)
+		lv := b.Field(2).(*array.ListBuilder)
+		switch i % 6 {
+		case 1:
+			lt.AppendNull()
+			lv.AppendNull()
+		case 2:
+			lt.Append(true)
+			lv.Append(true)
+		default:
+			lt.Append(true)
+			lv.Append(true)
+			for k := 0; k < 1+i%4; k++ {
+				if k == 1 && i%5 == 0 {
+					lt.ValueBuilder().AppendNull()
+				} else {
+					lt.ValueBuilder().(*array.StringBuilder).Append(long(i))
+				}
+				fb := lv.ValueBuilder().(*array.FixedSizeListBuilder)
+				fb.Append(true)
+				for m := 0; m < 128; m++ {
+					fb.ValueBuilder().(*array.Float32Builder).Append(float32(i*m) / 7)
+				}
+			}
+		}
+		if i%4 == 3 {
+			b.Field(3).AppendNull()
+		} else {
+			v := make([]byte, 200+rng.IntN(400))
+			for k := range v {
+				v[k] = byte(rng.Uint32())
+			}
+			b.Field(3).(*array.BinaryBuilder).Append(v)
+		}
+		sb := b.Field(4).(*array.StructBuilder)
+		switch i % 7 {
+		case 2:
+			sb.AppendNull()
+			sb.FieldBuilder(0).AppendNull()
+		case 4:
+			sb.Append(true)
+			sb.FieldBuilder(0).AppendNull()
+		default:
+			sb.Append(true)
+			sb.FieldBuilder(0).(*array.StringBuilder).Append(long(i))
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	dir, files := lanceWrite(t, o, rec)
+	want := o.Read(t, dir, oracle.ReadOpts{})
+	defer want.Release()
+	r := openFile(t, files[0])
+	for _, l := range encodingSummary(t, r) {
+		t.Log(l)
+	}
+	got := readAll(t, files, nil)
+	defer got.Release()
+	requireEqual(t, want, got)
+	checkRangesAndTake(t, r, want)
 }

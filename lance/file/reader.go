@@ -202,7 +202,8 @@ func (r *Reader) projection(columns []int) ([]int, *arrow.Schema, error) {
 
 // Read decodes rows [start, end) of the top-level columns listed (all of
 // them when columns is nil), decoding only the pages and chunks that hold
-// those rows.
+// those rows. One call reads at most 16Mi rows of a 2.1 file; read bigger
+// files in batches.
 func (r *Reader) Read(ctx context.Context, columns []int, start, end uint64) (arrow.RecordBatch, error) {
 	cols, sc, err := r.projection(columns)
 	if err != nil {

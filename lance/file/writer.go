@@ -83,6 +83,23 @@ type WriterOptions struct {
 }
 
 // Writer writes one Lance data file. It is not safe for concurrent use.
+//
+// In file format 2.1 each leaf field (primitive, string, binary,
+// fixed-size list) is a column; struct and list layers become repetition
+// and definition levels of the leaves. A column buffers about
+// WriterOptions.PageSize bytes, then encodes a page, choosing as Lance does
+// by measured size:
+//   - all-null pages when no value is valid (levels kept when lists or
+//     structs need them);
+//   - mini-block pages for values under 256 bytes: fixed-width values flat,
+//     FastLanes-bitpacked or run-length encoded, booleans as bits, vectors
+//     flat (with item validity when items are null), strings plain, FSST or
+//     dictionary-encoded; levels bitpacked; a repetition index for lists;
+//   - full-zip pages for wider values (big vectors, long text), strings
+//     FSST-compressed, values over 32 KiB zstd-compressed one by one.
+//
+// The file ends with the column metadata, the file descriptor (schema and
+// row count) as global buffer 0, the offset tables and the footer.
 type Writer struct {
 	out    *posWriter
 	opts   WriterOptions

@@ -3,20 +3,17 @@ package file
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mvq-dev/mvq/lance/dataset"
 	"github.com/mvq-dev/mvq/lance/internal/oracle"
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
@@ -34,16 +31,14 @@ func testFields(t testing.TB, s *arrow.Schema) []*filepb.Field {
 }
 
 // writeTestDataset writes recs with the Writer into <root>/<name>.lance as a
-// one-fragment dataset (a minimal manifest written here until lance/dataset
-// lands) and returns the data file.
+// one-fragment dataset committed with lance/dataset, and returns the data
+// file.
 func writeTestDataset(t testing.TB, root, name string, recs []arrow.RecordBatch, opts WriterOptions) []byte {
 	t.Helper()
 	fields := testFields(t, recs[0].Schema())
 	dir := filepath.Join(root, name+".lance")
-	for _, d := range []string{"data", "_versions"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, fields, opts)
@@ -71,28 +66,9 @@ func writeTestDataset(t testing.TB, root, name string, recs []arrow.RecordBatch,
 		df.Fields = append(df.Fields, f.Id)
 		df.ColumnIndices = append(df.ColumnIndices, int32(i))
 	}
-	zero := uint32(0)
-	m := &tablepb.Manifest{
-		Fields:        fields,
-		Fragments:     []*tablepb.DataFragment{{Id: 0, Files: []*tablepb.DataFile{df}, PhysicalRows: rows}},
-		Version:       1,
-		WriterVersion: &tablepb.Manifest_WriterVersion{Library: "lance", Version: "8.0.0"},
-		Timestamp:     timestamppb.New(time.Now()),
-		MaxFragmentId: &zero,
-		DataFormat:    &tablepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: "2.1"},
-	}
-	mb, err := proto.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []byte
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(mb)))
-	out = append(out, mb...)
-	out = binary.LittleEndian.AppendUint64(out, 0)
-	out = binary.LittleEndian.AppendUint16(out, 0)
-	out = binary.LittleEndian.AppendUint16(out, 2)
-	out = append(out, "LANC"...)
-	if err := os.WriteFile(filepath.Join(dir, "_versions", fmt.Sprintf("%020d.manifest", ^uint64(0)-1)), out, 0o644); err != nil {
+	frag := &tablepb.DataFragment{Files: []*tablepb.DataFile{df}, PhysicalRows: rows}
+	txn := dataset.Overwrite(0, fields, nil, []*tablepb.DataFragment{frag}, nil)
+	if _, err := dataset.Commit(dir, nil, txn, dataset.CommitOptions{StorageVersion: "2.1"}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.Bytes()

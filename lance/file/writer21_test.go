@@ -152,7 +152,7 @@ func primitiveTypes() []arrow.DataType {
 		arrow.PrimitiveTypes.Uint8, arrow.PrimitiveTypes.Uint16, arrow.PrimitiveTypes.Uint32, arrow.PrimitiveTypes.Uint64,
 		arrow.FixedWidthTypes.Float16, arrow.PrimitiveTypes.Float32, arrow.PrimitiveTypes.Float64,
 		arrow.FixedWidthTypes.Boolean,
-		arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString, arrow.BinaryTypes.Binary,
+		arrow.BinaryTypes.String, arrow.BinaryTypes.LargeString, arrow.BinaryTypes.Binary, arrow.BinaryTypes.LargeBinary,
 		arrow.FixedWidthTypes.Date32, arrow.FixedWidthTypes.Date64,
 		&arrow.TimestampType{Unit: arrow.Second}, &arrow.TimestampType{Unit: arrow.Millisecond},
 		&arrow.TimestampType{Unit: arrow.Microsecond}, &arrow.TimestampType{Unit: arrow.Nanosecond},
@@ -512,8 +512,7 @@ func TestWriter21EmptyListRunsLanceDB(t *testing.T) {
 }
 
 // TestWriter21Refuses checks the writer's errors: nulls in a non-nullable
-// field, nulls inside a vector, a batch whose type changed, and writes
-// after Close.
+// field, a batch whose type changed, and writes after Close.
 func TestWriter21Refuses(t *testing.T) {
 	nn := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int32}}, nil)
 	ib := array.NewInt32Builder(memory.DefaultAllocator)
@@ -530,18 +529,6 @@ func TestWriter21Refuses(t *testing.T) {
 	}
 	if _, err := w.Close(); err == nil {
 		t.Error("Close after a failed Write: no error")
-	}
-
-	vs := arrow.NewSchema([]arrow.Field{{Name: "v", Type: vec(4), Nullable: true}}, nil)
-	fb := array.NewFixedSizeListBuilder(memory.DefaultAllocator, 4, arrow.PrimitiveTypes.Float32)
-	fb.Append(true)
-	fb.ValueBuilder().(*array.Float32Builder).AppendValues([]float32{1, 2, 0, 4}, []bool{true, true, false, true})
-	w, err = NewWriter(io.Discard, testFields(t, vs), WriterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(array.NewRecordBatch(vs, []arrow.Array{fb.NewArray()}, 1)); err == nil {
-		t.Error("null item inside a vector: no error")
 	}
 
 	w, err = NewWriter(io.Discard, testFields(t, nullable), WriterOptions{})
@@ -634,4 +621,162 @@ func TestWriter21RunsLanceDB(t *testing.T) {
 	if got := oracle.Need(t).Count(t, filepath.Join(root, "runs2.lance"), "grp = 20 AND code IS NOT NULL"); got != 700 {
 		t.Errorf("countRows(grp = 20 AND code IS NOT NULL) = %d, want 700", got)
 	}
+}
+
+// TestWriter21BigTextLanceDB writes documents of up to 120 KiB (per-value
+// zstd in full-zip pages), mixed with short, empty and null ones.
+func TestWriter21BigTextLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{{Name: "doc", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "blob", Type: arrow.BinaryTypes.LargeBinary}}, nil)
+	rng := rand.New(rand.NewSource(9))
+	words := []string{"lance ", "columnar ", "format ", "vector ", "search ", "page ", "zstd ", "fragment "}
+	db := array.NewStringBuilder(memory.DefaultAllocator)
+	bb := array.NewBinaryBuilder(memory.DefaultAllocator, arrow.BinaryTypes.LargeBinary)
+	n := 60
+	for i := 0; i < n; i++ {
+		var sb strings.Builder
+		size := 40000 + rng.Intn(80000)
+		switch i % 6 {
+		case 1:
+			size = 10
+		case 2:
+			size = 0
+		}
+		for sb.Len() < size {
+			sb.WriteString(words[rng.Intn(len(words))])
+		}
+		if i%6 == 3 {
+			db.AppendNull()
+		} else {
+			db.Append(sb.String())
+		}
+		bb.Append([]byte(sb.String()))
+	}
+	rec := array.NewRecordBatch(s, []arrow.Array{db.NewArray(), bb.NewArray()}, int64(n))
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "big", []arrow.RecordBatch{rec}, WriterOptions{})
+	if raw := rec.Column(1).(*array.LargeBinary).ValueOffsets()[n]; int64(len(file))*2 > raw {
+		t.Errorf("file of %d bytes for %d bytes of repetitive text: not compressed", len(file), raw)
+	}
+	assertOracleEqual(t, root, "big", []arrow.RecordBatch{rec})
+	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
+}
+
+// TestWriter21VectorItemNullsLanceDB writes vectors with null items (and
+// null vectors) in mini-block (8 dims) and full-zip (128 dims) pages.
+func TestWriter21VectorItemNullsLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "v8", Type: vec(8), Nullable: true},
+		{Name: "v128", Type: vec(128)},
+	}, nil)
+	rng := rand.New(rand.NewSource(8))
+	n := 3000
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+	for i := 0; i < n; i++ {
+		for c, d := range []int{8, 128} {
+			fb := b.Field(c).(*array.FixedSizeListBuilder)
+			if c == 0 && i%10 == 4 {
+				fb.AppendNull()
+				continue
+			}
+			fb.Append(true)
+			vb := fb.ValueBuilder().(*array.Float32Builder)
+			for k := 0; k < d; k++ {
+				if (i+k)%13 == 0 {
+					vb.AppendNull()
+				} else {
+					vb.Append(rng.Float32())
+				}
+			}
+		}
+	}
+	rec := b.NewRecordBatch()
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "vnull", []arrow.RecordBatch{rec}, WriterOptions{})
+	assertOracleEqual(t, root, "vnull", []arrow.RecordBatch{rec})
+	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
+}
+
+// TestWriter21LanceDBRewrites lets LanceDB update, delete from and append
+// to a Go-written dataset (it reads our pages to rewrite them) and checks
+// the rows it ends with.
+func TestWriter21LanceDBRewrites(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "tags", Type: arrow.ListOfField(arrow.Field{Name: "item", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+		{Name: "v", Type: vec(16)},
+	}, nil)
+	rec := nestedBatch(t, s, 5000, 11)
+	ids := array.NewInt64Builder(memory.DefaultAllocator)
+	for i := 0; i < 5000; i++ {
+		ids.Append(int64(i))
+	}
+	cols := rec.Columns()
+	cols[0] = ids.NewArray()
+	rec = array.NewRecordBatch(s, cols, 5000)
+	root := t.TempDir()
+	writeTestDataset(t, root, "rw", []arrow.RecordBatch{rec}, WriterOptions{})
+	o := oracle.Need(t)
+	dir := filepath.Join(root, "rw.lance")
+	o.Delete(t, dir, "id < 1000")
+	o.Update(t, dir, "id >= 4000", map[string]string{"name": "'renamed'"})
+	o.Write(t, dir, rec.NewSlice(0, 10), "2.1", "append")
+	if n := o.Count(t, dir, ""); n != 4010 {
+		t.Fatalf("countRows = %d, want 4010", n)
+	}
+	if n := o.Count(t, dir, "name = 'renamed'"); n != 1000 {
+		t.Fatalf("renamed rows = %d, want 1000", n)
+	}
+	got := o.Read(t, dir, oracle.ReadOpts{Where: "id >= 1000 AND id < 4000"})
+	defer got.Release()
+	want := rec.NewSlice(1000, 4000)
+	for i, f := range s.Fields() {
+		act := concatColumn(t, got, f.Name)
+		if !array.Equal(want.Column(i), act) {
+			t.Errorf("%s after LanceDB's rewrite: %s", f.Name, firstDiff21w(want.Column(i), act))
+		}
+	}
+}
+
+// TestWriter21AllNullNestedLanceDB writes nested columns with nothing
+// valid inside: null structs, null lists, lists of nulls, empty lists, and
+// a column of the null type.
+func TestWriter21AllNullNestedLanceDB(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true}, arrow.Field{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+		{Name: "nulllists", Type: arrow.ListOf(arrow.PrimitiveTypes.Int64), Nullable: true},
+		{Name: "listofnulls", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
+		{Name: "empties", Type: arrow.ListOf(arrow.PrimitiveTypes.Float32)},
+		{Name: "v", Type: vec(32), Nullable: true},
+		{Name: "nothing", Type: arrow.Null, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+	n := 2500
+	for i := 0; i < n; i++ {
+		if i%3 == 0 {
+			b.Field(0).(*array.StructBuilder).Append(true)
+			b.Field(0).(*array.StructBuilder).FieldBuilder(0).AppendNull()
+			b.Field(0).(*array.StructBuilder).FieldBuilder(1).AppendNull()
+		} else {
+			b.Field(0).AppendNull()
+		}
+		b.Field(1).AppendNull()
+		lb := b.Field(2).(*array.ListBuilder)
+		if i%4 == 0 {
+			lb.AppendNull()
+		} else {
+			lb.Append(true)
+			for k := 0; k < i%3; k++ {
+				lb.ValueBuilder().AppendNull()
+			}
+		}
+		b.Field(3).(*array.ListBuilder).Append(true)
+		b.Field(4).AppendNull()
+		b.Field(5).AppendNull()
+	}
+	rec := b.NewRecordBatch()
+	root := t.TempDir()
+	file := writeTestDataset(t, root, "allnull", []arrow.RecordBatch{rec}, WriterOptions{})
+	assertOracleEqual(t, root, "allnull", []arrow.RecordBatch{rec})
+	assertReaderEqual(t, file, []arrow.RecordBatch{rec})
 }

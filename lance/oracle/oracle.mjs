@@ -11,14 +11,15 @@
 //   node oracle.mjs versions <dataset_dir>
 //   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...]
 //   node oracle.mjs drop-columns <dataset_dir> --columns a,b
+//   node oracle.mjs clone        <dataset_dir> <source_dataset_dir> [--at VERSION]   (a shallow clone: base paths)
 //   node oracle.mjs create-index <dataset_dir> --column c [--type btree|bitmap|ivf_pq]   (prints listIndices JSON)
 //
 // write --option sets LanceDB storage options of a new table, e.g.
 // new_table_enable_v2_manifest_paths=false (V1 manifest names) or
 // new_table_enable_stable_row_ids=true.
-// write --mode append --hold opens the table, prints "opened <version>" and
-// waits for a line on stdin before appending, so a test can commit another
-// version in between (LanceDB must then rebase its append on it).
+// write --mode append --hold (and delete --hold) opens the table, prints
+// "opened <version>" and waits for a line on stdin before writing, so a test
+// can commit another version in between (LanceDB must then rebase on it).
 //
 // dataset_dir is the absolute path of a `.lance` folder; the oracle connects
 // to its parent folder and opens the table named after it (LanceDB may add a
@@ -275,6 +276,10 @@ async function cmdDelete(pos, flags) {
   const [dir] = pos;
   if (!dir || !flags.where) usage("delete needs <dataset_dir> --where SQL");
   const t = await openTable(dir);
+  if (flags.hold) {
+    process.stdout.write(`opened ${await t.version()}\n`);
+    await waitLine();
+  }
   const r = await t.delete(flags.where);
   process.stdout.write(`${JSON.stringify(r)}\n`);
 }
@@ -329,6 +334,15 @@ async function cmdCreateIndex(pos, flags) {
   process.stdout.write(`${JSON.stringify(await t.listIndices())}\n`);
 }
 
+async function cmdClone(pos, flags) {
+  const [dir, source] = pos;
+  if (!dir || !source || !path.isAbsolute(source)) usage("clone needs <dataset_dir> <absolute source_dataset_dir>");
+  const { db, name } = await openDataset(dir);
+  const opts = { isShallow: true };
+  if (flags.at !== undefined) opts.sourceVersion = Number(flags.at);
+  await db.cloneTable(name, source, opts);
+}
+
 async function cmdVersions(pos) {
   const [dir] = pos;
   if (!dir) usage("versions needs <dataset_dir>");
@@ -353,6 +367,7 @@ const commands = {
   "add-columns": cmdAddColumns,
   "drop-columns": cmdDropColumns,
   "create-index": cmdCreateIndex,
+  clone: cmdClone,
 };
 
 async function main() {

@@ -17,9 +17,12 @@ type Encoder struct {
 	index [256][]uint8 // codes by first byte, longest first
 	// Lookup for encoding: codes+1 of 1- and 2-byte symbols, and the longer
 	// symbols by their first two bytes, longest first.
-	one  [256]uint16
-	two  []uint16
-	long map[uint16][]uint8
+	one [256]uint16
+	two []uint16
+	// longHead[first two bytes] is code+1 of the longest symbol of 3 or
+	// more bytes starting with them; longNext[code] the next shorter one.
+	longHead []uint8
+	longNext [255]uint8
 }
 
 // maxSample bounds the bytes the table is trained on.
@@ -148,7 +151,13 @@ func (e *Encoder) build(cands []candidate) {
 	} else {
 		clear(e.two)
 	}
-	e.long = map[uint16][]uint8{}
+	if e.longHead == nil {
+		e.longHead = make([]uint8, 1<<16)
+	} else {
+		clear(e.longHead)
+	}
+	e.longNext = [255]uint8{}
+	var long []uint8
 	for code := 0; code < e.n; code++ {
 		switch l := e.lens[code]; {
 		case l == 1:
@@ -156,12 +165,16 @@ func (e *Encoder) build(cands []candidate) {
 		case l == 2:
 			e.two[uint16(e.syms[code])] = uint16(code) + 1
 		default:
-			k := uint16(e.syms[code])
-			e.long[k] = append(e.long[k], uint8(code))
+			long = append(long, uint8(code))
 		}
 	}
-	for _, codes := range e.long {
-		sort.Slice(codes, func(i, j int) bool { return e.lens[codes[i]] > e.lens[codes[j]] })
+	// Chain each prefix's symbols longest first: insert shortest first at
+	// the head.
+	sort.Slice(long, func(i, j int) bool { return e.lens[long[i]] < e.lens[long[j]] })
+	for _, c := range long {
+		k := uint16(e.syms[c])
+		e.longNext[c] = e.longHead[k]
+		e.longHead[k] = c + 1
 	}
 }
 
@@ -183,29 +196,15 @@ func (e *Encoder) match(s []byte) (uint64, uint8) {
 	if len(s) == 0 {
 		return 0, 0
 	}
-	code, ok := e.matchCode(s)
-	if !ok {
-		return 0, 0
-	}
-	return e.syms[code], e.lens[code]
-}
-
-func (e *Encoder) matchCode(s []byte) (uint8, bool) {
 	idx := e.index[s[0]]
-	if len(idx) == 0 {
-		return 0, false
-	}
 	v := load(s)
 	for _, c := range idx {
 		l := int(e.lens[c])
-		if l > len(s) {
-			continue
-		}
-		if v&masks[l] == e.syms[c] {
-			return c, true
+		if l <= len(s) && v&masks[l] == e.syms[c] {
+			return e.syms[c], e.lens[c]
 		}
 	}
-	return 0, false
+	return 0, 0
 }
 
 // AppendEncode appends the compression of one string to dst: at each
@@ -215,13 +214,13 @@ func (e *Encoder) AppendEncode(dst, s []byte) []byte {
 		rest := s[i:]
 		if len(rest) >= 2 {
 			k := binary.LittleEndian.Uint16(rest)
-			if codes := e.long[k]; len(codes) > 0 {
+			if h := e.longHead[k]; h != 0 {
 				v := load(rest)
 				found := false
-				for _, c := range codes {
-					l := int(e.lens[c])
-					if l <= len(rest) && v&masks[l] == e.syms[c] {
-						dst = append(dst, c)
+				for c := h; c != 0; c = e.longNext[c-1] {
+					l := int(e.lens[c-1])
+					if l <= len(rest) && v&masks[l] == e.syms[c-1] {
+						dst = append(dst, c-1)
 						i += l
 						found = true
 						break

@@ -473,9 +473,9 @@ func (o *Oracle) DropColumns(t testing.TB, dir string, cols ...string) {
 	o.must(t, "drop-columns", dir, "--columns", strings.Join(cols, ","))
 }
 
-// HeldAppend is an append LanceDB has prepared against the version it
-// opened, and performs when Finish is called.
-type HeldAppend struct {
+// Held is a LanceDB write prepared against the version LanceDB opened,
+// performed when Finish is called.
+type Held struct {
 	// Version is the version LanceDB opened (its transaction's read version).
 	Version uint64
 	cmd     *exec.Cmd
@@ -485,17 +485,30 @@ type HeldAppend struct {
 	cancel  context.CancelFunc
 }
 
+// HeldAppend is the Held of StartAppend.
+type HeldAppend = Held
+
 // StartAppend starts a LanceDB append of rec to dir that opens the dataset
 // and then waits: it returns once LanceDB has opened it. The test may then
 // commit other versions; Finish lets LanceDB commit its append (which must
 // rebase on them) and waits for it.
-func (o *Oracle) StartAppend(t testing.TB, dir string, rec arrow.RecordBatch) *HeldAppend {
+func (o *Oracle) StartAppend(t testing.TB, dir string, rec arrow.RecordBatch) *Held {
 	t.Helper()
-	in := writeIPC(t, rec, false)
+	return o.startHeld(t, "write", dir, writeIPC(t, rec, false), "--mode", "append", "--hold")
+}
+
+// StartDelete is StartAppend for a delete of the rows where matches.
+func (o *Oracle) StartDelete(t testing.TB, dir, where string) *Held {
+	t.Helper()
+	return o.startHeld(t, "delete", dir, "--where", where, "--hold")
+}
+
+func (o *Oracle) startHeld(t testing.TB, args ...string) *Held {
+	t.Helper()
 	slots <- struct{}{}
 	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
-	h := &HeldAppend{stderr: &bytes.Buffer{}, release: func() { <-slots }, cancel: cancel}
-	h.cmd = exec.CommandContext(ctx, o.node, o.script, "write", dir, in, "--mode", "append", "--hold")
+	h := &Held{stderr: &bytes.Buffer{}, release: func() { <-slots }, cancel: cancel}
+	h.cmd = exec.CommandContext(ctx, o.node, append([]string{o.script}, args...)...)
 	h.cmd.Env = append(os.Environ(), "LANCEDB_LOG=error", "RUST_LOG=error")
 	h.cmd.Stderr = h.stderr
 	stdin, err := h.cmd.StdinPipe()
@@ -531,20 +544,20 @@ func (o *Oracle) StartAppend(t testing.TB, dir string, rec arrow.RecordBatch) *H
 			line = append(line, buf[0])
 		}
 		if err != nil {
-			t.Fatalf("oracle held append: %v: %s", err, h.stderr.String())
+			t.Fatalf("oracle held %s: %v: %s", args[0], err, h.stderr.String())
 		}
 	}
 	v, ok := strings.CutPrefix(string(line), "opened ")
 	if !ok {
-		t.Fatalf("oracle held append: got %q", line)
+		t.Fatalf("oracle held %s: got %q", args[0], line)
 	}
 	if h.Version, err = strconv.ParseUint(v, 10, 64); err != nil {
-		t.Fatalf("oracle held append: got %q", line)
+		t.Fatalf("oracle held %s: got %q", args[0], line)
 	}
 	return h
 }
 
-func (h *HeldAppend) done() {
+func (h *Held) done() {
 	if h.release != nil {
 		h.release()
 		h.release = nil
@@ -552,14 +565,14 @@ func (h *HeldAppend) done() {
 	h.cancel()
 }
 
-// Finish lets the append commit and returns LanceDB's error, if any.
-func (h *HeldAppend) Finish() error {
+// Finish lets the write commit and returns LanceDB's error, if any.
+func (h *Held) Finish() error {
 	defer h.done()
 	if err := h.stdin.Close(); err != nil {
 		return err
 	}
 	if err := h.cmd.Wait(); err != nil {
-		return fmt.Errorf("oracle held append: %w: %s", err, strings.TrimSpace(h.stderr.String()))
+		return fmt.Errorf("oracle held write: %w: %s", err, strings.TrimSpace(h.stderr.String()))
 	}
 	return nil
 }
@@ -571,6 +584,18 @@ func (o *Oracle) CreateIndex(t testing.TB, dir, column, kind string) {
 	args := []string{"create-index", dir, "--column", column}
 	if kind != "" {
 		args = append(args, "--type", kind)
+	}
+	o.must(t, args...)
+}
+
+// Clone has LanceDB make dir a shallow clone of the dataset source (version
+// at, or the latest when 0): a manifest whose files live under source,
+// named through base paths.
+func (o *Oracle) Clone(t testing.TB, dir, source string, at uint64) {
+	t.Helper()
+	args := []string{"clone", dir, source}
+	if at > 0 {
+		args = append(args, "--at", strconv.FormatUint(at, 10))
 	}
 	o.must(t, args...)
 }
