@@ -79,6 +79,8 @@ type pageBufs20 struct {
 	// the buffer from off when n is wholeBuffer20); it must check the range
 	// against the buffer.
 	fetch func(t enc20pb.Buffer_BufferType, i uint32, off, n uint64) ([]byte, error)
+	// fetchOwned says that fetch returns new slices the decoder may keep.
+	fetchOwned bool
 }
 
 // wholeBuffer20 asks pageBufs20.read for everything from the offset on.
@@ -283,6 +285,7 @@ func (d *decoder20) flat(f *enc20pb.Flat, pageRows, skip, take uint64, dt arrow.
 	// The bytes that hold rows [skip, skip+take): raw starts at row base.
 	var raw []byte
 	var base uint64
+	owned := false
 	if scheme := f.GetCompression().GetScheme(); scheme != "" && scheme != "none" {
 		buf, err := d.flatBuffer(f, pageRows)
 		if err != nil {
@@ -306,7 +309,7 @@ func (d *decoder20) flat(f *enc20pb.Flat, pageRows, skip, take uint64, dt arrow.
 		if err != nil {
 			return nil, err
 		}
-		raw = buf
+		raw, owned = buf, d.bufs.fetchOwned && d.bufs.page == nil
 	}
 	skip -= base
 	if want == 1 {
@@ -324,8 +327,11 @@ func (d *decoder20) flat(f *enc20pb.Flat, pageRows, skip, take uint64, dt arrow.
 	if hi != 0 || end > uint64(len(raw)) {
 		return nil, fmt.Errorf("%w: flat buffer of %d bytes for %d values of %d bytes", errCorrupt20, len(raw), skip+take, width)
 	}
-	out := make([]byte, take*width)
-	copy(out, raw[skip*width:end])
+	out := raw[skip*width : end : end]
+	if !owned {
+		out = make([]byte, take*width)
+		copy(out, raw[skip*width:end])
+	}
 	nd := array.NewData(dt, int(take), []*memory.Buffer{nil, memory.NewBufferBytes(out)}, nil, 0, 0)
 	defer nd.Release()
 	return array.MakeFromData(nd), nil
@@ -608,6 +614,9 @@ func (d *decoder20) bytesRange(enc *enc20pb.ArrayEncoding, start, n, limit uint6
 		raw, err := d.bufs.read(f.Buffer, start, n)
 		if err != nil {
 			return nil, err
+		}
+		if d.bufs.fetchOwned && d.bufs.page == nil {
+			return raw, nil
 		}
 		out := make([]byte, n)
 		copy(out, raw)

@@ -155,7 +155,8 @@ func (s *source20) pageBuffers(ctx context.Context, col, page int) (*pageBufs20,
 		}
 		return s.c.ReadRange(ref, off, n)
 	}
-	return &pageBufs20{fetch: fetch}, nil
+	// Container.ReadRange returns a new slice per call.
+	return &pageBufs20{fetch: fetch, fetchOwned: true}, nil
 }
 
 // pages calls fn for each page of column col that holds rows of [start,
