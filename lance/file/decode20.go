@@ -247,7 +247,12 @@ func withValidity(arr arrow.Array, bitmap []byte) (arrow.Array, error) {
 	}
 	nulls := n - bitutil.CountSetBits(out, 0, n)
 	bufs := append([]*memory.Buffer{memory.NewBufferBytes(out)}, data.Buffers()[1:]...)
-	nd := array.NewData(data.DataType(), n, bufs, data.Children(), nulls, 0)
+	var nd *array.Data
+	if data.DataType().ID() == arrow.DICTIONARY {
+		nd = array.NewDataWithDictionary(data.DataType(), n, bufs, nulls, 0, data.Dictionary().(*array.Data))
+	} else {
+		nd = array.NewData(data.DataType(), n, bufs, data.Children(), nulls, 0)
+	}
 	defer nd.Release()
 	return array.MakeFromData(nd), nil
 }

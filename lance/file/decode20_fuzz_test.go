@@ -66,6 +66,8 @@ func FuzzDecodePage20(f *testing.F) {
 	dict, _ := proto.Marshal(eDict(eNoNulls(eFlat(8, 0)), eBinary(eNoNulls(eFlat(64, 1)), eFlat(8, 2), 3), 2))
 	f.Add(dict, []byte{2, 0, 1, 2}, u64s(1, 2), []byte("ab"), uint32(4), uint32(0), uint32(4), uint8(4))
 	f.Add(dict, []byte{2, 0, 1, 2}, u64s(1, 2), []byte("ab"), uint32(4), uint32(1), uint32(3), uint8(8))
+	nullDict, _ := proto.Marshal(eSomeNulls(eFlat(1, 0), eDict(eNoNulls(eFlat(8, 1)), eBinary(eNoNulls(eFlat(64, 2)), eFlat(8, 3), 3), 2)))
+	f.Add(nullDict, []byte{0b1101}, []byte{1, 0, 1, 0}, u64s(1, 2), uint32(4), uint32(0), uint32(4), uint8(8))
 	f.Fuzz(func(t *testing.T, raw, b0, b1, b2 []byte, rows, skip, take uint32, typ uint8) {
 		var enc enc20pb.ArrayEncoding
 		if err := proto.Unmarshal(raw, &enc); err != nil {
