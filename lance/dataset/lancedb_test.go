@@ -1028,3 +1028,51 @@ func TestGoUpdateConfig(t *testing.T) {
 	}
 	checkAgainstLanceDB(t, o, dir)
 }
+
+// TestAfterCompaction: LanceDB compacts fragments with deletions (a
+// Rewrite); the Go side reads the result and deletes on top, across the
+// rewrite when its delete touches a fragment the rewrite left alone.
+func TestAfterCompaction(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 50, "", "create")
+	write(t, o, dir, 50, 50, "", "append")
+	write(t, o, dir, 100, 50, "", "append")
+	o.Delete(t, dir, "id % 2 = 0 AND id < 100")
+	before, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Optimize(t, dir)
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []string{}
+	for v := before.Version() + 1; v <= d.Version(); v++ {
+		dv, err := OpenVersion(dir, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, opName(t, dv))
+	}
+	t.Logf("optimize made versions %v: %d fragments -> %d", ops, len(before.Fragments()), len(d.Fragments()))
+	if !slices.Contains(ops, "rewrite") {
+		t.Errorf("no rewrite among %v", ops)
+	}
+	for _, fr := range d.Fragments() {
+		if fr.GetDeletionFile() != nil && fr.GetId() < 2 {
+			t.Errorf("fragment %d kept deletions after compaction", fr.GetId())
+		}
+	}
+	// A delete made before the compaction, in a fragment it rewrote, is a
+	// conflict.
+	if _, err := before.DeleteRows(map[uint64]*roaring.Bitmap{2: roaring.BitmapOf(1)}, "", CommitOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "rewrite") {
+		t.Errorf("a delete across the rewrite: %v", err)
+	}
+	goDelete(t, dir, func(frag, off uint64) bool { return off == 0 })
+	if n := o.Count(t, dir, ""); n != 100-int64(len(d.Fragments())) {
+		t.Errorf("LanceDB counts %d after the Go delete on the compacted dataset", n)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
