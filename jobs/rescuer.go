@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -33,6 +34,11 @@ type RescuerConfig struct {
 	// code kills the process it runs in would otherwise take the pool
 	// down one worker after another.
 	MaxWorkerDeaths int
+	// OrphanGrace is how long a task may stay active in asynq with no
+	// holder before it is run again (default 2s): a worker records that it
+	// holds a task milliseconds after asynq hands it over, so a task still
+	// unheld after the grace was taken by a worker that died in between.
+	OrphanGrace time.Duration
 }
 
 func (c *RescuerConfig) defaults() {
@@ -47,6 +53,9 @@ func (c *RescuerConfig) defaults() {
 	}
 	if c.MaxWorkerDeaths <= 0 {
 		c.MaxWorkerDeaths = DefaultMaxWorkerDeaths
+	}
+	if c.OrphanGrace <= 0 {
+		c.OrphanGrace = 2 * time.Second
 	}
 }
 
@@ -66,8 +75,14 @@ const rescueSep = "~rescue~"
 //   - a task (plan, work item or commit) held by a worker whose heartbeat
 //     expired is enqueued again under a rescue id, so another worker runs
 //     it within about the heartbeat TTL plus Interval of the death instead
-//     of waiting for asynq's lease (30s) and recovery; every task is
-//     idempotent, so the dead worker's copy running later is harmless;
+//     of waiting for asynq's lease (30s) and recovery (up to a minute
+//     more); every task is idempotent, so the dead worker's copy running
+//     later is harmless;
+//   - a task asynq handed to a worker that died before recording that it
+//     holds it (an orphan: active in asynq, held by nobody, for longer
+//     than OrphanGrace) is enqueued again the same way, as is a rescue
+//     copy that was lost before any worker held it; the holders entry
+//     then names the copy ("~queued~" + its id) until a worker takes it;
 //   - but once MaxWorkerDeaths different workers died holding the same
 //     task (a poison pill: its input kills whatever runs it), the job
 //     fails, not retryable, saying so, and the task is not handed on;
@@ -94,6 +109,17 @@ type Rescuer struct {
 	loop      loop
 
 	lastArchiveScan time.Time
+	// orphans: per cluster, asynq task id -> when a pass first saw it
+	// active with no holder.
+	orphans map[string]map[string]orphanSighting
+}
+
+// orphanSighting is the first sight of an active task nobody holds. A
+// task retried meanwhile (a plan waiting for its view's turn runs for
+// milliseconds every 200) shows another LastFailedAt: it is alive.
+type orphanSighting struct {
+	at         time.Time
+	lastFailed time.Time
 }
 
 // RescueResult counts what one pass did.
@@ -102,6 +128,7 @@ type RescueResult struct {
 	Stalled  int // jobs failed for want of progress
 	Archived int // jobs failed because a task was archived
 	Poisoned int // jobs failed because their task killed MaxWorkerDeaths workers
+	Orphans  int // tasks taken by a worker that died before holding them, enqueued again
 }
 
 // Start runs passes every Interval until Stop.
@@ -131,6 +158,7 @@ func (r *Rescuer) Pass(ctx context.Context) (RescueResult, error) {
 		total.Stalled += res.Stalled
 		total.Archived += res.Archived
 		total.Poisoned += res.Poisoned
+		total.Orphans += res.Orphans
 		errs = append(errs, err)
 	}
 	if scanArchive {
@@ -145,7 +173,11 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 		return res, nil
 	}
 	lock := "rescuer:" + cluster
-	ok, err := r.st.lock(ctx, lock, r.id, max(5*r.cfg.Interval, 10*time.Second))
+	ttl := max(5*r.cfg.Interval, 10*time.Second)
+	ok, err := r.st.lock(ctx, lock, r.id, ttl)
+	if err == nil && !ok {
+		ok, err = r.takeDeadLock(ctx, cluster, lock, ttl)
+	}
 	if err != nil || !ok {
 		return res, err
 	}
@@ -184,6 +216,11 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 			}
 		}
 	}
+	if r.inspector != nil {
+		n, err := r.scanOrphans(ctx, cluster, live)
+		res.Orphans += n
+		errs = append(errs, err)
+	}
 	if scanArchive && r.inspector != nil {
 		n, err := r.scanArchived(ctx, cluster, live)
 		res.Archived += n
@@ -201,6 +238,16 @@ func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (n int, poisoned bool,
 	}
 	alive := map[string]bool{}
 	for task, worker := range held {
+		if copyID, queued := strings.CutPrefix(worker, queuedPrefix); queued {
+			lost, err := r.lostCopy(ctx, j, task, copyID)
+			if err != nil {
+				return n, false, err
+			}
+			if lost {
+				n++
+			}
+			continue
+		}
 		ok, seen := alive[worker]
 		if !seen {
 			if ok, err = r.st.workerAlive(ctx, j.Cluster, worker); err != nil {
@@ -222,7 +269,7 @@ func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (n int, poisoned bool,
 			r.st.release(ctx, j.ID, task, worker)
 			return n, r.failJob(ctx, j, msg, false), nil
 		}
-		t, err := rescueTask(task, worker, j.Cluster)
+		t, copyID, err := rescueTask(task, worker, j.Cluster)
 		if err != nil {
 			r.log.Warn("jobs: unknown held task", "job_id", j.ID, "task", task, "err", err)
 			r.st.release(ctx, j.ID, task, worker)
@@ -231,7 +278,9 @@ func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (n int, poisoned bool,
 		if err := enqueue(ctx, r.enq, t); err != nil {
 			return n, false, redisErr("enqueue rescued task", err)
 		}
-		r.st.release(ctx, j.ID, task, worker)
+		if err := r.st.handOver(ctx, j.ID, task, worker, copyID); err != nil {
+			return n, false, err
+		}
 		n++
 		r.log.Warn("jobs: re-ran a task of a dead worker", "job_id", j.ID, "task", task, "dead_worker", worker, "deaths", deaths)
 	}
@@ -254,10 +303,11 @@ func describeTask(task string) string {
 }
 
 // rescueTask rebuilds the task named by a logical task id, under a rescue
-// id derived from the dead worker.
-func rescueTask(task, worker, cluster string) (*asynq.Task, error) {
+// id derived from suffix (the dead worker, or the orphaned copy), and
+// returns it with that id.
+func rescueTask(task, suffix, cluster string) (*asynq.Task, string, error) {
 	kind, rest, _ := strings.Cut(task, ":")
-	id := task + rescueSep + worker
+	id := task + rescueSep + suffix
 	var (
 		typ     string
 		payload any
@@ -271,17 +321,195 @@ func rescueTask(task, worker, cluster string) (*asynq.Task, error) {
 		job, idx, ok := strings.Cut(rest, ":")
 		i, err := strconv.Atoi(idx)
 		if !ok || err != nil {
-			return nil, fmt.Errorf("bad work item task %q", task)
+			return nil, "", fmt.Errorf("bad work item task %q", task)
 		}
 		typ, payload = TypeWorkItem, WorkItemPayload{JobID: job, Index: i}
 	default:
-		return nil, fmt.Errorf("bad task %q", task)
+		return nil, "", fmt.Errorf("bad task %q", task)
 	}
 	b, err := json.Marshal(payload)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return asynq.NewTaskWithHeaders(typ, b, stamp(nil), taskOptions(cluster, id)...), nil
+	return asynq.NewTaskWithHeaders(typ, b, stamp(nil), taskOptions(cluster, id)...), id, nil
+}
+
+// taskJob is the job id inside a logical task id ("" when malformed).
+func taskJob(task string) string {
+	kind, rest, _ := strings.Cut(task, ":")
+	switch kind {
+	case "plan", "commit":
+		return rest
+	case "item":
+		job, _, _ := strings.Cut(rest, ":")
+		return job
+	}
+	return ""
+}
+
+// needed reports whether a logical task of j (state as last read) still
+// has work to do: an item not yet done, the commit of a RUNNING job, the
+// plan of a job not yet past planning.
+func (r *Rescuer) needed(ctx context.Context, j *Job, task string) (bool, error) {
+	kind, rest, _ := strings.Cut(task, ":")
+	switch kind {
+	case "plan":
+		return j.State == StatePending || (j.State == StateRunning && j.Phase == PhasePlanning), nil
+	case "commit":
+		return j.State == StateRunning, nil
+	case "item":
+		_, idx, _ := strings.Cut(rest, ":")
+		i, err := strconv.Atoi(idx)
+		if err != nil || j.State != StateRunning {
+			return false, nil
+		}
+		done, err := r.st.itemDone(ctx, j.ID, i)
+		return !done, err
+	}
+	return false, nil
+}
+
+// orphanSuffix names the copy of an orphaned asynq task: derived from its
+// id, so passes that see the same orphan enqueue one copy, and a copy
+// that is itself orphaned gets a new one.
+func orphanSuffix(asynqID string) string {
+	h := fnv.New64a()
+	h.Write([]byte(asynqID))
+	return "orphan-" + strconv.FormatUint(h.Sum64(), 36)
+}
+
+// handToCopy enqueues a copy of task (logical id) of j and records it as
+// the task's queued holder in place of from.
+// It returns the copy's asynq id ("" for a malformed task id).
+func (r *Rescuer) handToCopy(ctx context.Context, j *Job, task, from, suffix string) (string, error) {
+	t, copyID, err := rescueTask(task, suffix, j.Cluster)
+	if err != nil {
+		return "", nil
+	}
+	if err := enqueue(ctx, r.enq, t); err != nil {
+		return "", redisErr("enqueue rescued task", err)
+	}
+	return copyID, r.st.handOver(ctx, j.ID, task, from, copyID)
+}
+
+// lostCopy re-runs a task whose queued copy asynq no longer has although
+// no worker ever held it and its work is still needed.
+func (r *Rescuer) lostCopy(ctx context.Context, j *Job, task, copyID string) (bool, error) {
+	if r.inspector == nil {
+		return false, nil
+	}
+	_, err := r.inspector.GetTaskInfo(QueueName(j.Cluster), copyID)
+	if !errors.Is(err, asynq.ErrTaskNotFound) {
+		if err != nil && !errors.Is(err, asynq.ErrQueueNotFound) {
+			return false, redisErr("look up a rescued task", err)
+		}
+		return false, nil
+	}
+	if need, err := r.needed(ctx, j, task); err != nil || !need {
+		return false, err
+	}
+	again, err := r.handToCopy(ctx, j, task, queuedPrefix+copyID, orphanSuffix(copyID))
+	if again != "" && err == nil {
+		r.log.Warn("jobs: re-ran a task whose rescue copy was lost", "job_id", j.ID, "task", task, "copy", copyID)
+	}
+	return again != "", err
+}
+
+// scanOrphans runs again the tasks asynq has active for the cluster that
+// no worker holds and whose work is still needed, once a pass at least
+// OrphanGrace after the first has seen them so: the worker asynq handed
+// them to died before it could record holding them (asynq itself would
+// wait for the lease, 30s, and its recoverer, up to a minute more).
+func (r *Rescuer) scanOrphans(ctx context.Context, cluster string, live map[string]*Job) (int, error) {
+	if r.orphans == nil {
+		r.orphans = map[string]map[string]orphanSighting{}
+	}
+	prev := r.orphans[cluster]
+	seen := map[string]orphanSighting{}
+	r.orphans[cluster] = seen
+	if len(live) == 0 {
+		return 0, nil
+	}
+	now := time.Now()
+	holders := map[string]map[string]string{}
+	n := 0
+	const pageSize = 500
+	for page := 1; page <= 20; page++ {
+		tasks, err := r.inspector.ListActiveTasks(QueueName(cluster), asynq.PageSize(pageSize), asynq.Page(page))
+		if err != nil {
+			if errors.Is(err, asynq.ErrQueueNotFound) {
+				return n, nil
+			}
+			return n, redisErr("list active tasks", err)
+		}
+		for _, t := range tasks {
+			task := logicalTask(t.ID)
+			j := live[taskJob(task)]
+			if j == nil {
+				continue
+			}
+			held, ok := holders[j.ID]
+			if !ok {
+				if held, err = r.st.holders(ctx, j.ID); err != nil {
+					return n, err
+				}
+				holders[j.ID] = held
+			}
+			from := held[task]
+			if from != "" && from != queuedPrefix+t.ID {
+				continue // held by a worker (the dead ones are rescueHeld's), or handed to another copy
+			}
+			need, err := r.needed(ctx, j, task)
+			if err != nil {
+				return n, err
+			}
+			if !need {
+				continue
+			}
+			first, ok := prev[t.ID]
+			if !ok || !first.lastFailed.Equal(t.LastFailedAt) {
+				seen[t.ID] = orphanSighting{at: now, lastFailed: t.LastFailedAt}
+				continue
+			}
+			if now.Sub(first.at) < r.cfg.OrphanGrace {
+				seen[t.ID] = first
+				continue
+			}
+			copyID, err := r.handToCopy(ctx, j, task, from, orphanSuffix(t.ID))
+			if err != nil {
+				return n, err
+			}
+			if copyID != "" {
+				n++
+				held[task] = queuedPrefix + copyID
+				r.log.Warn("jobs: re-ran a task taken by a worker that died before holding it", "job_id", j.ID, "task", task,
+					"orphan", t.ID, "unheld_for", now.Sub(first.at).Round(time.Millisecond))
+			}
+		}
+		if len(tasks) < pageSize {
+			break
+		}
+	}
+	return n, nil
+}
+
+// takeDeadLock takes the cluster's rescuer lock from a holder whose
+// heartbeat expired: a worker killed during its pass would otherwise keep
+// every rescue waiting for the lock's TTL.
+func (r *Rescuer) takeDeadLock(ctx context.Context, cluster, lock string, ttl time.Duration) (bool, error) {
+	holder, err := r.st.lockHolder(ctx, lock)
+	if err != nil || holder == "" || holder == r.id {
+		return false, err
+	}
+	alive, err := r.st.workerAlive(ctx, cluster, holder)
+	if err != nil || alive {
+		return false, err
+	}
+	if err := r.st.breakLock(ctx, lock, holder); err != nil {
+		return false, err
+	}
+	r.log.Warn("jobs: took the rescuer lock of a dead worker", "cluster", cluster, "dead_worker", holder)
+	return r.st.lock(ctx, lock, r.id, ttl)
 }
 
 // logicalTask strips a rescue suffix from an asynq task id.

@@ -264,6 +264,26 @@ if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL'
 return 0
 `)
 
+// scriptHandOver replaces a hash field's value only while it still has
+// the expected one ("" expects no field): the rescuer hands a task from a
+// dead holder, or from nobody, to the copy it enqueued.
+//
+// KEYS: hash. ARGV: field, expected value, new value, TTL seconds.
+// Returns 1 when replaced.
+var scriptHandOver = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if (cur or '') ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+return 1
+`)
+
+// scriptSteal deletes a lock only while it holds the given token (a
+// holder found dead), so another can take it.
+//
+// KEYS: lock. ARGV: token. Returns 1 when deleted.
+var scriptSteal = scriptUnlock
+
 // scriptUnlock deletes a lock only while it holds the given token.
 //
 // KEYS: lock. ARGV: token. Returns 1 when deleted.

@@ -438,6 +438,43 @@ func (s *store) release(ctx context.Context, jobID, task, worker string) {
 	scriptRelease.Run(ctx, s.rdb, []string{holdersKey(jobID)}, task, worker)
 }
 
+// queuedPrefix marks a holders entry the rescuer wrote: the task was
+// handed to a copy (the asynq task id after the prefix) that no worker has
+// picked up yet. Worker ids never start with it.
+const queuedPrefix = "~queued~"
+
+// handOver records that task of a job is now the queued copy copyID,
+// unless its holder is no longer from (a dead worker, a queued marker, or
+// "" for none): a worker that picked the task up meanwhile keeps it.
+func (s *store) handOver(ctx context.Context, jobID, task, from, copyID string) error {
+	err := scriptHandOver.Run(ctx, s.rdb, []string{holdersKey(jobID)}, task, from, queuedPrefix+copyID,
+		int64(DispatchRetention/time.Second)).Err()
+	if err != nil {
+		return redisErr("hand a task over", err)
+	}
+	return nil
+}
+
+// lockHolder returns the token holding a lock ("" when free).
+func (s *store) lockHolder(ctx context.Context, name string) (string, error) {
+	v, err := s.rdb.Get(ctx, lockKey(name)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", redisErr("read lock "+name, err)
+	}
+	return v, nil
+}
+
+// breakLock deletes a lock while token still holds it.
+func (s *store) breakLock(ctx context.Context, name, token string) error {
+	if err := scriptSteal.Run(ctx, s.rdb, []string{lockKey(name)}, token).Err(); err != nil {
+		return redisErr("break lock "+name, err)
+	}
+	return nil
+}
+
 // recordDeath notes that worker died holding task of a job and returns
 // how many different workers died holding that task. Recording the same
 // death again (a pass that failed half-way) counts it once.

@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 		runAPIProcess()
 		return
 	}
+	if os.Getenv("MVQ_TEST_THIEF") != "" {
+		runThiefProcess()
+		return
+	}
 	// In S3 mode (make test-s3) one SeaweedFS serves the whole run.
 	code := testenv.S3ForTestMain(m)
 	testenv.StopShared()

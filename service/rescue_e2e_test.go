@@ -3,12 +3,17 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/jobs"
@@ -104,4 +109,191 @@ func TestKilledWorkerResumesElsewhere(t *testing.T) {
 		t.Fatalf("progress after recovery: %v", p)
 	}
 	e.assertView("v", "src", -1)
+}
+
+// TestKilledWorkerAnyMoment: an API and two worker processes (4 slots
+// each) share refreshes of about 240 small work items with concurrency 8, more
+// than one worker's slots. In each round one worker is SIGKILLed at a
+// different moment: at a random point mid-run, right after an item's
+// completion was recorded, while it holds the plan task, and while it runs
+// the commit, and right after a dequeue. Every round must end DONE with exactly the right rows within
+// 15 s of the kill (asynq alone would take its 30 s lease plus up to a
+// minute of recovery), then the dead worker is replaced for the next round.
+// Twice a process that took an item off the queue is killed right after
+// asynq's dequeue, before any step of a worker (see runThiefProcess).
+func TestKilledWorkerAnyMoment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills worker processes in several refreshes")
+	}
+	e := start(t, 2, "default")
+	opt, err := redis.ParseURL(e.redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx := context.Background()
+	const perRound = 1200
+	if st := e.post("/v1/table/src/create", docs(0, perRound), nil); st != 200 {
+		t.Fatalf("create source: %d", st)
+	}
+	e.createChunkerView("v", "src")
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	moments := []string{"random", "dequeue", "completion", "plan", "dequeue", "commit", "completion"}
+	var worst time.Duration
+	for round, moment := range moments {
+		if round > 0 {
+			if st := e.post("/v1/table/src/insert", docs(round*perRound, (round+1)*perRound), nil); st != 200 {
+				t.Fatalf("round %d: insert: %d", round, st)
+			}
+		}
+		id := e.refresh("v", `{"source_task_size": 5, "concurrency": 8}`)
+		key := func(s string) string { return jobs.RedisKey("job:" + id + s) }
+		pids := map[int]int{}
+		for i, w := range e.workers {
+			if w.ProcessState == nil {
+				pids[w.Process.Pid] = i
+			}
+		}
+		// holderOf: a live worker process holding a task of the job that
+		// matches want, or -1.
+		holderOf := func(want func(task string) bool) int {
+			held, _ := rdb.HGetAll(ctx, key(":holders")).Result()
+			for task, worker := range held {
+				parts := strings.Split(worker, ":")
+				if !want(task) || len(parts) < 3 {
+					continue
+				}
+				pid, _ := strconv.Atoi(parts[len(parts)-2])
+				if i, ok := pids[pid]; ok {
+					return i
+				}
+			}
+			return -1
+		}
+		anyItem := func(task string) bool { return strings.HasPrefix(task, "item:") }
+		victim := -1
+		var thief *exec.Cmd
+		deadline := time.Now().Add(120 * time.Second)
+		total, _ := rdb.HGet(ctx, key(""), "items_total").Int64()
+		threshold := int64(-1)
+		var lastDone int64 = -1
+		for victim < 0 && time.Now().Before(deadline) {
+			done, _ := rdb.HLen(ctx, key(":results")).Result()
+			if total == 0 {
+				total, _ = rdb.HGet(ctx, key(""), "items_total").Int64()
+			}
+			switch moment {
+			case "dequeue":
+				if total > 60 && done >= 20 {
+					var stolen string
+					thief, stolen = e.steal()
+					if !strings.HasPrefix(stolen, "item:"+id) {
+						t.Fatalf("round %d: the thief took %s, not an item of job %s", round, stolen, id)
+					}
+					victim = len(e.workers) // not a worker: the thief
+				}
+			case "random":
+				if threshold < 0 && total > 60 {
+					threshold = 20 + rng.Int64N(total-40)
+				}
+				if threshold >= 0 && done >= threshold {
+					victim = holderOf(anyItem)
+				}
+			case "completion":
+				if lastDone >= 0 && done > lastDone && done >= 20 {
+					victim = holderOf(anyItem)
+				}
+				lastDone = done
+			case "plan":
+				victim = holderOf(func(task string) bool { return strings.HasPrefix(task, "plan:") })
+			case "commit":
+				if ph, _ := rdb.HGet(ctx, key(""), "phase").Result(); ph == "committing" {
+					victim = holderOf(func(string) bool { return true })
+				}
+			}
+			if st, _ := rdb.HGet(ctx, key(""), "state").Result(); st == "DONE" {
+				break
+			}
+		}
+		if victim < 0 {
+			t.Fatalf("round %d (%s): found no moment to kill a worker; the round proves nothing", round, moment)
+		}
+		w := thief
+		if w == nil {
+			w = e.workers[victim]
+		}
+		if err := w.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		w.Wait()
+		var state string
+		waitFor(t, 180*time.Second, "job "+id+" to end", func() bool {
+			state, _ = rdb.HGet(ctx, key(""), "state").Result()
+			return state == "DONE" || state == "FAILED" || state == "CANCELLED"
+		})
+		took := time.Since(killed)
+		worst = max(worst, took)
+		who := fmt.Sprintf("worker %d", victim)
+		if thief != nil {
+			who = "a process that had just dequeued an item"
+		}
+		t.Logf("round %d: SIGKILL (%s) of %s: %s %v after the kill", round, moment, who, state, took.Round(10*time.Millisecond))
+		if state != "DONE" {
+			t.Fatalf("round %d (%s): job ended %s: %v", round, moment, state, e.job(id)["failure"])
+		}
+		if took > 15*time.Second {
+			t.Errorf("round %d (%s): DONE %v after the kill, want within 15s", round, moment, took.Round(10*time.Millisecond))
+		}
+		e.assertView("v", "src", -1)
+		if thief == nil {
+			e.startWorker("default")
+		}
+	}
+	t.Logf("worst SIGKILL-to-DONE: %v", worst.Round(10*time.Millisecond))
+}
+
+// runThiefProcess is a process that takes one task off the cluster's
+// queue the way a worker does (asynq's dequeue), writes its id to the
+// ready file and then does nothing: SIGKILLed, it stands for a worker
+// killed between asynq handing it a task and its first step, which no
+// hook in the worker can stop at.
+func runThiefProcess() {
+	opt, err := asynq.ParseRedisURI(os.Getenv("MVQ_REDIS_URL"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ready := os.Getenv("MVQ_READY_FILE")
+	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 1, Queues: map[string]int{jobs.QueueName("default"): 1},
+		TaskCheckInterval: time.Millisecond, LogLevel: asynq.FatalLevel})
+	err = srv.Run(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		id, _ := asynq.GetTaskID(ctx)
+		os.WriteFile(ready+".tmp", []byte(id), 0o644)
+		os.Rename(ready+".tmp", ready)
+		select {}
+	}))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// steal starts a thief process and returns it once it took a task.
+func (e *env) steal() (*exec.Cmd, string) {
+	e.t.Helper()
+	ready := filepath.Join(e.t.TempDir(), "stolen")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "MVQ_TEST_THIEF=1", "MVQ_READY_FILE="+ready, "MVQ_REDIS_URL="+e.redisURL)
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	var id []byte
+	waitFor(e.t, 60*time.Second, "the thief to take a task", func() bool {
+		id, _ = os.ReadFile(ready)
+		return len(id) > 0
+	})
+	return cmd, string(id)
 }

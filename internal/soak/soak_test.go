@@ -35,6 +35,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/jobs"
@@ -73,11 +75,125 @@ type soak struct {
 
 	mu   sync.Mutex
 	jobs []string
+	// workerKills: when each worker SIGKILL happened and which jobs the
+	// killed worker held a task of then (kill-to-DONE is measured on them).
+	workerKills []workerKill
 	// per source: ids acknowledged inserted, ids whose insert outcome is
 	// unknown (the API died mid-request), ids acknowledged deleted.
 	acked   [sources]map[int]bool
 	unknown [sources]map[int]bool
 	deleted [sources]map[int]bool
+}
+
+type workerKill struct {
+	at   time.Time
+	jobs []string
+	// tasksDone: how long after the kill every task the dead worker held
+	// was done (its item's result recorded, or its job past that step);
+	// -1 when not within the watch.
+	tasksDone time.Duration
+}
+
+// heldBy returns the jobs of which the worker process pid holds a task
+// (worker ids are "host:pid:suffix").
+func (s *soak) heldBy(pid int) ([]string, map[string]string) {
+	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", s.redisPort)})
+	defer rdb.Close()
+	s.mu.Lock()
+	ids := append([]string(nil), s.jobs...)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out []string
+	tasks := map[string]string{} // task -> job
+	for _, id := range ids {
+		held, err := rdb.HGetAll(ctx, jobs.RedisKey("job:"+id+":holders")).Result()
+		if err != nil {
+			continue
+		}
+		mine := false
+		for task, w := range held {
+			if parts := strings.Split(w, ":"); len(parts) >= 3 && parts[len(parts)-2] == fmt.Sprint(pid) {
+				mine = true
+				tasks[task] = id
+			}
+		}
+		if mine {
+			out = append(out, id)
+		}
+	}
+	return out, tasks
+}
+
+// watchTasks waits until every task (task -> job) a killed worker held is
+// done: an item's result is recorded, a plan's job is past planning, a
+// commit's job has ended. It returns how long that took after killed, or
+// -1 after five minutes.
+func (s *soak) watchTasks(killed time.Time, tasks map[string]string) time.Duration {
+	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", s.redisPort)})
+	defer rdb.Close()
+	ctx := context.Background()
+	for time.Since(killed) < 5*time.Minute {
+		left := 0
+		for task, job := range tasks {
+			rec, err := rdb.HMGet(ctx, jobs.RedisKey("job:"+job), "state", "phase").Result()
+			if err != nil || len(rec) != 2 {
+				left++
+				continue
+			}
+			state, phase := fmt.Sprint(rec[0]), fmt.Sprint(rec[1])
+			if state == "DONE" || state == "FAILED" || state == "CANCELLED" {
+				continue
+			}
+			kind, rest, _ := strings.Cut(task, ":")
+			switch kind {
+			case "item":
+				idx := rest[strings.LastIndex(rest, ":")+1:]
+				if ok, _ := rdb.HExists(ctx, jobs.RedisKey("job:"+job+":results"), idx).Result(); ok {
+					continue
+				}
+			case "plan":
+				if state == "RUNNING" && phase != "planning" {
+					continue
+				}
+			}
+			left++
+		}
+		if left == 0 {
+			return time.Since(killed)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return -1
+}
+
+// killToDone is the worst and median time from a worker's SIGKILL to DONE
+// of the jobs it held a task of, and how many such jobs there were.
+func (s *soak) killToDone() (worst, median time.Duration, n int) {
+	var ds []time.Duration
+	for _, k := range s.workerKills {
+		for _, id := range k.jobs {
+			j := s.job(id)
+			if fmt.Sprint(j["state"]) != "DONE" {
+				continue
+			}
+			fin, err := time.Parse(time.RFC3339Nano, fmt.Sprint(j["finished_at"]))
+			if err != nil {
+				continue
+			}
+			started, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(j["started_at"]))
+			p, _ := j["progress"].(map[string]any)
+			s.t.Logf("kill-to-DONE %v: job %s (%s items, ran %v from its start to DONE, killed %v after its start)",
+				fin.Sub(k.at).Round(10*time.Millisecond), id, fmt.Sprint(p["work_items_total"]),
+				fin.Sub(started).Round(10*time.Millisecond), k.at.Sub(started).Round(10*time.Millisecond))
+			ds = append(ds, fin.Sub(k.at))
+		}
+	}
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	sort.Slice(ds, func(a, b int) bool { return ds[a] < ds[b] })
+	return ds[len(ds)-1], ds[len(ds)/2], len(ds)
 }
 
 func freePort(t *testing.T) int {
@@ -442,9 +558,26 @@ func TestSoak(t *testing.T) {
 				t.Logf("chaos: %s killed and restarted", p.name)
 			default:
 				p := s.workers[rand.IntN(len(s.workers))]
+				p.mu.Lock()
+				pid := p.cmd.Process.Pid
+				p.mu.Unlock()
+				held, tasks := s.heldBy(pid)
 				s.kill(p)
+				killed := time.Now()
+				s.mu.Lock()
+				k := len(s.workerKills)
+				s.workerKills = append(s.workerKills, workerKill{at: killed, jobs: held, tasksDone: -1})
+				s.mu.Unlock()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d := s.watchTasks(killed, tasks)
+					s.mu.Lock()
+					s.workerKills[k].tasksDone = d
+					s.mu.Unlock()
+				}()
 				s.start(p)
-				t.Logf("chaos: %s killed and restarted", p.name)
+				t.Logf("chaos: %s killed (holding tasks of %d jobs) and restarted", p.name, len(held))
 			}
 		}
 	}()
@@ -505,8 +638,19 @@ func TestSoak(t *testing.T) {
 	}
 	t.Logf("soak %v: jobs started %d, done %d, failed %d, cancelled %d, never ended %d; refreshes refused %d; kills %d; row mismatches %d",
 		dur, s.started.Load(), s.done.Load(), s.failed.Load(), s.cancelled.Load(), stuck, s.refused.Load(), s.kills.Load(), mismatches)
+	worst, median, held := s.killToDone()
 	fmt.Printf("SOAK RESULT: jobs started=%d done=%d failed=%d cancelled=%d stuck=%d refused=%d kills=%d mismatches=%d\n",
 		s.started.Load(), s.done.Load(), s.failed.Load(), s.cancelled.Load(), stuck, s.refused.Load(), s.kills.Load(), mismatches)
+	var tasksWorst time.Duration
+	lost := 0
+	for _, k := range s.workerKills {
+		if k.tasksDone < 0 {
+			lost++
+		}
+		tasksWorst = max(tasksWorst, k.tasksDone)
+	}
+	fmt.Printf("SOAK RECOVERY: worker kills=%d jobs held by a killed worker=%d kill-to-DONE worst=%v median=%v; kill to the dead worker's tasks done elsewhere worst=%v (not within 5 min: %d)\n",
+		len(s.workerKills), held, worst.Round(10*time.Millisecond), median.Round(10*time.Millisecond), tasksWorst.Round(10*time.Millisecond), lost)
 	if stuck > 0 || mismatches > 0 {
 		t.Fatalf("%d jobs never ended, %d row mismatches", stuck, mismatches)
 	}

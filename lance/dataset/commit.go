@@ -68,6 +68,13 @@ func Commit(dir string, base *Dataset, txn *tablepb.Transaction, opts CommitOpti
 		txn.Tag = opts.Tag
 	}
 	if base == nil {
+		// Creating where a dataset exists (under either naming scheme) is a
+		// conflict, not a second history.
+		if vf, err := Latest(dir); err == nil {
+			return nil, fmt.Errorf("%w: %s already has version %d", ErrConflict, dir, vf.Version)
+		} else if !errors.Is(err, ErrNotFound) {
+			return nil, err
+		}
 		for _, sub := range []string{VersionsDir, TransactionsDir, DataDir} {
 			if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 				return nil, err
@@ -107,7 +114,8 @@ const rebaseRetries = 16
 // which case nothing rebases across it.
 func touched(t *tablepb.Transaction) (ids []uint64, whole bool) {
 	switch op := t.GetOperation().(type) {
-	case *tablepb.Transaction_Append_, *tablepb.Transaction_CreateIndex_, *tablepb.Transaction_ReserveFragments_:
+	case *tablepb.Transaction_Append_, *tablepb.Transaction_CreateIndex_, *tablepb.Transaction_ReserveFragments_,
+		*tablepb.Transaction_UpdateConfig_:
 		return nil, false
 	case *tablepb.Transaction_Delete_:
 		for _, f := range op.Delete.GetUpdatedFragments() {
@@ -156,6 +164,11 @@ func checkRebase(dir string, txn *tablepb.Transaction, from, to uint64) error {
 			return fmt.Errorf("%w: version %d has no readable transaction (%v)", ErrConflict, v, err)
 		}
 		ids, all := touched(other)
+		_, mineCfg := txn.GetOperation().(*tablepb.Transaction_UpdateConfig_)
+		_, otherCfg := other.GetOperation().(*tablepb.Transaction_UpdateConfig_)
+		if mineCfg && otherCfg {
+			return fmt.Errorf("%w: version %d also updated the config", ErrConflict, v)
+		}
 		if all {
 			return fmt.Errorf("%w: version %d is a %s", ErrConflict, v, OperationName(other))
 		}
@@ -356,6 +369,17 @@ func BuildManifest(prev *ManifestFile, txn *tablepb.Transaction, txnFile string,
 			})
 			frags[i] = f
 		}
+	case *tablepb.Transaction_UpdateConfig_:
+		if frags, err = existing(); err != nil {
+			return nil, err
+		}
+		u := op.UpdateConfig
+		if len(u.GetUpsertValues()) > 0 || len(u.GetDeleteKeys()) > 0 || len(u.GetSchemaMetadata()) > 0 || len(u.GetFieldMetadata()) > 0 ||
+			u.GetSchemaMetadataUpdates() != nil || len(u.GetFieldMetadataUpdates()) > 0 {
+			return nil, errors.New("update_config: only config and table metadata updates are supported")
+		}
+		m.Config = applyMapUpdate(m.Config, u.GetConfigUpdates())
+		m.TableMetadata = applyMapUpdate(m.TableMetadata, u.GetTableMetadataUpdates())
 	default:
 		return nil, fmt.Errorf("operation %s is not supported", OperationName(txn))
 	}

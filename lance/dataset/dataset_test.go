@@ -436,3 +436,28 @@ func TestDeleteRows(t *testing.T) {
 		t.Error("deleted past the fragment's rows")
 	}
 }
+
+func TestCreateOverExisting(t *testing.T) {
+	dir := cloneDataset(t, "history.lance")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []Scheme{SchemeV1, SchemeV2} {
+		_, err := Commit(dir, nil, Overwrite(0, d.Manifest().GetFields(), nil, nil, nil), CommitOptions{Scheme: s})
+		if !errors.Is(err, ErrConflict) {
+			t.Errorf("create over an existing dataset (%v names): %v", s, err)
+		}
+	}
+	fresh := filepath.Join(t.TempDir(), "new.lance")
+	nd, err := Commit(fresh, nil, Overwrite(0, d.Manifest().GetFields(), nil, nil, nil), CommitOptions{Scheme: SchemeV1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(nd.File.Path) != "1.manifest" || nd.StorageVersion() != "2.1" {
+		t.Errorf("new empty dataset: %s, storage %s", nd.File.Path, nd.StorageVersion())
+	}
+	if n, err := nd.CountRows(); err != nil || n != 0 {
+		t.Errorf("rows %d %v", n, err)
+	}
+}

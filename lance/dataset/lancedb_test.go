@@ -515,9 +515,17 @@ func TestRebase(t *testing.T) {
 	if n := o.Count(t, dir, ""); n != 45 {
 		t.Errorf("LanceDB counts %d, want 45", n)
 	}
-	// A Go delete against a stale version is a conflict, not a silent loss.
-	if _, err := Commit(dir, base, Delete(base.Version(), nil, []uint64{0}, ""), CommitOptions{}); err == nil {
-		t.Errorf("stale delete committed")
+	// A Go delete of fragment 0 made against v3 is rebuilt on v5: the
+	// appends in between did not touch it.
+	rd, err := Commit(dir, base, Delete(base.Version(), nil, []uint64{0}, ""), CommitOptions{})
+	if err != nil {
+		t.Fatalf("delete across two appends: %v", err)
+	}
+	if rd.Version() != 6 {
+		t.Errorf("the rebuilt delete landed as version %d, want 6", rd.Version())
+	}
+	if n := o.Count(t, dir, ""); n != 45-25 {
+		t.Errorf("LanceDB counts %d after the rebuilt delete, want 20", n)
 	}
 	checkAgainstLanceDB(t, o, dir)
 }
@@ -959,6 +967,120 @@ func TestGoRebasesOnLanceDB(t *testing.T) {
 	}
 	if n := o.Count(t, dir, "id = 4"); n != 0 {
 		t.Errorf("LanceDB's deletion was lost")
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestGoEmptyDataset: a dataset the Go side creates with a schema and no
+// fragments opens in LanceDB, which appends to it.
+func TestGoEmptyDataset(t *testing.T) {
+	o := oracle.Need(t)
+	src := newDir(t)
+	write(t, o, src, 0, 3, "", "create")
+	s, err := Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := newDir(t)
+	if _, err := Commit(dir, nil, Overwrite(0, s.Manifest().GetFields(), nil, nil, nil), CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := o.Count(t, dir, ""); n != 0 {
+		t.Errorf("LanceDB counts %d rows in an empty dataset", n)
+	}
+	write(t, o, dir, 10, 4, "", "append")
+	if n := o.Count(t, dir, "id >= 10"); n != 4 {
+		t.Errorf("LanceDB counts %d after appending to the Go-made empty dataset", n)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestGoUpdateConfig: the Go side sets table config and table metadata;
+// LanceDB opens the dataset and keeps both through its own commits.
+func TestGoUpdateConfig(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 10, "", "create")
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val := func(s string) *string { return &s }
+	cd, err := Commit(dir, d, UpdateConfig(d.Version(),
+		&MapUpdate{Set: map[string]*string{"mvq.refresh": val("incremental")}},
+		&MapUpdate{Set: map[string]*string{"mvq.view": val("orders_by_day"), "gone": nil}}), CommitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cd.Manifest().GetWriterFeatureFlags()&FlagTableConfig == 0 {
+		t.Errorf("writer flags %d lack table config", cd.Manifest().GetWriterFeatureFlags())
+	}
+	if n := o.Count(t, dir, ""); n != 10 {
+		t.Errorf("LanceDB counts %d", n)
+	}
+	write(t, o, dir, 10, 2, "", "append")
+	o.Delete(t, dir, "id = 1")
+	last, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Manifest().GetConfig()["mvq.refresh"] != "incremental" || last.Manifest().GetTableMetadata()["mvq.view"] != "orders_by_day" {
+		t.Errorf("after LanceDB's commits: config %v, table metadata %v", last.Manifest().GetConfig(), last.Manifest().GetTableMetadata())
+	}
+	// Removing the key again.
+	if _, err := Commit(dir, last, UpdateConfig(last.Version(), nil, &MapUpdate{Set: map[string]*string{"mvq.view": nil}}), CommitOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := o.Count(t, dir, ""); n != 11 {
+		t.Errorf("LanceDB counts %d", n)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestAfterCompaction: LanceDB compacts fragments with deletions (a
+// Rewrite); the Go side reads the result and deletes on top, across the
+// rewrite when its delete touches a fragment the rewrite left alone.
+func TestAfterCompaction(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 50, "", "create")
+	write(t, o, dir, 50, 50, "", "append")
+	write(t, o, dir, 100, 50, "", "append")
+	o.Delete(t, dir, "id % 2 = 0 AND id < 100")
+	before, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Optimize(t, dir)
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []string{}
+	for v := before.Version() + 1; v <= d.Version(); v++ {
+		dv, err := OpenVersion(dir, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, opName(t, dv))
+	}
+	t.Logf("optimize made versions %v: %d fragments -> %d", ops, len(before.Fragments()), len(d.Fragments()))
+	if !slices.Contains(ops, "rewrite") {
+		t.Errorf("no rewrite among %v", ops)
+	}
+	for _, fr := range d.Fragments() {
+		if fr.GetDeletionFile() != nil && fr.GetId() < 2 {
+			t.Errorf("fragment %d kept deletions after compaction", fr.GetId())
+		}
+	}
+	// A delete made before the compaction, in a fragment it rewrote, is a
+	// conflict.
+	if _, err := before.DeleteRows(map[uint64]*roaring.Bitmap{2: roaring.BitmapOf(1)}, "", CommitOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "rewrite") {
+		t.Errorf("a delete across the rewrite: %v", err)
+	}
+	goDelete(t, dir, func(frag, off uint64) bool { return off == 0 })
+	if n := o.Count(t, dir, ""); n != 100-int64(len(d.Fragments())) {
+		t.Errorf("LanceDB counts %d after the Go delete on the compacted dataset", n)
 	}
 	checkAgainstLanceDB(t, o, dir)
 }

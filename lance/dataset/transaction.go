@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 
 	"google.golang.org/protobuf/proto"
 
@@ -139,6 +140,64 @@ func Project(readVersion uint64, schema []*filepb.Field) *tablepb.Transaction {
 	t := newTxn(readVersion)
 	t.Operation = &tablepb.Transaction_Project_{Project: &tablepb.Transaction_Project{Schema: schema}}
 	return t
+}
+
+// MapUpdate is a change to a string map (table config, table metadata):
+// keys set to a value, keys with a nil value removed; Replace drops every
+// other key first.
+type MapUpdate struct {
+	Set     map[string]*string
+	Replace bool
+}
+
+func (u *MapUpdate) proto() *tablepb.Transaction_UpdateMap {
+	if u == nil {
+		return nil
+	}
+	m := &tablepb.Transaction_UpdateMap{Replace: u.Replace}
+	keys := make([]string, 0, len(u.Set))
+	for k := range u.Set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		m.UpdateEntries = append(m.UpdateEntries, &tablepb.Transaction_UpdateMapEntry{Key: k, Value: u.Set[k]})
+	}
+	return m
+}
+
+// UpdateConfig changes the table config and the table metadata (nil: left
+// as they are).
+func UpdateConfig(readVersion uint64, config, tableMetadata *MapUpdate) *tablepb.Transaction {
+	t := newTxn(readVersion)
+	t.Operation = &tablepb.Transaction_UpdateConfig_{UpdateConfig: &tablepb.Transaction_UpdateConfig{
+		ConfigUpdates: config.proto(), TableMetadataUpdates: tableMetadata.proto(),
+	}}
+	return t
+}
+
+// applyMapUpdate applies an UpdateMap to a copy of m.
+func applyMapUpdate(m map[string]string, u *tablepb.Transaction_UpdateMap) map[string]string {
+	if u == nil {
+		return m
+	}
+	out := map[string]string{}
+	if !u.GetReplace() {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	for _, e := range u.GetUpdateEntries() {
+		if e.Value == nil {
+			delete(out, e.GetKey())
+		} else {
+			out[e.GetKey()] = e.GetValue()
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // OperationName names a transaction's operation ("append", "delete", ...).

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -36,11 +35,6 @@ type benchData struct {
 	lance   struct{ FullMs, ProjMs, TakeMs float64 }
 	err     error
 }
-
-var (
-	benchOnce sync.Once
-	bench     benchData
-)
 
 func benchRows() int {
 	if s := os.Getenv("MVQ_BENCH_LANCE_ROWS"); s != "" {
@@ -80,14 +74,17 @@ func benchBatch(from, n int) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
+// setupBench writes the dataset (removed when b ends) and times LanceDB.
 func setupBench(b *testing.B) *benchData {
 	o := oracle.Need(b)
-	benchOnce.Do(func() {
+	var bench benchData
+	{
 		bench.err = func() error {
 			root, err := os.MkdirTemp("", "lance-bench-")
 			if err != nil {
 				return err
 			}
+			b.Cleanup(func() { os.RemoveAll(root) })
 			bench.rows = benchRows()
 			bench.dir = filepath.Join(root, "bench.lance")
 			const batch = 100_000
@@ -142,7 +139,7 @@ func setupBench(b *testing.B) *benchData {
 			bench.lance.FullMs, bench.lance.ProjMs, bench.lance.TakeMs = res.Full, res.Proj, res.Take
 			return nil
 		}()
-	})
+	}
 	if bench.err != nil {
 		b.Fatal(bench.err)
 	}
@@ -239,4 +236,36 @@ func BenchmarkRead21(b *testing.B) {
 		}
 		report(b, d.lance.TakeMs)
 	})
+}
+
+// BenchmarkReadGolden reads the golden files (no node needed): every
+// column of every row, and 100 random rows.
+func BenchmarkReadGolden(b *testing.B) {
+	ctx := context.Background()
+	for _, g := range goldens {
+		r := openFile(b, filepath.Join("testdata", g.name+".lance"))
+		b.Run(g.name+"/scan", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				rec, err := r.Read(ctx, nil, 0, r.NumRows())
+				if err != nil {
+					b.Fatal(err)
+				}
+				rec.Release()
+			}
+		})
+		rng := rand.New(rand.NewPCG(1, 1))
+		rows := make([]uint64, 100)
+		for i := range rows {
+			rows[i] = rng.Uint64N(r.NumRows())
+		}
+		b.Run(g.name+"/take100", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				rec, err := r.Take(ctx, nil, rows)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rec.Release()
+			}
+		})
+	}
 }

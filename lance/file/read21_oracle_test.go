@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/decimal256"
 	"github.com/apache/arrow-go/v18/arrow/float16"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -617,6 +618,7 @@ func TestReadLanceDBMoreTypes(t *testing.T) {
 		{Name: "dur", Type: arrow.FixedWidthTypes.Duration_ns, Nullable: true},
 		{Name: "f16", Type: arrow.FixedWidthTypes.Float16, Nullable: true},
 		{Name: "bigfsb", Type: &arrow.FixedSizeBinaryType{ByteWidth: 300}, Nullable: true},
+		{Name: "d256", Type: &arrow.Decimal256Type{Precision: 40, Scale: 5}, Nullable: true},
 	}
 	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
 	defer b.Release()
@@ -642,6 +644,8 @@ func TestReadLanceDBMoreTypes(t *testing.T) {
 				fb.Append(arrow.Duration(int64(i) * 7))
 			case *array.Float16Builder:
 				fb.Append(float16.New(float32(i) / 8))
+			case *array.Decimal256Builder:
+				fb.Append(decimal256.FromI64(int64(i)*12345 - 77))
 			}
 		}
 	}

@@ -38,11 +38,11 @@ func TestEmptyReads(t *testing.T) {
 }
 
 const (
-	item     = enc21pb.RepDefLayer_REPDEF_ALL_VALID_ITEM
-	nullItem = enc21pb.RepDefLayer_REPDEF_NULLABLE_ITEM
-	list     = enc21pb.RepDefLayer_REPDEF_ALL_VALID_LIST
-	nullList = enc21pb.RepDefLayer_REPDEF_NULLABLE_LIST
-	bothList = enc21pb.RepDefLayer_REPDEF_NULL_AND_EMPTY_LIST
+	layerItem     = enc21pb.RepDefLayer_REPDEF_ALL_VALID_ITEM
+	layerNullItem = enc21pb.RepDefLayer_REPDEF_NULLABLE_ITEM
+	layerList     = enc21pb.RepDefLayer_REPDEF_ALL_VALID_LIST
+	layerNullList = enc21pb.RepDefLayer_REPDEF_NULLABLE_LIST
+	layerBothList = enc21pb.RepDefLayer_REPDEF_NULL_AND_EMPTY_LIST
 )
 
 // TestUnravel decodes the levels of the format documentation's examples
@@ -50,7 +50,7 @@ const (
 func TestUnravel(t *testing.T) {
 	t.Run("nested validity", func(t *testing.T) {
 		// [{"middle": {"inner": 1}}, NULL, {"middle": NULL}, {"middle": {"inner": NULL}}]
-		outs, err := unravel(nil, []uint16{0, 3, 2, 1}, []enc21pb.RepDefLayer{nullItem, nullItem, nullItem}, 4)
+		outs, err := unravel(nil, []uint16{0, 3, 2, 1}, []enc21pb.RepDefLayer{layerNullItem, layerNullItem, layerNullItem}, 4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestUnravel(t *testing.T) {
 		rep := []uint16{2, 0, 1, 1, 2, 2, 2, 0 + 2}
 		def := []uint16{0, 0, 1, 0, 0, 3, 2, 0}
 		// levels: inner list empty = 1; outer null = 2, outer empty = 3
-		layers := []enc21pb.RepDefLayer{item, enc21pb.RepDefLayer_REPDEF_EMPTYABLE_LIST, bothList}
+		layers := []enc21pb.RepDefLayer{layerItem, enc21pb.RepDefLayer_REPDEF_EMPTYABLE_LIST, layerBothList}
 		// Entries: 0 1 | [] | 2 | 3 | outer-empty(def 3) | outer-null(def 2) | 4
 		outs, err := unravel(rep, def, layers, 5)
 		if err != nil {
@@ -84,10 +84,10 @@ func TestUnravel(t *testing.T) {
 		}
 	})
 	t.Run("corrupt", func(t *testing.T) {
-		if _, err := unravel([]uint16{1, 0}, []uint16{0, 9}, []enc21pb.RepDefLayer{nullItem, nullList}, 2); err == nil {
+		if _, err := unravel([]uint16{1, 0}, []uint16{0, 9}, []enc21pb.RepDefLayer{layerNullItem, layerNullList}, 2); err == nil {
 			t.Error("def level over the maximum accepted")
 		}
-		if _, err := unravel([]uint16{1, 0, 1}, nil, []enc21pb.RepDefLayer{item, list}, 7); err == nil {
+		if _, err := unravel([]uint16{1, 0, 1}, nil, []enc21pb.RepDefLayer{layerItem, layerList}, 7); err == nil {
 			t.Error("item count mismatch accepted")
 		}
 	})

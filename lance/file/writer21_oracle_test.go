@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,7 @@ func writeTestDataset(t testing.TB, root, name string, recs []arrow.RecordBatch,
 	}
 	fname := "0000test.lance"
 	if keep := os.Getenv("LANCE_TEST_KEEP"); keep != "" {
+		// A copy of each written file, for inspection.
 		_ = os.WriteFile(filepath.Join(keep, name+".lance"), buf.Bytes(), 0o644)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "data", fname), buf.Bytes(), 0o644); err != nil {
@@ -193,6 +195,37 @@ func assertReaderEqual(t testing.TB, file []byte, want []arrow.RecordBatch) {
 		}
 		if !array.Equal(exp, got.Column(i)) {
 			t.Errorf("Reader: %s differs\n%s", f.Name, firstDiff21w(exp, got.Column(i)))
+		}
+	}
+	// Random access (chunk metadata, repetition indexes): rows in a
+	// scattered order, the first and last among them.
+	if rows == 0 {
+		return
+	}
+	rng := rand.New(rand.NewSource(rows))
+	take := []uint64{uint64(rows - 1), 0}
+	for k := 0; k < 40; k++ {
+		take = append(take, uint64(rng.Int63n(rows)))
+	}
+	tk, err := r.Take(context.Background(), cols, take)
+	if err != nil {
+		t.Fatalf("Reader.Take: %v", err)
+	}
+	defer tk.Release()
+	for i, f := range want[0].Schema().Fields() {
+		var parts []arrow.Array
+		for _, w := range want {
+			parts = append(parts, w.Column(i))
+		}
+		exp, err := array.Concatenate(parts, memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, row := range take {
+			if !array.SliceEqual(exp, int64(row), int64(row)+1, tk.Column(i), int64(k), int64(k)+1) {
+				t.Errorf("Reader.Take: %s row %d differs", f.Name, row)
+				break
+			}
 		}
 	}
 }

@@ -35,6 +35,13 @@ func oracleWrite(t testing.TB, root, name string, recs []arrow.RecordBatch) int6
 	defer rec.Release()
 	dir := filepath.Join(root, name+".lance")
 	o.Write(t, dir, rec, "2.1", "create")
+	if keep := os.Getenv("LANCE_TEST_KEEP"); keep != "" {
+		files, _ := filepath.Glob(filepath.Join(dir, "data", "*.lance"))
+		if len(files) > 0 {
+			b, _ := os.ReadFile(files[0])
+			_ = os.WriteFile(filepath.Join(keep, name+"-lancedb.lance"), b, 0o644)
+		}
+	}
 	files, _ := filepath.Glob(filepath.Join(dir, "data", "*.lance"))
 	var size int64
 	for _, f := range files {

@@ -186,6 +186,13 @@ func TestWriter21PrimitivesLanceDB(t *testing.T) {
 	file := writeTestDataset(t, root, "prims", recs, WriterOptions{})
 	assertOracleEqual(t, root, "prims", recs)
 	assertReaderEqual(t, file, recs)
+
+	// Slices at odd offsets (validity and boolean bitmaps not byte aligned,
+	// string offsets not starting at 0), over small pages.
+	sliced := []arrow.RecordBatch{recs[0].NewSlice(3, 2001), recs[1].NewSlice(13, 14), recs[0].NewSlice(2001, 2999)}
+	file = writeTestDataset(t, root, "sliced", sliced, WriterOptions{PageSize: 4 << 10})
+	assertOracleEqual(t, root, "sliced", sliced)
+	assertReaderEqual(t, file, sliced)
 }
 
 // genNested appends one value to b: at every level a null (when nullable),

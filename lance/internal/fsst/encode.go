@@ -33,7 +33,7 @@ const maxSample = 1 << 16
 func Train(data []byte, offsets []uint64) *Encoder {
 	sample := sampleStrings(data, offsets)
 	e := &Encoder{}
-	for gen := 0; gen < 5; gen++ {
+	for gen := 0; gen < 8; gen++ {
 		e.build(e.count(sample, gen))
 	}
 	return e
@@ -78,7 +78,7 @@ func (e *Encoder) count(sample [][]byte, gen int) []candidate {
 		sym uint64
 		len uint8
 	}
-	gains := map[key]int{}
+	counts := map[key]int{}
 	for _, s := range sample {
 		var prev key
 		havePrev := false
@@ -91,22 +91,28 @@ func (e *Encoder) count(sample [][]byte, gen int) []candidate {
 			} else {
 				cur = key{sym, l}
 			}
-			gains[cur] += int(cur.len)
-			if havePrev && gen > 0 {
+			counts[cur]++
+			if cur.len > 1 {
+				// The first byte alone stays a candidate too.
+				counts[key{uint64(s[i]), 1}]++
+			}
+			if havePrev {
 				if tl := prev.len + cur.len; tl <= 8 {
 					joined := prev.sym | cur.sym<<(8*uint(prev.len))
-					gains[key{joined, tl}] += int(tl)
+					counts[key{joined, tl}]++
 				}
 			}
 			prev, havePrev = cur, true
 			i += int(l)
 		}
 	}
-	out := make([]candidate, 0, len(gains))
-	for k, g := range gains {
+	out := make([]candidate, 0, len(counts))
+	for k, c := range counts {
+		g := c * int(k.len)
 		if k.len == 1 {
-			// A one-byte symbol saves only the escape byte.
-			g /= 2
+			// Single bytes are favoured: each one kept avoids an escape,
+			// and they keep the exception rate down (as FSST does).
+			g *= 8
 		}
 		out = append(out, candidate{k.sym, k.len, g})
 	}
