@@ -515,9 +515,17 @@ func TestRebase(t *testing.T) {
 	if n := o.Count(t, dir, ""); n != 45 {
 		t.Errorf("LanceDB counts %d, want 45", n)
 	}
-	// A Go delete against a stale version is a conflict, not a silent loss.
-	if _, err := Commit(dir, base, Delete(base.Version(), nil, []uint64{0}, ""), CommitOptions{}); err == nil {
-		t.Errorf("stale delete committed")
+	// A Go delete of fragment 0 made against v3 is rebuilt on v5: the
+	// appends in between did not touch it.
+	rd, err := Commit(dir, base, Delete(base.Version(), nil, []uint64{0}, ""), CommitOptions{})
+	if err != nil {
+		t.Fatalf("delete across two appends: %v", err)
+	}
+	if rd.Version() != 6 {
+		t.Errorf("the rebuilt delete landed as version %d, want 6", rd.Version())
+	}
+	if n := o.Count(t, dir, ""); n != 45-25 {
+		t.Errorf("LanceDB counts %d after the rebuilt delete, want 20", n)
 	}
 	checkAgainstLanceDB(t, o, dir)
 }
@@ -1025,6 +1033,54 @@ func TestGoUpdateConfig(t *testing.T) {
 	}
 	if n := o.Count(t, dir, ""); n != 11 {
 		t.Errorf("LanceDB counts %d", n)
+	}
+	checkAgainstLanceDB(t, o, dir)
+}
+
+// TestAfterCompaction: LanceDB compacts fragments with deletions (a
+// Rewrite); the Go side reads the result and deletes on top, across the
+// rewrite when its delete touches a fragment the rewrite left alone.
+func TestAfterCompaction(t *testing.T) {
+	o := oracle.Need(t)
+	dir := newDir(t)
+	write(t, o, dir, 0, 50, "", "create")
+	write(t, o, dir, 50, 50, "", "append")
+	write(t, o, dir, 100, 50, "", "append")
+	o.Delete(t, dir, "id % 2 = 0 AND id < 100")
+	before, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Optimize(t, dir)
+	d, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := []string{}
+	for v := before.Version() + 1; v <= d.Version(); v++ {
+		dv, err := OpenVersion(dir, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, opName(t, dv))
+	}
+	t.Logf("optimize made versions %v: %d fragments -> %d", ops, len(before.Fragments()), len(d.Fragments()))
+	if !slices.Contains(ops, "rewrite") {
+		t.Errorf("no rewrite among %v", ops)
+	}
+	for _, fr := range d.Fragments() {
+		if fr.GetDeletionFile() != nil && fr.GetId() < 2 {
+			t.Errorf("fragment %d kept deletions after compaction", fr.GetId())
+		}
+	}
+	// A delete made before the compaction, in a fragment it rewrote, is a
+	// conflict.
+	if _, err := before.DeleteRows(map[uint64]*roaring.Bitmap{2: roaring.BitmapOf(1)}, "", CommitOptions{}); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "rewrite") {
+		t.Errorf("a delete across the rewrite: %v", err)
+	}
+	goDelete(t, dir, func(frag, off uint64) bool { return off == 0 })
+	if n := o.Count(t, dir, ""); n != 100-int64(len(d.Fragments())) {
+		t.Errorf("LanceDB counts %d after the Go delete on the compacted dataset", n)
 	}
 	checkAgainstLanceDB(t, o, dir)
 }

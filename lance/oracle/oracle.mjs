@@ -11,6 +11,7 @@
 //   node oracle.mjs versions <dataset_dir>
 //   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...]
 //   node oracle.mjs drop-columns <dataset_dir> --columns a,b
+//   node oracle.mjs optimize     <dataset_dir>   (compaction; keeps old versions; prints the stats JSON)
 //   node oracle.mjs clone        <dataset_dir> <source_dataset_dir> [--at VERSION]   (a shallow clone: base paths)
 //   node oracle.mjs create-index <dataset_dir> --column c [--type btree|bitmap|ivf_pq]   (prints listIndices JSON)
 //
@@ -347,6 +348,14 @@ async function cmdCreateIndex(pos, flags) {
   process.stdout.write(`${JSON.stringify(await t.listIndices())}\n`);
 }
 
+async function cmdOptimize(pos) {
+  const [dir] = pos;
+  if (!dir) usage("optimize needs <dataset_dir>");
+  const t = await openTable(dir);
+  const stats = await t.optimize();
+  process.stdout.write(`${JSON.stringify(stats, (k, v) => (typeof v === "bigint" ? Number(v) : v))}\n`);
+}
+
 async function cmdClone(pos, flags) {
   const [dir, source] = pos;
   if (!dir || !source || !path.isAbsolute(source)) usage("clone needs <dataset_dir> <absolute source_dataset_dir>");
@@ -381,6 +390,7 @@ const commands = {
   "drop-columns": cmdDropColumns,
   "create-index": cmdCreateIndex,
   clone: cmdClone,
+  optimize: cmdOptimize,
 };
 
 async function main() {

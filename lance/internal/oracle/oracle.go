@@ -599,3 +599,10 @@ func (o *Oracle) Clone(t testing.TB, dir, source string, at uint64) {
 	}
 	o.must(t, args...)
 }
+
+// Optimize has LanceDB compact the dataset (a Rewrite transaction that
+// materializes deletions); old versions stay.
+func (o *Oracle) Optimize(t testing.TB, dir string) {
+	t.Helper()
+	o.must(t, "optimize", dir)
+}
