@@ -168,7 +168,7 @@ func unravel(rep, def []uint16, layers []enc21pb.RepDefLayer, numItems int) ([]l
 		}
 		// Levels above this list's own that item layers directly above it
 		// use (null structs) are still visible here: they make null lists.
-		upper := max(nullLevel, emptyLevel)
+		upper := max(valid, nullLevel, emptyLevel)
 		visibleMax := upper
 		for _, above := range layers[li+1:] {
 			if above == enc21pb.RepDefLayer_REPDEF_NULLABLE_ITEM {
