@@ -121,7 +121,10 @@ lint: ## gofmt and go vet
 FUZZ_TARGETS := table:FuzzParseID table:FuzzDecodeManifest arrowjson:FuzzDecodeRows \
 	arrowjson:FuzzInferRows arrowjson:FuzzReadIPC internal/strictjson:FuzzCheckJSON \
 	lance/dataset:FuzzManifest lance/dataset:FuzzTransaction lance/dataset:FuzzDeletionArrow \
-	lance/dataset:FuzzDeletionBitmap
+	lance/dataset:FuzzDeletionBitmap lance/file:FuzzOpen lance/file:FuzzDecodeMiniblock \
+	lance/file:FuzzBitunpack lance/file:FuzzLevels lance/file:FuzzFullZip lance/file:FuzzDecodePage20 \
+	lance/file:FuzzDecodeListPage20 lance/file:FuzzRead20File lance/internal/fastlanes:FuzzUnpack \
+	lance/internal/fsst:FuzzFSST
 FUZZTIME ?= 20s
 
 .PHONY: fuzz
