@@ -218,4 +218,3 @@ func (d *Dataset) ReadFragment(ctx context.Context, fr *tablepb.DataFragment, co
 	out := array.NewRecordBatch(sc, arrs, int64(n))
 	return out, nil
 }
-
