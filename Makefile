@@ -93,9 +93,14 @@ test-s3: tools weed ## Run the table and refresh suites, the commit race and the
 	MVQ_TEST_S3=1 MVQ_TEST_WEED=$(WEED) $(GO) test -count=1 -timeout $(TESTTIMEOUT) -run 'S3' ./service
 
 .PHONY: bench
-bench: ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000, MVQ_BENCH_ROWS=1000000)
+bench: oracle ## Run the benchmarks; each prints ratios against a baseline from the same run (MVQ_BENCH_DOCS=100000, MVQ_BENCH_ROWS=1000000)
 	$(GO) test -run '^$$' -bench . -benchtime 2x -timeout 60m ./table ./refresh
 	$(GO) test -run '^$$' -bench . -benchtime 5x -timeout 30m ./vector
+	@# Lance files: the Go reader vs LanceDB's toArrow() (scan, 2-column projection,
+	@# take of 1,000 rows; MVQ_BENCH_LANCE_ROWS, the issue's size is 1000000), the
+	@# 2.1 writer vs mvq's Parquet writer, and file size vs LanceDB's.
+	$(GO) test -run '^$$' -bench 'Read21|Write21VsParquet|Read20|Take20|Write20' -benchtime 1x -timeout 60m ./lance/file
+	$(GO) test -run 'TestWriter21SizeVsLanceDB' -count=1 -v -timeout 10m ./lance/file
 	@# Indexes: scalar filter, IVF vs exact (recall), full text, view refresh cost
 	@# (MVQ_BENCH_INDEX_ROWS, MVQ_BENCH_VECTORS, MVQ_BENCH_FTS_DOCS).
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./index
