@@ -45,10 +45,10 @@
 //	mvq:job:{id}:holders       hash   logical task id ("plan:J", "item:J:3",
 //	                                  "commit:J") -> worker id while a
 //	                                  handler runs it (the rescuer re-runs
-//	                                  the tasks of dead workers), or
-//	                                  "~queued~"+asynq id of the copy the
-//	                                  rescuer enqueued until a worker
-//	                                  picks it up
+//	                                  the tasks of dead workers)
+//	mvq:job:{id}:queued        hash   logical task id -> asynq id of the
+//	                                  copy the rescuer enqueued for it,
+//	                                  until a worker holds the task
 //	mvq:job:{id}:deaths        set    "task\x00worker" for each worker that
 //	                                  died holding a task (the rescuer fails
 //	                                  the job at MaxWorkerDeaths of one task)

@@ -81,8 +81,10 @@ const rescueSep = "~rescue~"
 //   - a task asynq handed to a worker that died before recording that it
 //     holds it (an orphan: active in asynq, held by nobody, for longer
 //     than OrphanGrace) is enqueued again the same way, as is a rescue
-//     copy that was lost before any worker held it; the holders entry
-//     then names the copy ("~queued~" + its id) until a worker takes it;
+//     copy that was lost before any worker held it; a handed-on task's
+//     copy is recorded in mvq:job:{id}:queued until a worker holds it,
+//     so the dead worker's own task, still active in asynq, is not taken
+//     for another orphan;
 //   - but once MaxWorkerDeaths different workers died holding the same
 //     task (a poison pill: its input kills whatever runs it), the job
 //     fails, not retryable, saying so, and the task is not handed on;
@@ -170,6 +172,7 @@ func (r *Rescuer) Pass(ctx context.Context) (RescueResult, error) {
 func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (RescueResult, error) {
 	var res RescueResult
 	if r.hb != nil && !r.hb.alive(ctx, cluster) {
+		delete(r.orphans, cluster) // sightings must come from consecutive passes
 		return res, nil
 	}
 	lock := "rescuer:" + cluster
@@ -179,6 +182,7 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 		ok, err = r.takeDeadLock(ctx, cluster, lock, ttl)
 	}
 	if err != nil || !ok {
+		delete(r.orphans, cluster)
 		return res, err
 	}
 	defer r.st.unlock(context.WithoutCancel(ctx), lock, r.id)
@@ -206,6 +210,7 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 		errs = append(errs, err)
 		if poisoned {
 			res.Poisoned++
+			delete(live, id)
 			continue
 		}
 		if j.State == StateRunning && !j.progressAt.IsZero() && time.Since(j.progressAt) > r.cfg.StallTimeout {
@@ -213,6 +218,7 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 				time.Since(j.progressAt).Round(time.Second), formatTime(j.progressAt))
 			if r.failJob(ctx, j, msg, true) {
 				res.Stalled++
+				delete(live, id)
 			}
 		}
 	}
@@ -233,12 +239,18 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 // j (poisoned) when one of them has now died on MaxWorkerDeaths workers.
 func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (n int, poisoned bool, err error) {
 	held, err := r.st.holders(ctx, j.ID)
-	if err != nil || len(held) == 0 {
+	if err != nil {
 		return 0, false, err
 	}
-	alive := map[string]bool{}
-	for task, worker := range held {
-		if copyID, queued := strings.CutPrefix(worker, queuedPrefix); queued {
+	if r.inspector != nil {
+		queued, err := r.st.queued(ctx, j.ID)
+		if err != nil {
+			return 0, false, err
+		}
+		for task, copyID := range queued {
+			if held[task] != "" {
+				continue
+			}
 			lost, err := r.lostCopy(ctx, j, task, copyID)
 			if err != nil {
 				return n, false, err
@@ -246,8 +258,10 @@ func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (n int, poisoned bool,
 			if lost {
 				n++
 			}
-			continue
 		}
+	}
+	alive := map[string]bool{}
+	for task, worker := range held {
 		ok, seen := alive[worker]
 		if !seen {
 			if ok, err = r.st.workerAlive(ctx, j.Cluster, worker); err != nil {
@@ -278,7 +292,7 @@ func (r *Rescuer) rescueHeld(ctx context.Context, j *Job) (n int, poisoned bool,
 		if err := enqueue(ctx, r.enq, t); err != nil {
 			return n, false, redisErr("enqueue rescued task", err)
 		}
-		if err := r.st.handOver(ctx, j.ID, task, worker, copyID); err != nil {
+		if _, err := r.st.handOver(ctx, j.ID, task, worker, "", copyID); err != nil {
 			return n, false, err
 		}
 		n++
@@ -347,20 +361,39 @@ func taskJob(task string) string {
 	return ""
 }
 
-// needed reports whether a logical task of j (state as last read) still
-// has work to do: an item not yet done, the commit of a RUNNING job, the
-// plan of a job not yet past planning.
+// needed reports whether running a logical task of j (state as last
+// read) again can still move the job: an item without a result, or any
+// item once all are done and the job is not yet committed (such a run
+// passes the baton: it enqueues the commit); the plan of a PENDING job, or
+// of a RUNNING one still planning, whose item 0 (run in place) has no
+// result, or whose commit is pending; the commit of a RUNNING job. A
+// needless re-run is harmless (every task is idempotent) but costs a
+// queue hop.
 func (r *Rescuer) needed(ctx context.Context, j *Job, task string) (bool, error) {
 	kind, rest, _ := strings.Cut(task, ":")
+	if j.State == StatePending {
+		return kind == "plan", nil
+	}
+	if j.State != StateRunning {
+		return false, nil
+	}
+	commitPending := j.Phase != PhasePlanning && j.Progress.WorkItemsDone >= j.Progress.WorkItemsTotal
 	switch kind {
 	case "plan":
-		return j.State == StatePending || (j.State == StateRunning && j.Phase == PhasePlanning), nil
+		if j.Phase == PhasePlanning || commitPending {
+			return true, nil
+		}
+		done, err := r.st.itemDone(ctx, j.ID, 0)
+		return !done, err
 	case "commit":
-		return j.State == StateRunning, nil
+		return true, nil
 	case "item":
+		if commitPending {
+			return true, nil
+		}
 		_, idx, _ := strings.Cut(rest, ":")
 		i, err := strconv.Atoi(idx)
-		if err != nil || j.State != StateRunning {
+		if err != nil {
 			return false, nil
 		}
 		done, err := r.st.itemDone(ctx, j.ID, i)
@@ -378,10 +411,12 @@ func orphanSuffix(asynqID string) string {
 	return "orphan-" + strconv.FormatUint(h.Sum64(), 36)
 }
 
-// handToCopy enqueues a copy of task (logical id) of j and records it as
-// the task's queued holder in place of from.
-// It returns the copy's asynq id ("" for a malformed task id).
-func (r *Rescuer) handToCopy(ctx context.Context, j *Job, task, from, suffix string) (string, error) {
+// handToCopy enqueues a copy of task (logical id) of j, nobody holding
+// it, and records the copy as queued in place of queuedWas (the copy
+// queued before, "" for none). It returns the copy's asynq id, "" when
+// nothing was handed over (a worker took the task meanwhile, or the id is
+// malformed).
+func (r *Rescuer) handToCopy(ctx context.Context, j *Job, task, queuedWas, suffix string) (string, error) {
 	t, copyID, err := rescueTask(task, suffix, j.Cluster)
 	if err != nil {
 		return "", nil
@@ -389,7 +424,11 @@ func (r *Rescuer) handToCopy(ctx context.Context, j *Job, task, from, suffix str
 	if err := enqueue(ctx, r.enq, t); err != nil {
 		return "", redisErr("enqueue rescued task", err)
 	}
-	return copyID, r.st.handOver(ctx, j.ID, task, from, copyID)
+	ok, err := r.st.handOver(ctx, j.ID, task, "", queuedWas, copyID)
+	if err != nil || !ok {
+		return "", err
+	}
+	return copyID, nil
 }
 
 // lostCopy re-runs a task whose queued copy asynq no longer has although
@@ -408,7 +447,7 @@ func (r *Rescuer) lostCopy(ctx context.Context, j *Job, task, copyID string) (bo
 	if need, err := r.needed(ctx, j, task); err != nil || !need {
 		return false, err
 	}
-	again, err := r.handToCopy(ctx, j, task, queuedPrefix+copyID, orphanSuffix(copyID))
+	again, err := r.handToCopy(ctx, j, task, copyID, orphanSuffix(copyID))
 	if again != "" && err == nil {
 		r.log.Warn("jobs: re-ran a task whose rescue copy was lost", "job_id", j.ID, "task", task, "copy", copyID)
 	}
@@ -431,7 +470,8 @@ func (r *Rescuer) scanOrphans(ctx context.Context, cluster string, live map[stri
 		return 0, nil
 	}
 	now := time.Now()
-	holders := map[string]map[string]string{}
+	type taskState struct{ held, queued map[string]string }
+	states := map[string]taskState{}
 	n := 0
 	const pageSize = 500
 	for page := 1; page <= 20; page++ {
@@ -448,16 +488,22 @@ func (r *Rescuer) scanOrphans(ctx context.Context, cluster string, live map[stri
 			if j == nil {
 				continue
 			}
-			held, ok := holders[j.ID]
+			ts, ok := states[j.ID]
 			if !ok {
-				if held, err = r.st.holders(ctx, j.ID); err != nil {
+				if ts.held, err = r.st.holders(ctx, j.ID); err != nil {
 					return n, err
 				}
-				holders[j.ID] = held
+				if ts.queued, err = r.st.queued(ctx, j.ID); err != nil {
+					return n, err
+				}
+				states[j.ID] = ts
 			}
-			from := held[task]
-			if from != "" && from != queuedPrefix+t.ID {
-				continue // held by a worker (the dead ones are rescueHeld's), or handed to another copy
+			if ts.held[task] != "" {
+				continue // held by a worker (the dead ones are rescueHeld's)
+			}
+			from := ts.queued[task]
+			if from != "" && from != t.ID {
+				continue // handed to another copy (the dead worker's own task is this one)
 			}
 			need, err := r.needed(ctx, j, task)
 			if err != nil {
@@ -481,7 +527,7 @@ func (r *Rescuer) scanOrphans(ctx context.Context, cluster string, live map[stri
 			}
 			if copyID != "" {
 				n++
-				held[task] = queuedPrefix + copyID
+				ts.queued[task] = copyID
 				r.log.Warn("jobs: re-ran a task taken by a worker that died before holding it", "job_id", j.ID, "task", task,
 					"orphan", t.ID, "unheld_for", now.Sub(first.at).Round(time.Millisecond))
 			}
@@ -498,12 +544,14 @@ func (r *Rescuer) scanOrphans(ctx context.Context, cluster string, live map[stri
 // every rescue waiting for the lock's TTL.
 func (r *Rescuer) takeDeadLock(ctx context.Context, cluster, lock string, ttl time.Duration) (bool, error) {
 	holder, err := r.st.lockHolder(ctx, lock)
-	if err != nil || holder == "" || holder == r.id {
+	if err != nil || holder == "" {
 		return false, err
 	}
-	alive, err := r.st.workerAlive(ctx, cluster, holder)
-	if err != nil || alive {
-		return false, err
+	if holder != r.id { // our own lock is stale when we find it here (an unlock that failed)
+		alive, err := r.st.workerAlive(ctx, cluster, holder)
+		if err != nil || alive {
+			return false, err
+		}
 	}
 	if err := r.st.breakLock(ctx, lock, holder); err != nil {
 		return false, err

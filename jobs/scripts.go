@@ -156,8 +156,9 @@ return {1, now[1], now[2] or ''}
 // A job at the head is recorded as held by the worker in the same step
 // (the round trip a separate hold would cost).
 //
-// KEYS: view queue, job, job's holders. ARGV: job id, job key prefix,
-// task ("": record no holder), worker, holders TTL seconds.
+// KEYS: view queue, job, job's holders, job's queued rescue copies. ARGV:
+// job id, job key prefix, task ("": record no holder), worker, holders TTL
+// seconds.
 // Returns "head", "wait" or "gone" (the job is terminal or unknown).
 var scriptAcquire = redis.NewScript(`
 local st = redis.call('HGET', KEYS[2], 'state')
@@ -170,6 +171,7 @@ for i = 1, 10000 do
     if ARGV[3] ~= '' then
       redis.call('HSET', KEYS[3], ARGV[3], ARGV[4])
       redis.call('EXPIRE', KEYS[3], ARGV[5])
+      redis.call('HDEL', KEYS[4], ARGV[3])
     end
     return 'head'
   else
@@ -264,17 +266,23 @@ if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL'
 return 0
 `)
 
-// scriptHandOver replaces a hash field's value only while it still has
-// the expected one ("" expects no field): the rescuer hands a task from a
-// dead holder, or from nobody, to the copy it enqueued.
+// scriptHandOver hands a task to a rescue copy: while the task's holder
+// is still the expected one (a dead worker, or none, and then the queued
+// copy is still the expected one), it forgets the holder and records the
+// copy as queued.
 //
-// KEYS: hash. ARGV: field, expected value, new value, TTL seconds.
-// Returns 1 when replaced.
+// KEYS: holders, queued. ARGV: task, holder ("" none), queued copy ("" none;
+// checked only without a holder), new copy, TTL seconds. Returns 1 when
+// handed over.
 var scriptHandOver = redis.NewScript(`
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if (cur or '') ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
+if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
+if ARGV[2] == '' then
+  if (redis.call('HGET', KEYS[2], ARGV[1]) or '') ~= ARGV[3] then return 0 end
+else
+  redis.call('HDEL', KEYS[1], ARGV[1])
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+redis.call('EXPIRE', KEYS[2], ARGV[5])
 return 1
 `)
 

@@ -41,6 +41,7 @@ func succKey(id string) string    { return jobKey(id) + ":succ" }
 func activeKey(id string) string  { return jobKey(id) + ":active" }
 func holdersKey(id string) string { return jobKey(id) + ":holders" }
 func deathsKey(id string) string  { return jobKey(id) + ":deaths" }
+func queuedKey(id string) string  { return jobKey(id) + ":queued" }
 
 // viewKey names a view in keys: its parts joined by "/", which no
 // identifier part may contain, so two views never share keys (a "$"-joined
@@ -150,7 +151,7 @@ func (r transitionResult) applied() bool { return r.code == 1 || r.code == 2 }
 
 func (s *store) transition(ctx context.Context, j *Job, t transition) (transitionResult, error) {
 	keys := []string{jobKey(j.ID), eventsKey(j.ID), viewQueueKey(j.viewID), liveJobsKey(j.Cluster),
-		planKey(j.ID), resultsKey(j.ID), succKey(j.ID), activeKey(j.ID), holdersKey(j.ID)}
+		planKey(j.ID), resultsKey(j.ID), succKey(j.ID), activeKey(j.ID), holdersKey(j.ID), queuedKey(j.ID)}
 	jobTTL, dispTTL := 0, 0
 	if t.terminal {
 		jobTTL, dispTTL = int(JobRetention/time.Second), int(DispatchRetention/time.Second)
@@ -226,7 +227,7 @@ func orDash(s string) string {
 // "head", "wait" (with the id of the job ahead, when known) or "gone". At
 // the head, task (unless "") is recorded as held by worker, as hold does.
 func (s *store) acquire(ctx context.Context, j *Job, task, worker string) (turn, ahead string, err error) {
-	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.viewID), jobKey(j.ID), holdersKey(j.ID)},
+	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.viewID), jobKey(j.ID), holdersKey(j.ID), queuedKey(j.ID)},
 		j.ID, jobKey(""), task, worker, int64(DispatchRetention.Seconds())).Text()
 	if err != nil {
 		return "", "", redisErr("view queue", err)
@@ -424,6 +425,7 @@ func (s *store) hold(ctx context.Context, jobID, task, worker string) error {
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, holdersKey(jobID), task, worker)
 		p.Expire(ctx, holdersKey(jobID), DispatchRetention)
+		p.HDel(ctx, queuedKey(jobID), task) // a rescue copy, now picked up
 		return nil
 	})
 	if err != nil {
@@ -438,21 +440,28 @@ func (s *store) release(ctx context.Context, jobID, task, worker string) {
 	scriptRelease.Run(ctx, s.rdb, []string{holdersKey(jobID)}, task, worker)
 }
 
-// queuedPrefix marks a holders entry the rescuer wrote: the task was
-// handed to a copy (the asynq task id after the prefix) that no worker has
-// picked up yet. Worker ids never start with it.
-const queuedPrefix = "~queued~"
-
-// handOver records that task of a job is now the queued copy copyID,
-// unless its holder is no longer from (a dead worker, a queued marker, or
-// "" for none): a worker that picked the task up meanwhile keeps it.
-func (s *store) handOver(ctx context.Context, jobID, task, from, copyID string) error {
-	err := scriptHandOver.Run(ctx, s.rdb, []string{holdersKey(jobID)}, task, from, queuedPrefix+copyID,
-		int64(DispatchRetention/time.Second)).Err()
+// handOver records that task of a job is now the rescue copy copyID
+// (in mvq:job:{id}:queued, until a worker holds it), unless someone else
+// took it meanwhile: heldBy is the (dead) worker it takes the task from,
+// or "" for none, and then queuedWas is the copy it takes over from ("" for
+// none). It reports whether it was handed over.
+func (s *store) handOver(ctx context.Context, jobID, task, heldBy, queuedWas, copyID string) (bool, error) {
+	n, err := scriptHandOver.Run(ctx, s.rdb, []string{holdersKey(jobID), queuedKey(jobID)}, task, heldBy, queuedWas, copyID,
+		int64(DispatchRetention/time.Second)).Int()
 	if err != nil {
-		return redisErr("hand a task over", err)
+		return false, redisErr("hand a task over", err)
 	}
-	return nil
+	return n == 1, nil
+}
+
+// queued returns task -> asynq id of the rescue copies of a job's tasks
+// that no worker has picked up yet.
+func (s *store) queued(ctx context.Context, jobID string) (map[string]string, error) {
+	m, err := s.rdb.HGetAll(ctx, queuedKey(jobID)).Result()
+	if err != nil {
+		return nil, redisErr("read queued rescue copies", err)
+	}
+	return m, nil
 }
 
 // lockHolder returns the token holding a lock ("" when free).

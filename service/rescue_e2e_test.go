@@ -215,6 +215,7 @@ func TestKilledWorkerAnyMoment(t *testing.T) {
 			if st, _ := rdb.HGet(ctx, key(""), "state").Result(); st == "DONE" {
 				break
 			}
+			time.Sleep(2 * time.Millisecond) // leave the workers the cores
 		}
 		if victim < 0 {
 			t.Fatalf("round %d (%s): found no moment to kill a worker; the round proves nothing", round, moment)
