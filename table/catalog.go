@@ -229,6 +229,9 @@ func Page(names []string, pageToken string, limit int) ([]string, string) {
 	if limit > 0 && len(names) > limit {
 		return names[:limit], names[limit-1]
 	}
+	if names == nil {
+		names = []string{} // an empty page is [] in JSON, never null
+	}
 	return names, ""
 }
 
