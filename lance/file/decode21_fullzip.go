@@ -169,7 +169,7 @@ func (fz *fullZip) unzip(buf []byte, rows int) (levelSlice, error) {
 	var ls levelSlice
 	var rep, def []uint16
 	pos := 0
-	var vals []byte
+	var vals []byte // variable values, or fixed ones gathered from between control words
 	var offs []uint64
 	if !fz.fixed {
 		offs = make([]uint64, 1, rows+1)
@@ -208,6 +208,9 @@ func (fz *fullZip) unzip(buf []byte, rows int) (levelSlice, error) {
 			if len(buf)-pos < fz.valueBytes {
 				return ls, corruptf("value past the end")
 			}
+			if fz.cwBytes > 0 {
+				vals = append(vals, buf[pos:pos+fz.valueBytes]...)
+			}
 			pos += fz.valueBytes
 			continue
 		}
@@ -234,7 +237,11 @@ func (fz *fullZip) unzip(buf []byte, rows int) (levelSlice, error) {
 	var vb *vblock
 	var err error
 	if fz.fixed {
-		vb, err = fz.fixedValues(buf, nvis)
+		data := buf // without control words the entries are the values
+		if fz.cwBytes > 0 {
+			data = vals
+		}
+		vb, err = fz.fixedValues(data, nvis)
 	} else {
 		vb, err = perValueVariable(fz.l.GetValueCompression(), &vblock{kind: vVar, n: nvis, data: vals, offs: offs})
 	}
@@ -245,32 +252,8 @@ func (fz *fullZip) unzip(buf []byte, rows int) (levelSlice, error) {
 	return ls, nil
 }
 
-// fixedValues collects the fixed-width values of the entries in buf.
-func (fz *fullZip) fixedValues(buf []byte, nvis int) (*vblock, error) {
-	data := buf
-	if fz.cwBytes > 0 {
-		data = make([]byte, 0, nvis*fz.valueBytes)
-		mask := uint32(1)<<fz.bitsDef - 1
-		for pos := 0; pos < len(buf); {
-			var w uint32
-			switch fz.cwBytes {
-			case 1:
-				w = uint32(buf[pos])
-			case 2:
-				w = uint32(binary.LittleEndian.Uint16(buf[pos:]))
-			case 4:
-				w = binary.LittleEndian.Uint32(buf[pos:])
-			}
-			pos += fz.cwBytes
-			if fz.hasDef && uint16(w&mask) > fz.mvd {
-				continue
-			}
-			data = append(data, buf[pos:pos+fz.valueBytes]...)
-			pos += fz.valueBytes
-		}
-	} else {
-		nvis = len(buf) / fz.valueBytes
-	}
+// fixedValues decodes nvis fixed-width values laid end to end in data.
+func (fz *fullZip) fixedValues(data []byte, nvis int) (*vblock, error) {
 	enc := fz.l.GetValueCompression()
 	switch c := enc.GetCompression().(type) {
 	case *enc21pb.CompressiveEncoding_Flat:
