@@ -189,6 +189,22 @@ func (s *source20) pages(col int, start, end uint64, fn func(page int, rows, ski
 	return nil
 }
 
+// pagesWithData is pages with each page's encoding and buffers read.
+func (s *source20) pagesWithData(ctx context.Context, col int, start, end uint64,
+	fn func(page int, enc *enc20pb.ArrayEncoding, bufs *pageBufs20, rows, skip, take uint64) error) error {
+	return s.pages(col, start, end, func(page int, rows, skip, take uint64) error {
+		enc, err := s.pageEncoding(col, page)
+		if err != nil {
+			return fmt.Errorf("page %d: %w", page, err)
+		}
+		bufs, err := s.pageBuffers(ctx, col, page)
+		if err != nil {
+			return err
+		}
+		return fn(page, enc, bufs, rows, skip, take)
+	})
+}
+
 // readField20 reads rows [start, end) of a field of type dt whose first
 // physical column is col.
 func readField20(ctx context.Context, src *source20, dt arrow.DataType, col int, start, end uint64, depth int) (arrow.Array, error) {
@@ -205,15 +221,7 @@ func readField20(ctx context.Context, src *source20, dt arrow.DataType, col int,
 	}
 	var pieces []arrow.Array
 	defer func() { releaseAll(pieces) }()
-	err := src.pages(col, start, end, func(page int, rows, skip, take uint64) error {
-		enc, err := src.pageEncoding(col, page)
-		if err != nil {
-			return fmt.Errorf("page %d: %w", page, err)
-		}
-		bufs, err := src.pageBuffers(ctx, col, page)
-		if err != nil {
-			return err
-		}
+	err := src.pagesWithData(ctx, col, start, end, func(page int, enc *enc20pb.ArrayEncoding, bufs *pageBufs20, rows, skip, take uint64) error {
 		arr, err := decodePage20(enc, bufs, rows, skip, take, dt)
 		if err != nil {
 			return fmt.Errorf("page %d: %w", page, err)
@@ -296,15 +304,7 @@ func readList20(ctx context.Context, src *source20, dt, elem arrow.DataType, col
 	}
 	var pieces []arrow.Array
 	defer func() { releaseAll(pieces) }()
-	err = src.pages(col, start, end, func(page int, rows, skip, take uint64) error {
-		enc, err := src.pageEncoding(col, page)
-		if err != nil {
-			return fmt.Errorf("page %d: %w", page, err)
-		}
-		bufs, err := src.pageBuffers(ctx, col, page)
-		if err != nil {
-			return err
-		}
+	err = src.pagesWithData(ctx, col, start, end, func(page int, enc *enc20pb.ArrayEncoding, bufs *pageBufs20, rows, skip, take uint64) error {
 		lp, err := decodeListPage20(enc.GetList(), bufs, rows, skip, take)
 		if err != nil {
 			return fmt.Errorf("page %d: %w", page, err)
