@@ -286,12 +286,6 @@ redis.call('EXPIRE', KEYS[2], ARGV[5])
 return 1
 `)
 
-// scriptSteal deletes a lock only while it holds the given token (a
-// holder found dead), so another can take it.
-//
-// KEYS: lock. ARGV: token. Returns 1 when deleted.
-var scriptSteal = scriptUnlock
-
 // scriptUnlock deletes a lock only while it holds the given token.
 //
 // KEYS: lock. ARGV: token. Returns 1 when deleted.

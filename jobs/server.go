@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -144,6 +145,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		s.janitor = newJanitor(s.st, s.id, *cfg.Janitor, s.log)
 	}
 	return s, nil
+}
+
+// WorkerPID is the process id inside a worker id ("host:pid:suffix", as
+// ID returns and the holders and registry keys record), for tools and
+// tests that map workers to processes.
+func WorkerPID(id string) (int, bool) {
+	parts := strings.Split(id, ":")
+	if len(parts) < 3 {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(parts[len(parts)-2])
+	return pid, err == nil
 }
 
 // Rescuer is the worker's rescuer (tests run passes by hand).

@@ -476,9 +476,10 @@ func (s *store) lockHolder(ctx context.Context, name string) (string, error) {
 	return v, nil
 }
 
-// breakLock deletes a lock while token still holds it.
+// breakLock deletes a lock while token (a holder found dead) still holds
+// it; unlock, but reporting the error.
 func (s *store) breakLock(ctx context.Context, name, token string) error {
-	if err := scriptSteal.Run(ctx, s.rdb, []string{lockKey(name)}, token).Err(); err != nil {
+	if err := scriptUnlock.Run(ctx, s.rdb, []string{lockKey(name)}, token).Err(); err != nil {
 		return redisErr("break lock "+name, err)
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -60,11 +59,10 @@ func TestKilledWorkerResumesElsewhere(t *testing.T) {
 	waitFor(t, 60*time.Second, "a worker to hold a work item", func() bool {
 		held, _ := rdb.HGetAll(ctx, jobs.RedisKey("job:"+id+":holders")).Result()
 		for task, worker := range held {
-			parts := strings.Split(worker, ":")
-			if !strings.HasPrefix(task, "item:") || len(parts) < 3 {
+			pid, ok := jobs.WorkerPID(worker)
+			if !strings.HasPrefix(task, "item:") || !ok {
 				continue
 			}
-			pid, _ := strconv.Atoi(parts[len(parts)-2])
 			if i, ok := pids[pid]; ok {
 				victim, victimID = i, worker
 				return true
@@ -160,11 +158,10 @@ func TestKilledWorkerAnyMoment(t *testing.T) {
 		holderOf := func(want func(task string) bool) int {
 			held, _ := rdb.HGetAll(ctx, key(":holders")).Result()
 			for task, worker := range held {
-				parts := strings.Split(worker, ":")
-				if !want(task) || len(parts) < 3 {
+				pid, ok := jobs.WorkerPID(worker)
+				if !want(task) || !ok {
 					continue
 				}
-				pid, _ := strconv.Atoi(parts[len(parts)-2])
 				if i, ok := pids[pid]; ok {
 					return i
 				}

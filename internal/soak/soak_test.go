@@ -113,7 +113,7 @@ func (s *soak) heldBy(pid int) ([]string, map[string]string) {
 		}
 		mine := false
 		for task, w := range held {
-			if parts := strings.Split(w, ":"); len(parts) >= 3 && parts[len(parts)-2] == fmt.Sprint(pid) {
+			if p, ok := jobs.WorkerPID(w); ok && p == pid {
 				mine = true
 				tasks[task] = id
 			}
