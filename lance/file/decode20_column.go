@@ -34,21 +34,20 @@ func columnCount20(dt arrow.DataType) int {
 // readColumns20 reads rows [start, end) of the top-level fields listed in
 // columns from a 2.0 file.
 func (r *Reader) readColumns20(ctx context.Context, columns []int, start, end uint64) ([]arrow.Array, error) {
-	src := newSource20(r.c)
-	out := make([]arrow.Array, 0, len(columns))
 	for _, c := range columns {
 		if c < 0 || c >= len(r.tops) {
-			releaseAll(out)
 			return nil, fmt.Errorf("lance file: column %d out of range [0, %d)", c, len(r.tops))
 		}
-		arr, err := readField20(ctx, src, r.schema.Field(c).Type, r.tops[c].column, start, end, 0)
+	}
+	// A source per column: its page index map is not shared between the
+	// goroutines eachColumn runs.
+	return eachColumn(ctx, columns, func(c int) (arrow.Array, error) {
+		arr, err := readField20(ctx, newSource20(r.c), r.schema.Field(c).Type, r.tops[c].column, start, end, 0)
 		if err != nil {
-			releaseAll(out)
 			return nil, fmt.Errorf("lance file: column %s: %w", r.schema.Field(c).Name, err)
 		}
-		out = append(out, arr)
-	}
-	return out, nil
+		return arr, nil
+	})
 }
 
 // source20 serves a file's pages to the 2.0 column reader, for the length

@@ -3,6 +3,9 @@ package file
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -56,21 +59,16 @@ func (r *Reader) readColumns21(ctx context.Context, columns []int, ranges []rowR
 	if total > maxReadRows {
 		return nil, fmt.Errorf("lance file: %d rows in one read, the limit is %d", total, maxReadRows)
 	}
-	out := make([]arrow.Array, 0, len(columns))
 	if total == 0 {
+		out := make([]arrow.Array, 0, len(columns))
 		for _, c := range columns {
 			out = append(out, array.MakeArrayOfNull(r.mem, r.tops[c].dt, 0))
 		}
 		return out, nil
 	}
-	for _, c := range columns {
-		if err := ctx.Err(); err != nil {
-			releaseAll(out)
-			return nil, err
-		}
+	return eachColumn(ctx, columns, func(c int) (arrow.Array, error) {
 		top := r.tops[c]
 		var leaves []leafOut
-		var err error
 		var collect func(n *fieldNode) error
 		collect = func(n *fieldNode) error {
 			if n.column >= 0 {
@@ -88,17 +86,69 @@ func (r *Reader) readColumns21(ctx context.Context, columns []int, ranges []rowR
 			}
 			return nil
 		}
-		if err = collect(top); err != nil {
-			releaseAll(out)
+		if err := collect(top); err != nil {
 			return nil, err
 		}
 		b := &arrowBuilder{mem: r.mem}
 		arr, err := b.build(top, 0, leaves, int(total))
 		if err != nil {
-			releaseAll(out)
 			return nil, fmt.Errorf("column %q: %w", top.f.GetName(), err)
 		}
-		out = append(out, arr)
+		return arr, nil
+	})
+}
+
+// eachColumn runs read for every column, up to GOMAXPROCS of them at once
+// (a column's pages are independent of every other column's), and returns
+// the arrays in the columns' order. On an error every array read is
+// released and the first error (in column order) is returned.
+func eachColumn(ctx context.Context, columns []int, read func(c int) (arrow.Array, error)) ([]arrow.Array, error) {
+	out := make([]arrow.Array, len(columns))
+	errs := make([]error, len(columns))
+	workers := min(runtime.GOMAXPROCS(0), len(columns))
+	if workers <= 1 {
+		for i, c := range columns {
+			if err := ctx.Err(); err != nil {
+				releaseAll(out[:i])
+				return nil, err
+			}
+			a, err := read(c)
+			if err != nil {
+				releaseAll(out[:i])
+				return nil, err
+			}
+			out[i] = a
+		}
+		return out, nil
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(columns) {
+					return
+				}
+				if errs[i] = ctx.Err(); errs[i] != nil {
+					continue
+				}
+				out[i], errs[i] = read(columns[i])
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			for _, a := range out {
+				if a != nil {
+					a.Release()
+				}
+			}
+			return nil, err
+		}
 	}
 	return out, nil
 }

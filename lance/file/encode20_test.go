@@ -3,6 +3,7 @@ package file
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -80,15 +81,16 @@ func TestWrite20Refuses(t *testing.T) {
 	}
 }
 
-// countingReaderAt counts the bytes read through it.
+// countingReaderAt counts the bytes read through it (the reader reads
+// columns from several goroutines).
 type countingReaderAt struct {
 	r *bytes.Reader
-	n int64
+	n atomic.Int64
 }
 
 func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	n, err := c.r.ReadAt(p, off)
-	c.n += int64(n)
+	c.n.Add(int64(n))
 	return n, err
 }
 
@@ -105,7 +107,7 @@ func TestTake20ReadsOnlyItsRows(t *testing.T) {
 	if n := len(r.Container().Columns[r.ColumnIndexes(3)[0]].Pages); n < 4 {
 		t.Fatalf("the vector column has %d pages; the test needs pages much larger than its rows", n)
 	}
-	opened := cr.n
+	opened := cr.n.Load()
 	rows := []uint64{19999, 3, 10000, 7777, 12}
 	got, err := r.Take(context.Background(), nil, rows)
 	if err != nil {
@@ -116,7 +118,7 @@ func TestTake20ReadsOnlyItsRows(t *testing.T) {
 	defer want.Release()
 	assertSameRecords(t, got, want)
 	// Per row and column: a few small ranges (validity, offsets, values).
-	read := cr.n - opened
+	read := cr.n.Load() - opened
 	t.Logf("take of %d rows read %d bytes of a %d-byte file", len(rows), read, len(data))
 	if read > int64(len(rows))*(768*4+64<<10) {
 		t.Errorf("take of %d rows read %d bytes of a %d-byte file", len(rows), read, len(data))
