@@ -5,15 +5,18 @@
 // offset tables and a 40-byte footer (container.go). Global buffer 0 holds
 // the FileDescriptor: the schema as Lance fields and the row count. Each
 // column is a list of pages; a page is a set of buffers and an encoding, in
-// 2.1 a PageLayout (mini-block, full-zip or all-null) whose compressive
-// encodings say how the buffers hold the values (decode21*.go).
+// 2.1 a PageLayout (mini-block, full-zip, all-null or blob) whose
+// compressive encodings say how the buffers hold the values (decode21*.go).
 //
 // Reading: Open checks every offset and length against the real file size
 // before it reads or allocates; Reader.Read decodes a row range of some
 // top-level columns and Reader.Take a set of rows, touching only the pages
 // and mini-block chunks that hold them. Both return Arrow arrays equal to
 // what LanceDB's own toArrow() returns for the same file (types, nulls and
-// values), which the tests check against LanceDB 0.31 itself. Malformed
+// values), which the tests check against LanceDB 0.31 itself, with one
+// exception: a blob column (large_binary with lance-encoding:blob) reads as
+// the bytes of its values, where toArrow() returns their (position, size)
+// descriptions. Columns are decoded in parallel. Malformed
 // input gives an error wrapping ErrCorrupt, an unknown version or encoding
 // one wrapping ErrUnsupported; neither panics.
 package file

@@ -163,6 +163,8 @@ func (d *decoder20) decode(enc *enc20pb.ArrayEncoding, pageRows, skip, take uint
 		return d.fixedSizeBinary(e.FixedSizeBinary, pageRows, skip, take, dt, depth)
 	case *enc20pb.ArrayEncoding_Fsst:
 		return d.fsst(e.Fsst, pageRows, skip, take, dt, depth)
+	case *enc20pb.ArrayEncoding_PackedStruct:
+		return d.packedStruct(e.PackedStruct, pageRows, skip, take, dt)
 	case nil:
 		return nil, fmt.Errorf("%w: empty array encoding", errCorrupt20)
 	default:

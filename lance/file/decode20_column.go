@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -18,17 +19,39 @@ import (
 func columnCount20(dt arrow.DataType) int {
 	switch t := dt.(type) {
 	case *arrow.ListType:
-		return 1 + columnCount20(t.Elem())
+		return 1 + fieldColumns20(t.ElemField())
 	case *arrow.LargeListType:
-		return 1 + columnCount20(t.Elem())
+		return 1 + fieldColumns20(t.ElemField())
 	case *arrow.StructType:
 		n := 1
 		for _, f := range t.Fields() {
-			n += columnCount20(f.Type)
+			n += fieldColumns20(f)
 		}
 		return n
 	}
 	return 1
+}
+
+// fieldColumns20 is columnCount20 for a field: a packed struct is one column.
+func fieldColumns20(f arrow.Field) int {
+	if packedField(f) {
+		return 1
+	}
+	return columnCount20(f.Type)
+}
+
+// packedField reports whether an Arrow struct field asks for packed storage
+// (the metadata isPacked reads on the Lance field).
+func packedField(f arrow.Field) bool {
+	if f.Type.ID() != arrow.STRUCT {
+		return false
+	}
+	for _, k := range []string{"lance-encoding:packed", "packed"} {
+		if v, ok := f.Metadata.GetValue(k); ok && strings.EqualFold(v, "true") {
+			return true
+		}
+	}
+	return false
 }
 
 // readColumns20 reads rows [start, end) of the top-level fields listed in
@@ -42,7 +65,15 @@ func (r *Reader) readColumns20(ctx context.Context, columns []int, start, end ui
 	// A source per column: its page index map is not shared between the
 	// goroutines eachColumn runs.
 	return eachColumn(ctx, columns, func(c int) (arrow.Array, error) {
-		arr, err := readField20(ctx, newSource20(r.c), r.schema.Field(c).Type, r.tops[c].column, start, end, 0)
+		f := r.schema.Field(c)
+		if r.tops[c].packed {
+			arr, err := readPacked20(ctx, newSource20(r.c), f.Type, r.tops[c].column, start, end)
+			if err != nil {
+				return nil, fmt.Errorf("lance file: column %s: %w", f.Name, err)
+			}
+			return arr, nil
+		}
+		arr, err := readField20(ctx, newSource20(r.c), f.Type, r.tops[c].column, start, end, 0)
 		if err != nil {
 			return nil, fmt.Errorf("lance file: column %s: %w", r.schema.Field(c).Name, err)
 		}
@@ -218,6 +249,15 @@ func readField20(ctx context.Context, src *source20, dt arrow.DataType, col int,
 	case *arrow.LargeListType:
 		return readList20(ctx, src, dt, t.Elem(), col, start, end, depth)
 	}
+	if ok, _ := binaryKind(dt); ok && src.isBlob(col) {
+		return readBlob20(ctx, src, dt, col, start, end)
+	}
+	return readPages20(ctx, src, dt, col, start, end)
+}
+
+// readPages20 decodes rows [start, end) of one column whose pages hold
+// values of type dt.
+func readPages20(ctx context.Context, src *source20, dt arrow.DataType, col int, start, end uint64) (arrow.Array, error) {
 	var pieces []arrow.Array
 	defer func() { releaseAll(pieces) }()
 	err := src.pagesWithData(ctx, col, start, end, func(page int, enc *enc20pb.ArrayEncoding, bufs *pageBufs20, rows, skip, take uint64) error {
@@ -271,7 +311,13 @@ func readStruct20(ctx context.Context, src *source20, t *arrow.StructType, col i
 	}()
 	next := col + 1
 	for _, f := range t.Fields() {
-		arr, err := readField20(ctx, src, f.Type, next, start, end, depth+1)
+		var arr arrow.Array
+		var err error
+		if packedField(f) {
+			arr, err = readPacked20(ctx, src, f.Type, next, start, end)
+		} else {
+			arr, err = readField20(ctx, src, f.Type, next, start, end, depth+1)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("field %s: %w", f.Name, err)
 		}
@@ -282,7 +328,7 @@ func readStruct20(ctx context.Context, src *source20, t *arrow.StructType, col i
 		children = append(children, arr.Data())
 		arr.Data().Retain()
 		arr.Release()
-		next += columnCount20(f.Type)
+		next += fieldColumns20(f)
 	}
 	nd := array.NewData(t, int(end-start), []*memory.Buffer{nil}, children, 0, 0)
 	defer nd.Release()

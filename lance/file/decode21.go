@@ -289,7 +289,7 @@ func (r *Reader) decodePage(p *PageInfo, pl *enc21pb.PageLayout, ranges []rowRan
 	case *enc21pb.PageLayout_AllNullLayout:
 		return r.decodeAllNullPage(p, l.AllNullLayout, ranges)
 	case *enc21pb.PageLayout_BlobLayout:
-		return nil, unsupportedf("blob page layout")
+		return r.decodeBlobPage(p, l.BlobLayout, ranges)
 	}
 	return nil, corruptf("page without a layout")
 }

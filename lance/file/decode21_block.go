@@ -541,42 +541,69 @@ func decodeBSS(bits uint64, buf []byte, n int) (*vblock, error) {
 	return &vblock{kind: vFixed, n: n, width: int(bits), data: out}, nil
 }
 
-// decodeFSL decodes fixed-size-list values: for each FSL layer, outermost
-// first, an optional validity bitmap buffer over that layer's items, then the
-// flat items in the last buffer. Only one nullable layer over flat items is
-// supported, which is what Arrow fixed_size_list<primitive> produces.
-func decodeFSL(desc *enc21pb.FixedSizeList, bufs [][]byte, n int) (*vblock, error) {
-	type layer struct {
-		dim   int
-		valid bool
-	}
-	var layers []layer
+// fslLayer is one level of a (possibly nested) fixed-size list encoding.
+type fslLayer struct {
+	dim   int
+	valid bool // a validity bitmap over this layer's items is stored
+}
+
+// fslLayers walks a fixed-size-list encoding, outermost layer first, to its
+// flat items; cum is the number of items per row.
+func fslLayers(desc *enc21pb.FixedSizeList) (layers []fslLayer, flat *enc21pb.Flat, cum int, err error) {
 	d := desc
-	cum := 1
-	var flat *enc21pb.Flat
+	cum = 1
 	for depth := 0; ; depth++ {
 		if depth > 8 {
-			return nil, unsupportedf("fixed-size lists nested more than 8 deep")
+			return nil, nil, 0, unsupportedf("fixed-size lists nested more than 8 deep")
 		}
 		dim := d.GetItemsPerValue()
 		if dim == 0 || dim > 1<<20 || uint64(cum)*dim > 1<<20 {
-			return nil, corruptf("fixed-size list of %d items", dim)
+			return nil, nil, 0, corruptf("fixed-size list of %d items", dim)
 		}
 		cum *= int(dim)
-		layers = append(layers, layer{int(dim), d.GetHasValidity()})
+		layers = append(layers, fslLayer{int(dim), d.GetHasValidity()})
 		switch c := d.GetValues().GetCompression().(type) {
 		case *enc21pb.CompressiveEncoding_FixedSizeList:
 			d = c.FixedSizeList
-			continue
 		case *enc21pb.CompressiveEncoding_Flat:
-			flat = c.Flat
+			return layers, c.Flat, cum, nil
 		default:
-			return nil, unsupportedf("fixed-size list over %T", c)
+			return nil, nil, 0, unsupportedf("fixed-size list over %T", c)
 		}
-		break
 	}
-	if len(layers) != 1 {
-		return nil, unsupportedf("nested fixed-size lists")
+}
+
+// nestFSL wraps the flat items of n rows in the fixed-size-list layers,
+// innermost first. valid[i] is layer i's bitmap over its items (nil when
+// the layer stores none); each is checked to cover them.
+func nestFSL(layers []fslLayer, valid [][]byte, items *vblock, n int) (*vblock, error) {
+	lists := n
+	counts := make([]int, len(layers)) // lists in layer i
+	for i, l := range layers {
+		counts[i] = lists
+		lists *= l.dim
+	}
+	b := items
+	for i := len(layers) - 1; i >= 0; i-- {
+		l := layers[i]
+		b = &vblock{kind: vFSL, n: counts[i], dim: l.dim, child: b}
+		if l.valid {
+			if len(valid[i]) < (counts[i]*l.dim+7)/8 {
+				return nil, corruptf("fixed-size list validity of %d bytes for %d items", len(valid[i]), counts[i]*l.dim)
+			}
+			b.valid = valid[i]
+		}
+	}
+	return b, nil
+}
+
+// decodeFSL decodes fixed-size-list values: for each FSL layer, outermost
+// first, an optional validity bitmap buffer over that layer's items, then the
+// flat items in the last buffer.
+func decodeFSL(desc *enc21pb.FixedSizeList, bufs [][]byte, n int) (*vblock, error) {
+	layers, flat, cum, err := fslLayers(desc)
+	if err != nil {
+		return nil, err
 	}
 	w, err := checkWidth(flat.GetBitsPerValue())
 	if err != nil {
@@ -585,25 +612,25 @@ func decodeFSL(desc *enc21pb.FixedSizeList, bufs [][]byte, n int) (*vblock, erro
 	if n > maxDecodedBytes/cum {
 		return nil, corruptf("%d fixed-size lists of %d", n, cum)
 	}
-	nb := 1
-	if layers[0].valid {
-		nb = 2
+	valid := make([][]byte, len(layers))
+	nb := 0
+	for i, l := range layers {
+		if l.valid {
+			if nb >= len(bufs) {
+				return nil, corruptf("fixed-size list needs more than %d buffers", len(bufs))
+			}
+			valid[i] = bufs[nb]
+			nb++
+		}
 	}
-	if len(bufs) < nb {
-		return nil, corruptf("fixed-size list needs %d buffers, has %d", nb, len(bufs))
+	if nb >= len(bufs) {
+		return nil, corruptf("fixed-size list needs %d buffers, has %d", nb+1, len(bufs))
 	}
-	child, err := newFixed(bufs[nb-1], n*cum, w)
+	items, err := newFixed(bufs[nb], n*cum, w)
 	if err != nil {
 		return nil, err
 	}
-	b := &vblock{kind: vFSL, n: n, dim: cum, child: child}
-	if layers[0].valid {
-		if len(bufs[0]) < (n*cum+7)/8 {
-			return nil, corruptf("fixed-size list validity of %d bytes for %d items", len(bufs[0]), n*cum)
-		}
-		b.valid = bufs[0]
-	}
-	return b, nil
+	return nestFSL(layers, valid, items, n)
 }
 
 // decodePackedStruct splits row-major fixed-width struct values into one

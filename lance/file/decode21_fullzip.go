@@ -146,18 +146,22 @@ func perValueFixedBytes(enc *enc21pb.CompressiveEncoding) (int, error) {
 		}
 		return int(b / 8), nil
 	case *enc21pb.CompressiveEncoding_FixedSizeList:
-		f := c.FixedSizeList
-		flat := f.GetValues().GetFlat()
-		if flat == nil || flat.GetBitsPerValue()%8 != 0 || flat.GetBitsPerValue() == 0 {
-			return 0, unsupportedf("full-zip fixed-size list over %T", f.GetValues().GetCompression())
+		layers, flat, cum, err := fslLayers(c.FixedSizeList)
+		if err != nil {
+			return 0, err
 		}
-		dim := f.GetItemsPerValue()
-		if dim == 0 || dim > 1<<20 || flat.GetBitsPerValue() > 1<<12 {
-			return 0, corruptf("full-zip fixed-size list of %d items", dim)
+		if flat.GetBitsPerValue()%8 != 0 || flat.GetBitsPerValue() == 0 || flat.GetBitsPerValue() > 1<<12 {
+			return 0, unsupportedf("full-zip fixed-size list of %d-bit items", flat.GetBitsPerValue())
 		}
-		n := int(dim * flat.GetBitsPerValue() / 8)
-		if f.GetHasValidity() {
-			n += int((dim + 7) / 8)
+		// Each value: per layer with validity, outermost first, a bitmap
+		// over the value's items in that layer (whole bytes); then the items.
+		n := cum * int(flat.GetBitsPerValue()/8)
+		k := 1
+		for _, l := range layers {
+			k *= l.dim
+			if l.valid {
+				n += (k + 7) / 8
+			}
 		}
 		return n, nil
 	}
@@ -259,36 +263,58 @@ func (fz *fullZip) fixedValues(data []byte, nvis int) (*vblock, error) {
 	case *enc21pb.CompressiveEncoding_Flat:
 		return newFixed(data, nvis, fz.valueBytes*8)
 	case *enc21pb.CompressiveEncoding_FixedSizeList:
-		f := c.FixedSizeList
-		dim := int(f.GetItemsPerValue())
-		ib := int(f.GetValues().GetFlat().GetBitsPerValue() / 8)
-		if !f.GetHasValidity() {
-			child, err := newFixed(data, nvis*dim, ib*8)
-			if err != nil {
-				return nil, err
-			}
-			return &vblock{kind: vFSL, n: nvis, dim: dim, child: child}, nil
-		}
-		// Each value is its validity bitmap (dim bits, whole bytes) then
-		// its items.
-		vbytes := (dim + 7) / 8
-		items := make([]byte, 0, nvis*dim*ib)
-		valid := make([]byte, (nvis*dim+7)/8)
-		for i := 0; i < nvis; i++ {
-			v := data[i*fz.valueBytes:]
-			for k := 0; k < dim; k++ {
-				if v[k/8]&(1<<(k%8)) != 0 {
-					bit := i*dim + k
-					valid[bit/8] |= 1 << (bit % 8)
-				}
-			}
-			items = append(items, v[vbytes:vbytes+dim*ib]...)
-		}
-		child, err := newFixed(items, nvis*dim, ib*8)
+		layers, flat, cum, err := fslLayers(c.FixedSizeList)
 		if err != nil {
 			return nil, err
 		}
-		return &vblock{kind: vFSL, n: nvis, dim: dim, child: child, valid: valid}, nil
+		ib := int(flat.GetBitsPerValue() / 8)
+		anyValid := false
+		for _, l := range layers {
+			anyValid = anyValid || l.valid
+		}
+		if !anyValid {
+			items, err := newFixed(data, nvis*cum, ib*8)
+			if err != nil {
+				return nil, err
+			}
+			return nestFSL(layers, nil, items, nvis)
+		}
+		if len(data) < nvis*fz.valueBytes {
+			return nil, corruptf("%d full-zip values of %d bytes in %d bytes", nvis, fz.valueBytes, len(data))
+		}
+		// Unzip each value's bitmaps (one per layer with validity) and items.
+		valid := make([][]byte, len(layers))
+		per := make([]int, len(layers)) // the layer's items per value
+		k := 1
+		for i, l := range layers {
+			k *= l.dim
+			per[i] = k
+			if l.valid {
+				valid[i] = make([]byte, (nvis*k+7)/8)
+			}
+		}
+		items := make([]byte, 0, nvis*cum*ib)
+		for v := 0; v < nvis; v++ {
+			val := data[v*fz.valueBytes : (v+1)*fz.valueBytes]
+			for i, l := range layers {
+				if !l.valid {
+					continue
+				}
+				for j := 0; j < per[i]; j++ {
+					if val[j/8]&(1<<(j%8)) != 0 {
+						bit := v*per[i] + j
+						valid[i][bit/8] |= 1 << (bit % 8)
+					}
+				}
+				val = val[(per[i]+7)/8:]
+			}
+			items = append(items, val[:cum*ib]...)
+		}
+		child, err := newFixed(items, nvis*cum, ib*8)
+		if err != nil {
+			return nil, err
+		}
+		return nestFSL(layers, valid, child, nvis)
 	}
 	return nil, unsupportedf("full-zip fixed values encoded as %T", enc.GetCompression())
 }

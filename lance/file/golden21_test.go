@@ -17,7 +17,7 @@ import (
 // Golden files: small data files LanceDB 0.31 wrote (testdata/*.lance) with
 // what LanceDB's own read returned for them (testdata/*.arrows, an Arrow IPC
 // stream), so the reader's tests run without node. MVQ_LANCE_GOLDEN=1
-// regenerates them with the oracle.
+// regenerates them with the oracle (MVQ_LANCE_GOLDEN=NAME only that one).
 
 // longLists builds rows whose lists are long enough to span several
 // mini-block chunks (chunks that only continue a row), with empty and null
@@ -73,6 +73,7 @@ var goldens = []struct {
 	{"kitchen_sink", kitchenSink, 300},
 	{"vectors_nesting", vectorsAndNesting, 7},
 	{"long_lists", longLists, 200},
+	{"nested_fsl", nestedFSL, 40},
 }
 
 func TestGenerateGolden(t *testing.T) {
@@ -81,6 +82,9 @@ func TestGenerateGolden(t *testing.T) {
 	}
 	o := oracle.Need(t)
 	for _, g := range goldens {
+		if only := os.Getenv("MVQ_LANCE_GOLDEN"); only != "1" && only != g.name {
+			continue
+		}
 		rec := g.gen(t, g.rows)
 		dir, files := lanceWrite(t, o, rec)
 		rec.Release()

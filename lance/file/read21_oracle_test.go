@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -735,6 +736,282 @@ func TestReadLanceDBFullZipNested(t *testing.T) {
 	r := openFile(t, files[0])
 	for _, l := range encodingSummary(t, r) {
 		t.Log(l)
+	}
+	got := readAll(t, files, nil)
+	defer got.Release()
+	requireEqual(t, want, got)
+	checkRangesAndTake(t, r, want)
+}
+
+// TestReadLanceDBNestedFixedSizeList covers fixed-size lists of fixed-size
+// lists: small ones (mini-block) and large ones (full-zip), with nulls at
+// the row, the inner-list and the item level, in files of both versions.
+func TestReadLanceDBNestedFixedSizeList(t *testing.T) {
+	o := oracle.Need(t)
+	rec := nestedFSL(t, 3000)
+	defer rec.Release()
+	for _, version := range []string{"2.0", "2.1"} {
+		t.Run(version, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "t.lance")
+			o.Write(t, dir, rec, version, "create")
+			files, err := filepath.Glob(filepath.Join(dir, "data", "*.lance"))
+			if err != nil || len(files) != 1 {
+				t.Fatalf("data files %v: %v", files, err)
+			}
+			want := o.Read(t, dir, oracle.ReadOpts{})
+			defer want.Release()
+			r := openFile(t, files[0])
+			if got := r.Version().String(); got != version {
+				t.Fatalf("LanceDB wrote a %s file, want %s", got, version)
+			}
+			if version == "2.1" {
+				for _, l := range encodingSummary(t, r) {
+					t.Log(l)
+				}
+			}
+			got := readAll(t, files, nil)
+			defer got.Release()
+			requireEqual(t, want, got)
+			checkRangesAndTake(t, r, want)
+		})
+	}
+}
+
+// nestedFSL builds n rows of nested fixed-size lists (see
+// TestReadLanceDBNestedFixedSizeList).
+func nestedFSL(t testing.TB, n int) arrow.RecordBatch {
+	small := arrow.FixedSizeListOfField(3, arrow.Field{Name: "item", Type: arrow.FixedSizeListOf(4, arrow.PrimitiveTypes.Float32), Nullable: true})
+	large := arrow.FixedSizeListOfField(8, arrow.Field{Name: "item", Type: arrow.FixedSizeListOf(16, arrow.PrimitiveTypes.Float32), Nullable: true})
+	plain := arrow.FixedSizeListOf(2, arrow.FixedSizeListOfNonNullable(2, arrow.PrimitiveTypes.Int32))
+	fields := []arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "small", Type: small, Nullable: true},
+		{Name: "large", Type: large, Nullable: true},
+		{Name: "plain", Type: plain},
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	fill := func(fb *array.FixedSizeListBuilder, outer, inner, i int, nulls bool) {
+		if nulls && i%7 == 3 {
+			fb.AppendNull()
+			return
+		}
+		fb.Append(true)
+		ib := fb.ValueBuilder().(*array.FixedSizeListBuilder)
+		for k := 0; k < outer; k++ {
+			if nulls && (i+k)%5 == 1 {
+				ib.AppendNull()
+				continue
+			}
+			ib.Append(true)
+			for m := 0; m < inner; m++ {
+				switch vb := ib.ValueBuilder().(type) {
+				case *array.Float32Builder:
+					if nulls && (i+k+m)%11 == 2 {
+						vb.AppendNull()
+					} else {
+						vb.Append(float32(i*100+k*10+m) / 4)
+					}
+				case *array.Int32Builder:
+					vb.Append(int32(i*100 + k*10 + m))
+				}
+			}
+		}
+	}
+	for i := 0; i < n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		fill(b.Field(1).(*array.FixedSizeListBuilder), 3, 4, i, true)
+		fill(b.Field(2).(*array.FixedSizeListBuilder), 8, 16, i, true)
+		fill(b.Field(3).(*array.FixedSizeListBuilder), 2, 2, i, false)
+	}
+	return b.NewRecordBatch()
+}
+
+// TestReadLanceDBBlob covers the blob layout (large_binary fields with
+// lance-encoding:blob): the values live outside the page, which holds
+// (position, size) descriptions. LanceDB's toArrow() returns those
+// descriptions; this reader returns the bytes they point at, so the test
+// resolves LanceDB's descriptions against the file and compares.
+func TestReadLanceDBBlob(t *testing.T) {
+	o := oracle.Need(t)
+	fields := []arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "blob", Type: arrow.BinaryTypes.LargeBinary, Nullable: true, Metadata: arrow.NewMetadata([]string{"lance-encoding:blob"}, []string{"true"})},
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	const n = 600
+	for i := 0; i < n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		switch i % 5 {
+		case 1:
+			b.Field(1).AppendNull()
+		case 2:
+			b.Field(1).(*array.BinaryBuilder).Append([]byte{})
+		default:
+			v := make([]byte, 1000+i*37)
+			for k := range v {
+				v[k] = byte(i*7 + k)
+			}
+			b.Field(1).(*array.BinaryBuilder).Append(v)
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	for _, version := range []string{"2.0", "2.1"} {
+		t.Run(version, func(t *testing.T) { readBlob(t, o, rec, version) })
+	}
+}
+
+func readBlob(t *testing.T, o *oracle.Oracle, rec arrow.RecordBatch, version string) {
+	n := int(rec.NumRows())
+	dir := filepath.Join(t.TempDir(), "t.lance")
+	o.Write(t, dir, rec, version, "create")
+	files, _ := filepath.Glob(filepath.Join(dir, "data", "*.lance"))
+	if len(files) != 1 {
+		t.Fatalf("%d data files, want 1", len(files))
+	}
+	raw, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := o.Read(t, dir, oracle.ReadOpts{})
+	defer want.Release()
+	if int(want.NumRows()) != n || want.Column(1).Len() != n {
+		t.Fatalf("LanceDB read %d rows", want.NumRows())
+	}
+	descs, ok := want.Column(1).Data().Chunk(0).(*array.Struct)
+	if !ok || want.Column(1).Data().Len() != descs.Len() {
+		t.Fatalf("LanceDB returned the blob column as %v, want one chunk of descriptions", want.Column(1).DataType())
+	}
+	r := openFile(t, files[0])
+	check := func(got arrow.Array, rows []int) {
+		t.Helper()
+		gb, ok := got.(*array.LargeBinary)
+		if !ok {
+			t.Fatalf("blob column read as %v, want large_binary", got.DataType())
+		}
+		for i, row := range rows {
+			if rec.Column(1).IsNull(row) {
+				// LanceDB describes a null as a null (2.1) or as (1, 0) (2.0).
+				if !gb.IsNull(i) {
+					t.Fatalf("row %d: written as null, got %d bytes", row, len(gb.Value(i)))
+				}
+				if descs.IsValid(row) && descs.Field(1).(*array.Uint64).Value(row) != 0 {
+					t.Fatalf("row %d: written as null, LanceDB describes %d bytes", row, descs.Field(1).(*array.Uint64).Value(row))
+				}
+				continue
+			}
+			if descs.IsNull(row) {
+				t.Fatalf("row %d: LanceDB has null for a value written", row)
+			}
+			pos := descs.Field(0).(*array.Uint64).Value(row)
+			size := descs.Field(1).(*array.Uint64).Value(row)
+			if pos+size > uint64(len(raw)) {
+				t.Fatalf("row %d: LanceDB's description [%d, +%d) is outside the %d-byte file", row, pos, size, len(raw))
+			}
+			if gb.IsNull(i) || !bytes.Equal(gb.Value(i), raw[pos:pos+size]) {
+				t.Fatalf("row %d: got %d bytes (null %v), LanceDB points at %d bytes", row, len(gb.Value(i)), gb.IsNull(i), size)
+			}
+			if !bytes.Equal(gb.Value(i), rec.Column(1).(*array.LargeBinary).Value(row)) {
+				t.Fatalf("row %d: the value differs from the one written", row)
+			}
+		}
+	}
+	all, err := r.Read(context.Background(), nil, 0, r.NumRows())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Release()
+	rows := make([]int, n)
+	for i := range rows {
+		rows[i] = i
+	}
+	check(all.Column(1), rows)
+	part, err := r.Read(context.Background(), []int{1}, 123, 457)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer part.Release()
+	check(part.Column(0), rows[123:457])
+	take := []int{599, 1, 2, 300, 3, 3}
+	take64 := make([]uint64, len(take))
+	for i, v := range take {
+		take64[i] = uint64(v)
+	}
+	got, err := r.Take(context.Background(), []int{1}, take64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Release()
+	check(got.Column(0), take)
+}
+
+// TestReadLanceDBPackedStruct covers packed structs (lance-encoding:packed)
+// at the top level and inside a struct, in files of both versions. A
+// fixed-size list inside a packed struct is 2.0 only: LanceDB refuses it in
+// 2.1 ("variable packed struct encoding requires Lance file version 2.2").
+func TestReadLanceDBPackedStruct(t *testing.T) {
+	o := oracle.Need(t)
+	for _, version := range []string{"2.0", "2.1"} {
+		t.Run(version, func(t *testing.T) { readPackedStruct(t, o, version, version == "2.0") })
+	}
+}
+
+func readPackedStruct(t *testing.T, o *oracle.Oracle, version string, withList bool) {
+	packed := arrow.NewMetadata([]string{"lance-encoding:packed"}, []string{"true"})
+	pf := []arrow.Field{
+		{Name: "a", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "b", Type: arrow.PrimitiveTypes.Float64},
+	}
+	if withList {
+		pf = append(pf, arrow.Field{Name: "v", Type: arrow.FixedSizeListOfNonNullable(3, arrow.PrimitiveTypes.Float32)})
+	}
+	pt := arrow.StructOf(pf...)
+	fields := []arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "p", Type: pt, Metadata: packed},
+		{Name: "outer", Type: arrow.StructOf(
+			arrow.Field{Name: "x", Type: arrow.BinaryTypes.String},
+			arrow.Field{Name: "q", Type: pt, Metadata: packed},
+		)},
+	}
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
+	defer b.Release()
+	fillPacked := func(sb *array.StructBuilder, i int) {
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.Int32Builder).Append(int32(i * 3))
+		sb.FieldBuilder(1).(*array.Float64Builder).Append(float64(i) / 3)
+		if !withList {
+			return
+		}
+		vb := sb.FieldBuilder(2).(*array.FixedSizeListBuilder)
+		vb.Append(true)
+		for k := 0; k < 3; k++ {
+			vb.ValueBuilder().(*array.Float32Builder).Append(float32(i + k))
+		}
+	}
+	for i := 0; i < 4000; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		fillPacked(b.Field(1).(*array.StructBuilder), i)
+		ob := b.Field(2).(*array.StructBuilder)
+		ob.Append(true)
+		ob.FieldBuilder(0).(*array.StringBuilder).Append(fmt.Sprintf("x%d", i))
+		fillPacked(ob.FieldBuilder(1).(*array.StructBuilder), i*7)
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	dir := filepath.Join(t.TempDir(), "t.lance")
+	o.Write(t, dir, rec, version, "create")
+	files, err := filepath.Glob(filepath.Join(dir, "data", "*.lance"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("data files %v: %v", files, err)
+	}
+	want := o.Read(t, dir, oracle.ReadOpts{})
+	defer want.Release()
+	r := openFile(t, files[0])
+	if got := r.Version().String(); got != version {
+		t.Fatalf("LanceDB wrote a %s file, want %s", got, version)
 	}
 	got := readAll(t, files, nil)
 	defer got.Release()

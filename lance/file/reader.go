@@ -111,8 +111,9 @@ func (r *Reader) mapColumns() error {
 	var walk func(n *fieldNode, dt arrow.DataType)
 	walk = func(n *fieldNode, dt arrow.DataType) {
 		n.dt = dt
-		if structural && isPacked(n.f) {
-			// A packed struct is one column of row-major values.
+		if isPacked(n.f) {
+			// A packed struct is one column of row-major values (in 2.0
+			// and 2.1 alike).
 			n.column = col
 			n.packed = true
 			col++
