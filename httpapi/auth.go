@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
@@ -214,7 +215,7 @@ func (s *Server) authenticate() gin.HandlerFunc {
 				limit = maxUnauthenticatedBody
 			}
 			if body, err = peekBody(c, limit, true); err != nil {
-				if table.ErrorCode(err) == table.CodeUnauthenticated {
+				if errs.CodeOf(err) == errs.CodeUnauthenticated {
 					unauthorized(err)
 				} else {
 					fail(c, err)
@@ -228,10 +229,10 @@ func (s *Server) authenticate() gin.HandlerFunc {
 			unauthorized(err)
 			return
 		case id != nil && bodyCred != "" && bodyCred != cred:
-			unauthorized(table.Errorf(table.CodeUnauthenticated, "several different credentials in one request; send one"))
+			unauthorized(errs.Errorf(errs.CodeUnauthenticated, "several different credentials in one request; send one"))
 			return
 		case id == nil && bodyCred == "":
-			unauthorized(table.Errorf(table.CodeUnauthenticated, "missing credentials: send Authorization: Bearer <token>, an x-api-key header, or identity.api_key in the body"))
+			unauthorized(errs.Errorf(errs.CodeUnauthenticated, "missing credentials: send Authorization: Bearer <token>, an x-api-key header, or identity.api_key in the body"))
 			return
 		case id == nil:
 			if id, err = s.authn(c, bodyCred); err != nil {
@@ -243,7 +244,7 @@ func (s *Server) authenticate() gin.HandlerFunc {
 		c.Set(identityKey, id)
 		if ok, wait := limiter.Allow(id, time.Now()); !ok {
 			c.Header("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			fail(c, table.Errorf(table.CodeThrottling, "principal %s is over its rate limit of %g requests per second", id.Principal, id.RateLimit))
+			fail(c, errs.Errorf(errs.CodeThrottling, "principal %s is over its rate limit of %g requests per second", id.Principal, id.RateLimit))
 			return
 		}
 		if path == "" {
@@ -277,18 +278,18 @@ func headerCredential(h http.Header) (string, error) {
 		scheme, tok, _ := strings.Cut(strings.TrimSpace(v[0]), " ")
 		tok = strings.TrimSpace(tok)
 		if len(v) > 1 || !strings.EqualFold(scheme, "Bearer") || tok == "" {
-			return "", table.Errorf(table.CodeUnauthenticated, "malformed Authorization header: want one \"Bearer <token>\"")
+			return "", errs.Errorf(errs.CodeUnauthenticated, "malformed Authorization header: want one \"Bearer <token>\"")
 		}
 		creds = append(creds, tok)
 	}
 	if v := h.Values("X-Api-Key"); len(v) > 0 {
 		if len(v) > 1 || strings.TrimSpace(v[0]) == "" {
-			return "", table.Errorf(table.CodeUnauthenticated, "malformed x-api-key header: want one non-empty key")
+			return "", errs.Errorf(errs.CodeUnauthenticated, "malformed x-api-key header: want one non-empty key")
 		}
 		creds = append(creds, strings.TrimSpace(v[0]))
 	}
 	if len(creds) == 2 && creds[0] != creds[1] {
-		return "", table.Errorf(table.CodeUnauthenticated, "several different credentials in one request; send one")
+		return "", errs.Errorf(errs.CodeUnauthenticated, "several different credentials in one request; send one")
 	}
 	if len(creds) == 0 {
 		return "", nil
@@ -304,7 +305,7 @@ func (b bodyFields) credential() (string, error) {
 	}
 	k, t := b.Identity.APIKey, b.Identity.AuthToken
 	if k != "" && t != "" && k != t {
-		return "", table.Errorf(table.CodeUnauthenticated, "several different credentials in one request; send one")
+		return "", errs.Errorf(errs.CodeUnauthenticated, "several different credentials in one request; send one")
 	}
 	if k != "" {
 		return k, nil
@@ -318,7 +319,7 @@ func (s *Server) authn(c *gin.Context, cred string) (*auth.Identity, error) {
 	if err != nil {
 		var ae *auth.Error
 		if errors.As(err, &ae) {
-			return nil, table.Errorf(table.CodeUnauthenticated, "%s", ae.Reason)
+			return nil, errs.Errorf(errs.CodeUnauthenticated, "%s", ae.Reason)
 		}
 		return nil, err
 	}
@@ -400,7 +401,7 @@ func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, bo
 			return err
 		}
 		if !id.AllowsTable(auth.Read, src) {
-			return table.Errorf(table.CodePermissionDenied, "principal %s may not read %s, the source of this view", id.Principal, table.JoinID(src))
+			return errs.Errorf(errs.CodePermissionDenied, "principal %s may not read %s, the source of this view", id.Principal, table.JoinID(src))
 		}
 	}
 	return nil
@@ -417,7 +418,7 @@ func denied(id *auth.Identity, action auth.Action, target []string) error {
 	if len(target) > 0 {
 		what = table.JoinID(target)
 	}
-	return table.Errorf(table.CodePermissionDenied, "principal %s has no %s grant on %s", id.Principal, action, what)
+	return errs.Errorf(errs.CodePermissionDenied, "principal %s has no %s grant on %s", id.Principal, action, what)
 }
 
 // visibleJobs keeps the jobs whose view the request's identity may read
@@ -454,7 +455,7 @@ func peekBody(c *gin.Context, limit int64, fields bool) (bodyFields, error) {
 	raw, err := io.ReadAll(r)
 	c.Request.Body.Close()
 	if err == nil && limit >= 0 && int64(len(raw)) > limit {
-		return f, table.Errorf(table.CodeUnauthenticated, "missing credentials: a body over %d bytes must come with Authorization: Bearer <token> or x-api-key", limit)
+		return f, errs.Errorf(errs.CodeUnauthenticated, "missing credentials: a body over %d bytes must come with Authorization: Bearer <token> or x-api-key", limit)
 	}
 	if err != nil {
 		return f, bodyReadErr(err) // over the limit: 413; too slow: 408

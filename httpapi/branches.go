@@ -5,6 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -113,7 +114,7 @@ func (s *Server) createBranch(c *gin.Context) {
 		v = uint64(*req.FromVersion)
 	}
 	if _, err := t.CreateBranch(c, *req.Name, from, v); err != nil {
-		if table.ErrorCode(err) == table.CodeInvalidInput {
+		if errs.CodeOf(err) == errs.CodeInvalidInput {
 			err = badInput("name: %s", err.Error())
 		}
 		fail(c, err)

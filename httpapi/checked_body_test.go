@@ -8,7 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // afterPeek is a gin context whose body the authentication middleware has
@@ -47,14 +47,14 @@ func TestBindJSONAfterPeek(t *testing.T) {
 		switch {
 		case tc.err == "" && (err != nil || r.A != 1):
 			t.Errorf("%s: %+v %v", tc.body, r, err)
-		case tc.err != "" && (table.ErrorCode(err) != table.CodeInvalidInput || !strings.Contains(err.Error(), tc.err)):
+		case tc.err != "" && (errs.CodeOf(err) != errs.CodeInvalidInput || !strings.Contains(err.Error(), tc.err)):
 			t.Errorf("%s: got %v, want a 400 naming %q", tc.body, err, tc.err)
 		}
 	}
 	// The strict checks are made once, in the middleware.
 	// Field names are case-exact: "Identity" is not the identity member.
 	for _, body := range []string{`{"a":1,"a":2}`, `{"context":{"k":1}}`, `{"identity":{"x":1}}`, `{"a":1} {}`, `{"a":1,"Identity":{"api_key":"k"}}`} {
-		if _, err := afterPeek(t, body); table.ErrorCode(err) != table.CodeInvalidInput {
+		if _, err := afterPeek(t, body); errs.CodeOf(err) != errs.CodeInvalidInput {
 			t.Errorf("%s: peek answered %v, want a 400", body, err)
 		}
 	}

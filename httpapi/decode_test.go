@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 func TestDecodeStrict(t *testing.T) {
@@ -52,8 +52,8 @@ func TestDecodeStrict(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("error %v, want one containing %q", err, tc.err)
 			}
-			if table.ErrorCode(err) != table.CodeInvalidInput {
-				t.Fatalf("code %d, want invalid input", table.ErrorCode(err))
+			if errs.CodeOf(err) != errs.CodeInvalidInput {
+				t.Fatalf("code %d, want invalid input", errs.CodeOf(err))
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -83,7 +84,7 @@ func (s *Server) viewsToDrop(ctx context.Context, id []string) (all, direct [][]
 // drop, cancelling their jobs; a view gone meanwhile is skipped.
 func (s *Server) dropDependents(c *gin.Context, views [][]string) error {
 	for _, v := range views {
-		if err := s.cat.DropTable(c, v); err != nil && table.ErrorCode(err) != table.CodeTableNotFound {
+		if err := s.cat.DropTable(c, v); err != nil && errs.CodeOf(err) != errs.CodeTableNotFound {
 			return err
 		}
 		s.dropped(c, v, false)
@@ -100,7 +101,7 @@ func (s *Server) dropViewsFirst(c *gin.Context, id []string, cascade bool) error
 		return err
 	}
 	if len(direct) > 0 && !cascade {
-		return table.Errorf(table.CodeInvalidTableState, "table %s has views that read it: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), joinIDs(direct))
+		return errs.Errorf(errs.CodeInvalidTableState, "table %s has views that read it: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), joinIDs(direct))
 	}
 	return s.dropDependents(c, views)
 }

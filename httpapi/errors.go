@@ -11,7 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Problem is the error body every failed request gets: the spec's
@@ -58,31 +58,32 @@ var (
 )
 
 // statusOf is the one table from domain codes to HTTP statuses.
-var statusOf = map[table.Code]statusInfo{
-	table.CodeUnsupported:              unsupported,
-	table.CodeNamespaceNotFound:        notFound,
-	table.CodeNamespaceAlreadyExists:   conflict,
-	table.CodeNamespaceNotEmpty:        badRequest,
-	table.CodeTableNotFound:            notFound,
-	table.CodeTableAlreadyExists:       conflict,
-	table.CodeTransactionNotFound:      notFound,
-	table.CodeTableVersionNotFound:     notFound,
-	table.CodeTableColumnNotFound:      notFound,
-	table.CodeInvalidInput:             badRequest,
-	table.CodeConcurrentModification:   conflict,
-	table.CodeServiceUnavailable:       unavailable,
-	table.CodeInternal:                 serverError,
-	table.CodeInvalidTableState:        conflict,
-	table.CodeSchemaValidation:         badRequest,
-	table.CodeUnauthenticated:          unauthorized,
-	table.CodePermissionDenied:         forbidden,
-	table.CodeThrottling:               tooMany,
-	table.CodeTableIndexNotFound:       notFound,
-	table.CodeTableIndexAlreadyExists:  conflict,
-	table.CodeTableTagNotFound:         notFound,
-	table.CodeTableTagAlreadyExists:    conflict,
-	table.CodeTableBranchNotFound:      notFound,
-	table.CodeTableBranchAlreadyExists: conflict,
+var statusOf = map[errs.Code]statusInfo{
+	errs.CodeUnsupported:              unsupported,
+	errs.CodeNamespaceNotFound:        notFound,
+	errs.CodeNamespaceAlreadyExists:   conflict,
+	errs.CodeNamespaceNotEmpty:        badRequest,
+	errs.CodeTableNotFound:            notFound,
+	errs.CodeTableAlreadyExists:       conflict,
+	errs.CodeTransactionNotFound:      notFound,
+	errs.CodeJobNotFound:              notFound,
+	errs.CodeTableVersionNotFound:     notFound,
+	errs.CodeTableColumnNotFound:      notFound,
+	errs.CodeInvalidInput:             badRequest,
+	errs.CodeConcurrentModification:   conflict,
+	errs.CodeServiceUnavailable:       unavailable,
+	errs.CodeInternal:                 serverError,
+	errs.CodeInvalidTableState:        conflict,
+	errs.CodeSchemaValidation:         badRequest,
+	errs.CodeUnauthenticated:          unauthorized,
+	errs.CodePermissionDenied:         forbidden,
+	errs.CodeThrottling:               tooMany,
+	errs.CodeTableIndexNotFound:       notFound,
+	errs.CodeTableIndexAlreadyExists:  conflict,
+	errs.CodeTableTagNotFound:         notFound,
+	errs.CodeTableTagAlreadyExists:    conflict,
+	errs.CodeTableBranchNotFound:      notFound,
+	errs.CodeTableBranchAlreadyExists: conflict,
 }
 
 // fail writes err as a problem body and aborts. Only internal errors are
@@ -92,7 +93,7 @@ func fail(c *gin.Context, err error) {
 		icebergFail(c, err)
 		return
 	}
-	code := table.ErrorCode(err)
+	code := errs.CodeOf(err)
 	info, ok := statusOf[code]
 	if !ok {
 		info = serverError
@@ -101,19 +102,19 @@ func fail(c *gin.Context, err error) {
 	var ble *bodyLimitError
 	var slow *slowBodyError
 	if errors.As(err, &slow) {
-		info, code, err = requestTimeout, table.CodeInvalidInput, slow
+		info, code, err = requestTimeout, errs.CodeInvalidInput, slow
 		c.Header("Connection", "close")
 	} else if errors.As(err, &ble) {
-		info, code, err = tooLarge, table.CodeInvalidInput, ble
+		info, code, err = tooLarge, errs.CodeInvalidInput, ble
 	} else if errors.As(err, &mbe) {
-		info, code = tooLarge, table.CodeInvalidInput
+		info, code = tooLarge, errs.CodeInvalidInput
 		err = fmt.Errorf("request body larger than %d bytes", mbe.Limit)
 	}
 	msg := err.Error()
 	// A 503 is the server asking the client to slow down: its domain
 	// message is shown (the cause behind it is not), with Retry-After when
 	// the error says how long to wait.
-	var te *table.Error
+	var te *errs.Error
 	if info.status == http.StatusServiceUnavailable && errors.As(err, &te) {
 		if te.Message != "" {
 			msg = te.Message
@@ -126,14 +127,21 @@ func fail(c *gin.Context, err error) {
 		slog.ErrorContext(c.Request.Context(), "request failed", "route", c.FullPath(), "err", err)
 		msg = "internal error; see the server log"
 	}
+	// A client error is titled by what happened (errs.Title: "Table not
+	// found", "Tag already exists"); a body too large or too slow, and the
+	// server's own errors, keep their status's title.
+	title := info.title
+	if _, domain := statusOf[code]; domain && ok && info.status < 500 && info != tooLarge && info != requestTimeout {
+		title = errs.Title(code)
+	}
 	c.Header("Content-Type", errorContentType)
 	c.AbortWithStatusJSON(info.status, Problem{
-		Type: info.typ, Title: info.title, Status: info.status, Detail: msg,
+		Type: info.typ, Title: title, Status: info.status, Detail: msg,
 		Instance: c.Request.URL.Path, Code: int(code), Error: msg,
 	})
 }
 
 // badInput is a 400 with a message naming the field.
 func badInput(format string, args ...any) error {
-	return table.Errorf(table.CodeInvalidInput, format, args...)
+	return errs.Errorf(errs.CodeInvalidInput, format, args...)
 }

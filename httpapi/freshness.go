@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
@@ -124,7 +125,7 @@ func (v *ViewRoutes) listViews(c *gin.Context) {
 		limit = int(*req.Limit)
 	}
 	if v.Catalog == nil {
-		fail(c, table.Errorf(table.CodeUnsupported, "listing views needs the catalog"))
+		fail(c, errs.Errorf(errs.CodeUnsupported, "listing views needs the catalog"))
 		return
 	}
 	names, err := v.Catalog.ListTables(c, ns)
@@ -144,7 +145,7 @@ func (v *ViewRoutes) listViews(c *gin.Context) {
 		id := append(append([]string(nil), ns...), name)
 		f, err := v.Engine.Freshness(c, id, now)
 		switch {
-		case table.ErrorCode(err) == table.CodeInvalidInput || table.ErrorCode(err) == table.CodeTableNotFound:
+		case errs.CodeOf(err) == errs.CodeInvalidInput || errs.CodeOf(err) == errs.CodeTableNotFound:
 			continue // a plain table, or dropped meanwhile
 		case err != nil:
 			fail(c, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -97,7 +98,7 @@ func idempotent(st idemStore) gin.HandlerFunc {
 			return
 		case jobs.IdemInProgress:
 			c.Header("Retry-After", "1")
-			fail(c, table.Errorf(table.CodeInvalidTableState, "%s: a request with this key is still in progress; retry later", IdempotencyHeader))
+			fail(c, errs.Errorf(errs.CodeInvalidTableState, "%s: a request with this key is still in progress; retry later", IdempotencyHeader))
 			return
 		case jobs.IdemMismatch:
 			problem(c, http.StatusUnprocessableEntity, "/errors/idempotency-key-reused", "Idempotency key reused",
@@ -174,7 +175,7 @@ func (r *recorder) keep(b []byte) {
 func problem(c *gin.Context, status int, typ, title, detail string) {
 	c.Header("Content-Type", errorContentType)
 	c.AbortWithStatusJSON(status, Problem{Type: typ, Title: title, Status: status, Detail: detail,
-		Instance: c.Request.URL.Path, Code: int(table.CodeInvalidInput), Error: detail})
+		Instance: c.Request.URL.Path, Code: int(errs.CodeInvalidInput), Error: detail})
 }
 
 // retryAfter sets Retry-After on an answer to a refused submit (the

@@ -6,8 +6,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
-	"github.com/mvq-dev/mvq/table"
 )
 
 // Who may read a job, and how much of it. A job is read with read on its
@@ -64,11 +64,11 @@ func shownJobJSON(c *gin.Context, view []string, b []byte) ([]byte, error) {
 	var top map[string]json.RawMessage
 	var req map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
-		return nil, &table.Error{Code: table.CodeInternal, Message: "decode job", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: "decode job", Err: err}
 	}
 	if raw, ok := top["request"]; ok {
 		if err := json.Unmarshal(raw, &req); err != nil {
-			return nil, &table.Error{Code: table.CodeInternal, Message: "decode job request", Err: err}
+			return nil, &errs.Error{Code: errs.CodeInternal, Message: "decode job request", Err: err}
 		}
 	}
 	if m, ok := req["manifest"]; !ok || string(m) == `""` {
@@ -77,11 +77,11 @@ func shownJobJSON(c *gin.Context, view []string, b []byte) ([]byte, error) {
 	req["manifest"], _ = json.Marshal(RedactedManifest)
 	var err error
 	if top["request"], err = json.Marshal(req); err != nil {
-		return nil, &table.Error{Code: table.CodeInternal, Message: "encode job request", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: "encode job request", Err: err}
 	}
 	out, err := json.Marshal(top)
 	if err != nil {
-		return nil, &table.Error{Code: table.CodeInternal, Message: "encode job", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: "encode job", Err: err}
 	}
 	return out, nil
 }

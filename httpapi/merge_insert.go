@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -80,7 +81,7 @@ func mergeResponse(m *table.Manifest, r table.MergeResult) gin.H {
 // ended the merge (503: nothing was committed).
 func mergeTimeout(ctx context.Context, err error) error {
 	if ctx.Err() == context.DeadlineExceeded {
-		return table.Errorf(table.CodeServiceUnavailable, "timeout: merge_insert did not finish in time; nothing was committed")
+		return errs.Errorf(errs.CodeServiceUnavailable, "timeout: merge_insert did not finish in time; nothing was committed")
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -153,12 +154,12 @@ func (s *Server) dropNamespace(c *gin.Context) {
 	}
 	if strings.EqualFold(req.Behavior, "cascade") {
 		views, err := s.viewsOutside(c, id)
-		if err != nil && table.ErrorCode(err) != table.CodeNamespaceNotFound {
+		if err != nil && errs.CodeOf(err) != errs.CodeNamespaceNotFound {
 			fail(c, err)
 			return
 		}
 		if len(views) > 0 && !cascade {
-			fail(c, table.Errorf(table.CodeInvalidTableState, "namespace %s has tables that views outside it read: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), sortedIDs(views)))
+			fail(c, errs.Errorf(errs.CodeInvalidTableState, "namespace %s has tables that views outside it read: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), sortedIDs(views)))
 			return
 		}
 		if err := s.dropDependents(c, views); err != nil {

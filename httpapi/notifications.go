@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/iceberg"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -38,7 +39,7 @@ func (s *Server) catalogTarget(c *gin.Context) ([]string, error) {
 		prefix = DefaultCatalogPrefix
 	}
 	if c.Param("prefix") != prefix {
-		return nil, table.Errorf(table.CodeTableNotFound, "catalog prefix %q not found: this catalog is %q", c.Param("prefix"), prefix)
+		return nil, errs.Errorf(errs.CodeTableNotFound, "catalog prefix %q not found: this catalog is %q", c.Param("prefix"), prefix)
 	}
 	var id []string
 	for _, p := range strings.Split(c.Param("namespace"), "\x1f") {
@@ -92,22 +93,22 @@ type IcebergErrorModel struct {
 
 // icebergTypes maps domain codes to the Iceberg exception type and status
 // of the catalog routes (the statusOf of the Lance routes).
-var icebergTypes = map[table.Code]struct {
+var icebergTypes = map[errs.Code]struct {
 	status int
 	typ    string
 }{
-	table.CodeInvalidInput:           {http.StatusBadRequest, "BadRequestException"},
-	table.CodeSchemaValidation:       {http.StatusBadRequest, "BadRequestException"},
-	table.CodeUnauthenticated:        {http.StatusUnauthorized, "NotAuthorizedException"},
-	table.CodePermissionDenied:       {http.StatusForbidden, "ForbiddenException"},
-	table.CodeNamespaceNotFound:      {http.StatusNotFound, "NoSuchNamespaceException"},
-	table.CodeTableNotFound:          {http.StatusNotFound, "NoSuchTableException"},
-	table.CodeTableAlreadyExists:     {http.StatusConflict, "AlreadyExistsException"},
-	table.CodeConcurrentModification: {http.StatusConflict, "CommitFailedException"},
-	table.CodeInvalidTableState:      {http.StatusConflict, "CommitFailedException"},
-	table.CodeThrottling:             {http.StatusTooManyRequests, "TooManyRequestsException"},
-	table.CodeServiceUnavailable:     {http.StatusServiceUnavailable, "ServiceUnavailableException"},
-	table.CodeUnsupported:            {http.StatusNotAcceptable, "UnsupportedOperationException"},
+	errs.CodeInvalidInput:           {http.StatusBadRequest, "BadRequestException"},
+	errs.CodeSchemaValidation:       {http.StatusBadRequest, "BadRequestException"},
+	errs.CodeUnauthenticated:        {http.StatusUnauthorized, "NotAuthorizedException"},
+	errs.CodePermissionDenied:       {http.StatusForbidden, "ForbiddenException"},
+	errs.CodeNamespaceNotFound:      {http.StatusNotFound, "NoSuchNamespaceException"},
+	errs.CodeTableNotFound:          {http.StatusNotFound, "NoSuchTableException"},
+	errs.CodeTableAlreadyExists:     {http.StatusConflict, "AlreadyExistsException"},
+	errs.CodeConcurrentModification: {http.StatusConflict, "CommitFailedException"},
+	errs.CodeInvalidTableState:      {http.StatusConflict, "CommitFailedException"},
+	errs.CodeThrottling:             {http.StatusTooManyRequests, "TooManyRequestsException"},
+	errs.CodeServiceUnavailable:     {http.StatusServiceUnavailable, "ServiceUnavailableException"},
+	errs.CodeUnsupported:            {http.StatusNotAcceptable, "UnsupportedOperationException"},
 }
 
 // isCatalogRoute reports whether the request is for a catalog route
@@ -116,7 +117,7 @@ func isCatalogRoute(c *gin.Context) bool { return strings.HasPrefix(c.FullPath()
 
 // icebergFail is fail for the catalog routes.
 func icebergFail(c *gin.Context, err error) {
-	code := table.ErrorCode(err)
+	code := errs.CodeOf(err)
 	info, ok := icebergTypes[code]
 	if !ok {
 		info.status, info.typ = http.StatusInternalServerError, "ServerErrorException"
@@ -127,7 +128,7 @@ func icebergFail(c *gin.Context, err error) {
 		info.status, info.typ = http.StatusRequestEntityTooLarge, "BadRequestException"
 		msg = fmt.Sprintf("request body larger than %d bytes", mbe.Limit)
 	}
-	var te *table.Error
+	var te *errs.Error
 	if info.status == http.StatusServiceUnavailable && errors.As(err, &te) && te.Message != "" {
 		msg = te.Message
 	} else if info.status >= 500 {

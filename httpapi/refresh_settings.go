@@ -7,8 +7,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
-	"github.com/mvq-dev/mvq/table"
 )
 
 // A view's refresh_every (an mvq extension of the view create request)
@@ -94,7 +94,7 @@ func (v *ViewRoutes) setSchedule(ctx context.Context, id []string, every time.Du
 		return err
 	}
 	err = v.Jobs.SetSchedule(ctx, id, every)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		if err := v.Jobs.RegisterView(ctx, id, vw.Def.Source, vw.Def.AutoRefresh); err != nil {
 			return err
 		}

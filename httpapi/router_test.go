@@ -18,8 +18,8 @@ func TestRouterAnswers(t *testing.T) {
 		status       int
 		allow, title string
 	}{
-		{"GET", "/v1/job/", 404, "", "Not found Error"},
-		{"POST", "/v1/nothing", 404, "", "Not found Error"},
+		{"GET", "/v1/job/", 404, "", "No such route"},
+		{"POST", "/v1/nothing", 404, "", "No such route"},
 		{"GET", "/v1/table/docs$t/create", 405, "POST", "Method not allowed"},
 		{"DELETE", "/v1/namespace/docs/list", 405, "GET, POST", "Method not allowed"},
 		{"POST", "/ui/", 405, "GET", "Method not allowed"},

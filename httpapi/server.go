@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/iceberg"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/ui"
@@ -136,7 +137,7 @@ func (s *Server) Handler() http.Handler {
 		if allow := allowedMethods(r, c.Request.URL.Path); allow != "" {
 			c.Header("Allow", allow)
 		}
-		routerProblem(c, methodNotAllowed, table.CodeUnsupported, "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
+		routerProblem(c, methodNotAllowed, errs.CodeUnsupported, "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
 	})
 
 	// The jobs console: static files, no tenant data (openRoutes); what it
@@ -144,7 +145,7 @@ func (s *Server) Handler() http.Handler {
 	console := ui.Handler(ui.Config{TraceURLTemplate: s.cfg.TraceURLTemplate, NotFound: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _ := gin.CreateTestContext(w)
 		c.Request = r
-		routerProblem(c, routeNotFound, table.CodeUnsupported, "no file "+r.URL.Path)
+		routerProblem(c, routeNotFound, errs.CodeUnsupported, "no file "+r.URL.Path)
 	})})
 	r.GET("/ui", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, ui.Prefix) })
 	r.GET(ui.Prefix+"*file", gin.WrapH(console))
@@ -199,12 +200,12 @@ func (s *Server) Handler() http.Handler {
 
 // Answers of the router itself: no route, or a route without this method.
 var (
-	routeNotFound    = statusInfo{http.StatusNotFound, "/errors/not-found-error", "Not found Error"}
+	routeNotFound    = statusInfo{http.StatusNotFound, "/errors/not-found-error", "No such route"}
 	methodNotAllowed = statusInfo{http.StatusMethodNotAllowed, "/errors/method-not-allowed", "Method not allowed"}
 )
 
 // routerProblem writes a problem body with the given status and code and aborts.
-func routerProblem(c *gin.Context, info statusInfo, code table.Code, msg string) {
+func routerProblem(c *gin.Context, info statusInfo, code errs.Code, msg string) {
 	c.Header("Content-Type", errorContentType)
 	c.AbortWithStatusJSON(info.status, Problem{
 		Type: info.typ, Title: info.title, Status: info.status, Detail: msg,
@@ -273,7 +274,7 @@ func recovery() gin.HandlerFunc {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				fail(c, &table.Error{Code: table.CodeInternal, Message: "panic", Err: panicErr{p}})
+				fail(c, &errs.Error{Code: errs.CodeInternal, Message: "panic", Err: panicErr{p}})
 			}
 		}()
 		c.Next()

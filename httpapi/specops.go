@@ -6,7 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // SpecOperations are the operations of the Lance Namespace REST spec
@@ -60,8 +60,8 @@ func specOperation(method, path string) string {
 // not served here, a 404 otherwise.
 func noRoute(c *gin.Context) {
 	if op := specOperation(c.Request.Method, c.Request.URL.Path); op != "" {
-		routerProblem(c, notImplemented, table.CodeUnsupported, "operation "+op+" of the Lance Namespace spec is not implemented by this server (README.md#lance-namespace-conformance)")
+		routerProblem(c, notImplemented, errs.CodeUnsupported, "operation "+op+" of the Lance Namespace spec is not implemented by this server (README.md#lance-namespace-conformance)")
 		return
 	}
-	routerProblem(c, routeNotFound, table.CodeUnsupported, "no route "+c.Request.Method+" "+c.Request.URL.Path+"; the API is under /v1 (docs/ARCHITECTURE.md#api), the jobs console at /ui/")
+	routerProblem(c, routeNotFound, errs.CodeUnsupported, "no route "+c.Request.Method+" "+c.Request.URL.Path+"; the API is under /v1 (docs/ARCHITECTURE.md#api), the jobs console at /ui/")
 }

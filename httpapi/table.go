@@ -22,6 +22,7 @@ import (
 	"github.com/mvq-dev/mvq/arrowjson"
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -237,7 +238,7 @@ func (s *Server) describeTable(c *gin.Context) {
 		return
 	}
 	t, err := s.cat.OpenTable(c, id)
-	if table.ErrorCode(err) == table.CodeTableNotFound && req.Version == nil && req.Branch == nil && s.describeDeclared(c, id) {
+	if errs.CodeOf(err) == errs.CodeTableNotFound && req.Version == nil && req.Branch == nil && s.describeDeclared(c, id) {
 		return
 	}
 	if err != nil {
@@ -831,7 +832,7 @@ func (s *Server) createVersion(c *gin.Context) {
 	}
 	// An existing version is a 409 whatever else is wrong (put-if-not-exists).
 	if _, err := t.Version(c, uint64(*req.Version)); err == nil {
-		fail(c, table.Errorf(table.CodeConcurrentModification, "version %d already exists", *req.Version))
+		fail(c, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", *req.Version))
 		return
 	}
 	if req.ManifestPath == nil || *req.ManifestPath == "" {

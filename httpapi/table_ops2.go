@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -63,7 +64,7 @@ func (s *Server) declareTable(c *gin.Context) {
 		return
 	}
 	if req.VendCredentials != nil && *req.VendCredentials {
-		fail(c, table.Errorf(table.CodeUnsupported, "vend_credentials: this server vends no storage credentials; read and write through the API"))
+		fail(c, errs.Errorf(errs.CodeUnsupported, "vend_credentials: this server vends no storage credentials; read and write through the API"))
 		return
 	}
 	if req.Location != nil && *req.Location != s.cat.TableLocation(id) {
@@ -134,11 +135,11 @@ func allowRegister(c *gin.Context, src table.RegisterSource) error {
 	}
 	switch {
 	case !src.Known:
-		return table.Errorf(table.CodePermissionDenied, "location: principal %s may not register %s: no record says which namespace it was deregistered from, so only an admin of the root may", who.Principal, src.Location)
+		return errs.Errorf(errs.CodePermissionDenied, "location: principal %s may not register %s: no record says which namespace it was deregistered from, so only an admin of the root may", who.Principal, src.Location)
 	case src.Deregistered:
-		return table.Errorf(table.CodePermissionDenied, "location: principal %s may not register %s: it was deregistered from a namespace the principal has no admin grant on", who.Principal, src.Location)
+		return errs.Errorf(errs.CodePermissionDenied, "location: principal %s may not register %s: it was deregistered from a namespace the principal has no admin grant on", who.Principal, src.Location)
 	}
-	return table.Errorf(table.CodePermissionDenied, "location: principal %s has no admin grant on %s, where %s lies", who.Principal, nsName(ns), src.Location)
+	return errs.Errorf(errs.CodePermissionDenied, "location: principal %s has no admin grant on %s, where %s lies", who.Principal, nsName(ns), src.Location)
 }
 
 func nsName(ns []string) string {

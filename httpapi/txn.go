@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -239,7 +240,7 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 			return table.BatchVersion{}, err
 		}
 		if d.VendCredentials != nil && *d.VendCredentials {
-			return table.BatchVersion{}, table.Errorf(table.CodeUnsupported, "%s.vend_credentials: this server vends no storage credentials; read and write through the API", field)
+			return table.BatchVersion{}, errs.Errorf(errs.CodeUnsupported, "%s.vend_credentials: this server vends no storage credentials; read and write through the API", field)
 		}
 		if d.Location != nil && *d.Location != s.cat.TableLocation(d.ID) {
 			return table.BatchVersion{}, badInput("%s.location: the directory catalog places table %s at %s, not %q", field, table.JoinID(d.ID), s.cat.TableLocation(d.ID), *d.Location)
@@ -301,7 +302,7 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 		if _, direct, err := s.viewsToDrop(c, d.ID); err != nil {
 			return table.BatchVersion{}, err
 		} else if len(direct) > 0 {
-			return table.BatchVersion{}, table.Errorf(table.CodeInvalidTableState, "%s: table %s has views that read it: %s; drop them first", field, table.JoinID(d.ID), joinIDs(direct))
+			return table.BatchVersion{}, errs.Errorf(errs.CodeInvalidTableState, "%s: table %s has views that read it: %s; drop them first", field, table.JoinID(d.ID), joinIDs(direct))
 		}
 		return table.BatchVersion{Field: field, ID: d.ID, Kind: table.BatchDeregister}, nil
 	}

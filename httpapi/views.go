@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
@@ -67,13 +68,13 @@ func (v *ViewRoutes) dependents(ctx context.Context, id []string) ([][]string, e
 	for _, d := range reg {
 		vw, err := v.Engine.View(ctx, d)
 		switch {
-		case table.ErrorCode(err) == table.CodeTableNotFound:
+		case errs.CodeOf(err) == errs.CodeTableNotFound:
 			_ = v.Jobs.ForgetView(ctx, d)
 			continue
 		case err == nil && table.JoinID(vw.Def.Source) != table.JoinID(id):
 			_ = v.Jobs.Unlink(ctx, id, d) // created again over another table
 			continue
-		case table.ErrorCode(err) == table.CodeInvalidInput:
+		case errs.CodeOf(err) == errs.CodeInvalidInput:
 			continue // no longer a view (dropped and created as a table)
 		case err != nil:
 			return nil, err
@@ -196,7 +197,7 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 func (v *ViewRoutes) register(ctx context.Context, id []string, m *table.Manifest) error {
 	var def refresh.Definition
 	if err := json.Unmarshal(m.Properties[table.ViewProperty], &def); err != nil {
-		return &table.Error{Code: table.CodeInternal, Message: "read the new view's definition", Err: err}
+		return &errs.Error{Code: errs.CodeInternal, Message: "read the new view's definition", Err: err}
 	}
 	return v.Jobs.RegisterView(ctx, id, def.Source, def.AutoRefresh)
 }

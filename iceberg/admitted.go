@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"strconv"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -60,7 +61,7 @@ func (r *Registrar) admittedSince(ctx context.Context, id []string, m *table.Man
 		}
 		var rec admittedRecord
 		if err := json.Unmarshal(raw, &rec); err != nil {
-			return 0, 0, &table.Error{Code: table.CodeInvalidTableState, Message: "admitted notification record is corrupt", Err: err}
+			return 0, 0, &errs.Error{Code: errs.CodeInvalidTableState, Message: "admitted notification record is corrupt", Err: err}
 		}
 		newest = max(newest, rec.Timestamp)
 	}
@@ -97,7 +98,7 @@ func (r *Registrar) admitUnchanged(ctx context.Context, id []string, m *table.Ma
 		return false, err
 	}
 	if *p.Timestamp <= max(newest, st.Timestamp) {
-		return false, table.Errorf(table.CodeTableAlreadyExists, "a notification with a newer timestamp has been admitted for table %s: timestamp %d is not after %d", p.TableName, *p.Timestamp, max(newest, st.Timestamp))
+		return false, errs.Errorf(errs.CodeTableAlreadyExists, "a notification with a newer timestamp has been admitted for table %s: timestamp %d is not after %d", p.TableName, *p.Timestamp, max(newest, st.Timestamp))
 	}
 	doc, _ := json.Marshal(admittedRecord{Timestamp: *p.Timestamp, MetadataLocation: p.MetadataLocation})
 	err = r.cat.Warehouse().PutIfNotExists(ctx, admittedKey(id, m.UUID, m.Version, n), doc)
@@ -112,7 +113,7 @@ func (r *Registrar) admitUnchanged(ctx context.Context, id []string, m *table.Ma
 		return false, err
 	}
 	latest, err := t.Load(ctx, 0)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return true, nil
 	}
 	if err != nil {

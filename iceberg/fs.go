@@ -7,11 +7,11 @@ import (
 	"os"
 
 	iceio "github.com/apache/iceberg-go/io"
+
+	"github.com/mvq-dev/mvq/errs"
 	// s3:// locations; credentials, region and endpoint come from the
 	// AWS_* environment (AWS_S3_ENDPOINT for an S3-compatible server).
 	_ "github.com/apache/iceberg-go/io/gocloud/s3"
-
-	"github.com/mvq-dev/mvq/table"
 )
 
 // guardFS is the file system Iceberg metadata, manifests, data and delete
@@ -44,7 +44,7 @@ func (g guardFS) local(op, name string) (f *os.File, ok bool, err error) {
 	f, err = openLocal(g.allowed.For(g.ns), l)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			err = table.Errorf(table.CodePermissionDenied, "file %s: %v", l, err)
+			err = errs.Errorf(errs.CodePermissionDenied, "file %s: %v", l, err)
 		}
 		return nil, true, &fs.PathError{Op: op, Path: name, Err: err}
 	}

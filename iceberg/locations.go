@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -161,7 +162,7 @@ func (a Allowed) For(ns []string) []Location {
 func (a Allowed) Check(ns []string, field, loc string) error {
 	l, err := ParseLocation(loc)
 	if err != nil {
-		return table.Errorf(table.CodeInvalidInput, "%s: %v", field, err)
+		return errs.Errorf(errs.CodeInvalidInput, "%s: %v", field, err)
 	}
 	prefixes := a.For(ns)
 	within := func(l Location) bool {
@@ -169,9 +170,9 @@ func (a Allowed) Check(ns []string, field, loc string) error {
 	}
 	if !within(l) {
 		if len(prefixes) == 0 {
-			return table.Errorf(table.CodePermissionDenied, "%s %s is not inside an allowed location: MVQ_ALLOWED_LOCATIONS allows none for namespace %s", field, l, table.JoinID(ns))
+			return errs.Errorf(errs.CodePermissionDenied, "%s %s is not inside an allowed location: MVQ_ALLOWED_LOCATIONS allows none for namespace %s", field, l, table.JoinID(ns))
 		}
-		return table.Errorf(table.CodePermissionDenied, "%s %s is not inside an allowed location of namespace %s (MVQ_ALLOWED_LOCATIONS)", field, l, table.JoinID(ns))
+		return errs.Errorf(errs.CodePermissionDenied, "%s %s is not inside an allowed location of namespace %s (MVQ_ALLOWED_LOCATIONS)", field, l, table.JoinID(ns))
 	}
 	if l.Scheme != "file" {
 		return nil
@@ -192,7 +193,7 @@ func (a Allowed) Check(ns []string, field, loc string) error {
 			return nil
 		}
 	}
-	return table.Errorf(table.CodePermissionDenied, "%s %s leads through a symbolic link out of the allowed locations of namespace %s (MVQ_ALLOWED_LOCATIONS)", field, l, table.JoinID(ns))
+	return errs.Errorf(errs.CodePermissionDenied, "%s %s leads through a symbolic link out of the allowed locations of namespace %s (MVQ_ALLOWED_LOCATIONS)", field, l, table.JoinID(ns))
 }
 
 // errEscapes is what openLocal says of a name it may not open.

@@ -8,7 +8,7 @@ import (
 
 	iceio "github.com/apache/iceberg-go/io"
 
-	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 func TestAllowedLocations(t *testing.T) {
@@ -18,30 +18,30 @@ func TestAllowedLocations(t *testing.T) {
 	}
 	for _, c := range []struct {
 		loc  string
-		code table.Code // 0: allowed
+		code errs.Code // 0: allowed
 	}{
 		{"/lake/a", 0},
 		{"file:///lake/a/t/metadata/v1.metadata.json", 0},
 		{"file://localhost/lake/b/x", 0},
 		{"/lake/b/../b/x", 0},
 		{"s3://bucket/ice/t/data/f.parquet", 0},
-		{"/lake/ab", table.CodePermissionDenied},
-		{"/lake/a/../c", table.CodePermissionDenied},
-		{"/lake", table.CodePermissionDenied},
-		{"s3://bucket/icebox/t", table.CodePermissionDenied},
-		{"s3://other/ice/t", table.CodePermissionDenied},
-		{"gs://bucket/ice/t", table.CodePermissionDenied},
-		{"file://host/lake/a", table.CodeInvalidInput},
-		{"lake/a", table.CodeInvalidInput},
-		{"s3://bucket/ice/t?x=1", table.CodeInvalidInput},
-		{"", table.CodeInvalidInput},
+		{"/lake/ab", errs.CodePermissionDenied},
+		{"/lake/a/../c", errs.CodePermissionDenied},
+		{"/lake", errs.CodePermissionDenied},
+		{"s3://bucket/icebox/t", errs.CodePermissionDenied},
+		{"s3://other/ice/t", errs.CodePermissionDenied},
+		{"gs://bucket/ice/t", errs.CodePermissionDenied},
+		{"file://host/lake/a", errs.CodeInvalidInput},
+		{"lake/a", errs.CodeInvalidInput},
+		{"s3://bucket/ice/t?x=1", errs.CodeInvalidInput},
+		{"", errs.CodeInvalidInput},
 	} {
 		err := a.Check([]string{"db"}, "loc", c.loc)
-		if c.code == 0 && err != nil || c.code != 0 && table.ErrorCode(err) != c.code {
+		if c.code == 0 && err != nil || c.code != 0 && errs.CodeOf(err) != c.code {
 			t.Errorf("%q: %v, want code %d", c.loc, err, c.code)
 		}
 	}
-	if err := (Allowed{}).Check([]string{"db"}, "loc", "/lake/a"); table.ErrorCode(err) != table.CodePermissionDenied {
+	if err := (Allowed{}).Check([]string{"db"}, "loc", "/lake/a"); errs.CodeOf(err) != errs.CodePermissionDenied {
 		t.Errorf("no allowed locations: %v", err)
 	}
 	if _, err := ParseAllowed("relative/path"); err == nil {
@@ -93,7 +93,7 @@ func TestOpenLocalRefusesLinkSwappedAfterCheck(t *testing.T) {
 		func() error { _, err := g.Open(link); return err },
 	} {
 		err := op()
-		if table.ErrorCode(err) != table.CodePermissionDenied || strings.Contains(err.Error(), "TOPSECRET") {
+		if errs.CodeOf(err) != errs.CodePermissionDenied || strings.Contains(err.Error(), "TOPSECRET") {
 			t.Errorf("swapped link: %v, want permission denied", err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	ice "github.com/apache/iceberg-go"
 	icetable "github.com/apache/iceberg-go/table"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -79,7 +80,7 @@ func stateOf(m *table.Manifest) (State, bool, error) {
 	}
 	var s State
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return State{}, true, &table.Error{Code: table.CodeInvalidTableState, Message: "external table state is corrupt", Err: err}
+		return State{}, true, &errs.Error{Code: errs.CodeInvalidTableState, Message: "external table state is corrupt", Err: err}
 	}
 	return s, true, nil
 }
@@ -111,7 +112,7 @@ func (r *Registrar) load(ctx context.Context, id []string, loc string, meta json
 	if len(meta) > 0 && string(meta) != "null" {
 		md, perr := icetable.ParseMetadataBytes(meta)
 		if perr != nil {
-			return nil, table.Errorf(table.CodeInvalidInput, "payload.metadata: %v", perr)
+			return nil, errs.Errorf(errs.CodeInvalidInput, "payload.metadata: %v", perr)
 		}
 		tbl = icetable.New(id, md, loc, fsF, nil)
 	} else {
@@ -122,14 +123,14 @@ func (r *Registrar) load(ctx context.Context, id []string, loc string, meta json
 	}
 	sc := tbl.Schema()
 	if sc == nil {
-		return nil, table.Errorf(table.CodeInvalidInput, "metadata at %s has no current schema", loc)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "metadata at %s has no current schema", loc)
 	}
 	as, err := icetable.SchemaToArrowSchema(sc, nil, false, false)
 	if err != nil {
-		return nil, table.Errorf(table.CodeSchemaValidation, "schema of %s: %v", loc, err)
+		return nil, errs.Errorf(errs.CodeSchemaValidation, "schema of %s: %v", loc, err)
 	}
 	if err := table.CheckSchema(as); err != nil {
-		return nil, table.Errorf(table.CodeSchemaValidation, "schema of the Iceberg table at %s: %v", loc, err)
+		return nil, errs.Errorf(errs.CodeSchemaValidation, "schema of the Iceberg table at %s: %v", loc, err)
 	}
 	s := &snapshot{tbl: tbl, schema: as}
 	cur := tbl.CurrentSnapshot()
@@ -175,15 +176,15 @@ func (r *Registrar) load(ctx context.Context, id []string, loc string, meta json
 // reader's own error goes to the server log only: a parser's message may
 // quote the bytes it read.
 func readErr(field, loc string, err error) error {
-	var te *table.Error
+	var te *errs.Error
 	if errors.As(err, &te) {
 		return te
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return table.Errorf(table.CodeInvalidInput, "%s: %s does not exist", field, loc)
+		return errs.Errorf(errs.CodeInvalidInput, "%s: %s does not exist", field, loc)
 	}
 	slog.Warn("iceberg: cannot read an external table", "field", field, "location", loc, "err", err)
-	return table.Errorf(table.CodeInvalidInput, "%s: cannot read the Iceberg table at %s: not valid Iceberg metadata, manifests or data files (the server log has the reader's error)", field, loc)
+	return errs.Errorf(errs.CodeInvalidInput, "%s: cannot read the Iceberg table at %s: not valid Iceberg metadata, manifests or data files (the server log has the reader's error)", field, loc)
 }
 
 // written is a data file materialized for a commit: its fragment (nil
@@ -260,12 +261,12 @@ func (s *snapshot) read(ctx context.Context, path string, tasks []icetable.FileS
 			// and other metadata the table's does not.
 			if len(rec.Columns()) != s.schema.NumFields() {
 				rec.Release()
-				return recs, table.Errorf(table.CodeSchemaValidation, "data file %s: read %d columns, the schema has %d", path, len(rec.Columns()), s.schema.NumFields())
+				return recs, errs.Errorf(errs.CodeSchemaValidation, "data file %s: read %d columns, the schema has %d", path, len(rec.Columns()), s.schema.NumFields())
 			}
 			for i, f := range s.schema.Fields() {
 				if !arrow.TypeEqual(f.Type, rec.Column(i).DataType()) {
 					rec.Release()
-					return recs, table.Errorf(table.CodeSchemaValidation, "data file %s: column %s reads as %s, the schema says %s", path, f.Name, rec.Column(i).DataType(), f.Type)
+					return recs, errs.Errorf(errs.CodeSchemaValidation, "data file %s: column %s reads as %s, the schema says %s", path, f.Name, rec.Column(i).DataType(), f.Type)
 				}
 			}
 			nr := array.NewRecordBatch(s.schema, rec.Columns(), rec.NumRows())
@@ -424,10 +425,10 @@ var errStale = errors.New("external table changed while the notification was rea
 // processed.
 func admit(base *table.Manifest, old State, p Payload, uuid string) error {
 	if old.TableUUID != "" && old.TableUUID != uuid {
-		return table.Errorf(table.CodeConcurrentModification, "table-uuid %s differs from %s, the uuid of the registered table", uuid, old.TableUUID)
+		return errs.Errorf(errs.CodeConcurrentModification, "table-uuid %s differs from %s, the uuid of the registered table", uuid, old.TableUUID)
 	}
 	if *p.Timestamp <= old.Timestamp {
-		return table.Errorf(table.CodeTableAlreadyExists, "a notification with a newer timestamp has been admitted for table %s: timestamp %d is not after %d", p.TableName, *p.Timestamp, old.Timestamp)
+		return errs.Errorf(errs.CodeTableAlreadyExists, "a notification with a newer timestamp has been admitted for table %s: timestamp %d is not after %d", p.TableName, *p.Timestamp, old.Timestamp)
 	}
 	return nil
 }

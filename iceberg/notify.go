@@ -34,6 +34,7 @@ import (
 
 	iceio "github.com/apache/iceberg-go/io"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -82,7 +83,7 @@ func NewRegistrar(cat *table.Catalog, allowed Allowed) *Registrar {
 func (r *Registrar) fs(ctx context.Context, ns []string, loc string) (iceioIO, error) {
 	inner, err := iceio.LoadFS(ctx, r.props, loc)
 	if err != nil {
-		return nil, table.Errorf(table.CodeInvalidInput, "payload.metadata-location: %v", err)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "payload.metadata-location: %v", err)
 	}
 	return guardFS{inner: inner, allowed: r.allowed, ns: ns}, nil
 }
@@ -94,31 +95,31 @@ func (r *Registrar) check(ctx context.Context, id []string, req Request) error {
 	switch req.Type {
 	case TypeCreate, TypeUpdate, TypeDrop, TypeValidate:
 	case "":
-		return table.Errorf(table.CodeInvalidInput, "notification-type: required")
+		return errs.Errorf(errs.CodeInvalidInput, "notification-type: required")
 	default:
-		return table.Errorf(table.CodeInvalidInput, "notification-type: %q is not one of CREATE, UPDATE, DROP, VALIDATE", req.Type)
+		return errs.Errorf(errs.CodeInvalidInput, "notification-type: %q is not one of CREATE, UPDATE, DROP, VALIDATE", req.Type)
 	}
 	p := req.Payload
 	switch {
 	case p == nil:
-		return table.Errorf(table.CodeInvalidInput, "payload: required")
+		return errs.Errorf(errs.CodeInvalidInput, "payload: required")
 	case p.TableName == "":
-		return table.Errorf(table.CodeInvalidInput, "payload.table-name: required")
+		return errs.Errorf(errs.CodeInvalidInput, "payload.table-name: required")
 	case p.TableName != id[len(id)-1]:
-		return table.Errorf(table.CodeInvalidInput, "payload.table-name: %q is not %q, the table of the path", p.TableName, id[len(id)-1])
+		return errs.Errorf(errs.CodeInvalidInput, "payload.table-name: %q is not %q, the table of the path", p.TableName, id[len(id)-1])
 	case p.Timestamp == nil:
-		return table.Errorf(table.CodeInvalidInput, "payload.timestamp: required")
+		return errs.Errorf(errs.CodeInvalidInput, "payload.timestamp: required")
 	case p.TableUUID == "":
-		return table.Errorf(table.CodeInvalidInput, "payload.table-uuid: required")
+		return errs.Errorf(errs.CodeInvalidInput, "payload.table-uuid: required")
 	case p.MetadataLocation == "":
-		return table.Errorf(table.CodeInvalidInput, "payload.metadata-location: required")
+		return errs.Errorf(errs.CodeInvalidInput, "payload.metadata-location: required")
 	}
 	ok, err := r.cat.NamespaceExists(ctx, id[:len(id)-1])
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return table.Errorf(table.CodeNamespaceNotFound, "namespace %s not found", table.JoinID(id[:len(id)-1]))
+		return errs.Errorf(errs.CodeNamespaceNotFound, "namespace %s not found", table.JoinID(id[:len(id)-1]))
 	}
 	return r.allowed.Check(id[:len(id)-1], "payload.metadata-location", p.MetadataLocation)
 }
@@ -127,14 +128,14 @@ func (r *Registrar) check(ctx context.Context, id []string, req Request) error {
 // none; a table that is not external is CodeTableAlreadyExists.
 func (r *Registrar) registered(ctx context.Context, id []string) (*table.Table, *table.Manifest, State, error) {
 	t, err := r.cat.OpenTable(ctx, id)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil, nil, State{}, nil
 	}
 	if err != nil {
 		return nil, nil, State{}, err
 	}
 	m, err := t.Load(ctx, 0)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil, nil, State{}, nil
 	}
 	if err != nil {
@@ -145,7 +146,7 @@ func (r *Registrar) registered(ctx context.Context, id []string) (*table.Table, 
 		return nil, nil, State{}, err
 	}
 	if !ext {
-		return nil, nil, State{}, table.Errorf(table.CodeTableAlreadyExists, "%s is an mvq table, not an external one: notifications cannot change it", table.JoinID(id))
+		return nil, nil, State{}, errs.Errorf(errs.CodeTableAlreadyExists, "%s is an mvq table, not an external one: notifications cannot change it", table.JoinID(id))
 	}
 	return t, m, st, nil
 }
@@ -161,7 +162,7 @@ func (r *Registrar) registered(ctx context.Context, id []string) (*table.Table, 
 // registered table's).
 func (r *Registrar) Notify(ctx context.Context, id []string, req Request) error {
 	if len(id) < 2 {
-		return table.Errorf(table.CodeInvalidInput, "namespace: required")
+		return errs.Errorf(errs.CodeInvalidInput, "namespace: required")
 	}
 	if err := r.check(ctx, id, req); err != nil {
 		return err
@@ -174,7 +175,7 @@ func (r *Registrar) Notify(ctx context.Context, id []string, req Request) error 
 			return err
 		}
 		if st.TableUUID != "" && st.TableUUID != p.TableUUID {
-			return table.Errorf(table.CodeConcurrentModification, "table-uuid %s differs from %s, the uuid of the registered table", p.TableUUID, st.TableUUID)
+			return errs.Errorf(errs.CodeConcurrentModification, "table-uuid %s differs from %s, the uuid of the registered table", p.TableUUID, st.TableUUID)
 		}
 		return nil
 	case TypeDrop:
@@ -196,7 +197,7 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 			return err
 		}
 		if t == nil && typ == TypeUpdate {
-			return table.Errorf(table.CodeTableNotFound, "table %s is not registered: send CREATE first", table.JoinID(id))
+			return errs.Errorf(errs.CodeTableNotFound, "table %s is not registered: send CREATE first", table.JoinID(id))
 		}
 		if t == nil {
 			if err := r.checkTombstone(ctx, id, p); err != nil {
@@ -215,7 +216,7 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 			return err
 		}
 		if uuid := snap.tbl.Metadata().TableUUID().String(); uuid != p.TableUUID {
-			return table.Errorf(table.CodeInvalidInput, "payload.table-uuid: %s is not %s, the uuid in the metadata at %s", p.TableUUID, uuid, p.MetadataLocation)
+			return errs.Errorf(errs.CodeInvalidInput, "payload.table-uuid: %s is not %s, the uuid in the metadata at %s", p.TableUUID, uuid, p.MetadataLocation)
 		}
 		enc, err := table.EncodeSchema(snap.schema)
 		if err != nil {
@@ -231,7 +232,7 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 			if attempt < 100 { // each lost race is another notification admitted
 				continue
 			}
-			return table.Errorf(table.CodeConcurrentModification, "table %s kept changing while the notification was admitted; send it again", table.JoinID(id))
+			return errs.Errorf(errs.CodeConcurrentModification, "table %s kept changing while the notification was admitted; send it again", table.JoinID(id))
 		}
 		handle := r.cat.Handle(id)
 		// Materialize the data files the latest version does not hold
@@ -262,7 +263,7 @@ func (r *Registrar) upsert(ctx context.Context, id []string, typ string, p Paylo
 				return err
 			}
 			_, _, err = r.cat.CreateExternal(ctx, id, snap.schema, next.Fragments, next.Properties, stats.metadata(p, snap))
-			if table.ErrorCode(err) == table.CodeTableAlreadyExists && attempt < 3 {
+			if errs.CodeOf(err) == errs.CodeTableAlreadyExists && attempt < 3 {
 				continue // a concurrent CREATE won: admit against it
 			}
 			return err
@@ -314,7 +315,7 @@ func (r *Registrar) checkTombstone(ctx context.Context, id []string, p Payload) 
 		return nil
 	}
 	if *p.Timestamp <= ts.Timestamp {
-		return table.Errorf(table.CodeTableAlreadyExists, "a notification with a newer timestamp has been admitted for table %s: it was dropped at timestamp %d, %d is not after it", p.TableName, ts.Timestamp, *p.Timestamp)
+		return errs.Errorf(errs.CodeTableAlreadyExists, "a notification with a newer timestamp has been admitted for table %s: it was dropped at timestamp %d, %d is not after it", p.TableName, ts.Timestamp, *p.Timestamp)
 	}
 	return nil
 }
@@ -327,7 +328,7 @@ func (r *Registrar) drop(ctx context.Context, id []string, p Payload) error {
 		return err
 	}
 	if t == nil {
-		return table.Errorf(table.CodeTableNotFound, "table %s is not registered", table.JoinID(id))
+		return errs.Errorf(errs.CodeTableNotFound, "table %s is not registered", table.JoinID(id))
 	}
 	if st, err = r.withAdmitted(ctx, id, m, st); err != nil {
 		return err
@@ -341,7 +342,7 @@ func (r *Registrar) drop(ctx context.Context, id []string, p Payload) error {
 	}
 	// A version committed since the check (a newer UPDATE) is dropped
 	// too: the engine announced the drop after it, by the caller's clock.
-	if err := r.cat.DropTable(ctx, id); err != nil && table.ErrorCode(err) != table.CodeTableNotFound {
+	if err := r.cat.DropTable(ctx, id); err != nil && errs.CodeOf(err) != errs.CodeTableNotFound {
 		return err
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/iceberg"
 	"github.com/mvq-dev/mvq/internal/icebergtest"
 	"github.com/mvq-dev/mvq/table"
@@ -31,7 +32,7 @@ func registrar(t *testing.T, wh, lakeDir string, commits *atomic.Int64) (*iceber
 	}
 	t.Cleanup(func() { db.Close() })
 	cat := table.NewCatalog(w, db, table.Options{})
-	if err := cat.CreateNamespace(ctx, []string{"db"}, "", nil); err != nil && table.ErrorCode(err) != table.CodeNamespaceAlreadyExists {
+	if err := cat.CreateNamespace(ctx, []string{"db"}, "", nil); err != nil && errs.CodeOf(err) != errs.CodeNamespaceAlreadyExists {
 		t.Fatal(err)
 	}
 	cat.OnCommit(func(context.Context, []string, *table.Manifest) { commits.Add(1) })
@@ -84,7 +85,7 @@ func TestUnchangedSnapshotCommitsNothing(t *testing.T) {
 	}
 	refused := func(ts int64) {
 		t.Helper()
-		if err := notifyAt(t, reg, lake, "UPDATE", ts); table.ErrorCode(err) != table.CodeTableAlreadyExists {
+		if err := notifyAt(t, reg, lake, "UPDATE", ts); errs.CodeOf(err) != errs.CodeTableAlreadyExists {
 			t.Fatalf("timestamp %d: %v, want already exists", ts, err)
 		}
 	}
@@ -126,7 +127,7 @@ func TestUnchangedSnapshotCommitsNothing(t *testing.T) {
 	reg2, cat2 := registrar(t, wh, lakeDir, &commits2)
 	refusedBy := func(r *iceberg.Registrar, ts int64) {
 		t.Helper()
-		if err := notifyAt(t, r, lake, "UPDATE", ts); table.ErrorCode(err) != table.CodeTableAlreadyExists {
+		if err := notifyAt(t, r, lake, "UPDATE", ts); errs.CodeOf(err) != errs.CodeTableAlreadyExists {
 			t.Fatalf("after restart, timestamp %d: %v, want already exists", ts, err)
 		}
 	}
@@ -136,21 +137,21 @@ func TestUnchangedSnapshotCommitsNothing(t *testing.T) {
 	// Concurrent unchanged notifications: none commits, and afterwards
 	// the newest of them is the admitted one.
 	var wg sync.WaitGroup
-	errs := make([]error, 8)
-	for i := range errs {
+	errList := make([]error, 8)
+	for i := range errList {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = notifyAt(t, reg2, lake, "UPDATE", int64(5000+i))
+			errList[i] = notifyAt(t, reg2, lake, "UPDATE", int64(5000+i))
 		}()
 	}
 	wg.Wait()
 	ok := 0
-	for _, err := range errs {
+	for _, err := range errList {
 		switch {
 		case err == nil:
 			ok++
-		case table.ErrorCode(err) == table.CodeTableAlreadyExists:
+		case errs.CodeOf(err) == errs.CodeTableAlreadyExists:
 		default:
 			t.Fatalf("concurrent unchanged notification: %v", err)
 		}
@@ -160,7 +161,7 @@ func TestUnchangedSnapshotCommitsNothing(t *testing.T) {
 	}
 	refusedBy(reg2, 5007)
 	// DROP is ordered against the admitted timestamps too.
-	if err := notifyAt(t, reg2, lake, "DROP", 5005); table.ErrorCode(err) != table.CodeTableAlreadyExists {
+	if err := notifyAt(t, reg2, lake, "DROP", 5005); errs.CodeOf(err) != errs.CodeTableAlreadyExists {
 		t.Fatalf("DROP older than an admitted notification: %v", err)
 	}
 	if err := notifyAt(t, reg2, lake, "DROP", 6000); err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/iceberg"
 	"github.com/mvq-dev/mvq/internal/icebergtest"
 	"github.com/mvq-dev/mvq/table"
@@ -77,12 +78,12 @@ func TestSymlinkOutOfAllowedLocation(t *testing.T) {
 		"relative link to another table": filepath.Join(lakeDir, "rel") + theirMeta,
 	} {
 		err := notifyLoc(t, reg, "db", "docs", theirs.UUID(), loc, 1000)
-		if table.ErrorCode(err) != table.CodePermissionDenied {
+		if errs.CodeOf(err) != errs.CodePermissionDenied {
 			t.Errorf("%s: %v, want permission denied", name, err)
 		}
 		noEcho(t, name, err)
 	}
-	if _, err := cat.OpenTable(context.Background(), []string{"db", "docs"}); table.ErrorCode(err) != table.CodeTableNotFound {
+	if _, err := cat.OpenTable(context.Background(), []string{"db", "docs"}); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("a refused notification registered the table: %v", err)
 	}
 	if commits.Load() != 0 {
@@ -95,7 +96,7 @@ func TestSymlinkOutOfAllowedLocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := notifyLoc(t, reg, "db", "docs", theirs.UUID(), junk, 1000)
-	if table.ErrorCode(err) != table.CodeInvalidInput {
+	if errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Errorf("junk metadata: %v, want invalid input", err)
 	}
 	noEcho(t, "junk metadata", err)
@@ -145,7 +146,7 @@ func TestAllowedPerNamespace(t *testing.T) {
 	} {
 		ns, _ := table.ParseID(c.ns, "$")
 		err := a.Check(ns, "loc", c.loc)
-		if c.deny != (table.ErrorCode(err) == table.CodePermissionDenied) || !c.deny && err != nil {
+		if c.deny != (errs.CodeOf(err) == errs.CodePermissionDenied) || !c.deny && err != nil {
 			t.Errorf("%s reading %s: %v (deny %v)", c.ns, c.loc, err, c.deny)
 		}
 	}
@@ -166,7 +167,7 @@ func TestAllowedPerNamespace(t *testing.T) {
 	reg := iceberg.NewRegistrar(cat, a)
 	lake := icebergtest.NewLake(t, lakeB, "docs", true)
 	lake.Append(icebergtest.Row{ID: 1, Text: "other's row"})
-	if err := notifyLoc(t, reg, "db", "docs", lake.UUID(), lake.MetadataLocation(), 1000); table.ErrorCode(err) != table.CodePermissionDenied {
+	if err := notifyLoc(t, reg, "db", "docs", lake.UUID(), lake.MetadataLocation(), 1000); errs.CodeOf(err) != errs.CodePermissionDenied {
 		t.Fatalf("db registering other's table: %v, want permission denied", err)
 	}
 	if err := notifyLoc(t, reg, "other", "docs", lake.UUID(), lake.MetadataLocation(), 1000); err != nil {

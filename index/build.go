@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -50,11 +51,11 @@ func (s *Spec) normalize(schema *arrow.Schema) (int, error) {
 		s.Type = Inverted
 	}
 	if s.Column == "" {
-		return 0, table.Errorf(table.CodeInvalidInput, "column: required")
+		return 0, errs.Errorf(errs.CodeInvalidInput, "column: required")
 	}
 	idx := schema.FieldIndices(s.Column)
 	if len(idx) == 0 {
-		return 0, table.Errorf(table.CodeTableColumnNotFound, "column: %q not found", s.Column)
+		return 0, errs.Errorf(errs.CodeTableColumnNotFound, "column: %q not found", s.Column)
 	}
 	f := schema.Field(idx[0])
 	if s.Name == "" {
@@ -67,7 +68,7 @@ func (s *Spec) normalize(schema *arrow.Schema) (int, error) {
 		for name, set := range map[string]bool{"distance_type": s.Metric != "", "num_partitions": s.Partitions != 0,
 			"max_iterations": s.MaxIterations != 0, "sample_rate": s.SampleRate != 0} {
 			if set {
-				return table.Errorf(table.CodeInvalidInput, "%s: only for vector indexes (IVF_FLAT), not %s", name, s.Type)
+				return errs.Errorf(errs.CodeInvalidInput, "%s: only for vector indexes (IVF_FLAT), not %s", name, s.Type)
 			}
 		}
 		return nil
@@ -78,20 +79,20 @@ func (s *Spec) normalize(schema *arrow.Schema) (int, error) {
 			return 0, err
 		}
 		if s.NoPositions {
-			return 0, table.Errorf(table.CodeInvalidInput, "with_position: only for INVERTED (FTS) indexes")
+			return 0, errs.Errorf(errs.CodeInvalidInput, "with_position: only for INVERTED (FTS) indexes")
 		}
 		return idx[0], vectorOnly()
 	case Inverted:
 		if f.Type.ID() != arrow.STRING && f.Type.ID() != arrow.LARGE_STRING {
-			return 0, table.Errorf(table.CodeInvalidInput, "column: %q is %s; an INVERTED index takes a string column", f.Name, f.Type)
+			return 0, errs.Errorf(errs.CodeInvalidInput, "column: %q is %s; an INVERTED index takes a string column", f.Name, f.Type)
 		}
 		return idx[0], vectorOnly()
 	case IVFFlat, IVFPQ:
 		if s.NoPositions {
-			return 0, table.Errorf(table.CodeInvalidInput, "with_position: only for INVERTED (FTS) indexes")
+			return 0, errs.Errorf(errs.CodeInvalidInput, "with_position: only for INVERTED (FTS) indexes")
 		}
 		if _, ok := vectorDim(f.Type); !ok {
-			return 0, table.Errorf(table.CodeInvalidInput, "column: %q is %s, not a vector column (fixed_size_list<float32>)", f.Name, f.Type)
+			return 0, errs.Errorf(errs.CodeInvalidInput, "column: %q is %s, not a vector column (fixed_size_list<float32>)", f.Name, f.Type)
 		}
 		s.Metric = strings.ToLower(s.Metric)
 		switch s.Metric {
@@ -99,44 +100,44 @@ func (s *Spec) normalize(schema *arrow.Schema) (int, error) {
 			s.Metric = "l2"
 		case "l2", "cosine", "dot":
 		default:
-			return 0, table.Errorf(table.CodeInvalidInput, "distance_type: %q (want l2, cosine or dot)", s.Metric)
+			return 0, errs.Errorf(errs.CodeInvalidInput, "distance_type: %q (want l2, cosine or dot)", s.Metric)
 		}
 		if s.Partitions < 0 || s.Partitions > 65536 {
-			return 0, table.Errorf(table.CodeInvalidInput, "num_partitions: 1 to 65536 (got %d)", s.Partitions)
+			return 0, errs.Errorf(errs.CodeInvalidInput, "num_partitions: 1 to 65536 (got %d)", s.Partitions)
 		}
 		if s.MaxIterations < 0 || s.MaxIterations > 1000 {
-			return 0, table.Errorf(table.CodeInvalidInput, "max_iterations: 1 to 1000 (got %d)", s.MaxIterations)
+			return 0, errs.Errorf(errs.CodeInvalidInput, "max_iterations: 1 to 1000 (got %d)", s.MaxIterations)
 		}
 		if s.SampleRate < 0 || s.SampleRate > 1<<20 {
-			return 0, table.Errorf(table.CodeInvalidInput, "sample_rate: 1 to %d (got %d)", 1<<20, s.SampleRate)
+			return 0, errs.Errorf(errs.CodeInvalidInput, "sample_rate: 1 to %d (got %d)", 1<<20, s.SampleRate)
 		}
 		dim, _ := vectorDim(f.Type)
 		if s.Type == IVFFlat {
 			if s.SubVectors != 0 || s.Bits != 0 {
-				return 0, table.Errorf(table.CodeInvalidInput, "num_sub_vectors, num_bits: only for IVF_PQ")
+				return 0, errs.Errorf(errs.CodeInvalidInput, "num_sub_vectors, num_bits: only for IVF_PQ")
 			}
 			return idx[0], nil
 		}
 		if s.Metric == "dot" {
-			return 0, table.Errorf(table.CodeInvalidInput, "distance_type: dot is not supported with IVF_PQ (l2 or cosine)")
+			return 0, errs.Errorf(errs.CodeInvalidInput, "distance_type: dot is not supported with IVF_PQ (l2 or cosine)")
 		}
 		if s.SubVectors == 0 {
 			s.SubVectors = defaultSubVectors(dim)
 		}
 		if s.SubVectors < 1 || s.SubVectors > dim || dim%s.SubVectors != 0 {
-			return 0, table.Errorf(table.CodeInvalidInput, "num_sub_vectors: %d does not divide the dimension %d", s.SubVectors, dim)
+			return 0, errs.Errorf(errs.CodeInvalidInput, "num_sub_vectors: %d does not divide the dimension %d", s.SubVectors, dim)
 		}
 		if s.Bits == 0 {
 			s.Bits = 8
 		}
 		if s.Bits < 1 || s.Bits > 8 {
-			return 0, table.Errorf(table.CodeInvalidInput, "num_bits: 1 to 8 (got %d)", s.Bits)
+			return 0, errs.Errorf(errs.CodeInvalidInput, "num_bits: 1 to 8 (got %d)", s.Bits)
 		}
 		return idx[0], nil
 	case "IVF_SQ", "IVF_HNSW_SQ", "IVF_HNSW_PQ", "IVF_HNSW_FLAT", "IVF_RQ", "HNSW", "LABEL_LIST", "NGRAM", "ZONEMAP":
-		return 0, table.Errorf(table.CodeInvalidInput, "index_type: %s is not supported; this server builds BTREE, BITMAP, INVERTED (FTS), IVF_FLAT and IVF_PQ", s.Type)
+		return 0, errs.Errorf(errs.CodeInvalidInput, "index_type: %s is not supported; this server builds BTREE, BITMAP, INVERTED (FTS), IVF_FLAT and IVF_PQ", s.Type)
 	}
-	return 0, table.Errorf(table.CodeInvalidInput, "index_type: %q is not an index type (BTREE, BITMAP, INVERTED, FTS, IVF_FLAT)", s.Type)
+	return 0, errs.Errorf(errs.CodeInvalidInput, "index_type: %q is not an index type (BTREE, BITMAP, INVERTED, FTS, IVF_FLAT)", s.Type)
 }
 
 // IsVector reports whether typ names a vector index type.
@@ -277,7 +278,7 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 	}
 	idx := schema.FieldIndices(im.Column)
 	if len(idx) == 0 {
-		return 0, table.Errorf(table.CodeTableColumnNotFound, "index %q: column %q is gone", name, im.Column)
+		return 0, errs.Errorf(errs.CodeTableColumnNotFound, "index %q: column %q is gone", name, im.Column)
 	}
 	im.kind, _ = keyKind(im.Column, schema.Field(idx[0]).Type)
 	var todo []table.Fragment

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -78,7 +79,7 @@ func TestConcurrentExtensionsAllLand(t *testing.T) {
 	tb := twoIndexTable(t, cat, "c")
 	const writers, rounds, batch = 6, 4, 50
 	var wg sync.WaitGroup
-	errs := make(chan error, writers*rounds)
+	errList := make(chan error, writers*rounds)
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
 		go func() {
@@ -89,15 +90,15 @@ func TestConcurrentExtensionsAllLand(t *testing.T) {
 				_, _, err := tb.Insert(ctx, reader(rec), "")
 				rec.Release()
 				if err != nil {
-					errs <- err
+					errList <- err
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	close(errList)
+	for err := range errList {
 		t.Fatal(err)
 	}
 	checkFullCoverage(t, tb, 1000+writers*rounds*batch)
@@ -143,7 +144,7 @@ func TestConcurrentExtensionsAllLand(t *testing.T) {
 		}
 	}()
 	wg.Wait()
-	if _, err := index.Load(ctx, tb, "k_idx"); table.ErrorCode(err) != table.CodeTableIndexNotFound {
+	if _, err := index.Load(ctx, tb, "k_idx"); errs.CodeOf(err) != errs.CodeTableIndexNotFound {
 		t.Fatalf("k_idx after a drop racing an extension: %v", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -161,22 +162,22 @@ func SearchText(ctx context.Context, t *table.Table, q FTSQuery) (arrow.RecordBa
 // errors name the field.
 func (e *ftsEval) check(q *TextQuery) error {
 	if q == nil {
-		return table.Errorf(table.CodeInvalidInput, "full_text_query: empty query")
+		return errs.Errorf(errs.CodeInvalidInput, "full_text_query: empty query")
 	}
 	checkCol := func(c string) error {
 		if c == "" {
 			if len(e.indexed) == 0 {
-				return table.Errorf(table.CodeInvalidInput, "full_text_query: column: required (the table has no INVERTED index to search by default)")
+				return errs.Errorf(errs.CodeInvalidInput, "full_text_query: column: required (the table has no INVERTED index to search by default)")
 			}
 			return nil
 		}
 		idx := e.schema.FieldIndices(c)
 		if len(idx) == 0 {
-			return table.Errorf(table.CodeTableColumnNotFound, "full_text_query: column %q not found", c)
+			return errs.Errorf(errs.CodeTableColumnNotFound, "full_text_query: column %q not found", c)
 		}
 		f := e.schema.Field(idx[0])
 		if f.Type.ID() != arrow.STRING && f.Type.ID() != arrow.LARGE_STRING {
-			return table.Errorf(table.CodeInvalidInput, "full_text_query: column %q is %s, not a string column", c, f.Type)
+			return errs.Errorf(errs.CodeInvalidInput, "full_text_query: column %q is %s, not a string column", c, f.Type)
 		}
 		if e.cols[c] == nil {
 			e.cols[c] = &ftsColumn{col: idx[0]}
@@ -188,7 +189,7 @@ func (e *ftsEval) check(q *TextQuery) error {
 		return checkCol(q.Match.Column)
 	case q.Phrase != nil:
 		if q.Phrase.Slop < 0 {
-			return table.Errorf(table.CodeInvalidInput, "full_text_query: phrase.slop: must be at least 0")
+			return errs.Errorf(errs.CodeInvalidInput, "full_text_query: phrase.slop: must be at least 0")
 		}
 		return checkCol(q.Phrase.Column)
 	case q.BoostQ != nil:
@@ -213,7 +214,7 @@ func (e *ftsEval) check(q *TextQuery) error {
 		}
 		return nil
 	}
-	return table.Errorf(table.CodeInvalidInput, "full_text_query: empty query")
+	return errs.Errorf(errs.CodeInvalidInput, "full_text_query: empty query")
 }
 
 // columns answers the columns a node's column field names.

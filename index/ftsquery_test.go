@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -371,7 +372,7 @@ func TestFullTextQueryFormsMatchBruteForce(t *testing.T) {
 		}
 	}
 	// No index: the default column has nothing to search.
-	if _, err := index.SearchText(ctx, tb, index.FTSQuery{Text: "apple"}); table.ErrorCode(err) != table.CodeInvalidInput || !strings.Contains(err.Error(), "column") {
+	if _, err := index.SearchText(ctx, tb, index.FTSQuery{Text: "apple"}); errs.CodeOf(err) != errs.CodeInvalidInput || !strings.Contains(err.Error(), "column") {
 		t.Fatalf("default column without an index: %v", err)
 	}
 	queriesNoDefault := queries
@@ -396,10 +397,10 @@ func TestFullTextQueryFormsMatchBruteForce(t *testing.T) {
 	append300()
 	check("indexed without positions", []string{"body"})
 
-	if _, err := index.SearchText(ctx, tb, index.FTSQuery{Query: m("id", "1")}); table.ErrorCode(err) != table.CodeInvalidInput || !strings.Contains(err.Error(), `"id"`) {
+	if _, err := index.SearchText(ctx, tb, index.FTSQuery{Query: m("id", "1")}); errs.CodeOf(err) != errs.CodeInvalidInput || !strings.Contains(err.Error(), `"id"`) {
 		t.Fatalf("search an integer column: %v", err)
 	}
-	if _, err := index.SearchText(ctx, tb, index.FTSQuery{Query: ph("nope", "x", 0)}); table.ErrorCode(err) != table.CodeTableColumnNotFound {
+	if _, err := index.SearchText(ctx, tb, index.FTSQuery{Query: ph("nope", "x", 0)}); errs.CodeOf(err) != errs.CodeTableColumnNotFound {
 		t.Fatalf("search a missing column: %v", err)
 	}
 }

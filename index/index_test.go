@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/vector"
@@ -241,10 +242,10 @@ func TestScalarIndexAnswersEqualUnindexed(t *testing.T) {
 	if err := index.Drop(ctx, tb, "id_idx"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := index.Load(ctx, tb, "id_idx"); table.ErrorCode(err) != table.CodeTableIndexNotFound {
+	if _, err := index.Load(ctx, tb, "id_idx"); errs.CodeOf(err) != errs.CodeTableIndexNotFound {
 		t.Fatalf("load after drop: %v", err)
 	}
-	if err := index.Drop(ctx, tb, "id_idx"); table.ErrorCode(err) != table.CodeTableIndexNotFound {
+	if err := index.Drop(ctx, tb, "id_idx"); errs.CodeOf(err) != errs.CodeTableIndexNotFound {
 		t.Fatalf("drop again: %v", err)
 	}
 	if got := rowsOf(t, tb, "id = 5", 0); len(got) != 1 {
@@ -264,21 +265,21 @@ func TestCreateErrors(t *testing.T) {
 	}
 	for _, c := range []struct {
 		spec index.Spec
-		code table.Code
+		code errs.Code
 		want string
 	}{
-		{index.Spec{Column: "nope", Type: "BTREE"}, table.CodeTableColumnNotFound, "column"},
-		{index.Spec{Column: "id", Type: "SORTED"}, table.CodeInvalidInput, "index_type"},
-		{index.Spec{Column: "id", Type: "IVF_PQ"}, table.CodeInvalidInput, "vector column"},
-		{index.Spec{Column: "id", Type: "IVF_HNSW_SQ"}, table.CodeInvalidInput, "index_type"},
-		{index.Spec{Column: "id", Type: "IVF_FLAT"}, table.CodeInvalidInput, "vector column"},
-		{index.Spec{Column: "id", Type: "INVERTED"}, table.CodeInvalidInput, "string column"},
-		{index.Spec{Column: "id", Type: "BTREE", Metric: "l2"}, table.CodeInvalidInput, "distance_type"},
-		{index.Spec{Column: "id", Type: "BTREE", Name: "../x"}, table.CodeInvalidInput, "name"},
-		{index.Spec{Column: "", Type: "BTREE"}, table.CodeInvalidInput, "column"},
+		{index.Spec{Column: "nope", Type: "BTREE"}, errs.CodeTableColumnNotFound, "column"},
+		{index.Spec{Column: "id", Type: "SORTED"}, errs.CodeInvalidInput, "index_type"},
+		{index.Spec{Column: "id", Type: "IVF_PQ"}, errs.CodeInvalidInput, "vector column"},
+		{index.Spec{Column: "id", Type: "IVF_HNSW_SQ"}, errs.CodeInvalidInput, "index_type"},
+		{index.Spec{Column: "id", Type: "IVF_FLAT"}, errs.CodeInvalidInput, "vector column"},
+		{index.Spec{Column: "id", Type: "INVERTED"}, errs.CodeInvalidInput, "string column"},
+		{index.Spec{Column: "id", Type: "BTREE", Metric: "l2"}, errs.CodeInvalidInput, "distance_type"},
+		{index.Spec{Column: "id", Type: "BTREE", Name: "../x"}, errs.CodeInvalidInput, "name"},
+		{index.Spec{Column: "", Type: "BTREE"}, errs.CodeInvalidInput, "column"},
 	} {
 		_, err := index.Create(ctx, tb, c.spec)
-		if table.ErrorCode(err) != c.code || err == nil || !strings.Contains(err.Error(), c.want) {
+		if errs.CodeOf(err) != c.code || err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want code %d naming %s", c.spec, err, c.code, c.want)
 		}
 	}
@@ -573,7 +574,7 @@ func TestInvertedMatchesBruteForce(t *testing.T) {
 		}
 		got.Release()
 	}
-	if _, err := index.SearchText(ctx, tb, index.FTSQuery{Column: "id", Text: "x"}); table.ErrorCode(err) != table.CodeInvalidInput {
+	if _, err := index.SearchText(ctx, tb, index.FTSQuery{Column: "id", Text: "x"}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("search a column without an index: %v", err)
 	}
 }

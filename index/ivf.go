@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/vector"
 )
@@ -91,7 +92,7 @@ func train(ctx context.Context, t *table.Table, m *table.Manifest, col int, im *
 	}
 	n := len(sample) / dim
 	if n == 0 {
-		return table.Errorf(table.CodeInvalidInput, "column: %q has no non-null vectors to train an IVF index on", im.Column)
+		return errs.Errorf(errs.CodeInvalidInput, "column: %q has no non-null vectors to train an IVF index on", im.Column)
 	}
 	if parts > n {
 		parts = n
@@ -227,7 +228,7 @@ func assignFragment(ctx context.Context, t *table.Table, im *Meta, col int, f ta
 		return nil, err
 	}
 	if !found {
-		return nil, table.Errorf(table.CodeConcurrentModification, "index %q was replaced or dropped while it was being built", im.Name)
+		return nil, errs.Errorf(errs.CodeConcurrentModification, "index %q was replaced or dropped while it was being built", im.Name)
 	}
 	dim := cf.Dim
 	k := len(cf.Centroids) / dim
@@ -289,7 +290,7 @@ func NewProbe(ctx context.Context, t *table.Table, im *Meta, q []float32, nprobe
 		return nil, nil
 	}
 	if len(q) != cf.Dim {
-		return nil, table.Errorf(table.CodeInvalidInput, "vector: %d dimensions, index %q holds vectors of %d", len(q), im.Name, cf.Dim)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "vector: %d dimensions, index %q holds vectors of %d", len(q), im.Name, cf.Dim)
 	}
 	if nprobes <= 0 {
 		nprobes = DefaultNProbes

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -47,10 +48,10 @@ func TestIndexChangesDuringMove(t *testing.T) {
 			t.Fatalf("the rename never sealed the table (last insert: %v)", err)
 		}
 	}
-	if _, err := index.Create(ctx, tb, index.Spec{Column: "k", Type: index.Bitmap, Name: "by_k"}); table.ErrorCode(err) != table.CodeConcurrentModification {
+	if _, err := index.Create(ctx, tb, index.Spec{Column: "k", Type: index.Bitmap, Name: "by_k"}); errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("index created during the move: %v", err)
 	}
-	if err := index.Drop(ctx, tb, "by_id"); table.ErrorCode(err) != table.CodeConcurrentModification {
+	if err := index.Drop(ctx, tb, "by_id"); errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("index dropped during the move: %v", err)
 	}
 	select {

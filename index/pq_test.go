@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/vector"
@@ -71,7 +72,7 @@ func TestIVFPQRecallWithRefine(t *testing.T) {
 		{index.Spec{Column: "emb", Type: "IVF_PQ", Metric: "dot"}, "distance_type"},
 		{index.Spec{Column: "emb", Type: "IVF_FLAT", SubVectors: 8}, "num_sub_vectors"},
 	} {
-		if _, err := index.Create(ctx, tb, c.sp); table.ErrorCode(err) != table.CodeInvalidInput || !containsStr(err.Error(), c.field) {
+		if _, err := index.Create(ctx, tb, c.sp); errs.CodeOf(err) != errs.CodeInvalidInput || !containsStr(err.Error(), c.field) {
 			t.Fatalf("create %+v: %v, want a 400 naming %s", c.sp, err, c.field)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -51,7 +52,7 @@ func keyKind(column string, t arrow.DataType) (byte, error) {
 	case arrow.STRING, arrow.LARGE_STRING:
 		return kindString, nil
 	}
-	return 0, table.Errorf(table.CodeInvalidInput, "column: %q is %s; scalar indexes take integer (up to int64, uint32), float64 and string columns", column, t)
+	return 0, errs.Errorf(errs.CodeInvalidInput, "column: %q is %s; scalar indexes take integer (up to int64, uint32), float64 and string columns", column, t)
 }
 
 // columnValues collects the column's values (nulls skipped) with their

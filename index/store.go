@@ -48,6 +48,7 @@ import (
 
 	"gocloud.dev/gcerrors"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -126,7 +127,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 // checkName refuses names that are not one path segment.
 func checkName(name string) error {
 	if !nameRE.MatchString(name) {
-		return table.Errorf(table.CodeInvalidInput, "name: %q is not an index name (letters, digits, _ . -; at most 128; not starting with . or -)", name)
+		return errs.Errorf(errs.CodeInvalidInput, "name: %q is not an index name (letters, digits, _ . -; at most 128; not starting with . or -)", name)
 	}
 	return nil
 }
@@ -209,7 +210,7 @@ func latest(ctx context.Context, t *table.Table, name string, seqs []uint64) (*M
 		}
 		var m Meta
 		if err := json.Unmarshal(data, &m); err != nil {
-			return nil, false, &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("index %q: unreadable definition", name), Err: err}
+			return nil, false, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("index %q: unreadable definition", name), Err: err}
 		}
 		m.Seq = seq
 		return &m, true, nil
@@ -251,14 +252,14 @@ func loadAny(ctx context.Context, t *table.Table, name string) (*Meta, error) {
 // Load reads the definition of index name.
 func Load(ctx context.Context, t *table.Table, name string) (*Meta, error) {
 	if checkName(name) != nil {
-		return nil, table.Errorf(table.CodeTableIndexNotFound, "index %q not found", name)
+		return nil, errs.Errorf(errs.CodeTableIndexNotFound, "index %q not found", name)
 	}
 	m, err := loadAny(ctx, t, name)
 	if err != nil {
 		return nil, err
 	}
 	if m == nil || m.Dropped {
-		return nil, table.Errorf(table.CodeTableIndexNotFound, "index %q not found on table %s", name, table.JoinID(t.ID()))
+		return nil, errs.Errorf(errs.CodeTableIndexNotFound, "index %q not found on table %s", name, table.JoinID(t.ID()))
 	}
 	return m, nil
 }
@@ -456,7 +457,7 @@ func readFile[T any](ctx context.Context, t *table.Table, key string) (*T, bool,
 	}
 	v := new(T)
 	if err := decode(data, v); err != nil {
-		return nil, false, &table.Error{Code: table.CodeInvalidTableState, Message: "index file unreadable", Err: err}
+		return nil, false, &errs.Error{Code: errs.CodeInvalidTableState, Message: "index file unreadable", Err: err}
 	}
 	files.put(key, v, int64(len(data))*2)
 	return v, true, nil

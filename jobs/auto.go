@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -251,7 +252,7 @@ const autoClaimTTL = 10 * time.Second
 func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, trig *Trigger) (*Job, error) {
 	uid, err := uuid.NewV7()
 	if err != nil {
-		return nil, &table.Error{Code: table.CodeInternal, Message: "job id", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: "job id", Err: err}
 	}
 	id := uid.String()
 	needAuto := "1"
@@ -265,7 +266,7 @@ func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, tr
 		return nil, redisErr("claim auto refresh", err)
 	}
 	if len(res) != 2 {
-		return nil, &table.Error{Code: table.CodeInternal, Message: fmt.Sprintf("auto claim answered %v", res)}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("auto claim answered %v", res)}
 	}
 	if n, _ := res[0].(int64); n != 1 {
 		return nil, nil

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mvq-dev/mvq/internal/bounded"
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/internal/bounded"
 
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
@@ -115,7 +117,7 @@ func (c *Client) Admit(ctx context.Context, cluster string) error {
 }
 
 func backlogFull(cluster string, limit int) error {
-	return &table.Error{Code: table.CodeServiceUnavailable,
+	return &errs.Error{Code: errs.CodeServiceUnavailable,
 		Message: fmt.Sprintf("cluster %q has %d unfinished jobs, its limit: retry later", cluster, limit), Err: ErrBacklogFull}
 }
 
@@ -186,7 +188,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	if meta.id == "" {
 		uid, err := uuid.NewV7()
 		if err != nil {
-			return nil, &table.Error{Code: table.CodeInternal, Message: "job id", Err: err}
+			return nil, &errs.Error{Code: errs.CodeInternal, Message: "job id", Err: err}
 		}
 		meta.id = uid.String()
 	}
@@ -209,7 +211,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	viewID, _ := json.Marshal(j.viewID)
 	req, err := json.Marshal(opts)
 	if err != nil {
-		return nil, &table.Error{Code: table.CodeInternal, Message: "encode request", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: "encode request", Err: err}
 	}
 	fp := ""
 	if meta.join {
@@ -218,7 +220,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	}
 	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
 	if err != nil {
-		return nil, &table.Error{Code: table.CodeInternal, Message: "plan task", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: "plan task", Err: err}
 	}
 	queue, taskID := QueueName(j.Cluster), "plan:"+j.ID
 	msg := encodeTaskMessage(task, taskID, queue, taskMaxRetry, taskTimeout)
@@ -276,12 +278,12 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		case -2:
 			return nil, backlogFull(j.Cluster, c.maxPending)
 		case -3:
-			return nil, table.Errorf(table.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
+			return nil, errs.Errorf(errs.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
 		default:
-			return nil, &table.Error{Code: table.CodeInternal, Message: "job id " + j.ID + " exists"}
+			return nil, &errs.Error{Code: errs.CodeInternal, Message: "job id " + j.ID + " exists"}
 		}
 	default:
-		return nil, &table.Error{Code: table.CodeInternal, Message: fmt.Sprintf("create job: unexpected answer %v", res)}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("create job: unexpected answer %v", res)}
 	}
 	return j, nil
 }
@@ -291,7 +293,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 // ignored; this only bounds the key's size).
 const pendingIndexTTL = 24 * time.Hour
 
-// Get returns a job; an unknown (or expired) one is CodeTransactionNotFound.
+// Get returns a job; an unknown (or expired) one is CodeJobNotFound.
 func (c *Client) Get(ctx context.Context, jobID string) (*Job, error) {
 	return c.st.job(ctx, jobID)
 }
@@ -318,7 +320,7 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]*Job, string, error)
 	limit := f.Limit
 	switch {
 	case limit < 0:
-		return nil, "", table.Errorf(table.CodeInvalidInput, "limit %d: must not be negative", limit)
+		return nil, "", errs.Errorf(errs.CodeInvalidInput, "limit %d: must not be negative", limit)
 	case limit == 0:
 		limit = DefaultListLimit
 	case limit > MaxListLimit:
@@ -328,10 +330,10 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]*Job, string, error)
 	switch state {
 	case "", StatePending, StateRunning, StateDone, StateFailed, StateCancelled:
 	default:
-		return nil, "", table.Errorf(table.CodeInvalidInput, "state %q: want PENDING, RUNNING, DONE, FAILED or CANCELLED", f.State)
+		return nil, "", errs.Errorf(errs.CodeInvalidInput, "state %q: want PENDING, RUNNING, DONE, FAILED or CANCELLED", f.State)
 	}
 	if strings.ContainsAny(f.PageToken, " \t\r\n") {
-		return nil, "", table.Errorf(table.CodeInvalidInput, "page token %q is not one List returned", f.PageToken)
+		return nil, "", errs.Errorf(errs.CodeInvalidInput, "page token %q is not one List returned", f.PageToken)
 	}
 	key := allJobsKey
 	if f.View != nil {
@@ -409,9 +411,9 @@ func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {
 	case r.code == -1:
 		return nil, notFound(jobID)
 	case r.code == 0 && Terminal(r.state):
-		return nil, table.Errorf(table.CodeInvalidTableState, "job %s is %s and can no longer be cancelled", jobID, r.state)
+		return nil, errs.Errorf(errs.CodeInvalidTableState, "job %s is %s and can no longer be cancelled", jobID, r.state)
 	case r.code == 0:
-		return nil, table.Errorf(table.CodeInvalidTableState, "job %s is committing and can no longer be cancelled", jobID)
+		return nil, errs.Errorf(errs.CodeInvalidTableState, "job %s is committing and can no longer be cancelled", jobID)
 	}
 	if plan, err := c.st.plan(ctx, jobID); err == nil && plan != nil {
 		if err := c.eng.Discard(ctx, plan); err != nil {
@@ -428,7 +430,7 @@ const eventsBlock = time.Second
 // stream (or after lastID), and waits for more until a terminal event
 // (which fn sees) or the end of ctx. It returns nil after the terminal
 // event, fn's error if fn fails, ctx.Err() when ctx ends first, and
-// CodeTransactionNotFound for an unknown job. Streams keep about the last
+// CodeJobNotFound for an unknown job. Streams keep about the last
 // 1000 events.
 func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event) error) error {
 	if _, err := c.st.job(ctx, jobID); err != nil {
@@ -505,7 +507,7 @@ func (c *Client) CancelView(ctx context.Context, view []string, reason string) (
 	n := 0
 	for _, id := range ids {
 		j, err := c.st.job(ctx, id)
-		if table.ErrorCode(err) == table.CodeTransactionNotFound {
+		if errs.CodeOf(err) == errs.CodeJobNotFound {
 			continue
 		}
 		if err != nil {
@@ -530,7 +532,7 @@ func (c *Client) CancelView(ctx context.Context, view []string, reason string) (
 // cascading namespace drop) that has a queue of unfinished jobs.
 func (c *Client) CancelViewsUnder(ctx context.Context, ns []string, reason string) (int, error) {
 	if len(ns) == 0 {
-		return 0, table.Errorf(table.CodeInvalidInput, "namespace: the root has no parent to drop it from")
+		return 0, errs.Errorf(errs.CodeInvalidInput, "namespace: the root has no parent to drop it from")
 	}
 	prefix := keyPrefix + "view:" + viewKey(ns) + "/"
 	match := globEscape(prefix) + "*:queue"

@@ -18,6 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -253,14 +254,14 @@ func TestRefreshJobsEndToEnd(t *testing.T) {
 
 	// Validation happens at Submit.
 	lim := int64(-1)
-	if _, err := b.client.Submit(ctx, w.view, refresh.Options{OutputLimit: &lim}); table.ErrorCode(err) != table.CodeInvalidInput {
+	if _, err := b.client.Submit(ctx, w.view, refresh.Options{OutputLimit: &lim}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("negative output_limit: %v", err)
 	}
-	if _, err := b.client.Submit(ctx, w.view, refresh.Options{Cluster: "elsewhere"}); table.ErrorCode(err) != table.CodeInvalidInput ||
+	if _, err := b.client.Submit(ctx, w.view, refresh.Options{Cluster: "elsewhere"}); errs.CodeOf(err) != errs.CodeInvalidInput ||
 		!strings.Contains(err.Error(), `no worker serves cluster "elsewhere"`) {
 		t.Fatalf("unserved cluster: %v", err)
 	}
-	if _, err := b.client.Submit(ctx, []string{"docs", "nope"}, refresh.Options{}); table.ErrorCode(err) != table.CodeTableNotFound {
+	if _, err := b.client.Submit(ctx, []string{"docs", "nope"}, refresh.Options{}); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("missing view: %v", err)
 	}
 }
@@ -403,7 +404,7 @@ func TestRefreshCancelWhileItemsRun(t *testing.T) {
 		t.Fatalf("cancelled job moved the view from version %d to %d", before, v)
 	}
 	eqRows(t, "view", w.rows(t), []string{})
-	if _, err := b.client.Cancel(ctx, j.ID); table.ErrorCode(err) != table.CodeInvalidTableState {
+	if _, err := b.client.Cancel(ctx, j.ID); errs.CodeOf(err) != errs.CodeInvalidTableState {
 		t.Fatalf("cancel of a cancelled job: %v", err)
 	}
 }
@@ -450,15 +451,15 @@ func TestRefreshDuplicateDeliveryExactlyOnce(t *testing.T) {
 	}
 	// Every item twice at the same time, then once more.
 	var wg sync.WaitGroup
-	errs := make(chan error, 6)
+	errList := make(chan error, 6)
 	for i := range 3 {
 		for range 2 {
-			wg.Go(func() { errs <- deliver(TypeWorkItem, fmt.Sprintf(`{"job_id":%q,"index":%d}`, j.ID, i)) })
+			wg.Go(func() { errList <- deliver(TypeWorkItem, fmt.Sprintf(`{"job_id":%q,"index":%d}`, j.ID, i)) })
 		}
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	close(errList)
+	for err := range errList {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -44,7 +45,7 @@ func (e *fakeEngine) addSource(view []string, rows int64) {
 func (e *fakeEngine) view(id []string) (*fakeView, error) {
 	v := e.views[table.JoinID(id)]
 	if v == nil {
-		return nil, table.Errorf(table.CodeTableNotFound, "view %s not found", table.JoinID(id))
+		return nil, errs.Errorf(errs.CodeTableNotFound, "view %s not found", table.JoinID(id))
 	}
 	return v, nil
 }
@@ -56,7 +57,7 @@ func (e *fakeEngine) Prepare(_ context.Context, id []string, o *refresh.Options)
 		return err
 	}
 	if o.SourceTaskSize < 0 || o.Concurrency < 0 {
-		return table.Errorf(table.CodeInvalidInput, "negative numbers")
+		return errs.Errorf(errs.CodeInvalidInput, "negative numbers")
 	}
 	if o.SourceTaskSize == 0 {
 		o.SourceTaskSize = 1024
@@ -113,7 +114,7 @@ func (e *fakeEngine) Commit(_ context.Context, p *refresh.Plan, rs []refresh.Ite
 		return refresh.Result{Mode: refresh.ModeNoOp, SourceVersion: p.SourceVersion, ViewVersion: v.version}, nil
 	}
 	if p.BaseViewVersion != v.version {
-		return refresh.Result{}, table.Errorf(table.CodeConcurrentModification, "view moved from %d to %d", p.BaseViewVersion, v.version)
+		return refresh.Result{}, errs.Errorf(errs.CodeConcurrentModification, "view moved from %d to %d", p.BaseViewVersion, v.version)
 	}
 	var added, read int64
 	for _, r := range rs {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -122,16 +123,16 @@ func (j *Janitor) Pass(ctx context.Context) (JanitorResult, error) {
 	}
 	defer j.st.unlock(context.WithoutCancel(ctx), "janitor", j.id)
 	res.Ran = true
-	var errs []error
+	var errList []error
 	n, err := j.trimIndexes(ctx, time.Now())
 	res.IndexTrimmed = n
-	errs = append(errs, err)
+	errList = append(errList, err)
 	if j.cfg.Catalog != nil {
 		// Batch transactions whose writer died: completed or aborted.
 		_, err := j.cfg.Catalog.RecoverTransactions(ctx, 0)
-		errs = append(errs, err, j.walk(ctx, nil, &res))
+		errList = append(errList, err, j.walk(ctx, nil, &res))
 	}
-	return res, errors.Join(errs...)
+	return res, errors.Join(errList...)
 }
 
 // trimIndexes drops index entries of jobs created more than a day past
@@ -171,7 +172,7 @@ func (j *Janitor) walk(ctx context.Context, ns []string, res *JanitorResult) err
 	if err != nil {
 		return err
 	}
-	var errs []error
+	var errList []error
 	for _, name := range tables {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -184,23 +185,23 @@ func (j *Janitor) walk(ctx context.Context, ns []string, res *JanitorResult) err
 		// Compaction reads and rewrites user rows: a panic on one table
 		// is that table's error, not the worker's end.
 		if _, err := protect(func() (struct{}, error) { return struct{}{}, j.table(ctx, id, res) }); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", table.JoinID(id), err))
+			errList = append(errList, fmt.Errorf("%s: %w", table.JoinID(id), err))
 		}
 	}
 	children, err := cat.ListNamespaces(ctx, ns)
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return errors.Join(append(errList, err)...)
 	}
 	for _, c := range children {
-		errs = append(errs, j.walk(ctx, append(append([]string{}, ns...), c), res))
+		errList = append(errList, j.walk(ctx, append(append([]string{}, ns...), c), res))
 	}
-	return errors.Join(errs...)
+	return errors.Join(errList...)
 }
 
 // table cleans and compacts one table or view.
 func (j *Janitor) table(ctx context.Context, id []string, res *JanitorResult) error {
 	t, err := j.cfg.Catalog.OpenTable(ctx, id)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil // dropped meanwhile
 	}
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
@@ -261,7 +262,7 @@ func TestRedisDataLossMidRefresh(t *testing.T) {
 		n, err := c.st.liveWorkers(ctx, "default")
 		return n > 0, err
 	})
-	if _, err := c.Get(ctx, j.ID); table.ErrorCode(err) != table.CodeTransactionNotFound {
+	if _, err := c.Get(ctx, j.ID); errs.CodeOf(err) != errs.CodeJobNotFound {
 		t.Fatalf("job after FLUSHALL: %v", err)
 	}
 	if v := w.version(t); v != before {
@@ -329,7 +330,7 @@ func TestJanitorSurvivesAPanic(t *testing.T) {
 	comp := &panickyCompactor{recordingCompactor: recordingCompactor{TableCompactor: TableCompactor{Catalog: w.cat, Options: table.CompactOptions{MinFragments: 2}}}, on: table.JoinID(w.view)}
 	j := newJanitor(b.client.st, "w1", JanitorConfig{Catalog: w.cat, OrphanGrace: time.Hour, Compactor: comp}, testLogger)
 	res, err := j.Pass(ctx)
-	if err == nil || table.ErrorCode(err) != table.CodeInternal {
+	if err == nil || errs.CodeOf(err) != errs.CodeInternal {
 		t.Fatalf("pass err = %v, want the view's internal error", err)
 	}
 	if res.Tables != 2 || res.Compacted != 1 || !slices.Equal(comp.called(), []string{"docs$articles"}) {

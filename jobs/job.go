@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
-	"github.com/mvq-dev/mvq/table"
 )
 
 // Job states.
@@ -163,7 +163,7 @@ func parseCount(s string) int64 {
 // decodeJob builds a Job from its record's hash fields.
 func decodeJob(m map[string]string) (*Job, error) {
 	bad := func(field string, err error) error {
-		return &table.Error{Code: table.CodeInternal, Message: fmt.Sprintf("job record %s: field %s is corrupt", m[fID], field), Err: err}
+		return &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("job record %s: field %s is corrupt", m[fID], field), Err: err}
 	}
 	j := &Job{
 		ID:               m[fID],

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
-	"github.com/mvq-dev/mvq/table"
 )
 
 // cacheBundle is an API client whose cache keeps answers for maxAge (long:
@@ -278,7 +278,7 @@ func TestJobCacheBounds(t *testing.T) {
 		}
 		primed(t, api, j.ID)
 		for range 3 {
-			if _, err := api.GetJSON(context.Background(), "no-such-job"); table.ErrorCode(err) != table.CodeTransactionNotFound {
+			if _, err := api.GetJSON(context.Background(), "no-such-job"); errs.CodeOf(err) != errs.CodeJobNotFound {
 				t.Fatalf("unknown job: %v", err)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 
-	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Reading a job is what dashboards poll, many clients at once for the same
@@ -109,7 +109,7 @@ func (c *Client) GetJSON(ctx context.Context, jobID string) ([]byte, error) {
 		}
 		b, err := json.Marshal(j)
 		if err != nil {
-			return nil, &table.Error{Code: table.CodeInternal, Message: "encode job " + jobID, Err: err}
+			return nil, &errs.Error{Code: errs.CodeInternal, Message: "encode job " + jobID, Err: err}
 		}
 		if testAfterJobRead != nil {
 			testAfterJobRead(jobID)

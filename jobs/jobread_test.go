@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
-	"github.com/mvq-dev/mvq/table"
 )
 
 // TestReadGroupFresh: requests arriving while a read runs never get that
@@ -197,10 +197,10 @@ func TestJobViewRemembered(t *testing.T) {
 	if got, err := b.client.JobView(ctx, j.ID); err != nil || !slices.Equal(got, view) {
 		t.Fatalf("JobView from memory: %v %v", got, err)
 	}
-	if _, err := b.client.Get(ctx, j.ID); table.ErrorCode(err) != table.CodeTransactionNotFound {
+	if _, err := b.client.Get(ctx, j.ID); errs.CodeOf(err) != errs.CodeJobNotFound {
 		t.Fatalf("Get of the deleted record: %v", err)
 	}
-	if _, err := b.client.JobView(ctx, "no-such-job"); table.ErrorCode(err) != table.CodeTransactionNotFound {
+	if _, err := b.client.JobView(ctx, "no-such-job"); errs.CodeOf(err) != errs.CodeJobNotFound {
 		t.Fatalf("JobView of an unknown job: %v", err)
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
-	"github.com/mvq-dev/mvq/table"
 )
 
 // These tests drive the orchestration with the in-memory fake engine, so
@@ -247,7 +247,7 @@ func TestFakeCancelWhileItemsRun(t *testing.T) {
 	if j.State != StateCancelled || j.Progress.WorkItemsDone != 0 || j.Result != nil {
 		t.Fatalf("job after cancel = %+v", j)
 	}
-	if _, err := b.client.Cancel(ctx, j.ID); table.ErrorCode(err) != table.CodeInvalidTableState {
+	if _, err := b.client.Cancel(ctx, j.ID); errs.CodeOf(err) != errs.CodeInvalidTableState {
 		t.Fatalf("second cancel: %v, want CodeInvalidTableState", err)
 	}
 	evs := b.events(t, j.ID)
@@ -275,7 +275,7 @@ func TestFakeSubmitChecksCluster(t *testing.T) {
 	b := setup(t, fe)
 	ctx := context.Background()
 	_, err := b.client.Submit(ctx, view, refresh.Options{Cluster: "gpu"})
-	if table.ErrorCode(err) != table.CodeInvalidInput || err.Error() != `cluster: no worker serves cluster "gpu"` {
+	if errs.CodeOf(err) != errs.CodeInvalidInput || err.Error() != `cluster: no worker serves cluster "gpu"` {
 		t.Fatalf("submit to a cluster nobody serves: %v", err)
 	}
 	s := b.startServer(t, "gpu", "cpu")
@@ -286,14 +286,14 @@ func TestFakeSubmitChecksCluster(t *testing.T) {
 	if j = b.waitState(t, j.ID, StateDone); j.Cluster != "gpu" || j.Request.Cluster != "gpu" {
 		t.Fatalf("job = %+v", j)
 	}
-	if _, err := b.client.Submit(ctx, view, refresh.Options{Cluster: "default"}); table.ErrorCode(err) != table.CodeInvalidInput {
+	if _, err := b.client.Submit(ctx, view, refresh.Options{Cluster: "default"}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("submit to default with only gpu,cpu served: %v", err)
 	}
-	if _, err := b.client.Submit(ctx, []string{"missing"}, refresh.Options{Cluster: "gpu"}); table.ErrorCode(err) != table.CodeTableNotFound {
+	if _, err := b.client.Submit(ctx, []string{"missing"}, refresh.Options{Cluster: "gpu"}); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("submit of a missing view: %v", err)
 	}
 	s.Shutdown()
-	if _, err := b.client.Submit(ctx, view, refresh.Options{Cluster: "cpu"}); table.ErrorCode(err) != table.CodeInvalidInput {
+	if _, err := b.client.Submit(ctx, view, refresh.Options{Cluster: "cpu"}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("submit after the only worker left: %v", err)
 	}
 }
@@ -344,12 +344,12 @@ func TestFakeDuplicateDelivery(t *testing.T) {
 	item := func(i int) *asynq.Task { return task(TypeWorkItem, WorkItemPayload{JobID: j.ID, Index: i}) }
 	// Two concurrent deliveries and a late third one of item 0.
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
+	errList := make([]error, 2)
 	for k := range 2 {
-		wg.Go(func() { errs[k] = s.handleWorkItem(ctx, item(0)) })
+		wg.Go(func() { errList[k] = s.handleWorkItem(ctx, item(0)) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(errList...); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.handleWorkItem(ctx, item(0)); err != nil {
@@ -413,7 +413,7 @@ func TestFakePermanentItemErrorFailsJob(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if i == 3 && bad {
-			return table.Errorf(table.CodeSchemaValidation, "column text is not a string")
+			return errs.Errorf(errs.CodeSchemaValidation, "column text is not a string")
 		}
 		return nil
 	}
@@ -489,13 +489,13 @@ func TestFakeGetListCancelErrors(t *testing.T) {
 	fe.addSource([]string{"b"}, 1)
 	b := setup(t, fe)
 	ctx := context.Background()
-	if _, err := b.client.Get(ctx, "nope"); table.ErrorCode(err) != table.CodeTransactionNotFound {
+	if _, err := b.client.Get(ctx, "nope"); errs.CodeOf(err) != errs.CodeJobNotFound {
 		t.Fatalf("get unknown: %v", err)
 	}
-	if _, err := b.client.Cancel(ctx, "nope"); table.ErrorCode(err) != table.CodeTransactionNotFound {
+	if _, err := b.client.Cancel(ctx, "nope"); errs.CodeOf(err) != errs.CodeJobNotFound {
 		t.Fatalf("cancel unknown: %v", err)
 	}
-	if err := b.client.Events(ctx, "nope", "", func(Event) error { return nil }); table.ErrorCode(err) != table.CodeTransactionNotFound {
+	if err := b.client.Events(ctx, "nope", "", func(Event) error { return nil }); errs.CodeOf(err) != errs.CodeJobNotFound {
 		t.Fatalf("events of unknown: %v", err)
 	}
 	s := b.newServer(t) // registered, not started: jobs stay PENDING
@@ -557,10 +557,10 @@ func TestFakeGetListCancelErrors(t *testing.T) {
 	if err != nil || len(cs) != 1 || cs[0].ID != ids[0] {
 		t.Fatalf("list cancelled: %v %v", cs, err)
 	}
-	if _, _, err := b.client.List(ctx, ListFilter{State: "bogus"}); table.ErrorCode(err) != table.CodeInvalidInput {
+	if _, _, err := b.client.List(ctx, ListFilter{State: "bogus"}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("bad state: %v", err)
 	}
-	if _, _, err := b.client.List(ctx, ListFilter{Limit: -1}); table.ErrorCode(err) != table.CodeInvalidInput {
+	if _, _, err := b.client.List(ctx, ListFilter{Limit: -1}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("bad limit: %v", err)
 	}
 	if err := b.client.Ping(ctx); err != nil {

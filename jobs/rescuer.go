@@ -13,7 +13,7 @@ import (
 
 	"github.com/hibiken/asynq"
 
-	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // RescuerConfig configures a Rescuer.
@@ -153,7 +153,7 @@ func (r *Rescuer) Pass(ctx context.Context) (RescueResult, error) {
 	r.cfg.defaults()
 	var total RescueResult
 	scanArchive := time.Since(r.lastArchiveScan) >= r.cfg.ArchiveScanInterval
-	var errs []error
+	var errList []error
 	for _, c := range r.clusters {
 		res, err := r.pass(ctx, c, scanArchive)
 		total.Rescued += res.Rescued
@@ -161,12 +161,12 @@ func (r *Rescuer) Pass(ctx context.Context) (RescueResult, error) {
 		total.Archived += res.Archived
 		total.Poisoned += res.Poisoned
 		total.Orphans += res.Orphans
-		errs = append(errs, err)
+		errList = append(errList, err)
 	}
 	if scanArchive {
 		r.lastArchiveScan = time.Now()
 	}
-	return total, errors.Join(errs...)
+	return total, errors.Join(errList...)
 }
 
 func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (RescueResult, error) {
@@ -192,22 +192,22 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 		return res, err
 	}
 	live := map[string]*Job{}
-	var errs []error
+	var errList []error
 	for _, id := range ids {
 		j, err := r.st.job(ctx, id)
 		switch {
 		case err == nil && !Terminal(j.State):
 			live[id] = j
-		case err == nil || table.ErrorCode(err) == table.CodeTransactionNotFound:
+		case err == nil || errs.CodeOf(err) == errs.CodeJobNotFound:
 			r.st.forgetUnfinished(ctx, cluster, id)
 			continue
 		default:
-			errs = append(errs, err)
+			errList = append(errList, err)
 			continue
 		}
 		n, poisoned, err := r.rescueHeld(ctx, j)
 		res.Rescued += n
-		errs = append(errs, err)
+		errList = append(errList, err)
 		if poisoned {
 			res.Poisoned++
 			delete(live, id)
@@ -225,14 +225,14 @@ func (r *Rescuer) pass(ctx context.Context, cluster string, scanArchive bool) (R
 	if r.inspector != nil {
 		n, err := r.scanOrphans(ctx, cluster, live)
 		res.Orphans += n
-		errs = append(errs, err)
+		errList = append(errList, err)
 	}
 	if scanArchive && r.inspector != nil {
 		n, err := r.scanArchived(ctx, cluster, live)
 		res.Archived += n
-		errs = append(errs, err)
+		errList = append(errList, err)
 	}
-	return res, errors.Join(errs...)
+	return res, errors.Join(errList...)
 }
 
 // rescueHeld enqueues again the tasks of j held by dead workers, or fails

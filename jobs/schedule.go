@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -73,7 +74,7 @@ func (c *Client) SetSchedule(ctx context.Context, view []string, every time.Dura
 		return redisErr("set the schedule", err)
 	}
 	if n < 0 {
-		return table.Errorf(table.CodeTableNotFound, "view %s is not registered", table.JoinID(view))
+		return errs.Errorf(errs.CodeTableNotFound, "view %s is not registered", table.JoinID(view))
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -158,7 +159,7 @@ func TestSchedulerFiresOncePerPeriodAcrossInstances(t *testing.T) {
 	if n, err := b.rdb.ZCard(ctx, RedisKey("sched")).Result(); err != nil || n != 0 {
 		t.Fatalf("schedule set holds %d views (%v)", n, err)
 	}
-	if err := b.client.SetSchedule(ctx, w.view, every); table.ErrorCode(err) != table.CodeTableNotFound {
+	if err := b.client.SetSchedule(ctx, w.view, every); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("schedule of an unregistered view: %v", err)
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
-	"github.com/mvq-dev/mvq/table"
 )
 
 // Task settings.
@@ -316,21 +316,10 @@ func isFailure(err error) bool {
 }
 
 // permanent reports whether retrying err cannot help: it wraps SkipRetry,
-// or it carries a table code other than internal, unavailable and
-// concurrent modification.
+// or errs.Retryable says no (a coded error other than internal,
+// unavailable, throttling and concurrent modification).
 func permanent(err error) bool {
-	if errors.Is(err, asynq.SkipRetry) {
-		return true
-	}
-	var te *table.Error
-	if !errors.As(err, &te) {
-		return false
-	}
-	switch te.Code {
-	case table.CodeInternal, table.CodeServiceUnavailable, table.CodeConcurrentModification:
-		return false
-	}
-	return true
+	return errors.Is(err, asynq.SkipRetry) || !errs.Retryable(err)
 }
 
 // lastAttempt reports whether asynq will not retry the running task.
@@ -343,7 +332,7 @@ func lastAttempt(ctx context.Context) bool {
 // userMessage is what a job's failure shows: the coded message, or a
 // pointer to the logs for internal errors.
 func userMessage(err error) string {
-	if table.ErrorCode(err) == table.CodeInternal {
+	if errs.CodeOf(err) == errs.CodeInternal {
 		return "internal error (details in the worker log)"
 	}
 	return err.Error()
@@ -354,7 +343,7 @@ func userMessage(err error) string {
 func protect[T any](fn func() (T, error)) (v T, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &table.Error{Code: table.CodeInternal, Message: "engine panic",
+			err = &errs.Error{Code: errs.CodeInternal, Message: "engine panic",
 				Err: fmt.Errorf("%v\n%s", r, debug.Stack())}
 		}
 	}()
@@ -479,7 +468,7 @@ func decodePayload(t *asynq.Task, v any) error {
 // loadJob reads the job a task is for; a missing record ends the task.
 func (s *Server) loadJob(ctx context.Context, id string) (*Job, error) {
 	j, err := s.st.job(ctx, id)
-	if table.ErrorCode(err) == table.CodeTransactionNotFound {
+	if errs.CodeOf(err) == errs.CodeJobNotFound {
 		return nil, fmt.Errorf("%w: %w", err, asynq.SkipRetry)
 	}
 	return j, err

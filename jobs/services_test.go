@@ -12,8 +12,8 @@ import (
 
 	"github.com/hibiken/asynq"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
-	"github.com/mvq-dev/mvq/table"
 )
 
 // startServerCfg starts a worker whose config tune adjusts.
@@ -374,7 +374,7 @@ func TestBacklogAdmission(t *testing.T) {
 			switch {
 			case err == nil:
 				accepted = append(accepted, j.ID)
-			case errors.Is(err, ErrBacklogFull) && table.ErrorCode(err) == table.CodeServiceUnavailable:
+			case errors.Is(err, ErrBacklogFull) && errs.CodeOf(err) == errs.CodeServiceUnavailable:
 				refused++
 			default:
 				t.Errorf("submit: %v", err)
@@ -463,7 +463,7 @@ func TestCancelViewStopsItsJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	j4, err := b.client.Submit(ctx, []string{"ns", "w"}, refresh.Options{})
-	if table.ErrorCode(err) != table.CodeTableNotFound {
+	if errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("submit to a missing view: %v %v", j4, err)
 	}
 	jc := &Job{ID: "00000000-0000-7000-8000-000000000001", Cluster: "default", viewID: view}

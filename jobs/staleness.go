@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -104,7 +105,7 @@ func (r *StalenessReporter) Pass(ctx context.Context) (map[string]float64, error
 	out := map[string]float64{}
 	for _, v := range views {
 		f, err := r.eng.Freshness(ctx, v, now)
-		if table.ErrorCode(err) == table.CodeTableNotFound || table.ErrorCode(err) == table.CodeInvalidInput {
+		if errs.CodeOf(err) == errs.CodeTableNotFound || errs.CodeOf(err) == errs.CodeInvalidInput {
 			continue // dropped meanwhile
 		}
 		if err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
-	"github.com/mvq-dev/mvq/table"
 )
 
 // keyPrefix starts every mvq key. Its "{mvq}" is a Redis Cluster hash
@@ -96,14 +96,14 @@ type store struct {
 }
 
 func notFound(id string) error {
-	return table.Errorf(table.CodeTransactionNotFound, "job %s not found", id)
+	return errs.Errorf(errs.CodeJobNotFound, "job %s not found", id)
 }
 
 func redisErr(what string, err error) error {
-	return &table.Error{Code: table.CodeServiceUnavailable, Message: what + ": redis unavailable", Err: err}
+	return &errs.Error{Code: errs.CodeServiceUnavailable, Message: what + ": redis unavailable", Err: err}
 }
 
-// job loads a job record; a missing one is CodeTransactionNotFound.
+// job loads a job record; a missing one is CodeJobNotFound.
 func (s *store) job(ctx context.Context, id string) (*Job, error) {
 	if id == "" || strings.ContainsAny(id, " \t\r\n") {
 		return nil, notFound(id)
@@ -247,7 +247,7 @@ func (s *store) plan(ctx context.Context, id string) (*refresh.Plan, error) {
 	}
 	p := new(refresh.Plan)
 	if err := json.Unmarshal(b, p); err != nil {
-		return nil, &table.Error{Code: table.CodeInternal, Message: "stored plan of job " + id + " is corrupt", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: "stored plan of job " + id + " is corrupt", Err: err}
 	}
 	return p, nil
 }
@@ -361,7 +361,7 @@ func (s *store) results(ctx context.Context, id string, n int) ([]*refresh.ItemR
 		}
 		r := new(refresh.ItemResult)
 		if err := json.Unmarshal([]byte(str), r); err != nil {
-			return nil, &table.Error{Code: table.CodeInternal, Message: fmt.Sprintf("result of item %d of job %s is corrupt", i, id), Err: err}
+			return nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("result of item %d of job %s is corrupt", i, id), Err: err}
 		}
 		out[i] = r
 	}

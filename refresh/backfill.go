@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -115,7 +116,7 @@ func (e *Engine) prepareBackfill(ctx context.Context, id []string, opts *Options
 	}
 	if bf.ReadVersion != 0 {
 		if _, err := t.Version(ctx, bf.ReadVersion); err != nil {
-			if table.ErrorCode(err) == table.CodeTableVersionNotFound {
+			if errs.CodeOf(err) == errs.CodeTableVersionNotFound {
 				return invalid("read_version: table %s has no version %d", table.JoinID(id), bf.ReadVersion)
 			}
 			return err
@@ -167,7 +168,7 @@ func backfillBinding(m *table.Manifest, col string) (*ColumnBinding, *arrow.Sche
 	if len(schema.FieldIndices(col)) > 0 {
 		return nil, nil, invalid("column: %q is not a virtual or computed column (add one with add_columns)", col)
 	}
-	return nil, nil, table.Errorf(table.CodeTableColumnNotFound, "column: %q not found", col)
+	return nil, nil, errs.Errorf(errs.CodeTableColumnNotFound, "column: %q not found", col)
 }
 
 func whereQuery(where string) string {
@@ -194,7 +195,7 @@ func (e *Engine) planBackfill(ctx context.Context, id []string, jobID string, op
 	m := latest
 	if v := opts.Backfill.ReadVersion; v != 0 && v != latest.Version {
 		if m, err = t.Load(ctx, v); err != nil {
-			if table.ErrorCode(err) == table.CodeTableVersionNotFound {
+			if errs.CodeOf(err) == errs.CodeTableVersionNotFound {
 				return nil, invalid("read_version: table %s has no version %d", table.JoinID(id), v)
 			}
 			return nil, stateErr(err)
@@ -251,7 +252,7 @@ func (e *Engine) expandBackfill(ctx context.Context, plan *Plan, index int) (Ite
 	if id, err := identity(ctx, t, latest); err != nil {
 		return res, err
 	} else if plan.ViewUUID != "" && id != plan.ViewUUID {
-		return res, table.Errorf(table.CodeTableNotFound, "table %s was dropped and created again since the backfill was planned", table.JoinID(plan.View))
+		return res, errs.Errorf(errs.CodeTableNotFound, "table %s was dropped and created again since the backfill was planned", table.JoinID(plan.View))
 	}
 	b, schema, err := backfillBinding(latest, bf.Column)
 	if err != nil {
@@ -298,7 +299,7 @@ func (e *Engine) expandBackfill(ctx context.Context, plan *Plan, index int) (Ite
 			if ours[rg.Fragment] {
 				continue
 			}
-			return res, table.Errorf(table.CodeConcurrentModification,
+			return res, errs.Errorf(errs.CodeConcurrentModification,
 				"fragment %d of %s was rewritten (compacted or updated) since the backfill was planned: backfill again (filled fragments are kept)", rg.Fragment, table.JoinID(plan.View))
 		}
 		wasFilled := filled[b.Name][strconv.FormatUint(uint64(f.ID), 10)] == b.Version()
@@ -349,7 +350,7 @@ func (e *Engine) backfillFragment(ctx context.Context, t *table.Table, plan *Pla
 	for k, o := range b.Outputs {
 		idx := schema.FieldIndices(o.Column)
 		if len(idx) == 0 {
-			return nil, 0, 0, table.Errorf(table.CodeInvalidTableState, "column %q is not in the schema", o.Column)
+			return nil, 0, 0, errs.Errorf(errs.CodeInvalidTableState, "column %q is not in the schema", o.Column)
 		}
 		outIdx[k], types[k] = idx[0], schema.Field(idx[0]).Type
 	}
@@ -557,7 +558,7 @@ func (e *Engine) checkpoint(ctx context.Context, t *table.Table, plan *Plan, fra
 func (e *Engine) commitRewrites(ctx context.Context, t *table.Table, plan *Plan, b *ColumnBinding, schema string, reps []rewrite) (uint64, error) {
 	m, err := t.Commit(ctx, func(base *table.Manifest) (*table.Manifest, error) {
 		if base.Schema != schema {
-			return nil, table.Errorf(table.CodeConcurrentModification, "the columns of %s changed while it was backfilled: backfill again", table.JoinID(plan.View))
+			return nil, errs.Errorf(errs.CodeConcurrentModification, "the columns of %s changed while it was backfilled: backfill again", table.JoinID(plan.View))
 		}
 		pos := make(map[uint32]int, len(base.Fragments))
 		for i, f := range base.Fragments {
@@ -577,7 +578,7 @@ func (e *Engine) commitRewrites(ctx context.Context, t *table.Table, plan *Plan,
 				// Rewritten by another commit (a compaction, an update)
 				// since this item read it: its computed values would be
 				// lost, so the item fails and runs again on what is there.
-				return nil, table.Errorf(table.CodeConcurrentModification,
+				return nil, errs.Errorf(errs.CodeConcurrentModification,
 					"fragment %d of %s was rewritten (compacted or updated) while it was backfilled: the item runs again", r.old, table.JoinID(plan.View))
 			}
 			nf := r.frag
@@ -693,7 +694,7 @@ func (e *Engine) commitBackfill(ctx context.Context, plan *Plan, results []ItemR
 // stays.
 func (e *Engine) discardBackfill(ctx context.Context, plan *Plan) error {
 	t, err := e.cat.OpenTable(ctx, plan.View)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package refresh
 import (
 	"context"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -30,7 +31,7 @@ func (e *Engine) backfillTable(ctx context.Context, id []string, bf *BackfillOpt
 			return nil, err
 		}
 		if bi.ID != plan.SourceBranchID {
-			return nil, table.Errorf(table.CodeConcurrentModification, "branch: branch %q of %s was deleted and created again since the backfill was planned; backfill again", bf.Branch, table.JoinID(id))
+			return nil, errs.Errorf(errs.CodeConcurrentModification, "branch: branch %q of %s was deleted and created again since the backfill was planned; backfill again", bf.Branch, table.JoinID(id))
 		}
 	}
 	return b, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -20,10 +21,10 @@ import (
 // An unknown branch is CodeTableBranchNotFound naming src_branch.
 func sourceBranch(ctx context.Context, src *table.Table, v *View, branch string) (*table.Table, error) {
 	b, err := src.OnBranch(ctx, branch)
-	if table.ErrorCode(err) == table.CodeTableBranchNotFound {
-		return nil, table.Errorf(table.CodeTableBranchNotFound, "src_branch: source table %s of view %s has no branch %q", table.JoinID(v.Def.Source), table.JoinID(v.ID), branch)
+	if errs.CodeOf(err) == errs.CodeTableBranchNotFound {
+		return nil, errs.Errorf(errs.CodeTableBranchNotFound, "src_branch: source table %s of view %s has no branch %q", table.JoinID(v.Def.Source), table.JoinID(v.ID), branch)
 	}
-	if table.ErrorCode(err) == table.CodeInvalidInput {
+	if errs.CodeOf(err) == errs.CodeInvalidInput {
 		return nil, invalid("src_branch: %v", err)
 	}
 	return b, err
@@ -46,7 +47,7 @@ func sameBranch(ctx context.Context, src *table.Table, plan *Plan) error {
 		return err
 	}
 	if id != plan.SourceBranchID {
-		return table.Errorf(table.CodeInvalidTableState, "src_branch: branch %q of the source of view %s was deleted and created again since the refresh was planned; refresh again", src.Branch(), table.JoinID(plan.View))
+		return errs.Errorf(errs.CodeInvalidTableState, "src_branch: branch %q of the source of view %s was deleted and created again since the refresh was planned; refresh again", src.Branch(), table.JoinID(plan.View))
 	}
 	return nil
 }

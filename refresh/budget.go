@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/mvq-dev/mvq/chunker"
-	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/udf"
 )
 
@@ -108,7 +108,7 @@ func (b *budget) exceeded(r, n int64, foreseen bool) error {
 	if foreseen {
 		at = "stopped before a row that takes it to at least"
 	}
-	return table.Errorf(table.CodeInvalidInput, "work item %d: %s too large, %s %d rows, %d bytes (bounds: MVQ_MAX_ITEM_OUTPUT_ROWS=%d, MVQ_MAX_ITEM_OUTPUT_BYTES=%d): %s",
+	return errs.Errorf(errs.CodeInvalidInput, "work item %d: %s too large, %s %d rows, %d bytes (bounds: MVQ_MAX_ITEM_OUTPUT_ROWS=%d, MVQ_MAX_ITEM_OUTPUT_BYTES=%d): %s",
 		b.index, b.what, at, r, n, b.maxRows, b.maxBytes, how)
 }
 

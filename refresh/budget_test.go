@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -32,7 +33,7 @@ func (b *bundle) expandErr(t *testing.T, id []string, opts Options, index int, w
 	t.Helper()
 	p := b.plan(t, id, "job-big", opts)
 	_, err := b.e.Expand(b.ctx, p, index)
-	if err == nil || table.ErrorCode(err) != table.CodeInvalidInput || retryable(err) {
+	if err == nil || errs.CodeOf(err) != errs.CodeInvalidInput || retryable(err) {
 		t.Fatalf("expand item %d: %v, want a non-retryable bound error", index, err)
 	}
 	for _, w := range append(want, "MVQ_MAX_ITEM_OUTPUT_ROWS", "MVQ_MAX_ITEM_OUTPUT_BYTES") {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mvq-dev/mvq/arrowjson"
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/udf"
 )
@@ -125,7 +126,7 @@ func tableColumns(m *table.Manifest) ([]ColumnBinding, error) {
 	}
 	var out []ColumnBinding
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("version %d: column bindings unreadable", m.Version), Err: err}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("version %d: column bindings unreadable", m.Version), Err: err}
 	}
 	return out, nil
 }
@@ -139,7 +140,7 @@ func filledMap(m *table.Manifest) (map[string]map[string]string, error) {
 		return out, nil
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("version %d: backfill record unreadable", m.Version), Err: err}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("version %d: backfill record unreadable", m.Version), Err: err}
 	}
 	return out, nil
 }
@@ -269,7 +270,7 @@ func (e *Engine) addColumns(ctx context.Context, id []string, branch string, ent
 	}
 	nm, err := t.Commit(ctx, func(base *table.Manifest) (*table.Manifest, error) {
 		if base.Version != m.Version {
-			return nil, table.Errorf(table.CodeConcurrentModification, "table %s changed while columns were added (version %d, now %d): try again", table.JoinID(id), m.Version, base.Version)
+			return nil, errs.Errorf(errs.CodeConcurrentModification, "table %s changed while columns were added (version %d, now %d): try again", table.JoinID(id), m.Version, base.Version)
 		}
 		base.Operation = "add_columns"
 		base.Schema = enc
@@ -335,7 +336,7 @@ func (e *Engine) bindColumn(ctx context.Context, field string, ent AddColumnEntr
 	case given != 1:
 		return b, nil, invalid("%s: give exactly one of expression, computed or virtual_column", field)
 	case ent.Expression != nil:
-		return b, nil, table.Errorf(table.CodeUnsupported, "%s.expression: one-off expression columns are not supported; use computed (filled by backfill_column)", field)
+		return b, nil, errs.Errorf(errs.CodeUnsupported, "%s.expression: one-off expression columns are not supported; use computed (filled by backfill_column)", field)
 	}
 	claim := func(col, at string) error {
 		lower := strings.ToLower(col)
@@ -398,7 +399,7 @@ func (e *Engine) bindColumn(ctx context.Context, field string, ent AddColumnEntr
 	}
 	for _, c := range vc.InputColumns {
 		if len(schema.FieldIndices(c)) == 0 {
-			return b, nil, table.Errorf(table.CodeTableColumnNotFound, "%s.input_columns: column %q not found", field, c)
+			return b, nil, errs.Errorf(errs.CodeTableColumnNotFound, "%s.input_columns: column %q not found", field, c)
 		}
 	}
 	if len(vc.Outputs) == 0 {
@@ -478,7 +479,7 @@ func (e *Engine) bindColumn(ctx context.Context, field string, ent AddColumnEntr
 
 // tableMessage is err's message without the code's decoration.
 func tableMessage(err error) string {
-	if te, ok := err.(*table.Error); ok && te.Message != "" {
+	if te, ok := err.(*errs.Error); ok && te.Message != "" {
 		return te.Message
 	}
 	return err.Error()

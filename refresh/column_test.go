@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mvq-dev/mvq/arrowjson"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/udf"
 )
@@ -296,7 +297,7 @@ func TestBackfillRacingACompaction(t *testing.T) {
 		t.Fatalf("compact: %+v %v", res, err)
 	}
 	_, err = b.e.Expand(b.ctx, p, 0)
-	if table.ErrorCode(err) != table.CodeConcurrentModification || !strings.Contains(fmt.Sprint(err), "backfill again") {
+	if errs.CodeOf(err) != errs.CodeConcurrentModification || !strings.Contains(fmt.Sprint(err), "backfill again") {
 		t.Fatalf("expand after a compaction: %v", err)
 	}
 	eqRows(t, "nothing filled by the raced item", b.rows(t, srcID), before)

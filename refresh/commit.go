@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -229,7 +230,7 @@ func (e *Engine) committed(ctx context.Context, t *table.Table, plan *Plan, late
 		}
 		var res Result
 		if err := json.Unmarshal([]byte(m.Metadata[metaResult]), &res); err != nil {
-			return Result{}, false, &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("view %s v%d: refresh result unreadable", table.JoinID(t.ID()), v), Err: err}
+			return Result{}, false, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("view %s v%d: refresh result unreadable", table.JoinID(t.ID()), v), Err: err}
 		}
 		res.ViewVersion = m.Version
 		return res, true, nil
@@ -626,7 +627,7 @@ func (b *build) op(wm *Watermark) table.Op {
 // moved is the conflict of a commit that finds view version v on top of
 // the plan's base, made by something other than compaction.
 func moved(plan *Plan, v uint64) error {
-	return &table.Error{Code: table.CodeConcurrentModification, Message: fmt.Sprintf("view %s moved from version %d to %d since the refresh was planned", table.JoinID(plan.View), plan.BaseViewVersion, v)}
+	return &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("view %s moved from version %d to %d since the refresh was planned", table.JoinID(plan.View), plan.BaseViewVersion, v)}
 }
 
 // compactionsSince answers the versions of view t after the plan's base
@@ -743,7 +744,7 @@ func (e *Engine) Discard(ctx context.Context, plan *Plan) error {
 		return e.discardBackfill(ctx, plan)
 	}
 	t, err := e.cat.OpenTable(ctx, plan.View)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil // the view is gone, and its folder with it
 	}
 	if err != nil {
@@ -761,13 +762,13 @@ func (e *Engine) Discard(ctx context.Context, plan *Plan) error {
 	if err != nil {
 		return fmt.Errorf("discard %s job %s: %w", table.JoinID(plan.View), plan.JobID, err)
 	}
-	var errs []error
+	var errList []error
 	for _, ent := range entries {
 		if !ent.IsDir && stagedName.MatchString(ent.Name) {
 			if err := e.cat.Warehouse().Delete(ctx, t.Key(prefix+ent.Name)); err != nil {
-				errs = append(errs, err)
+				errList = append(errList, err)
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(errList...)
 }

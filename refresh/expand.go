@@ -3,18 +3,20 @@ package refresh
 import (
 	"context"
 	"fmt"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 
 	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -95,7 +97,7 @@ func (e *Engine) planView(ctx context.Context, plan *Plan) (*View, error) {
 		return v.(*View), nil
 	}
 	v, err := e.loadView(ctx, plan.View, plan.BaseViewVersion)
-	if table.ErrorCode(err) == table.CodeTableVersionNotFound && plan.ViewUUID != "" {
+	if errs.CodeOf(err) == errs.CodeTableVersionNotFound && plan.ViewUUID != "" {
 		return nil, viewReplaced(plan.View) // versions are never removed
 	}
 	if err != nil {
@@ -141,7 +143,7 @@ func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVe
 	}
 	want := plan.sourceIdentity()
 	m, err := t.Load(ctx, plan.SourceVersion)
-	if table.ErrorCode(err) == table.CodeTableVersionNotFound && want != "" {
+	if errs.CodeOf(err) == errs.CodeTableVersionNotFound && want != "" {
 		return nil, sourceReplaced(plan.View, v.Def.Source) // versions are never removed
 	}
 	if err != nil {
@@ -180,7 +182,7 @@ func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVe
 func (s *sourceVersion) fragment(id uint32) (table.Fragment, error) {
 	f, ok := s.byID[id]
 	if !ok {
-		return f, &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("source %s v%d has no fragment %d", table.JoinID(s.t.ID()), s.m.Version, id)}
+		return f, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("source %s v%d has no fragment %d", table.JoinID(s.t.ID()), s.m.Version, id)}
 	}
 	return f, nil
 }
@@ -513,11 +515,11 @@ func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, wo
 		}
 	}
 	if in < 0 {
-		return nil, table.Errorf(table.CodeSchemaValidation, "source_query no longer selects the chunker's input_column %q", spec.InputColumn)
+		return nil, errs.Errorf(errs.CodeSchemaValidation, "source_query no longer selects the chunker's input_column %q", spec.InputColumn)
 	}
 	txt, ok := q.Column(in).(texts)
 	if !ok {
-		return nil, table.Errorf(table.CodeSchemaValidation, "input_column %q is %s, not text", spec.InputColumn, q.Column(in).DataType())
+		return nil, errs.Errorf(errs.CodeSchemaValidation, "input_column %q is %s, not text", spec.InputColumn, q.Column(in).DataType())
 	}
 	// Where each view column comes from: a query column, or -1 for the
 	// chunk index and -2 for the chunk.
@@ -533,7 +535,7 @@ func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, wo
 		default:
 			idx := q.Schema().FieldIndices(f.Name)
 			if len(idx) == 0 {
-				return nil, table.Errorf(table.CodeSchemaValidation, "source_query no longer selects view column %q", f.Name)
+				return nil, errs.Errorf(errs.CodeSchemaValidation, "source_query no longer selects view column %q", f.Name)
 			}
 			from[i] = idx[0]
 		}
@@ -542,14 +544,14 @@ func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, wo
 	n := int(q.NumRows())
 	workers = max(min(workers, n), 1)
 	parts := make([][]arrow.RecordBatch, workers)
-	errs := make([]error, workers)
+	errList := make([]error, workers)
 	var wg sync.WaitGroup
 	for p := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			// A panic on a row fails the item, not the process.
-			errs[p] = table.Recover("chunk rows", func() (err error) {
+			errList[p] = table.Recover("chunk rows", func() (err error) {
 				if e.chunkHook != nil {
 					e.chunkHook()
 				}
@@ -563,7 +565,7 @@ func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, wo
 	for _, part := range parts {
 		out = append(out, part...)
 	}
-	for _, err := range errs {
+	for _, err := range errList {
 		if err != nil {
 			for _, b := range out {
 				b.Release()

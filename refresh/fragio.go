@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -49,7 +50,7 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 		return nil, nil
 	}
 	unreadable := func(err error) error {
-		return &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("%s fragment %d (%s) unreadable", table.JoinID(t.ID()), f.ID, f.Path), Err: err}
+		return &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("%s fragment %d (%s) unreadable", table.JoinID(t.ID()), f.ID, f.Path), Err: err}
 	}
 	var src parquet.ReaderAtSeeker
 	if f.Bytes <= e.wholeFileBytes {

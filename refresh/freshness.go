@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -75,7 +76,7 @@ func (e *Engine) freshnessOf(ctx context.Context, v *View, now time.Time) (*Fres
 	}
 	src, err := e.source(ctx, v) // by identity: a renamed source is followed
 	switch {
-	case table.ErrorCode(err) == table.CodeTableNotFound:
+	case errs.CodeOf(err) == errs.CodeTableNotFound:
 		f.Problem = sourceGone(v.ID, v.Def.Source).Error()
 		f.Stale = true
 		f.Sources = []SourceFreshness{s}
@@ -87,7 +88,7 @@ func (e *Engine) freshnessOf(ctx context.Context, v *View, now time.Time) (*Fres
 	if w := v.Watermark; w != nil && w.SourceBranch != "" {
 		s.Branch = w.SourceBranch
 		if src, err = sourceBranch(ctx, src, v, w.SourceBranch); err != nil {
-			if table.ErrorCode(err) != table.CodeTableBranchNotFound {
+			if errs.CodeOf(err) != errs.CodeTableBranchNotFound {
 				return nil, err
 			}
 			f.Problem = err.Error() + "; refresh it from main or another branch"

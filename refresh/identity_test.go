@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -59,7 +60,7 @@ func TestViewRecreatedDuringRefresh(t *testing.T) {
 	b.chunkerView(t, "chunks")
 	replaced := func(what string, err error) {
 		t.Helper()
-		if table.ErrorCode(err) != table.CodeTableNotFound || !strings.Contains(err.Error(), "dropped and created again") {
+		if errs.CodeOf(err) != errs.CodeTableNotFound || !strings.Contains(err.Error(), "dropped and created again") {
 			t.Fatalf("%s: %v, want the view-replaced error", what, err)
 		}
 	}
@@ -168,12 +169,12 @@ func corrupt(t *testing.T, path string) func() {
 // retryable is the orchestrator's rule (jobs.permanent): uncoded errors
 // and internal, unavailable and conflict codes are retried.
 func retryable(err error) bool {
-	var te *table.Error
+	var te *errs.Error
 	if !errors.As(err, &te) {
 		return true
 	}
 	switch te.Code {
-	case table.CodeInternal, table.CodeServiceUnavailable, table.CodeConcurrentModification:
+	case errs.CodeInternal, errs.CodeServiceUnavailable, errs.CodeConcurrentModification:
 		return true
 	}
 	return false
@@ -209,8 +210,8 @@ func TestLegacyIdentities(t *testing.T) {
 
 	restore := corrupt(t, b.manifestPath(t, srcID, 1))
 	_, err = b.e.Plan(b.ctx, id, "j2", Options{})
-	if err == nil || !retryable(err) || table.ErrorCode(err) != table.CodeServiceUnavailable {
-		t.Fatalf("plan with the source's version 1 unreadable: %v (code %d), want a retryable failure", err, table.ErrorCode(err))
+	if err == nil || !retryable(err) || errs.CodeOf(err) != errs.CodeServiceUnavailable {
+		t.Fatalf("plan with the source's version 1 unreadable: %v (code %d), want a retryable failure", err, errs.CodeOf(err))
 	}
 	restore()
 	p, res := b.refresh(t, id, "j2", Options{})
@@ -233,7 +234,7 @@ func TestStateReadErrorsAreRetryable(t *testing.T) {
 	wantRetryable := func(what string, err error) {
 		t.Helper()
 		if err == nil || !retryable(err) {
-			t.Fatalf("%s: %v (code %d), want a retryable failure", what, err, table.ErrorCode(err))
+			t.Fatalf("%s: %v (code %d), want a retryable failure", what, err, errs.CodeOf(err))
 		}
 	}
 	for _, f := range []struct {

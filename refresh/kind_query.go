@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -42,7 +43,7 @@ func (a *projectApplier) Apply(ctx context.Context, q arrow.RecordBatch) ([]arro
 		}
 	}
 	if len(cols) != v.Schema.NumFields() {
-		return nil, table.Errorf(table.CodeSchemaValidation, "source_query now produces %d columns, the view has %d", len(cols), v.Schema.NumFields())
+		return nil, errs.Errorf(errs.CodeSchemaValidation, "source_query now produces %d columns, the view has %d", len(cols), v.Schema.NumFields())
 	}
 	fields := make([]arrow.Field, len(cols))
 	for i, c := range cols {

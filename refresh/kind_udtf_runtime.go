@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/udf"
 )
@@ -209,7 +210,7 @@ func (a *wholeApplier) Finish(ctx context.Context) ([]arrow.RecordBatch, error) 
 	}
 	defer releasePartitions(parts)
 	out := make([]arrow.RecordBatch, len(parts))
-	errs := make([]error, len(parts))
+	errList := make([]error, len(parts))
 	var skipped atomic.Int64
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -219,17 +220,17 @@ func (a *wholeApplier) Finish(ctx context.Context) ([]arrow.RecordBatch, error) 
 			defer wg.Done()
 			for i := range next {
 				// A panic on a partition fails the item, not the process.
-				errs[i] = table.Recover("udtf partition", func() (err error) {
+				errList[i] = table.Recover("udtf partition", func() (err error) {
 					out[i], err = a.runPartition(ctx, parts[i].rec)
 					return err
 				})
-				if errs[i] != nil && a.b.onError.Mode == "skip" && (udf.IsPermanent(errs[i]) || isUDFError(errs[i])) {
+				if errList[i] != nil && a.b.onError.Mode == "skip" && (udf.IsPermanent(errList[i]) || isUDFError(errList[i])) {
 					what := "the input"
 					if parts[i].name != "" {
 						what = "partition " + parts[i].name
 					}
-					a.env.Events(fmt.Sprintf("%s skipped: %v", what, errs[i]))
-					errs[i] = nil
+					a.env.Events(fmt.Sprintf("%s skipped: %v", what, errList[i]))
+					errList[i] = nil
 					skipped.Add(1)
 				}
 			}
@@ -241,7 +242,7 @@ func (a *wholeApplier) Finish(ctx context.Context) ([]arrow.RecordBatch, error) 
 	close(next)
 	wg.Wait()
 	a.env.skipped(skipped.Load())
-	for _, err := range errs {
+	for _, err := range errList {
 		if err != nil {
 			releaseAll(out)
 			return nil, err
@@ -297,7 +298,7 @@ func (a *wholeApplier) partitions(ctx context.Context, all, input arrow.RecordBa
 	}
 	idx := all.Schema().FieldIndices(a.b.partitionBy)
 	if len(idx) == 0 {
-		return nil, table.Errorf(table.CodeSchemaValidation, "source_query no longer selects partition_by column %q", a.b.partitionBy)
+		return nil, errs.Errorf(errs.CodeSchemaValidation, "source_query no longer selects partition_by column %q", a.b.partitionBy)
 	}
 	col := all.Column(idx[0])
 	groups := map[string][]int64{}
@@ -390,7 +391,7 @@ func (e *Engine) partitionItems(ctx context.Context, v *View, src *table.Table, 
 		rec := out.RecordBatch()
 		idx := rec.Schema().FieldIndices(b.partitionBy)
 		if len(idx) == 0 {
-			return nil, "", table.Errorf(table.CodeSchemaValidation, "source_query no longer selects partition_by column %q", b.partitionBy)
+			return nil, "", errs.Errorf(errs.CodeSchemaValidation, "source_query no longer selects partition_by column %q", b.partitionBy)
 		}
 		col := rec.Column(idx[0])
 		for i := 0; i < col.Len() && len(seen) <= maxPartitionItems; i++ {
@@ -425,7 +426,7 @@ func selectColumns(rec arrow.RecordBatch, names []string) (arrow.RecordBatch, er
 	for i, n := range names {
 		idx := rec.Schema().FieldIndices(n)
 		if len(idx) == 0 {
-			return nil, table.Errorf(table.CodeSchemaValidation, "input column %q is no longer produced", n)
+			return nil, errs.Errorf(errs.CodeSchemaValidation, "input column %q is no longer produced", n)
 		}
 		cols[i], fields[i] = rec.Column(idx[0]), rec.Schema().Field(idx[0])
 	}
@@ -484,9 +485,9 @@ func udfErr(err error) error {
 	}
 	switch {
 	case ue.Permanent || ue.Timeout > 0:
-		return &table.Error{Code: table.CodeInvalidInput, Err: err}
+		return &errs.Error{Code: errs.CodeInvalidInput, Err: err}
 	default:
-		return &table.Error{Code: table.CodeServiceUnavailable, Err: err}
+		return &errs.Error{Code: errs.CodeServiceUnavailable, Err: err}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -39,14 +40,14 @@ func (e *Engine) checkChain(ctx context.Context, id, source []string) error {
 // when id is a plain table or is gone.
 func (e *Engine) definition(ctx context.Context, id []string) (*Definition, error) {
 	t, err := e.cat.OpenTable(ctx, id)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	m, err := t.Load(ctx, 0)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil, nil
 	}
 	if err != nil {
@@ -58,7 +59,7 @@ func (e *Engine) definition(ctx context.Context, id []string) (*Definition, erro
 	}
 	var def Definition
 	if err := json.Unmarshal(raw, &def); err != nil {
-		return nil, &table.Error{Code: table.CodeInvalidTableState, Message: "view " + table.JoinID(id) + ": definition unreadable", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: "view " + table.JoinID(id) + ": definition unreadable", Err: err}
 	}
 	return &def, nil
 }
@@ -66,7 +67,7 @@ func (e *Engine) definition(ctx context.Context, id []string) (*Definition, erro
 // sourceGone is the error of a refresh of a view whose source table is
 // gone: CodeInvalidTableState (409), naming both.
 func sourceGone(view, source []string) error {
-	return table.Errorf(table.CodeInvalidTableState, "view %s cannot refresh: its source table %s is gone (dropped); drop the view, or create the source again", table.JoinID(view), table.JoinID(source))
+	return errs.Errorf(errs.CodeInvalidTableState, "view %s cannot refresh: its source table %s is gone (dropped); drop the view, or create the source again", table.JoinID(view), table.JoinID(source))
 }
 
 func joinArrow(parts []string) string {

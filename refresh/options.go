@@ -3,6 +3,7 @@ package refresh
 import (
 	"context"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -73,15 +74,15 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 		return err
 	}
 	src, err := e.source(ctx, v) // by identity: a renamed source is followed
-	if table.ErrorCode(err) == table.CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return sourceGone(id, v.Def.Source)
 	}
-	if table.ErrorCode(err) == table.CodeServiceUnavailable {
+	if errs.CodeOf(err) == errs.CodeServiceUnavailable {
 		// The source's latest version cannot be read now: the job is
 		// accepted and its plan retries (the plan binds the identity);
 		// the checks below read only the versions they name.
 		src, err = e.cat.OpenTable(ctx, v.Def.Source)
-		if table.ErrorCode(err) == table.CodeTableNotFound {
+		if errs.CodeOf(err) == errs.CodeTableNotFound {
 			return sourceGone(id, v.Def.Source)
 		}
 	}
@@ -93,7 +94,7 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 	}
 	if opts.SrcVersion != 0 {
 		if _, err := src.Version(ctx, opts.SrcVersion); err != nil {
-			if table.ErrorCode(err) == table.CodeTableVersionNotFound {
+			if errs.CodeOf(err) == errs.CodeTableVersionNotFound {
 				return invalid("src_version: source table %s has no version %d%s", table.JoinID(v.Def.Source), opts.SrcVersion, onBranchText(opts.SrcBranch))
 			}
 			return err
@@ -142,8 +143,8 @@ func (e *Engine) source(ctx context.Context, v *View) (*table.Table, error) {
 		uuid = v.Watermark.sourceIdentity()
 	}
 	src, err := e.cat.Resolve(ctx, v.Def.Source, uuid)
-	if table.ErrorCode(err) == table.CodeTableNotFound {
-		return nil, table.Errorf(table.CodeTableNotFound, "source table %s of view %s not found", table.JoinID(v.Def.Source), table.JoinID(v.ID))
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
+		return nil, errs.Errorf(errs.CodeTableNotFound, "source table %s of view %s not found", table.JoinID(v.Def.Source), table.JoinID(v.ID))
 	}
 	// Resolving reads the source's latest version: a version that cannot
 	// be read now is a state error, retried.

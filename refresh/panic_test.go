@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -28,8 +29,8 @@ func TestChunkPanicFailsTheItem(t *testing.T) {
 	if err == nil {
 		t.Fatal("the item succeeded despite the panic")
 	}
-	if table.ErrorCode(err) != table.CodeInternal || !strings.Contains(err.Error(), "chunk rows failed") {
-		t.Fatalf("err = %v (code %v), want an internal chunk rows error", err, table.ErrorCode(err))
+	if errs.CodeOf(err) != errs.CodeInternal || !strings.Contains(err.Error(), "chunk rows failed") {
+		t.Fatalf("err = %v (code %v), want an internal chunk rows error", err, errs.CodeOf(err))
 	}
 	if !strings.Contains(err.Error(), "bad row") {
 		t.Fatalf("err = %v does not carry the panic", err)

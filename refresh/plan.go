@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -75,7 +76,7 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 	}
 	sm, err := src.Load(ctx, opts.SrcVersion)
 	if err != nil {
-		if opts.SrcVersion != 0 && table.ErrorCode(err) == table.CodeTableVersionNotFound {
+		if opts.SrcVersion != 0 && errs.CodeOf(err) == errs.CodeTableVersionNotFound {
 			return nil, invalid("src_version: source table %s has no version %d", table.JoinID(v.Def.Source), opts.SrcVersion)
 		}
 		return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
@@ -152,7 +153,7 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		gone, added = wm.Fragments.Minus(target), target.Minus(wm.Fragments)
 		kept := wm.Fragments.Minus(gone)
 		changed, err = changedOrigins(ctx, src, wm.SourceVersion, sm, rid)
-		lost := table.ErrorCode(err) == table.CodeTableVersionNotFound
+		lost := errs.CodeOf(err) == errs.CodeTableVersionNotFound
 		if err != nil && !lost {
 			return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
 		}
@@ -258,9 +259,9 @@ func limitString(l *int64) string {
 // read is the same. Uncoded I/O errors are retried already; coded answers
 // about what exists (not found, not a view) pass through.
 func stateErr(err error) error {
-	switch table.ErrorCode(err) {
-	case table.CodeInvalidTableState, table.CodeTableVersionNotFound:
-		return &table.Error{Code: table.CodeServiceUnavailable, Message: "reading table state failed; the step will be retried", Err: err}
+	switch errs.CodeOf(err) {
+	case errs.CodeInvalidTableState, errs.CodeTableVersionNotFound:
+		return &errs.Error{Code: errs.CodeServiceUnavailable, Message: "reading table state failed; the step will be retried", Err: err}
 	}
 	return err
 }
@@ -303,9 +304,9 @@ func (p *Plan) sourceIdentity() string {
 // not retryable: the table the job worked for is gone, and a retry would
 // only find the same.
 func viewReplaced(view []string) error {
-	return table.Errorf(table.CodeTableNotFound, "view %s was dropped and created again since this refresh was planned; nothing of this refresh was written to the new view: refresh it again", table.JoinID(view))
+	return errs.Errorf(errs.CodeTableNotFound, "view %s was dropped and created again since this refresh was planned; nothing of this refresh was written to the new view: refresh it again", table.JoinID(view))
 }
 
 func sourceReplaced(view, source []string) error {
-	return table.Errorf(table.CodeTableNotFound, "source %s of view %s was dropped and created again since this refresh was planned; nothing was committed: refresh again", table.JoinID(source), table.JoinID(view))
+	return errs.Errorf(errs.CodeTableNotFound, "source %s of view %s was dropped and created again since this refresh was planned; nothing was committed: refresh again", table.JoinID(source), table.JoinID(view))
 }

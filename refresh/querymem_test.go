@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -39,7 +40,7 @@ func TestViewSQLMemoryBomb(t *testing.T) {
 		SourceQuery: `SELECT id FROM "docs$articles" WHERE (SELECT length(string_agg(repeat('x', 1000000), '')) FROM range(id * 1000)) > 0`})
 	p := b.plan(t, id, "job-bomb", Options{})
 	_, err = b.e.Expand(ctx, p, 0)
-	if err == nil || table.ErrorCode(err) != table.CodeInvalidInput || retryable(err) ||
+	if err == nil || errs.CodeOf(err) != errs.CodeInvalidInput || retryable(err) ||
 		!strings.Contains(err.Error(), "out of memory") || !strings.Contains(err.Error(), "MVQ_QUERY_MEMORY") {
 		t.Fatalf("expand the bomb: %v, want a non-retryable out-of-memory error naming MVQ_QUERY_MEMORY", err)
 	}

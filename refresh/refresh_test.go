@@ -17,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -707,7 +708,7 @@ func TestCommitConflictAndDiscard(t *testing.T) {
 	if _, err := b.e.Commit(b.ctx, p2, r2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.e.Commit(b.ctx, p1, r1); table.ErrorCode(err) != table.CodeConcurrentModification {
+	if _, err := b.e.Commit(b.ctx, p1, r1); errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("stale commit: %v", err)
 	}
 	// Discarding job "a" leaves job "a-1"'s files alone.
@@ -871,7 +872,7 @@ func TestSourceRecreatedDuringRefresh(t *testing.T) {
 	}
 	b.source(t, frag0, frag1)
 	_, err := b.e.Commit(b.ctx, p, results)
-	if table.ErrorCode(err) != table.CodeTableNotFound || !strings.Contains(err.Error(), "dropped and created again") {
+	if errs.CodeOf(err) != errs.CodeTableNotFound || !strings.Contains(err.Error(), "dropped and created again") {
 		t.Fatalf("commit after the source was recreated: %v", err)
 	}
 	if m := b.manifest(t, id); m.Version != 1 {

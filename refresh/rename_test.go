@@ -3,6 +3,7 @@ package refresh
 import (
 	"testing"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -24,7 +25,7 @@ func TestViewFollowsRenamedSource(t *testing.T) {
 	if err := b.cat.RenameTable(b.ctx, srcID, newID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.cat.OpenTable(b.ctx, srcID); table.ErrorCode(err) != table.CodeTableNotFound {
+	if _, err := b.cat.OpenTable(b.ctx, srcID); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("old name after rename: %v", err)
 	}
 	// Another table now takes the old name: the view must not read it.
@@ -43,10 +44,10 @@ func TestViewFollowsRenamedSource(t *testing.T) {
 	eqRows(t, "view", b.rows(t, id), []string{"0:0|1|Alpha", "0:2|3|Gamma", "0:3|4|Delta", "1:0|5|Eps", "1:1|6|Zeta"})
 
 	// Renaming a view is refused; renaming onto an existing table is a conflict.
-	if err := b.cat.RenameTable(b.ctx, id, []string{"docs", "q2"}); table.ErrorCode(err) != table.CodeInvalidInput {
+	if err := b.cat.RenameTable(b.ctx, id, []string{"docs", "q2"}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("rename a view: %v", err)
 	}
-	if err := b.cat.RenameTable(b.ctx, newID, srcID); table.ErrorCode(err) != table.CodeTableAlreadyExists {
+	if err := b.cat.RenameTable(b.ctx, newID, srcID); errs.CodeOf(err) != errs.CodeTableAlreadyExists {
 		t.Fatalf("rename onto an existing table: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -68,12 +69,12 @@ func (e *Engine) sourceSchemaProblem(ctx context.Context, v *View, src *table.Ta
 		of := os.Field(os.FieldIndices(name)[0])
 		idx := ns.FieldIndices(name)
 		if len(idx) == 0 {
-			return table.Errorf(table.CodeInvalidTableState, "view %s reads column %q of %s, which version %d no longer has (dropped or renamed since version %d): create the view again over the new schema",
+			return errs.Errorf(errs.CodeInvalidTableState, "view %s reads column %q of %s, which version %d no longer has (dropped or renamed since version %d): create the view again over the new schema",
 				table.JoinID(v.ID), name, table.JoinID(v.Def.Source), to.Version, from)
 		}
 		nf := ns.Field(idx[0])
 		if !arrow.TypeEqual(of.Type, nf.Type) || of.Nullable != nf.Nullable {
-			return table.Errorf(table.CodeInvalidTableState, "view %s reads column %q of %s, which changed from %s to %s at version %d (since version %d): create the view again over the new schema",
+			return errs.Errorf(errs.CodeInvalidTableState, "view %s reads column %q of %s, which changed from %s to %s at version %d (since version %d): create the view again over the new schema",
 				table.JoinID(v.ID), name, table.JoinID(v.Def.Source), describeField(of), describeField(nf), to.Version, from)
 		}
 	}
@@ -103,7 +104,7 @@ func keepBindings(next *table.Manifest, ch table.SchemaChange) error {
 		dropped[d] = true
 	}
 	refuse := func(col, what string, b ColumnBinding) error {
-		return table.Errorf(table.CodeInvalidInput, "column %q: %s; it belongs to %s column %q (mvq.columns)", col, what, b.Kind, b.Name)
+		return errs.Errorf(errs.CodeInvalidInput, "column %q: %s; it belongs to %s column %q (mvq.columns)", col, what, b.Kind, b.Name)
 	}
 	var kept []ColumnBinding
 	var removed []string

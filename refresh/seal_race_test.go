@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -45,8 +46,8 @@ func TestViewRefreshAfterInsertsRaceRename(t *testing.T) {
 						mu.Lock()
 						ok++
 						mu.Unlock()
-					case table.ErrorCode(err) == table.CodeTableNotFound:
-					case table.ErrorCode(err) == table.CodeConcurrentModification && strings.Contains(err.Error(), "while this write ran"):
+					case errs.CodeOf(err) == errs.CodeTableNotFound:
+					case errs.CodeOf(err) == errs.CodeConcurrentModification && strings.Contains(err.Error(), "while this write ran"):
 					default:
 						t.Errorf("round %d: insert %d: %v", i, id, err)
 					}

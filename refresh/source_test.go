@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // TestSourceTable: the source is the first FROM of a SELECT; it is the only
@@ -22,7 +22,7 @@ func TestSourceTable(t *testing.T) {
 	} {
 		got, err := SourceTable(q)
 		if want == "error" {
-			if table.ErrorCode(err) != table.CodeInvalidInput {
+			if errs.CodeOf(err) != errs.CodeInvalidInput {
 				t.Errorf("%s: %v %v, want an invalid-input error", q, got, err)
 			}
 			continue

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -186,7 +187,7 @@ var rowwiseForbidden = map[string]string{
 // Errors are CodeInvalidInput naming source_query.
 func analyzeQuery(q string, rowwise bool) (*sourceQuery, error) {
 	bad := func(format string, args ...any) error {
-		return table.Errorf(table.CodeInvalidInput, "source_query: "+format, args...)
+		return errs.Errorf(errs.CodeInvalidInput, "source_query: "+format, args...)
 	}
 	q = strings.TrimSpace(q)
 	if q == "" {
@@ -314,7 +315,7 @@ func (sq *sourceQuery) columns(schema *arrow.Schema) []string {
 // or the engine's own.
 func checkQuery(ctx context.Context, db *duck.DB, sq *sourceQuery, rowwise bool) error {
 	bad := func(format string, args ...any) error {
-		return table.Errorf(table.CodeInvalidInput, "source_query: "+format, args...)
+		return errs.Errorf(errs.CodeInvalidInput, "source_query: "+format, args...)
 	}
 	st, err := db.CheckSelect(ctx, sq.SQL)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/udf"
 )
@@ -122,13 +123,13 @@ func TestRuntimeUDTFErrorHandling(t *testing.T) {
 
 	p := b.plan(t, fail, "f2", Options{})
 	_, err := b.e.Expand(b.ctx, p, 0)
-	if table.ErrorCode(err) != table.CodeInvalidInput || !strings.Contains(err.Error(), "runtime words") || !strings.Contains(err.Error(), "exit status 2") {
+	if errs.CodeOf(err) != errs.CodeInvalidInput || !strings.Contains(err.Error(), "runtime words") || !strings.Contains(err.Error(), "exit status 2") {
 		t.Fatalf("a crashing udf: %v", err)
 	}
 	eqRows(t, "a failed refresh leaves the view", b.rows(t, fail), before)
 
 	p = b.plan(t, retry, "r1", Options{})
-	if _, err := b.e.Expand(b.ctx, p, 0); table.ErrorCode(err) != table.CodeInvalidInput {
+	if _, err := b.e.Expand(b.ctx, p, 0); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("retry 2 of a partition that always crashes: %v", err)
 	}
 
@@ -147,17 +148,17 @@ func TestRuntimeAndManifestValidation(t *testing.T) {
 		_, err := b.e.CreateView(b.ctx, []string{"docs", "v"}, CreateRequest{Kind: "udtf", SourceQuery: q, OutputSchema: schema, UDTFSpec: u})
 		return err
 	}
-	wantErr(t, create(runtimeEntry(t, "nope", "", "", ""), wordsSchemaB64), table.CodeInvalidInput, `udtf_spec.udtf: runtime "nope" is not a runtime`)
-	wantErr(t, create(runtimeEntry(t, "words", "", "", ""), ""), table.CodeInvalidInput, "output_schema: required")
-	wantErr(t, create(runtimeEntry(t, "words", "", "nope", ""), wordsSchemaB64), table.CodeInvalidInput, "udtf_spec.partition_by")
-	wantErr(t, create(runtimeEntry(t, "words", "", "", `{"mode": "maybe"}`), wordsSchemaB64), table.CodeInvalidInput, "udtf_spec.error_handling.mode")
-	wantErr(t, create(runtimeEntry(t, "words", `{"colour": "red"}`, "", ""), wordsSchemaB64), table.CodeInvalidInput, "udtf_spec.manifest: unknown field \"colour\"")
-	wantErr(t, create(runtimeEntry(t, "words", `{"env_vars": {"A": 1}}`, "", ""), wordsSchemaB64), table.CodeInvalidInput, "udtf_spec.manifest: env_vars")
-	wantErr(t, create(runtimeEntry(t, "words", `{"mvq": {"runtime": "gpu"}}`, "", ""), wordsSchemaB64), table.CodeInvalidInput, `udtf_spec.manifest: mvq.runtime "gpu"`)
+	wantErr(t, create(runtimeEntry(t, "nope", "", "", ""), wordsSchemaB64), errs.CodeInvalidInput, `udtf_spec.udtf: runtime "nope" is not a runtime`)
+	wantErr(t, create(runtimeEntry(t, "words", "", "", ""), ""), errs.CodeInvalidInput, "output_schema: required")
+	wantErr(t, create(runtimeEntry(t, "words", "", "nope", ""), wordsSchemaB64), errs.CodeInvalidInput, "udtf_spec.partition_by")
+	wantErr(t, create(runtimeEntry(t, "words", "", "", `{"mode": "maybe"}`), wordsSchemaB64), errs.CodeInvalidInput, "udtf_spec.error_handling.mode")
+	wantErr(t, create(runtimeEntry(t, "words", `{"colour": "red"}`, "", ""), wordsSchemaB64), errs.CodeInvalidInput, "udtf_spec.manifest: unknown field \"colour\"")
+	wantErr(t, create(runtimeEntry(t, "words", `{"env_vars": {"A": 1}}`, "", ""), wordsSchemaB64), errs.CodeInvalidInput, "udtf_spec.manifest: env_vars")
+	wantErr(t, create(runtimeEntry(t, "words", `{"mvq": {"runtime": "gpu"}}`, "", ""), wordsSchemaB64), errs.CodeInvalidInput, `udtf_spec.manifest: mvq.runtime "gpu"`)
 	u := runtimeEntry(t, "words", `{"name": "n", "version": "1"}`, "", "")
 	bad := "00"
 	u.ManifestChecksum = &bad
-	wantErr(t, create(u, wordsSchemaB64), table.CodeInvalidInput, "udtf_spec.manifest_checksum")
+	wantErr(t, create(u, wordsSchemaB64), errs.CodeInvalidInput, "udtf_spec.manifest_checksum")
 	// The canonical form: sorted keys, no spaces.
 	good := ManifestChecksum(`{"version":"1","name":"n"}`)
 	if good != sha256Hex(`{"name":"n","version":"1"}`) {
@@ -175,7 +176,7 @@ func TestRuntimeAndManifestValidation(t *testing.T) {
 		{`{"image": "x"}`, `manifest: unknown field "image"`},
 	} {
 		o := Options{Manifest: tc.manifest}
-		wantErr(t, b.e.Prepare(b.ctx, id, &o), table.CodeInvalidInput, tc.want)
+		wantErr(t, b.e.Prepare(b.ctx, id, &o), errs.CodeInvalidInput, tc.want)
 	}
 }
 
@@ -194,17 +195,17 @@ func TestRuntimeUDTFPartitionItems(t *testing.T) {
 
 	// expand runs every item of p at once, as workers would.
 	expand := func(p *Plan) ([]ItemResult, []error) {
-		res, errs := make([]ItemResult, len(p.Items)), make([]error, len(p.Items))
+		res, errList := make([]ItemResult, len(p.Items)), make([]error, len(p.Items))
 		var wg sync.WaitGroup
 		for i := range p.Items {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res[i], errs[i] = b.e.Expand(b.ctx, p, i)
+				res[i], errList[i] = b.e.Expand(b.ctx, p, i)
 			}()
 		}
 		wg.Wait()
-		return res, errs
+		return res, errList
 	}
 
 	p := b.plan(t, skip, "s1", Options{})
@@ -216,11 +217,11 @@ func TestRuntimeUDTFPartitionItems(t *testing.T) {
 			t.Fatalf("item %d: %+v, want the whole source", i, it)
 		}
 	}
-	results, errs := expand(p)
+	results, errList := expand(p)
 	wantWritten := []int64{2, 0, 3, 1, 2}
 	for i, r := range results {
-		if errs[i] != nil {
-			t.Fatalf("item %d: %v", i, errs[i])
+		if errList[i] != nil {
+			t.Fatalf("item %d: %v", i, errList[i])
 		}
 		if r.RowsWritten != wantWritten[i] || r.SkippedPartitions != int64(b2i(i == 1)) {
 			t.Fatalf("item %d: %+v, want %d rows written", i, r, wantWritten[i])
@@ -242,9 +243,9 @@ func TestRuntimeUDTFPartitionItems(t *testing.T) {
 	b.refresh(t, fail, "f0", Options{SrcVersion: 1})
 	before := b.rows(t, fail)
 	p = b.plan(t, fail, "f1", Options{})
-	_, errs = expand(p)
-	for i, err := range errs {
-		if (i == 1) != (err != nil) || i == 1 && table.ErrorCode(err) != table.CodeInvalidInput {
+	_, errList = expand(p)
+	for i, err := range errList {
+		if (i == 1) != (err != nil) || i == 1 && errs.CodeOf(err) != errs.CodeInvalidInput {
 			t.Fatalf("item %d: %v, want only item 1 (de) to fail", i, err)
 		}
 	}
@@ -259,9 +260,9 @@ func TestRuntimeUDTFPartitionItems(t *testing.T) {
 	if len(p.Items) != 2 || !strings.Contains(p.Reason, "more than 2 values") {
 		t.Fatalf("plan %+v, want 2 items", p)
 	}
-	results, errs = expand(p)
-	if errors.Join(errs...) != nil || results[0].RowsWritten != 5 || results[0].SkippedPartitions != 1 || results[1].RowsWritten != 4 {
-		t.Fatalf("items %+v, errors %v", results, errs)
+	results, errList = expand(p)
+	if errors.Join(errList...) != nil || results[0].RowsWritten != 5 || results[0].SkippedPartitions != 1 || results[1].RowsWritten != 4 {
+		t.Fatalf("items %+v, errors %v", results, errList)
 	}
 	if res, err = b.e.Commit(b.ctx, p, results); err != nil || res.SkippedPartitions != 1 {
 		t.Fatalf("commit %+v, %v", res, err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/udf"
 )
@@ -49,7 +50,7 @@ func TestManifestEnvAndOverridesRefused(t *testing.T) {
 		{`{"mvq": {"timeout": "8760h"}}`, "udtf_spec.manifest.mvq.timeout: must be a positive duration of at most 24h"},
 		{`{"mvq": {"timeout": "31s"}}`, "udtf_spec.manifest.mvq.timeout: 31s is above the timeout of runtime words (30s)"},
 	} {
-		wantErr(t, create("v", tc.manifest), table.CodeInvalidInput, tc.want)
+		wantErr(t, create("v", tc.manifest), errs.CodeInvalidInput, tc.want)
 	}
 	id := b.create(t, "v", CreateRequest{Kind: "udtf", SourceQuery: q, OutputSchema: wordsSchemaB64, UDTFSpec: runtimeEntry(t, "words", `{"env_vars": {"TAG": "ok"}}`, "", "")})
 	for _, tc := range []struct{ manifest, want string }{
@@ -63,7 +64,7 @@ func TestManifestEnvAndOverridesRefused(t *testing.T) {
 		{`{"mvq": {"runtime": "shout"}, "env_vars": {"TAG": "x"}}`, "manifest.env_vars.TAG: runtime shout does not allow it"},
 	} {
 		o := Options{Manifest: tc.manifest}
-		wantErr(t, b.e.Prepare(b.ctx, id, &o), table.CodeInvalidInput, tc.want)
+		wantErr(t, b.e.Prepare(b.ctx, id, &o), errs.CodeInvalidInput, tc.want)
 	}
 	ok := Options{Manifest: `{"env_vars": {"TAG": "fine"}, "mvq": {"timeout": "5s", "max_batch_rows": 1}}`}
 	if err := b.e.Prepare(b.ctx, id, &ok); err != nil {
@@ -71,16 +72,16 @@ func TestManifestEnvAndOverridesRefused(t *testing.T) {
 	}
 
 	_, _, err := b.e.AddColumns(b.ctx, srcID, []AddColumnEntry{shoutColumn("1", `{"env_vars": {"LD_PRELOAD": "/tmp/evil.so"}}`)})
-	wantErr(t, err, table.CodeInvalidInput, "new_columns[0].virtual_column.manifest.env_vars.LD_PRELOAD: ")
+	wantErr(t, err, errs.CodeInvalidInput, "new_columns[0].virtual_column.manifest.env_vars.LD_PRELOAD: ")
 	_, _, err = b.e.AddColumns(b.ctx, srcID, []AddColumnEntry{shoutColumn("1", `{"mvq": {"timeout": "1h"}}`)})
-	wantErr(t, err, table.CodeInvalidInput, "new_columns[0].virtual_column.manifest.mvq.timeout: 1h0m0s is above")
+	wantErr(t, err, errs.CodeInvalidInput, "new_columns[0].virtual_column.manifest.mvq.timeout: 1h0m0s is above")
 	if _, _, err := b.e.AddColumns(b.ctx, srcID, []AddColumnEntry{shoutColumn("1", `{"env_vars": {"SUFFIX": "!"}}`)}); err != nil {
 		t.Fatal(err)
 	}
 	bf := Options{Manifest: `{"env_vars": {"PYTHONPATH": "/tmp"}}`, Backfill: &BackfillOptions{Column: "loud"}}
-	wantErr(t, b.e.Prepare(b.ctx, srcID, &bf), table.CodeInvalidInput, "manifest.env_vars.PYTHONPATH: ")
+	wantErr(t, b.e.Prepare(b.ctx, srcID, &bf), errs.CodeInvalidInput, "manifest.env_vars.PYTHONPATH: ")
 	bf = Options{Manifest: `{"env_vars": {"TAG": "x"}}`, Backfill: &BackfillOptions{Column: "loud"}}
-	wantErr(t, b.e.Prepare(b.ctx, srcID, &bf), table.CodeInvalidInput, "column shout: manifest.env_vars.TAG: runtime shout does not allow it")
+	wantErr(t, b.e.Prepare(b.ctx, srcID, &bf), errs.CodeInvalidInput, "column shout: manifest.env_vars.TAG: runtime shout does not allow it")
 }
 
 // TestManifestCheckedAgainWhenItRuns: a stored manifest accepted under
@@ -96,7 +97,7 @@ func TestManifestCheckedAgainWhenItRuns(t *testing.T) {
 	worker := NewEngineWith(b.cat, EngineOptions{Runtimes: parseRuntimes(t, stricter)})
 	defer worker.Close()
 	_, err := worker.Expand(b.ctx, p, 0)
-	wantCoded(t, err, table.CodeInvalidInput, "udtf_spec.manifest.env_vars.TAG: runtime words does not allow it")
+	wantCoded(t, err, errs.CodeInvalidInput, "udtf_spec.manifest.env_vars.TAG: runtime words does not allow it")
 }
 
 // TestRuntimeTimeoutIsAUserError: a runtime that does not answer within
@@ -119,16 +120,16 @@ runtimes:
 	p := b.plan(t, id, "j1", Options{})
 	start := time.Now()
 	_, err := b.e.Expand(b.ctx, p, 0)
-	wantCoded(t, err, table.CodeInvalidInput, "runtime slow: no answer within the timeout of 3s")
+	wantCoded(t, err, errs.CodeInvalidInput, "runtime slow: no answer within the timeout of 3s")
 	if el := time.Since(start); el > 60*time.Second {
 		t.Fatalf("took %s", el)
 	}
 }
 
 // wantCoded: err carries code and its message contains want.
-func wantCoded(t *testing.T, err error, code table.Code, want string) {
+func wantCoded(t *testing.T, err error, code errs.Code, want string) {
 	t.Helper()
-	if err == nil || table.ErrorCode(err) != code || !strings.Contains(err.Error(), want) {
-		t.Fatalf("error %v (code %d), want code %d containing %q", err, table.ErrorCode(err), code, want)
+	if err == nil || errs.CodeOf(err) != code || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v (code %d), want code %d containing %q", err, errs.CodeOf(err), code, want)
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mvq-dev/mvq/internal/bounded"
 	"strings"
 	"sync"
+
+	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/internal/bounded"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -110,12 +112,12 @@ type View struct {
 }
 
 func invalid(format string, args ...any) error {
-	return table.Errorf(table.CodeInvalidInput, format, args...)
+	return errs.Errorf(errs.CodeInvalidInput, format, args...)
 }
 
 // CreateView validates req and creates the view as a table at version 1
 // with no rows, its Definition in Properties["mvq.view"] and its output
-// schema as the table schema. Errors are *table.Error: CodeInvalidInput
+// schema as the table schema. Errors are *errs.Error: CodeInvalidInput
 // naming the field ("source_query: ...", "udtf_spec.udtf: ...",
 // "output_schema: ..."), CodeNamespaceNotFound, CodeTableAlreadyExists
 // (the view exists) and CodeTableNotFound (the source does not).
@@ -186,11 +188,11 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	if ok, err := e.cat.NamespaceExists(ctx, id[:len(id)-1]); err != nil {
 		return nil, err
 	} else if !ok {
-		return nil, table.Errorf(table.CodeNamespaceNotFound, "namespace %s not found", table.JoinID(id[:len(id)-1]))
+		return nil, errs.Errorf(errs.CodeNamespaceNotFound, "namespace %s not found", table.JoinID(id[:len(id)-1]))
 	}
 	if _, err := e.cat.OpenTable(ctx, id); err == nil {
-		return nil, table.Errorf(table.CodeTableAlreadyExists, "table %s already exists", table.JoinID(id))
-	} else if table.ErrorCode(err) != table.CodeTableNotFound {
+		return nil, errs.Errorf(errs.CodeTableAlreadyExists, "table %s already exists", table.JoinID(id))
+	} else if errs.CodeOf(err) != errs.CodeTableNotFound {
 		return nil, err
 	}
 	if table.JoinID(sq.Source) == table.JoinID(id) {
@@ -201,8 +203,8 @@ func (e *Engine) CreateView(ctx context.Context, id []string, req CreateRequest)
 	}
 	src, err := e.cat.OpenTable(ctx, sq.Source)
 	if err != nil {
-		if table.ErrorCode(err) == table.CodeTableNotFound {
-			return nil, table.Errorf(table.CodeTableNotFound, "source_query: source table %s not found", table.JoinID(sq.Source))
+		if errs.CodeOf(err) == errs.CodeTableNotFound {
+			return nil, errs.Errorf(errs.CodeTableNotFound, "source_query: source table %s not found", table.JoinID(sq.Source))
 		}
 		return nil, err
 	}
@@ -499,7 +501,7 @@ func (e *Engine) View(ctx context.Context, id []string) (*View, error) {
 	}
 	vf, err := t.LatestVersion(ctx)
 	if err != nil {
-		if ok && table.ErrorCode(err) == table.CodeTableNotFound {
+		if ok && errs.CodeOf(err) == errs.CodeTableNotFound {
 			e.views.Delete(key)
 		}
 		return nil, err
@@ -546,7 +548,7 @@ func viewOf(t *table.Table, m *table.Manifest) (*View, error) {
 		return nil, invalid("table %s is not a materialized view", table.JoinID(t.ID()))
 	}
 	corrupt := func(what string, err error) error {
-		return &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("view %s v%d: %s", table.JoinID(t.ID()), m.Version, what), Err: err}
+		return &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("view %s v%d: %s", table.JoinID(t.ID()), m.Version, what), Err: err}
 	}
 	v := &View{ID: t.ID(), Manifest: m, Table: t}
 	if err := json.Unmarshal(raw, &v.Def); err != nil {

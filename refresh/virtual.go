@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/udf"
 )
@@ -55,7 +56,7 @@ func (c *columnCtx) addColumns(ctx context.Context, rec arrow.RecordBatch, bindi
 		for k, o := range b.Outputs {
 			idx := schema.FieldIndices(o.Column)
 			if len(idx) == 0 {
-				return nil, table.Errorf(table.CodeInvalidTableState, "column %q of binding %s is not in the schema", o.Column, b.Name)
+				return nil, errs.Errorf(errs.CodeInvalidTableState, "column %q of binding %s is not in the schema", o.Column, b.Name)
 			}
 			types[k] = schema.Field(idx[0]).Type
 		}
@@ -76,7 +77,7 @@ func (c *columnCtx) addColumns(ctx context.Context, rec arrow.RecordBatch, bindi
 		cur = next
 	}
 	if int(cur.NumCols()) != schema.NumFields() {
-		return nil, table.Errorf(table.CodeSchemaValidation, "rows have %d columns with their virtual columns, the table has %d", cur.NumCols(), schema.NumFields())
+		return nil, errs.Errorf(errs.CodeSchemaValidation, "rows have %d columns with their virtual columns, the table has %d", cur.NumCols(), schema.NumFields())
 	}
 	return table.Conform(ctx, cur, schema, c.e.mem)
 }

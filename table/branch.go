@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Branches are lines of versions of a table besides main, in the Lance
@@ -62,7 +64,7 @@ func ValidateBranch(name string) error {
 		return err
 	}
 	if name == MainBranch {
-		return Errorf(CodeInvalidInput, "branch %q: names the main line", name)
+		return errs.Errorf(errs.CodeInvalidInput, "branch %q: names the main line", name)
 	}
 	return nil
 }
@@ -95,9 +97,9 @@ func (t *Table) branchRefKey(name string) string { return t.key + branchRefsDir 
 // noVersions is the error for a line without versions.
 func (t *Table) noVersions() error {
 	if t.branch == "" {
-		return Errorf(CodeTableNotFound, "table %s not found", JoinID(t.id))
+		return errs.Errorf(errs.CodeTableNotFound, "table %s not found", JoinID(t.id))
 	}
-	return Errorf(CodeTableBranchNotFound, "table %s has no branch %q (deleted, or its creation was interrupted)", JoinID(t.id), t.branch)
+	return errs.Errorf(errs.CodeTableBranchNotFound, "table %s has no branch %q (deleted, or its creation was interrupted)", JoinID(t.id), t.branch)
 }
 
 // notify runs the catalog's commit hook for a commit on main; commits on
@@ -106,7 +108,7 @@ func (t *Table) noVersions() error {
 func (t *Table) notify(ctx context.Context, m *Manifest) { t.c.committedOn(ctx, t, m) }
 
 // OnBranch returns a handle on branch name of the table; "" and "main"
-// are main. An unknown branch is CodeTableBranchNotFound.
+// are main. An unknown branch is errs.CodeTableBranchNotFound.
 func (t *Table) OnBranch(ctx context.Context, name string) (*Table, error) {
 	if name == "" || name == MainBranch {
 		return t.Main(), nil
@@ -126,21 +128,21 @@ func (t *Table) BranchInfo(ctx context.Context, name string) (BranchInfo, error)
 	}
 	raw, err := t.c.wh.Read(ctx, t.branchRefKey(name))
 	if errors.Is(err, os.ErrNotExist) {
-		return BranchInfo{}, Errorf(CodeTableBranchNotFound, "table %s has no branch %q", JoinID(t.id), name)
+		return BranchInfo{}, errs.Errorf(errs.CodeTableBranchNotFound, "table %s has no branch %q", JoinID(t.id), name)
 	}
 	if err != nil {
 		return BranchInfo{}, err
 	}
 	var bi BranchInfo
 	if err := json.Unmarshal(raw, &bi); err != nil {
-		return BranchInfo{}, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("branch %q of %s is corrupt", name, JoinID(t.id)), Err: err}
+		return BranchInfo{}, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("branch %q of %s is corrupt", name, JoinID(t.id)), Err: err}
 	}
 	return bi, nil
 }
 
 // Branches returns every branch of the table by name.
 func (t *Table) Branches(ctx context.Context) (map[string]BranchInfo, error) {
-	return readRefs(ctx, t, branchRefsDir, ValidateBranch, t.BranchInfo, CodeTableBranchNotFound)
+	return readRefs(ctx, t, branchRefsDir, ValidateBranch, t.BranchInfo, errs.CodeTableBranchNotFound)
 }
 
 // BranchNames returns the branch names, sorted.
@@ -155,8 +157,8 @@ func BranchNames(bs map[string]BranchInfo) []string {
 
 // CreateBranch creates branch name from version fromVersion (0: the
 // latest) of branch fromBranch ("" or "main": main). An existing branch
-// is CodeTableBranchAlreadyExists, an unknown source branch
-// CodeTableBranchNotFound, an unknown version CodeTableVersionNotFound.
+// is errs.CodeTableBranchAlreadyExists, an unknown source branch
+// errs.CodeTableBranchNotFound, an unknown version errs.CodeTableVersionNotFound.
 // The record is claimed first (put-if-not-exists: of two concurrent
 // creates exactly one wins), then the first manifest is written; a create
 // killed between the two leaves a branch without versions, which reads as
@@ -181,7 +183,7 @@ func (t *Table) CreateBranch(ctx context.Context, name, fromBranch string, fromV
 	ref, _ := json.Marshal(bi)
 	err = t.c.wh.PutIfNotExists(ctx, t.branchRefKey(name), ref)
 	if errors.Is(err, ErrExists) {
-		return BranchInfo{}, Errorf(CodeTableBranchAlreadyExists, "table %s already has a branch %q", JoinID(t.id), name)
+		return BranchInfo{}, errs.Errorf(errs.CodeTableBranchAlreadyExists, "table %s already has a branch %q", JoinID(t.id), name)
 	}
 	if err != nil {
 		return BranchInfo{}, err
@@ -210,7 +212,7 @@ func (t *Table) CreateBranch(ctx context.Context, name, fromBranch string, fromV
 
 // DeleteBranch removes branch name: its manifests first (it is gone from
 // then on), then its record. A branch other branches were created from,
-// or one a tag points into, is refused (CodeInvalidInput naming them):
+// or one a tag points into, is refused (errs.CodeInvalidInput naming them):
 // their records would name a branch that is gone. Data files stay until
 // cleanup finds them unreferenced.
 func (t *Table) DeleteBranch(ctx context.Context, name string) error {
@@ -228,7 +230,7 @@ func (t *Table) DeleteBranch(ctx context.Context, name string) error {
 		}
 	}
 	if len(children) > 0 {
-		return Errorf(CodeInvalidInput, "name: branch %q of %s has branches created from it (%s); delete them first", name, JoinID(t.id), strings.Join(children, ", "))
+		return errs.Errorf(errs.CodeInvalidInput, "name: branch %q of %s has branches created from it (%s); delete them first", name, JoinID(t.id), strings.Join(children, ", "))
 	}
 	tags, err := t.Tags(ctx)
 	if err != nil {
@@ -241,7 +243,7 @@ func (t *Table) DeleteBranch(ctx context.Context, name string) error {
 		}
 	}
 	if len(tagged) > 0 {
-		return Errorf(CodeInvalidInput, "name: branch %q of %s has tagged versions (tags %s); delete the tags first", name, JoinID(t.id), strings.Join(tagged, ", "))
+		return errs.Errorf(errs.CodeInvalidInput, "name: branch %q of %s has tagged versions (tags %s); delete the tags first", name, JoinID(t.id), strings.Join(tagged, ", "))
 	}
 	// A move copies the branch's folder: the deletion holds the table's
 	// name as a batch does (claim.go), so a move waits for it and a

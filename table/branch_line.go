@@ -1,6 +1,10 @@
 package table
 
-import "context"
+import (
+	"context"
+
+	"github.com/mvq-dev/mvq/errs"
+)
 
 // What other parts keep per line of versions (main or a branch): the
 // secondary indexes (package index) live in the line's folder, so each
@@ -45,8 +49,8 @@ func (c *Catalog) committedOn(ctx context.Context, t *Table, m *Manifest) {
 	c.maintainLine(ctx, t, m)
 }
 
-// openLine opens table id (CodeTableNotFound) on branch b ("" or "main":
-// main; CodeTableBranchNotFound when it has no such branch).
+// openLine opens table id (errs.CodeTableNotFound) on branch b ("" or "main":
+// main; errs.CodeTableBranchNotFound when it has no such branch).
 func (c *Catalog) openLine(ctx context.Context, id []string, b string) (*Table, error) {
 	t, err := c.OpenTable(ctx, id)
 	if err != nil || b == "" || b == MainBranch {
@@ -86,7 +90,7 @@ func (c *Catalog) txnsHolding(ctx context.Context, t *Table) (map[string]bool, e
 // branchField names an entry's branch field in err's message when err is
 // about its branch.
 func branchField(field string, err error) string {
-	if ErrorCode(err) == CodeTableBranchNotFound {
+	if errs.CodeOf(err) == errs.CodeTableBranchNotFound {
 		return field + ".branch"
 	}
 	return field

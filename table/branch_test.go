@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // branchFixture is a table "t" with rows 0..10 at v1 and 10..20 at v2.
@@ -44,17 +46,17 @@ func TestBranchCreateListDelete(t *testing.T) {
 	if got := ids(t, dev, QueryOptions{}); !eq(got, seq(0, 10)) {
 		t.Fatalf("dev reads %v", got)
 	}
-	if _, err := tb.CreateBranch(ctx, "dev", "", 0); ErrorCode(err) != CodeTableBranchAlreadyExists {
+	if _, err := tb.CreateBranch(ctx, "dev", "", 0); errs.CodeOf(err) != errs.CodeTableBranchAlreadyExists {
 		t.Fatalf("second create: %v", err)
 	}
-	if _, err := tb.CreateBranch(ctx, "x", "nope", 0); ErrorCode(err) != CodeTableBranchNotFound {
+	if _, err := tb.CreateBranch(ctx, "x", "nope", 0); errs.CodeOf(err) != errs.CodeTableBranchNotFound {
 		t.Fatalf("from an unknown branch: %v", err)
 	}
-	if _, err := tb.CreateBranch(ctx, "x", "", 9); ErrorCode(err) != CodeTableVersionNotFound {
+	if _, err := tb.CreateBranch(ctx, "x", "", 9); errs.CodeOf(err) != errs.CodeTableVersionNotFound {
 		t.Fatalf("from an unknown version: %v", err)
 	}
 	for _, bad := range []string{"", "main", "../x", "a/b", ".h", "sp ace"} {
-		if _, err := tb.CreateBranch(ctx, bad, "", 0); ErrorCode(err) != CodeInvalidInput {
+		if _, err := tb.CreateBranch(ctx, bad, "", 0); errs.CodeOf(err) != errs.CodeInvalidInput {
 			t.Fatalf("create %q: %v", bad, err)
 		}
 	}
@@ -68,7 +70,7 @@ func TestBranchCreateListDelete(t *testing.T) {
 	if len(bs) != 2 || bs["dev"].ParentBranch != "" || bs["dev"].ParentVersion != 1 || bs["feat"].ParentBranch != "dev" || bs["feat"].ParentVersion != 1 || bs["dev"].ManifestSize <= 0 || bs["dev"].CreateAt <= 0 {
 		t.Fatalf("branches: %+v", bs)
 	}
-	if err := tb.DeleteBranch(ctx, "dev"); ErrorCode(err) != CodeInvalidInput {
+	if err := tb.DeleteBranch(ctx, "dev"); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("delete a parent: %v", err)
 	}
 	feat, _ := tb.OnBranch(ctx, "feat")
@@ -78,7 +80,7 @@ func TestBranchCreateListDelete(t *testing.T) {
 	if tg, err := tb.TagVersion(ctx, "ft"); err != nil || tg.Branch != "feat" || tg.Version != 1 {
 		t.Fatalf("tag on feat: %+v %v", tg, err)
 	}
-	if err := tb.DeleteBranch(ctx, "feat"); ErrorCode(err) != CodeInvalidInput {
+	if err := tb.DeleteBranch(ctx, "feat"); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("delete a tagged branch: %v", err)
 	}
 	if err := tb.DeleteTag(ctx, "ft"); err != nil {
@@ -90,10 +92,10 @@ func TestBranchCreateListDelete(t *testing.T) {
 	if err := tb.DeleteBranch(ctx, "dev"); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.DeleteBranch(ctx, "dev"); ErrorCode(err) != CodeTableBranchNotFound {
+	if err := tb.DeleteBranch(ctx, "dev"); errs.CodeOf(err) != errs.CodeTableBranchNotFound {
 		t.Fatalf("delete twice: %v", err)
 	}
-	if _, err := dev.Load(ctx, 0); ErrorCode(err) != CodeTableBranchNotFound {
+	if _, err := dev.Load(ctx, 0); errs.CodeOf(err) != errs.CodeTableBranchNotFound {
 		t.Fatalf("a handle on a deleted branch: %v", err)
 	}
 	// The name is free again and starts afresh.
@@ -165,7 +167,7 @@ func TestBranchWritesAreIsolated(t *testing.T) {
 	if n, err := dev.DeleteVersions(ctx, []VersionRange{{Start: 2, End: 3}}); err != nil || n != 1 {
 		t.Fatalf("delete dev v2 with main v2 tagged: %d %v", n, err)
 	}
-	if _, err := tb.DeleteVersions(ctx, []VersionRange{{Start: 2, End: 3}}); ErrorCode(err) != CodeInvalidInput {
+	if _, err := tb.DeleteVersions(ctx, []VersionRange{{Start: 2, End: 3}}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("delete main's tagged v2: %v", err)
 	}
 	// A commit on the branch does not run the commit hook.
@@ -213,7 +215,7 @@ func TestBranchConcurrentCommits(t *testing.T) {
 			switch {
 			case err == nil:
 				won++
-			case ErrorCode(err) == CodeTableBranchAlreadyExists:
+			case errs.CodeOf(err) == errs.CodeTableBranchAlreadyExists:
 				lost++
 			default:
 				t.Error(err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // lineMarkers lists the transaction markers left in tb's line's
@@ -119,10 +121,10 @@ func TestBatchOnBranch(t *testing.T) {
 	// Unknown branches.
 	bad := onDev(stageAppend(t, b, "b3", 1, 2))
 	bad.Field = "entries[0]"
-	if _, _, err := c.CommitBatch(ctx, "batch-create", []BatchVersion{bad}); ErrorCode(err) != CodeTableBranchNotFound || !strings.Contains(err.Error(), "entries[0].branch") {
+	if _, _, err := c.CommitBatch(ctx, "batch-create", []BatchVersion{bad}); errs.CodeOf(err) != errs.CodeTableBranchNotFound || !strings.Contains(err.Error(), "entries[0].branch") {
 		t.Fatalf("entry on a missing branch: %v", err)
 	}
-	if _, _, err := c.CommitBatch(ctx, "batch-commit", []BatchVersion{{Field: "operations[0]", ID: a.ID(), Kind: BatchDeregister, Branch: "dev"}}); ErrorCode(err) != CodeInvalidInput {
+	if _, _, err := c.CommitBatch(ctx, "batch-commit", []BatchVersion{{Field: "operations[0]", ID: a.ID(), Kind: BatchDeregister, Branch: "dev"}}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("deregister on a branch: %v", err)
 	}
 	if latest(t, b) != 2 || latest(t, dev) != 2 {

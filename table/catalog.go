@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/mvq-dev/mvq/internal/bounded"
 	"os"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/internal/bounded"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -119,7 +121,7 @@ func (c *Catalog) CreateNamespace(ctx context.Context, ns []string, mode string,
 		if strings.EqualFold(mode, "exist_ok") || strings.EqualFold(mode, "existok") {
 			return nil
 		}
-		return Errorf(CodeNamespaceAlreadyExists, "the root namespace always exists")
+		return errs.Errorf(errs.CodeNamespaceAlreadyExists, "the root namespace always exists")
 	}
 	if err := c.requireNamespace(ctx, ns[:len(ns)-1]); err != nil {
 		return err
@@ -130,7 +132,7 @@ func (c *Catalog) CreateNamespace(ctx context.Context, ns []string, mode string,
 	case "", "create":
 		err := c.wh.PutIfNotExists(ctx, key, doc)
 		if errors.Is(err, ErrExists) {
-			return Errorf(CodeNamespaceAlreadyExists, "namespace %s already exists", JoinID(ns))
+			return errs.Errorf(errs.CodeNamespaceAlreadyExists, "namespace %s already exists", JoinID(ns))
 		}
 		return err
 	case "exist_ok", "existok":
@@ -142,7 +144,7 @@ func (c *Catalog) CreateNamespace(ctx context.Context, ns []string, mode string,
 	case "overwrite":
 		return c.wh.Write(ctx, key, doc)
 	default:
-		return Errorf(CodeInvalidInput, "mode %q: want create, exist_ok or overwrite", mode)
+		return errs.Errorf(errs.CodeInvalidInput, "mode %q: want create, exist_ok or overwrite", mode)
 	}
 }
 
@@ -160,7 +162,7 @@ func (c *Catalog) requireNamespace(ctx context.Context, ns []string) error {
 		return err
 	}
 	if !ok {
-		return Errorf(CodeNamespaceNotFound, "namespace %s not found", JoinID(ns))
+		return errs.Errorf(errs.CodeNamespaceNotFound, "namespace %s not found", JoinID(ns))
 	}
 	return nil
 }
@@ -172,14 +174,14 @@ func (c *Catalog) DescribeNamespace(ctx context.Context, ns []string) (map[strin
 	}
 	b, err := c.wh.Read(ctx, namespaceKey(ns)+namespaceMarker)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, Errorf(CodeNamespaceNotFound, "namespace %s not found", JoinID(ns))
+		return nil, errs.Errorf(errs.CodeNamespaceNotFound, "namespace %s not found", JoinID(ns))
 	}
 	if err != nil {
 		return nil, err
 	}
 	var doc namespaceDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, &Error{Code: CodeInternal, Message: "namespace marker is corrupt", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: "namespace marker is corrupt", Err: err}
 	}
 	if doc.Properties == nil {
 		doc.Properties = map[string]string{}
@@ -258,12 +260,12 @@ func (c *Catalog) ListTables(ctx context.Context, ns []string) ([]string, error)
 // "fail" (default) makes a missing namespace an error, "skip" does not.
 func (c *Catalog) DropNamespace(ctx context.Context, ns []string, mode, behavior string) error {
 	if len(ns) == 0 {
-		return Errorf(CodeInvalidInput, "the root namespace cannot be dropped")
+		return errs.Errorf(errs.CodeInvalidInput, "the root namespace cannot be dropped")
 	}
 	switch strings.ToLower(mode) {
 	case "", "fail", "skip":
 	default:
-		return Errorf(CodeInvalidInput, "mode %q: want fail or skip", mode)
+		return errs.Errorf(errs.CodeInvalidInput, "mode %q: want fail or skip", mode)
 	}
 	ok, err := c.NamespaceExists(ctx, ns)
 	if err != nil {
@@ -273,7 +275,7 @@ func (c *Catalog) DropNamespace(ctx context.Context, ns []string, mode, behavior
 		if strings.EqualFold(mode, "skip") {
 			return nil
 		}
-		return Errorf(CodeNamespaceNotFound, "namespace %s not found", JoinID(ns))
+		return errs.Errorf(errs.CodeNamespaceNotFound, "namespace %s not found", JoinID(ns))
 	}
 	switch strings.ToLower(behavior) {
 	case "", "restrict":
@@ -282,7 +284,7 @@ func (c *Catalog) DropNamespace(ctx context.Context, ns []string, mode, behavior
 			return err
 		}
 		if len(nss)+len(tables) > 0 {
-			return Errorf(CodeNamespaceNotEmpty, "namespace %s is not empty (%d namespaces, %d tables); use behavior=cascade", JoinID(ns), len(nss), len(tables))
+			return errs.Errorf(errs.CodeNamespaceNotEmpty, "namespace %s is not empty (%d namespaces, %d tables); use behavior=cascade", JoinID(ns), len(nss), len(tables))
 		}
 		if err := c.wh.Delete(ctx, namespaceKey(ns)+namespaceMarker); err != nil {
 			return err
@@ -295,6 +297,6 @@ func (c *Catalog) DropNamespace(ctx context.Context, ns []string, mode, behavior
 		}
 		return c.wh.DeletePrefix(ctx, namespaceKey(ns))
 	default:
-		return Errorf(CodeInvalidInput, "behavior %q: want restrict or cascade", behavior)
+		return errs.Errorf(errs.CodeInvalidInput, "behavior %q: want restrict or cascade", behavior)
 	}
 }

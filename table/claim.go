@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Claims: what a table name is claimed for. A move (rename, deregister,
@@ -123,7 +125,7 @@ func (c *Catalog) readClaim(ctx context.Context, chain string) (*claimState, err
 		}
 		var st claimState
 		if err := json.Unmarshal(b, &st); err != nil {
-			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("claim state %s is corrupt", claimKey(chain, last)), Err: err}
+			return nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("claim state %s is corrupt", claimKey(chain, last)), Err: err}
 		}
 		st.Seq = last
 		return &st, nil
@@ -165,7 +167,7 @@ func (c *Catalog) updateClaim(ctx context.Context, chain string, fn func(cur *cl
 			// The put filled a pruned number below the latest: stale.
 		}
 		if attempt >= maxCommitAttempts {
-			return nil, Errorf(CodeConcurrentModification, "claim %s: gave up after %d concurrent changes", chain, attempt)
+			return nil, errs.Errorf(errs.CodeConcurrentModification, "claim %s: gave up after %d concurrent changes", chain, attempt)
 		}
 	}
 }
@@ -182,7 +184,7 @@ func (c *Catalog) holderAlive(ctx context.Context, h claimHolder, move bool) (bo
 		return time.Now().Before(grace), nil
 	}
 	rec, cur, err := c.readTxn(ctx, h.ID)
-	if ErrorCode(err) == CodeTransactionNotFound {
+	if errs.CodeOf(err) == errs.CodeTransactionNotFound {
 		return time.Now().Before(grace), nil
 	}
 	if err != nil {
@@ -206,7 +208,7 @@ func (e *errClaimBusy) Error() string { return e.msg }
 // acquireClaim adds h to the claim of one table folder: alone when move,
 // else beside other batches. A move waits (until ctx ends) for the
 // batches and moves holding the name; a batch gets a
-// CodeConcurrentModification error when a move holds it. A stopped move
+// errs.CodeConcurrentModification error when a move holds it. A stopped move
 // found in the way is completed first.
 func (c *Catalog) acquireClaim(ctx context.Context, key string, h claimHolder, move bool) error {
 	chain := claimChain(key)
@@ -264,11 +266,11 @@ func (c *Catalog) acquireClaim(ctx context.Context, key string, h claimHolder, m
 		case busy == nil:
 			return nil
 		case !move:
-			return Errorf(CodeConcurrentModification, "table folder %s %s; try again", strings.TrimSuffix(key, "/"), busy)
+			return errs.Errorf(errs.CodeConcurrentModification, "table folder %s %s; try again", strings.TrimSuffix(key, "/"), busy)
 		}
 		select {
 		case <-ctx.Done():
-			return Errorf(CodeServiceUnavailable, "table folder %s %s: %v", strings.TrimSuffix(key, "/"), busy, ctx.Err())
+			return errs.Errorf(errs.CodeServiceUnavailable, "table folder %s %s: %v", strings.TrimSuffix(key, "/"), busy, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -397,7 +399,7 @@ func (mc *moveClaim) update(ctx context.Context, fn func(h *claimHolder)) error 
 	for _, k := range mc.keys {
 		_, err := mc.c.updateClaim(ctx, claimChain(k), func(cur *claimState) (*claimState, error) {
 			if cur.Move == nil || cur.Move.ID != mc.h.ID {
-				return nil, Errorf(CodeConcurrentModification, "move %s of %s: its claim on %s ran out (lease %s) and was taken over; nothing more moved", mc.h.ID, mc.h.From, strings.TrimSuffix(k, "/"), mc.c.opts.TxnTimeout)
+				return nil, errs.Errorf(errs.CodeConcurrentModification, "move %s of %s: its claim on %s ran out (lease %s) and was taken over; nothing more moved", mc.h.ID, mc.h.From, strings.TrimSuffix(k, "/"), mc.c.opts.TxnTimeout)
 			}
 			next := cur.clone()
 			h := mc.h
@@ -471,25 +473,25 @@ func (c *Catalog) claimShared(ctx context.Context, id string, deadline time.Time
 	// A batch never waits for a claim, so its names are claimed (and
 	// released) all at once.
 	each := func(keys []string, fn func(string) error) []error {
-		errs := make([]error, len(keys))
+		errList := make([]error, len(keys))
 		var wg sync.WaitGroup
 		for i, k := range keys {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = fn(k)
+				errList[i] = fn(k)
 			}()
 		}
 		wg.Wait()
-		return errs
+		return errList
 	}
 	release := func(held []string) {
 		each(held, func(k string) error { return c.releaseClaim(context.WithoutCancel(ctx), k, id) })
 	}
-	errs := each(uniq, func(k string) error { return c.acquireClaim(ctx, k, h, false) })
+	errList := each(uniq, func(k string) error { return c.acquireClaim(ctx, k, h, false) })
 	var held []string
 	var first error
-	for i, err := range errs {
+	for i, err := range errList {
 		if err == nil {
 			held = append(held, uniq[i])
 		} else if first == nil {
@@ -515,7 +517,7 @@ func (c *Catalog) recoverClaims(ctx context.Context) (int, error) {
 		chains[path.Dir(f)+"/"] = true
 	}
 	n := 0
-	var errs []error
+	var errList []error
 	for chain := range chains {
 		// Only the latest state counts: older ones left over go.
 		if seqs, err := c.claimSeqs(ctx, chain); err == nil && len(seqs) > 1 {
@@ -556,8 +558,8 @@ func (c *Catalog) recoverClaims(ctx context.Context) (int, error) {
 			}
 		}
 		if err != nil {
-			errs = append(errs, err)
+			errList = append(errList, err)
 		}
 	}
-	return n, errors.Join(errs...)
+	return n, errors.Join(errList...)
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // tablesIn makes {ns}.a and {ns}.b with 10 rows each (version 1) and
@@ -76,7 +78,7 @@ func checkSerial(t testing.TB, c *Catalog, ns string, batchErr error) {
 	}
 	want, rowsA, rowsB := uint64(2), int64(12), int64(13)
 	if batchErr != nil {
-		if code := ErrorCode(batchErr); code != CodeConcurrentModification && code != CodeTableNotFound {
+		if code := errs.CodeOf(batchErr); code != errs.CodeConcurrentModification && code != errs.CodeTableNotFound {
 			t.Fatalf("batch failed with %v, want a conflict or the old name not found", batchErr)
 		}
 		want, rowsA, rowsB = 1, 10, 10
@@ -90,7 +92,7 @@ func checkSerial(t testing.TB, c *Catalog, ns string, batchErr error) {
 	if n, err := b.CountRows(ctx, 0, ""); err != nil || n != rowsB {
 		t.Fatalf("b has %d rows (%v), want %d", n, err, rowsB)
 	}
-	if _, err := c.OpenTable(ctx, []string{ns, "a"}); ErrorCode(err) != CodeTableNotFound {
+	if _, err := c.OpenTable(ctx, []string{ns, "a"}); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("old name after the rename: %v", err)
 	}
 	if n := versionFiles(t, c, tableKey([]string{ns, "a"})); n != 0 {
@@ -140,7 +142,7 @@ func TestRenameRacesBatch(t *testing.T) {
 		if batchErr == nil {
 			outcomes["batch first"]++
 		} else {
-			outcomes[fmt.Sprintf("rename first (code %d)", ErrorCode(batchErr))]++
+			outcomes[fmt.Sprintf("rename first (code %d)", errs.CodeOf(batchErr))]++
 		}
 	}
 	t.Logf("outcomes: %v", outcomes)
@@ -159,7 +161,7 @@ func TestBatchRefusedDuringRename(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = c.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb})
-	if ErrorCode(err) != CodeConcurrentModification {
+	if errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("batch during a move: %v, want a conflict", err)
 	}
 	mc.release(ctx)
@@ -257,7 +259,7 @@ func TestRenameKilledMidway(t *testing.T) {
 			fresh := NewCatalog(mustOpen(t, c.wh.URI()), c.sql, opts)
 			if tc.rename {
 				// While the killed mover's lease runs, a batch is refused.
-				if _, _, err := fresh.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb}); ErrorCode(err) != CodeConcurrentModification {
+				if _, _, err := fresh.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb}); errs.CodeOf(err) != errs.CodeConcurrentModification {
 					t.Fatalf("batch while the killed rename holds the name: %v", err)
 				}
 				var res TxnRecovery
@@ -275,7 +277,7 @@ func TestRenameKilledMidway(t *testing.T) {
 					t.Fatalf("seals left after recovery: %v", left)
 				}
 				_, err := fresh.OpenTable(ctx, a.ID())
-				if tc.forward != (ErrorCode(err) == CodeTableNotFound) {
+				if tc.forward != (errs.CodeOf(err) == errs.CodeTableNotFound) {
 					t.Fatalf("old name after recovery: %v (renamed: %v)", err, tc.forward)
 				}
 				if !tc.forward {
@@ -302,10 +304,10 @@ func TestRenameKilledMidway(t *testing.T) {
 				}
 				// Moved: the batch over the old name finds no table (the
 				// rename came first), and one over the new name works.
-				if _, _, err := fresh.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb}); ErrorCode(err) != CodeTableNotFound {
+				if _, _, err := fresh.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb}); errs.CodeOf(err) != errs.CodeTableNotFound {
 					t.Fatalf("batch over the old name after the rename: %v", err)
 				}
-				checkSerial(t, fresh, "docs", Errorf(CodeTableNotFound, "rename first"))
+				checkSerial(t, fresh, "docs", errs.Errorf(errs.CodeTableNotFound, "rename first"))
 				return
 			}
 			// A killed batch: a rename waits for its deadline, recovers it
@@ -319,7 +321,7 @@ func TestRenameKilledMidway(t *testing.T) {
 			}
 			var batchErr error
 			if !tc.forward {
-				batchErr = Errorf(CodeConcurrentModification, "rolled back by recovery")
+				batchErr = errs.Errorf(errs.CodeConcurrentModification, "rolled back by recovery")
 			}
 			checkSerial(t, fresh, "docs", batchErr)
 		})

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // CompactOptions tune Compact. Zero values take the defaults.
@@ -79,7 +81,7 @@ func (m *Manifest) Compaction() (merges []Merge, ok bool, err error) {
 		return nil, false, nil
 	}
 	if err := json.Unmarshal([]byte(raw), &merges); err != nil {
-		return nil, false, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("version %d: compaction metadata unreadable", m.Version), Err: err}
+		return nil, false, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("version %d: compaction metadata unreadable", m.Version), Err: err}
 	}
 	return merges, true, nil
 }
@@ -242,7 +244,7 @@ func (t *Table) mergeRun(ctx context.Context, m *Manifest, schema *arrow.Schema,
 		want += r.Rows
 	}
 	if f.Rows != want {
-		return Fragment{}, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("compaction read %d rows from fragments holding %d", f.Rows, want)}
+		return Fragment{}, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("compaction read %d rows from fragments holding %d", f.Rows, want)}
 	}
 	return f, nil
 }
@@ -257,7 +259,7 @@ func compactOp(schema string, runs [][]Fragment, written []Fragment, applied *[]
 	return func(base *Manifest) (*Manifest, error) {
 		*applied = make([]bool, len(runs))
 		if base.Schema != schema {
-			return nil, &Error{Code: CodeConcurrentModification, Message: "compact: the table schema changed in a concurrent commit"}
+			return nil, &errs.Error{Code: errs.CodeConcurrentModification, Message: "compact: the table schema changed in a concurrent commit"}
 		}
 		pos := make(map[uint32]int, len(base.Fragments))
 		for i, f := range base.Fragments {

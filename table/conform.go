@@ -8,15 +8,17 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Conform returns rec with exactly schema: columns are matched by
 // position, cast with safe casts (no overflow, no truncation) where the
 // types differ, and checked for nulls in non-nullable fields. Errors are
-// CodeSchemaValidation and name the field. rec is not released.
+// errs.CodeSchemaValidation and name the field. rec is not released.
 func Conform(ctx context.Context, rec arrow.RecordBatch, schema *arrow.Schema, mem memory.Allocator) (arrow.RecordBatch, error) {
 	if int(rec.NumCols()) != schema.NumFields() {
-		return nil, Errorf(CodeSchemaValidation, "got %d columns, want %d", rec.NumCols(), schema.NumFields())
+		return nil, errs.Errorf(errs.CodeSchemaValidation, "got %d columns, want %d", rec.NumCols(), schema.NumFields())
 	}
 	if rec.Schema().Equal(schema) {
 		rec.Retain()
@@ -39,12 +41,12 @@ func Conform(ctx context.Context, rec arrow.RecordBatch, schema *arrow.Schema, m
 		} else {
 			out, err := compute.CastArray(ctx, col, compute.SafeCastOptions(f.Type))
 			if err != nil {
-				return nil, Errorf(CodeSchemaValidation, "field %q: value of type %s does not fit %s: %v", f.Name, col.DataType(), f.Type, err)
+				return nil, errs.Errorf(errs.CodeSchemaValidation, "field %q: value of type %s does not fit %s: %v", f.Name, col.DataType(), f.Type, err)
 			}
 			cols[i] = out
 		}
 		if !f.Nullable && cols[i].NullN() > 0 {
-			return nil, Errorf(CodeSchemaValidation, "field %q is not nullable but got %d nulls", f.Name, cols[i].NullN())
+			return nil, errs.Errorf(errs.CodeSchemaValidation, "field %q is not nullable but got %d nulls", f.Name, cols[i].NullN())
 		}
 	}
 	return array.NewRecordBatch(schema, cols, rec.NumRows()), nil
@@ -54,15 +56,15 @@ func Conform(ctx context.Context, rec arrow.RecordBatch, schema *arrow.Schema, m
 // name or type (nullability may differ: Conform checks the values).
 func CheckSameFields(got, want *arrow.Schema) error {
 	if got.NumFields() != want.NumFields() {
-		return Errorf(CodeSchemaValidation, "data has %d fields, table has %d (%s)", got.NumFields(), want.NumFields(), fieldNames(want))
+		return errs.Errorf(errs.CodeSchemaValidation, "data has %d fields, table has %d (%s)", got.NumFields(), want.NumFields(), fieldNames(want))
 	}
 	for i, f := range want.Fields() {
 		g := got.Field(i)
 		if g.Name != f.Name {
-			return Errorf(CodeSchemaValidation, "field %d is %q, table has %q", i, g.Name, f.Name)
+			return errs.Errorf(errs.CodeSchemaValidation, "field %d is %q, table has %q", i, g.Name, f.Name)
 		}
 		if !arrow.TypeEqual(g.Type, f.Type) {
-			return Errorf(CodeSchemaValidation, "field %q has type %s, table has %s", f.Name, g.Type, f.Type)
+			return errs.Errorf(errs.CodeSchemaValidation, "field %q has type %s, table has %s", f.Name, g.Type, f.Type)
 		}
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // declaredMarker marks a table folder declared (table/declare) but not yet
@@ -25,7 +27,7 @@ type declaredDoc struct {
 // insert writes its first version. It returns the folder's location.
 func (c *Catalog) DeclareTable(ctx context.Context, id []string, props map[string]string) (string, error) {
 	if len(id) == 0 {
-		return "", Errorf(CodeInvalidInput, "a table identifier needs a name")
+		return "", errs.Errorf(errs.CodeInvalidInput, "a table identifier needs a name")
 	}
 	if err := c.requireNamespace(ctx, id[:len(id)-1]); err != nil {
 		return "", err
@@ -34,7 +36,7 @@ func (c *Catalog) DeclareTable(ctx context.Context, id []string, props map[strin
 	if ok, err := c.tableExists(ctx, id); err != nil {
 		return "", err
 	} else if ok {
-		return "", Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
+		return "", errs.Errorf(errs.CodeTableAlreadyExists, "table %s already exists", JoinID(id))
 	}
 	b, _ := json.Marshal(declaredDoc{Properties: props})
 	err := c.wh.PutIfNotExists(ctx, t.key+declaredMarker, b)
@@ -47,7 +49,7 @@ func (c *Catalog) DeclareTable(ctx context.Context, id []string, props map[strin
 		}
 	}
 	if errors.Is(err, ErrExists) {
-		return "", Errorf(CodeTableAlreadyExists, "table %s is already declared", JoinID(id))
+		return "", errs.Errorf(errs.CodeTableAlreadyExists, "table %s is already declared", JoinID(id))
 	}
 	if err != nil {
 		return "", err
@@ -84,7 +86,7 @@ func (c *Catalog) CreateDeclared(ctx context.Context, id []string, create func()
 		return nil, nil, err
 	}
 	if !ok {
-		return nil, nil, Errorf(CodeTableNotFound, "table %s not found", JoinID(id))
+		return nil, nil, errs.Errorf(errs.CodeTableNotFound, "table %s not found", JoinID(id))
 	}
 	t, m, err := create()
 	if err == nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // DeclaredProperties answers the properties a declared table (one with no
@@ -22,7 +24,7 @@ func (c *Catalog) DeclaredProperties(ctx context.Context, id []string) (props ma
 	}
 	var doc declaredDoc
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, false, &Error{Code: CodeInvalidTableState, Message: "declared table " + JoinID(id) + ": marker unreadable", Err: err}
+		return nil, false, &errs.Error{Code: errs.CodeInvalidTableState, Message: "declared table " + JoinID(id) + ": marker unreadable", Err: err}
 	}
 	return doc.Properties, true, nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // TestRegisterErrorHidesWarehouseRoot: a register location outside the
@@ -19,7 +21,7 @@ func TestRegisterErrorHidesWarehouseRoot(t *testing.T) {
 	root := strings.TrimPrefix(strings.TrimRight(c.Warehouse().URI(), "/"), "file://")
 	for _, loc := range []string{"s3://elsewhere/t.lance", "file:///elsewhere/t.lance", "../x"} {
 		_, err := c.RegisterTable(ctx, []string{"docs", "r"}, loc, "", nil)
-		if ErrorCode(err) != CodeInvalidInput || !strings.Contains(err.Error(), "location") {
+		if errs.CodeOf(err) != errs.CodeInvalidInput || !strings.Contains(err.Error(), "location") {
 			t.Fatalf("%s: %v, want invalid input naming location", loc, err)
 		}
 		if strings.Contains(err.Error(), root) {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // ExternalProperty is the manifest property that makes a table external:
@@ -33,7 +35,7 @@ func (m *Manifest) IsExternal() bool { _, ok := m.Properties[ExternalProperty]; 
 
 // refuseExternal is the error for a direct write to an external table.
 func refuseExternal(id []string, op string) error {
-	return Errorf(CodeInvalidInput, "%s is an external table: %s is not allowed; it changes only through catalog notifications of the engine that writes it", JoinID(id), op)
+	return errs.Errorf(errs.CodeInvalidInput, "%s is an external table: %s is not allowed; it changes only through catalog notifications of the engine that writes it", JoinID(id), op)
 }
 
 type externalWriteKey struct{}
@@ -48,7 +50,7 @@ func (t *Table) CommitExternal(ctx context.Context, op Op) (*Manifest, error) {
 	return t.Commit(context.WithValue(ctx, externalWriteKey{}, true), func(base *Manifest) (*Manifest, error) {
 		next, err := op(base)
 		if err == nil && next != nil && !next.IsExternal() {
-			return nil, Errorf(CodeInternal, "external commit of %s dropped %s", JoinID(t.id), ExternalProperty)
+			return nil, errs.Errorf(errs.CodeInternal, "external commit of %s dropped %s", JoinID(t.id), ExternalProperty)
 		}
 		return next, err
 	})
@@ -59,13 +61,13 @@ func (t *Table) CommitExternal(ctx context.Context, op Op) (*Manifest, error) {
 // unassigned: they are given in order from 0) with schema, the
 // properties props (which must hold ExternalProperty) and the version
 // metadata meta. A table of that name that already exists is
-// CodeTableAlreadyExists, and nothing is changed.
+// errs.CodeTableAlreadyExists, and nothing is changed.
 func (c *Catalog) CreateExternal(ctx context.Context, id []string, schema *arrow.Schema, frags []Fragment, props map[string]json.RawMessage, meta map[string]string) (*Table, *Manifest, error) {
 	if len(id) == 0 {
-		return nil, nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+		return nil, nil, errs.Errorf(errs.CodeInvalidInput, "a table identifier needs a name")
 	}
 	if _, ok := props[ExternalProperty]; !ok {
-		return nil, nil, Errorf(CodeInternal, "CreateExternal without %s", ExternalProperty)
+		return nil, nil, errs.Errorf(errs.CodeInternal, "CreateExternal without %s", ExternalProperty)
 	}
 	if err := c.requireNamespace(ctx, id[:len(id)-1]); err != nil {
 		return nil, nil, err
@@ -88,7 +90,7 @@ func (c *Catalog) CreateExternal(ctx context.Context, id []string, schema *arrow
 	}
 	err = c.wh.PutIfNotExists(ctx, t.key+versionsDir+ManifestName(1, NamingV2), data)
 	if errors.Is(err, ErrExists) {
-		return nil, nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
+		return nil, nil, errs.Errorf(errs.CodeTableAlreadyExists, "table %s already exists", JoinID(id))
 	}
 	if err != nil {
 		return nil, nil, err

@@ -3,6 +3,8 @@ package table
 import (
 	"encoding/json"
 	"slices"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // RowIDsProperty is the manifest property of an external table whose
@@ -39,12 +41,12 @@ func RowIDsOf(m *Manifest) (map[uint32]FragmentRowIDs, error) {
 	}
 	var r RowIDs
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, &Error{Code: CodeInvalidTableState, Message: "row ids of the external table are corrupt", Err: err}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: "row ids of the external table are corrupt", Err: err}
 	}
 	out := make(map[uint32]FragmentRowIDs, len(r.Fragments))
 	for _, f := range r.Fragments {
 		if len(f.Deleted)%2 != 0 || !slices.IsSorted(f.Deleted) {
-			return nil, Errorf(CodeInvalidTableState, "row ids of fragment %d: deleted runs are not sorted pairs", f.Fragment)
+			return nil, errs.Errorf(errs.CodeInvalidTableState, "row ids of fragment %d: deleted runs are not sorted pairs", f.Fragment)
 		}
 		out[f.Fragment] = f
 	}

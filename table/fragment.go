@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mvq-dev/mvq/arrowjson"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // RowAddrColumn is the name of the row address column Scan can add.
@@ -38,21 +39,21 @@ func EncodeSchema(s *arrow.Schema) (string, error) { return encodeSchema(s) }
 // duplicate names, names reserved for internals.
 func checkSchema(s *arrow.Schema) error {
 	if s == nil || s.NumFields() == 0 {
-		return Errorf(CodeInvalidInput, "schema has no fields")
+		return errs.Errorf(errs.CodeInvalidInput, "schema has no fields")
 	}
 	seen := map[string]bool{}
 	for _, f := range s.Fields() {
 		if f.Name == "" {
-			return Errorf(CodeInvalidInput, "schema has a field with an empty name")
+			return errs.Errorf(errs.CodeInvalidInput, "schema has a field with an empty name")
 		}
 		if seen[f.Name] {
-			return Errorf(CodeInvalidInput, "schema has field %q twice", f.Name)
+			return errs.Errorf(errs.CodeInvalidInput, "schema has field %q twice", f.Name)
 		}
 		if f.Name == RowAddrColumn {
-			return Errorf(CodeInvalidInput, "field name %q is reserved", f.Name)
+			return errs.Errorf(errs.CodeInvalidInput, "field name %q is reserved", f.Name)
 		}
 		if err := storable(f.Type); err != nil {
-			return Errorf(CodeSchemaValidation, "field %q: %v", f.Name, err)
+			return errs.Errorf(errs.CodeSchemaValidation, "field %q: %v", f.Name, err)
 		}
 		seen[f.Name] = true
 	}
@@ -159,7 +160,7 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 			}
 			if !r.Schema().Equal(schema) {
 				fw.Close()
-				return Errorf(CodeSchemaValidation, "record schema %s does not match table schema %s", r.Schema(), schema)
+				return errs.Errorf(errs.CodeSchemaValidation, "record schema %s does not match table schema %s", r.Schema(), schema)
 			}
 			if convert {
 				r = toStorage(r, store, t.c.opts.Mem)
@@ -261,7 +262,7 @@ func (t *Table) WriteFragments(ctx context.Context, schema *arrow.Schema, rdr ar
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
 		if !rec.Schema().Equal(schema) {
-			fail(Errorf(CodeSchemaValidation, "batch schema does not match the table schema: got %s, want %s", rec.Schema(), schema))
+			fail(errs.Errorf(errs.CodeSchemaValidation, "batch schema does not match the table schema: got %s, want %s", rec.Schema(), schema))
 			break
 		}
 		for off := int64(0); off < rec.NumRows(); {
@@ -278,7 +279,7 @@ func (t *Table) WriteFragments(ctx context.Context, schema *arrow.Schema, rdr ar
 		}
 	}
 	if err := rdr.Err(); err != nil {
-		fail(Errorf(CodeInvalidInput, "read batches: %v", err))
+		fail(errs.Errorf(errs.CodeInvalidInput, "read batches: %v", err))
 	}
 	if ctx.Err() == nil {
 		flush()
@@ -306,7 +307,7 @@ func (t *Table) WriteFragments(ctx context.Context, schema *arrow.Schema, rdr ar
 func Recover(what string, fn func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = &Error{Code: CodeInternal, Message: what + " failed", Err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+			err = &errs.Error{Code: errs.CodeInternal, Message: what + " failed", Err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
 		}
 	}()
 	return fn()
@@ -340,11 +341,11 @@ func LeafIndices(fr *pqarrow.FileReader, fields []int) []int {
 func (t *Table) ReadFragment(ctx context.Context, f Fragment, fields []int, mem memory.Allocator) ([]arrow.RecordBatch, error) {
 	data, err := t.c.wh.Read(ctx, t.key+f.Path)
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
 	}
 	pf, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(parquet.NewReaderProperties(mem)))
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) corrupt", f.ID, f.Path), Err: err}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) corrupt", f.ID, f.Path), Err: err}
 	}
 	defer pf.Close()
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: 1 << 16}, mem)

@@ -7,6 +7,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // DefaultDelimiter separates identifier parts when the request names none.
@@ -34,7 +36,7 @@ func ParseID(s, delim string) ([]string, error) {
 		return []string{}, nil
 	}
 	if s == "" {
-		return nil, Errorf(CodeInvalidInput, "identifier is empty")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "identifier is empty")
 	}
 	parts := strings.Split(s, delim)
 	n := len(parts) - 1
@@ -44,12 +46,12 @@ func ParseID(s, delim string) ([]string, error) {
 			parts[i] = p
 		}
 		if err := ValidatePart(p); err != nil {
-			return nil, Errorf(CodeInvalidInput, "identifier %q: %v", truncateName(s), err)
+			return nil, errs.Errorf(errs.CodeInvalidInput, "identifier %q: %v", truncateName(s), err)
 		}
 		n += len(p)
 	}
 	if n > MaxIDBytes {
-		return nil, Errorf(CodeInvalidInput, "identifier %q: longer than %d bytes", truncateName(s), MaxIDBytes)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "identifier %q: longer than %d bytes", truncateName(s), MaxIDBytes)
 	}
 	return parts, nil
 }

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 func TestParseID(t *testing.T) {
@@ -57,7 +59,7 @@ func TestParseID(t *testing.T) {
 	for _, c := range cases {
 		got, err := ParseID(c.in, c.delim)
 		if c.bad {
-			if err == nil || ErrorCode(err) != CodeInvalidInput {
+			if err == nil || errs.CodeOf(err) != errs.CodeInvalidInput {
 				t.Errorf("ParseID(%q) = %v, %v; want invalid input", c.in, got, err)
 			}
 			continue

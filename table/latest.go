@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Finding a table's latest version (and whether it has one) is on the path
@@ -78,7 +80,7 @@ func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
 	}
 	i := sort.Search(len(vs), func(i int) bool { return vs[i].Version >= v })
 	if i == len(vs) || vs[i].Version != v {
-		return VersionFile{}, Errorf(CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
+		return VersionFile{}, errs.Errorf(errs.CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
 	}
 	vf, ok, err := t.statVersion(vs[i])
 	if err != nil {
@@ -86,7 +88,7 @@ func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
 	}
 	if !ok {
 		// Removed meanwhile.
-		return VersionFile{}, Errorf(CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
+		return VersionFile{}, errs.Errorf(errs.CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
 	}
 	return vf, nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // touch commits a version that changes nothing but its operation.
@@ -137,7 +139,7 @@ func TestLatestVersionAfterDeleteAndRestore(t *testing.T) {
 	if vf := sameAsListing(t, tb); vf.Version != 5 {
 		t.Fatalf("latest %d after deleting 2-3, want 5", vf.Version)
 	}
-	if _, err := tb.Version(ctx, 3); ErrorCode(err) != CodeTableVersionNotFound {
+	if _, err := tb.Version(ctx, 3); errs.CodeOf(err) != errs.CodeTableVersionNotFound {
 		t.Fatalf("deleted version 3: %v", err)
 	}
 	vf, err := tb.Version(ctx, 4)
@@ -181,7 +183,7 @@ func TestLatestVersionIgnoresWhatIsNotAVersion(t *testing.T) {
 	if vf := sameAsListing(t, tb); vf.Version != 1 {
 		t.Fatalf("latest %d, want 1", vf.Version)
 	}
-	if _, err := tb.Version(ctx, 9); ErrorCode(err) != CodeTableVersionNotFound {
+	if _, err := tb.Version(ctx, 9); errs.CodeOf(err) != errs.CodeTableVersionNotFound {
 		t.Fatalf("version 9 of staged files: %v", err)
 	}
 	// A version under its V1 name only counts too.
@@ -265,7 +267,7 @@ func TestLatestVersionListsNothing(t *testing.T) {
 	if n := c.wh.lists.Load() - before; n != 0 {
 		t.Fatalf("%d List calls, want 0", n)
 	}
-	if _, err := c.OpenTable(ctx, []string{"absent"}); ErrorCode(err) != CodeTableNotFound {
+	if _, err := c.OpenTable(ctx, []string{"absent"}); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("absent table: %v", err)
 	}
 }

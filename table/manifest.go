@@ -9,6 +9,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // NamingScheme names version manifests under _versions/.
@@ -109,7 +111,7 @@ func (m *Manifest) IsView() bool { _, ok := m.Properties[ViewProperty]; return o
 
 // refuseView is the error for a direct write to a view.
 func refuseView(id []string, op string) error {
-	return Errorf(CodeInvalidInput, "%s is a materialized view: %s is not allowed; refresh it instead", JoinID(id), op)
+	return errs.Errorf(errs.CodeInvalidInput, "%s is a materialized view: %s is not allowed; refresh it instead", JoinID(id), op)
 }
 
 // IdentityProperty is the key under which describe shows a table's

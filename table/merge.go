@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // MergeOptions say what MergeInsert does with each row (the spec's
@@ -98,10 +99,10 @@ type fragMatch struct {
 // The input must have the table's columns (trailing nullable ones may be
 // left out, as for Insert). Errors: a key column missing from the table
 // or the input, two input rows with one key, a bad filter, no action:
-// CodeInvalidInput naming the parameter. A concurrent commit that changed
+// errs.CodeInvalidInput naming the parameter. A concurrent commit that changed
 // a fragment the merge rewrites, or added rows it would have to match, has
 // the merge computed again on the new version (up to maxMergeAttempts,
-// then CodeConcurrentModification); concurrent appends that hold none of
+// then errs.CodeConcurrentModification); concurrent appends that hold none of
 // the input's keys are rebased on.
 func (t *Table) MergeInsert(ctx context.Context, rdr array.RecordReader, o MergeOptions) (*Manifest, MergeResult, error) {
 	ctx, span := tracer.Start(ctx, "table.merge_insert", trace.WithAttributes(attribute.String("mvq.table", JoinID(t.id))))
@@ -140,7 +141,7 @@ func (t *Table) MergeInsert(ctx context.Context, rdr array.RecordReader, o Merge
 		}
 		if !errors.Is(err, errMergeStale) && !IsConflict(err) || res.Attempts >= maxMergeAttempts {
 			if errors.Is(err, errMergeStale) {
-				err = &Error{Code: CodeConcurrentModification, Message: fmt.Sprintf("merge_insert %s: concurrent commits kept changing the rows to merge (%d attempts); retry", JoinID(t.id), res.Attempts)}
+				err = &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("merge_insert %s: concurrent commits kept changing the rows to merge (%d attempts); retry", JoinID(t.id), res.Attempts)}
 			}
 			return nil, res, err
 		}
@@ -153,7 +154,7 @@ func (t *Table) MergeInsert(ctx context.Context, rdr array.RecordReader, o Merge
 		if s, err := m.ArrowSchema(); err != nil {
 			return nil, res, err
 		} else if !s.Equal(in.rec.Schema()) {
-			return nil, res, &Error{Code: CodeConcurrentModification, Message: "merge_insert: the table schema changed in a concurrent commit; retry"}
+			return nil, res, &errs.Error{Code: errs.CodeConcurrentModification, Message: "merge_insert: the table schema changed in a concurrent commit; retry"}
 		}
 	}
 }
@@ -205,26 +206,26 @@ var errMergeStale = errors.New("merge_insert: concurrent commit added rows to ma
 
 func checkMergeOptions(o MergeOptions) error {
 	if len(o.On) == 0 {
-		return Errorf(CodeInvalidInput, "on: name at least one key column")
+		return errs.Errorf(errs.CodeInvalidInput, "on: name at least one key column")
 	}
 	seen := map[string]bool{}
 	for _, k := range o.On {
 		if k == "" {
-			return Errorf(CodeInvalidInput, "on: a key column name is empty")
+			return errs.Errorf(errs.CodeInvalidInput, "on: a key column name is empty")
 		}
 		if seen[k] {
-			return Errorf(CodeInvalidInput, "on: key column %q named twice", k)
+			return errs.Errorf(errs.CodeInvalidInput, "on: key column %q named twice", k)
 		}
 		seen[k] = true
 	}
 	if o.WhenMatchedUpdateAllFilt != "" && !o.WhenMatchedUpdateAll {
-		return Errorf(CodeInvalidInput, "when_matched_update_all_filt: set only with when_matched_update_all=true")
+		return errs.Errorf(errs.CodeInvalidInput, "when_matched_update_all_filt: set only with when_matched_update_all=true")
 	}
 	if o.WhenNotMatchedBySourceDeleteFilt != "" && !o.WhenNotMatchedBySourceDelete {
-		return Errorf(CodeInvalidInput, "when_not_matched_by_source_delete_filt: set only with when_not_matched_by_source_delete=true")
+		return errs.Errorf(errs.CodeInvalidInput, "when_not_matched_by_source_delete_filt: set only with when_not_matched_by_source_delete=true")
 	}
 	if !o.WhenMatchedUpdateAll && !o.WhenNotMatchedInsertAll && !o.WhenNotMatchedBySourceDelete {
-		return Errorf(CodeInvalidInput, "merge_insert does nothing: set when_matched_update_all, when_not_matched_insert_all or when_not_matched_by_source_delete")
+		return errs.Errorf(errs.CodeInvalidInput, "merge_insert does nothing: set when_matched_update_all, when_not_matched_insert_all or when_not_matched_by_source_delete")
 	}
 	return nil
 }
@@ -251,13 +252,13 @@ func (c *Catalog) mergeInput(ctx context.Context, id []string, schema *arrow.Sch
 	for _, k := range o.On {
 		i, ok := keyColumn(schema, k)
 		if !ok {
-			return nil, Errorf(CodeInvalidInput, "on: key column %q not found in table %s (columns: %s)", k, JoinID(id), fieldNames(schema))
+			return nil, errs.Errorf(errs.CodeInvalidInput, "on: key column %q not found in table %s (columns: %s)", k, JoinID(id), fieldNames(schema))
 		}
 		if _, ok := keyColumn(rdr.Schema(), schema.Field(i).Name); !ok {
-			return nil, Errorf(CodeInvalidInput, "on: key column %q is missing from the input (columns: %s)", k, fieldNames(rdr.Schema()))
+			return nil, errs.Errorf(errs.CodeInvalidInput, "on: key column %q is missing from the input (columns: %s)", k, fieldNames(rdr.Schema()))
 		}
 		if !keyType(schema.Field(i).Type) {
-			return nil, Errorf(CodeInvalidInput, "on: key column %q has type %s, which cannot be a key", k, schema.Field(i).Type)
+			return nil, errs.Errorf(errs.CodeInvalidInput, "on: key column %q has type %s, which cannot be a key", k, schema.Field(i).Type)
 		}
 		in.keys = append(in.keys, i)
 	}
@@ -284,7 +285,7 @@ func (c *Catalog) mergeInput(ctx context.Context, id []string, schema *arrow.Sch
 	n := int(in.rec.NumRows())
 	if n > math.MaxInt32 {
 		in.release()
-		return nil, Errorf(CodeInvalidInput, "body: more than %d rows", math.MaxInt32)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "body: more than %d rows", math.MaxInt32)
 	}
 	in.index = make(map[string]int32, n)
 	cols := keyCols(in.rec, in.keys)
@@ -296,7 +297,7 @@ func (c *Catalog) mergeInput(ctx context.Context, id []string, schema *arrow.Sch
 		}
 		if j, dup := in.index[string(buf)]; dup {
 			in.release()
-			return nil, Errorf(CodeInvalidInput, "body: rows %d and %d have the same key (%s); merge_insert needs each key at most once", j, i, keyString(schema, in.keys, cols, i))
+			return nil, errs.Errorf(errs.CodeInvalidInput, "body: rows %d and %d have the same key (%s); merge_insert needs each key at most once", j, i, keyString(schema, in.keys, cols, i))
 		}
 		in.index[string(buf)] = int32(i)
 	}
@@ -522,7 +523,7 @@ func (t *Table) mergeOp(ctx context.Context, snap *Manifest, in *mergeInput, o M
 	clear := map[uint32]bool{} // new fragments found without a match
 	return func(base *Manifest) (*Manifest, error) {
 		if base.Schema != snap.Schema {
-			return nil, &Error{Code: CodeConcurrentModification, Message: "merge_insert: the table schema changed in a concurrent commit; retry"}
+			return nil, &errs.Error{Code: errs.CodeConcurrentModification, Message: "merge_insert: the table schema changed in a concurrent commit; retry"}
 		}
 		var fresh []Fragment
 		for _, f := range base.Fragments {

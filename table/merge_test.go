@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // kv is a merge test row: a nullable int64 key and a string value.
@@ -269,7 +270,7 @@ func TestMergeInsertCompositeKey(t *testing.T) {
 	}
 }
 
-// TestMergeInsertRefusals: every bad request is CodeInvalidInput naming
+// TestMergeInsertRefusals: every bad request is errs.CodeInvalidInput naming
 // what is wrong, and commits nothing.
 func TestMergeInsertRefusals(t *testing.T) {
 	t.Parallel()
@@ -312,7 +313,7 @@ func TestMergeInsertRefusals(t *testing.T) {
 		{"wrong columns", func() array.RecordReader { return rows(t, 0, 1) }, MergeOptions{On: []string{"id"}, WhenNotMatchedInsertAll: true}, `"id" not found`},
 	} {
 		_, _, err := tb.MergeInsert(ctx, c.in(), c.o)
-		if code := ErrorCode(err); (code != CodeInvalidInput && code != CodeSchemaValidation) || !strings.Contains(err.Error(), c.want) {
+		if code := errs.CodeOf(err); (code != errs.CodeInvalidInput && code != errs.CodeSchemaValidation) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v (code %d), want a 400 naming %q", c.name, err, code, c.want)
 		}
 	}
@@ -387,7 +388,7 @@ func TestMergeInsertRacingWriters(t *testing.T) {
 	ctx := context.Background()
 	tb, _ := newKV(t, 400, 50)
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
+	errList := make(chan error, 64)
 	for g := range 4 {
 		wg.Add(1)
 		go func() {
@@ -397,7 +398,7 @@ func TestMergeInsertRacingWriters(t *testing.T) {
 				base := int64(g*100 + i*10)
 				in := kvRows(t, kv{k: key(base), v: fmt.Sprintf("m%d", base)}, kv{k: key(base + 1), v: fmt.Sprintf("m%d", base+1)}, kv{k: key(1000 + int64(g*10+i)), v: "ins"})
 				if _, _, err := tb.MergeInsert(ctx, in, upsert()); err != nil {
-					errs <- err
+					errList <- err
 				}
 			}
 		}()
@@ -408,17 +409,17 @@ func TestMergeInsertRacingWriters(t *testing.T) {
 			defer wg.Done()
 			for i := range 3 {
 				if _, _, err := tb.Insert(ctx, kvRows(t, kv{k: key(int64(5000 + g*10 + i)), v: "app"}), ""); err != nil {
-					errs <- err
+					errList <- err
 				}
 				if _, _, err := tb.Update(ctx, fmt.Sprintf("k = %d", 5+g*100+i*10), [][2]string{{"v", "'upd'"}}); err != nil && !IsConflict(err) {
-					errs <- err
+					errList <- err
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
+	close(errList)
+	for err := range errList {
 		t.Error(err)
 	}
 	got := map[string]int{}

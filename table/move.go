@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Table folders move between names (rename, deregister, register) by
@@ -137,7 +139,7 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 		} else if errors.Is(err, os.ErrNotExist) {
 			// Removed by a change the move's guard takes back (a tag
 			// delete puts its tag back): the move gives way.
-			return Errorf(CodeConcurrentModification, "%s was removed while the table was being moved; nothing was moved, try again", rel)
+			return errs.Errorf(errs.CodeConcurrentModification, "%s was removed while the table was being moved; nothing was moved, try again", rel)
 		} else if err != nil {
 			return fmt.Errorf("move %s: %w", rel, err)
 		}
@@ -255,7 +257,7 @@ func (c *Catalog) Resolve(ctx context.Context, id []string, uuid string) (*Table
 		}
 	}
 	if len(id) == 0 {
-		return nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "a table identifier needs a name")
 	}
 	// OpenTable, Load(0) and Identity in one listing, the identity cached
 	// per version file (resolve_cache.go).
@@ -287,14 +289,14 @@ func (c *Catalog) movedTable(ctx context.Context, uuid string) (*Table, error) {
 		return nil, nil
 	}
 	moved, err := c.OpenTable(ctx, rec.ID)
-	if ErrorCode(err) == CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	m, err := moved.Load(ctx, 0)
-	if ErrorCode(err) == CodeTableNotFound {
+	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil, nil
 	}
 	if err != nil {
@@ -312,13 +314,13 @@ func (c *Catalog) movedTable(ctx context.Context, uuid string) (*Table, error) {
 // dependants know them by name.
 func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 	if len(id) == 0 {
-		return Errorf(CodeInvalidInput, "a table identifier needs a name")
+		return errs.Errorf(errs.CodeInvalidInput, "a table identifier needs a name")
 	}
 	if len(newID) == 0 {
-		return Errorf(CodeInvalidInput, "new_table_name: required")
+		return errs.Errorf(errs.CodeInvalidInput, "new_table_name: required")
 	}
 	if JoinID(id) == JoinID(newID) {
-		return Errorf(CodeInvalidInput, "new_table_name: the table is already called %s", JoinID(id))
+		return errs.Errorf(errs.CodeInvalidInput, "new_table_name: the table is already called %s", JoinID(id))
 	}
 	// Refused before anything is written when it cannot go through.
 	if _, err := c.OpenTable(ctx, id); err != nil {
@@ -346,7 +348,7 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 		return err
 	}
 	if m.IsView() {
-		return Errorf(CodeInvalidInput, "%s is a materialized view: rename is not allowed (its jobs know it by name); create the view again under the new name", JoinID(id))
+		return errs.Errorf(errs.CodeInvalidInput, "%s is a materialized view: rename is not allowed (its jobs know it by name); create the view again under the new name", JoinID(id))
 	}
 	uuid, err := t.Identity(ctx, m)
 	if err != nil {
@@ -355,7 +357,7 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 	if ok, err := c.tableExists(ctx, newID); err != nil {
 		return err
 	} else if ok {
-		return Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(newID))
+		return errs.Errorf(errs.CodeTableAlreadyExists, "table %s already exists", JoinID(newID))
 	}
 	return c.claimedMove(ctx, mc, uuid)
 }
@@ -406,7 +408,7 @@ func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) e
 // can ask whether the caller may take it from that namespace.
 func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, error) {
 	if len(id) == 0 {
-		return "", Errorf(CodeInvalidInput, "a table identifier needs a name")
+		return "", errs.Errorf(errs.CodeInvalidInput, "a table identifier needs a name")
 	}
 	if _, err := c.OpenTable(ctx, id); err != nil {
 		return "", err
@@ -502,7 +504,7 @@ type RegisterSource struct {
 func (c *Catalog) registerKey(id []string, location string) (string, RegisterSource, error) {
 	src := RegisterSource{Location: location}
 	bad := func(format string, args ...any) (string, RegisterSource, error) {
-		return "", src, Errorf(CodeInvalidInput, "location: %q "+format, append([]any{location}, args...)...)
+		return "", src, errs.Errorf(errs.CodeInvalidInput, "location: %q "+format, append([]any{location}, args...)...)
 	}
 	key := strings.TrimPrefix(location, strings.TrimRight(c.wh.URI(), "/")+"/")
 	key = strings.Trim(key, "/")
@@ -556,14 +558,14 @@ func (c *Catalog) registerKey(id []string, location string) (string, RegisterSou
 // refused: it would delete the registered table's data.
 func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode string, allow func(RegisterSource) error) (*Table, error) {
 	if len(id) == 0 {
-		return nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "a table identifier needs a name")
 	}
 	switch strings.ToLower(mode) {
 	case "", "create":
 	case "overwrite":
-		return nil, Errorf(CodeInvalidInput, "mode: overwrite would delete the data of the table registered as %s; deregister it first", JoinID(id))
+		return nil, errs.Errorf(errs.CodeInvalidInput, "mode: overwrite would delete the data of the table registered as %s; deregister it first", JoinID(id))
 	default:
-		return nil, Errorf(CodeInvalidInput, "mode %q: want create", mode)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "mode %q: want create", mode)
 	}
 	key, rs, err := c.registerKey(id, location)
 	if err != nil {
@@ -594,18 +596,18 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 		return nil, err
 	}
 	if len(vs) == 0 {
-		return nil, Errorf(CodeInvalidInput, "location: %q holds no table versions (_versions/)", location)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "location: %q holds no table versions (_versions/)", location)
 	}
 	m, err := src.readManifest(ctx, vs[len(vs)-1])
 	if err != nil {
-		return nil, Errorf(CodeInvalidInput, "location: %v", err)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "location: %v", err)
 	}
 	uuid, err := src.Identity(ctx, m)
 	if err != nil {
 		return nil, err
 	}
 	if rs.Deregistered && uuid != name {
-		return nil, Errorf(CodeInvalidInput, "location: %q holds a table whose identity is not its folder's name; deregister did not leave it", location)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "location: %q holds a table whose identity is not its folder's name; deregister did not leave it", location)
 	}
 	if err := c.checkAdoptable(ctx, key); err != nil {
 		return nil, err
@@ -614,7 +616,7 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 	if held, err := c.identityHeld(ctx, uuid, id); err != nil {
 		return nil, err
 	} else if held {
-		return nil, Errorf(CodeTableAlreadyExists, "location: %q holds a table whose identity (%s) another table of this catalog has; a table is registered once", location, uuid)
+		return nil, errs.Errorf(errs.CodeTableAlreadyExists, "location: %q holds a table whose identity (%s) another table of this catalog has; a table is registered once", location, uuid)
 	}
 	if key == t.key {
 		return t, c.recordIdentity(ctx, uuid, id) // already in place
@@ -627,7 +629,7 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 	if ok, err := c.tableExists(ctx, id); err != nil {
 		return nil, err
 	} else if ok {
-		return nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
+		return nil, errs.Errorf(errs.CodeTableAlreadyExists, "table %s already exists", JoinID(id))
 	}
 	if err := c.claimedMove(ctx, mc, uuid); err != nil {
 		return nil, err
@@ -654,7 +656,7 @@ func (c *Catalog) checkAdoptable(ctx context.Context, key string) error {
 		parts := strings.Split(rel, "/")
 		for i, p := range parts {
 			if i < len(parts)-1 && strings.HasSuffix(p, tableSuffix) || i == len(parts)-1 && p == namespaceMarker {
-				return Errorf(CodeInvalidInput, "location: the folder holds a table or namespace (%s): register adopts one table's folder", rel)
+				return errs.Errorf(errs.CodeInvalidInput, "location: the folder holds a table or namespace (%s): register adopts one table's folder", rel)
 			}
 		}
 	}
@@ -682,7 +684,7 @@ func (c *Catalog) identityHeld(ctx context.Context, uuid string, except []string
 			continue
 		}
 		got, err := c.latestIdentity(ctx, c.handle(other))
-		if ErrorCode(err) == CodeTableNotFound {
+		if errs.CodeOf(err) == errs.CodeTableNotFound {
 			continue // dropped meanwhile
 		}
 		if err != nil {
@@ -701,7 +703,7 @@ func (c *Catalog) identityHeld(ctx context.Context, uuid string, except []string
 // along undecided).
 func (c *Catalog) openSettled(ctx context.Context, id []string) (*Table, error) {
 	if len(id) == 0 {
-		return nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "a table identifier needs a name")
 	}
 	if err := c.settleTable(ctx, c.handle(id)); err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // TestMixedNamingRace: a version/create under V1 naming races an insert
@@ -45,7 +47,7 @@ func TestMixedNamingRace(t *testing.T) {
 		if insErr != nil {
 			t.Fatalf("round %d: insert: %v", i, insErr)
 		}
-		if createErr != nil && ErrorCode(createErr) != CodeConcurrentModification {
+		if createErr != nil && errs.CodeOf(createErr) != errs.CodeConcurrentModification {
 			t.Fatalf("round %d: create: %v", i, createErr)
 		}
 		exists := func(w uint64, s NamingScheme) bool {

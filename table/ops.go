@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // viewName is what user SQL over one table calls it.
@@ -29,9 +30,9 @@ func sqlErr(what string, err error) error {
 		// The first line says what is wrong; the rest quotes the SQL mvq
 		// wrapped around the user's, which would only confuse.
 		msg, _, _ := strings.Cut(se.Err.Error(), "\n")
-		return &Error{Code: CodeInvalidInput, Message: fmt.Sprintf("%s: %s", what, strings.TrimSpace(msg))}
+		return &errs.Error{Code: errs.CodeInvalidInput, Message: fmt.Sprintf("%s: %s", what, strings.TrimSpace(msg))}
 	}
-	var te *Error
+	var te *errs.Error
 	if errors.As(err, &te) {
 		return err
 	}
@@ -39,26 +40,26 @@ func sqlErr(what string, err error) error {
 }
 
 // EngineErr maps the SQL engine's admission errors: no session within the
-// queue wait, or a query past its deadline, are CodeServiceUnavailable
+// queue wait, or a query past its deadline, are errs.CodeServiceUnavailable
 // (503); nil for any other error.
 func EngineErr(err error) error {
 	var be *duck.BusyError
 	var te *duck.TimeoutError
 	switch {
 	case errors.As(err, &be):
-		return &Error{Code: CodeServiceUnavailable, Err: be}
+		return &errs.Error{Code: errs.CodeServiceUnavailable, Err: be}
 	case errors.As(err, &te):
-		return &Error{Code: CodeServiceUnavailable, Err: te}
+		return &errs.Error{Code: errs.CodeServiceUnavailable, Err: te}
 	}
 	return nil
 }
 
 // checkExpr accepts expr only if DuckDB parses it as one expression that
 // calls no refused function (duck.DB.CheckExpression); a refusal is
-// CodeInvalidInput naming what.
+// errs.CodeInvalidInput naming what.
 func (c *Catalog) checkExpr(ctx context.Context, what, expr string) error {
 	if strings.TrimSpace(expr) == "" {
-		return Errorf(CodeInvalidInput, "%s is empty", what)
+		return errs.Errorf(errs.CodeInvalidInput, "%s is empty", what)
 	}
 	if err := c.sql.CheckExpression(ctx, expr); err != nil {
 		return sqlErr(what, err)
@@ -279,7 +280,7 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 		nm, err := t.Commit(ctx, OverwriteOp(schema, frags, nil))
 		return nm, rows, err
 	default:
-		return nil, 0, Errorf(CodeInvalidInput, "mode %q: want append or overwrite", mode)
+		return nil, 0, errs.Errorf(errs.CodeInvalidInput, "mode %q: want append or overwrite", mode)
 	}
 }
 
@@ -378,11 +379,11 @@ func (t *Table) Delete(ctx context.Context, predicate string) (*Manifest, int64,
 // (empty: all rows). Every expression sees the row as it was before the
 // update. Only fragments holding matching rows are rewritten; no match
 // commits nothing and answers the current version. An unknown column is
-// CodeTableColumnNotFound; bad SQL or a value that does not fit the column
-// is CodeInvalidInput.
+// errs.CodeTableColumnNotFound; bad SQL or a value that does not fit the column
+// is errs.CodeInvalidInput.
 func (t *Table) Update(ctx context.Context, predicate string, updates [][2]string) (*Manifest, int64, error) {
 	if len(updates) == 0 {
-		return nil, 0, Errorf(CodeInvalidInput, "updates is empty")
+		return nil, 0, errs.Errorf(errs.CodeInvalidInput, "updates is empty")
 	}
 	if predicate == "" {
 		predicate = "true"
@@ -398,10 +399,10 @@ func (t *Table) Update(ctx context.Context, predicate string, updates [][2]strin
 	for i, u := range updates {
 		col, expr := u[0], u[1]
 		if len(schema.FieldIndices(col)) == 0 {
-			return nil, 0, Errorf(CodeTableColumnNotFound, "updates[%d]: column %q not found", i, col)
+			return nil, 0, errs.Errorf(errs.CodeTableColumnNotFound, "updates[%d]: column %q not found", i, col)
 		}
 		if _, dup := set[col]; dup {
-			return nil, 0, Errorf(CodeInvalidInput, "updates[%d]: column %q set twice", i, col)
+			return nil, 0, errs.Errorf(errs.CodeInvalidInput, "updates[%d]: column %q set twice", i, col)
 		}
 		if err := t.c.checkExpr(ctx, fmt.Sprintf("updates[%d] (%s)", i, col), expr); err != nil {
 			return nil, 0, err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // copyFolder copies every file under from to to (keys ending in "/"), as
@@ -64,23 +66,23 @@ func TestRegisterAdoptsOnlyTableRootsOfItsNamespace(t *testing.T) {
 	x := []string{"A", "x"}
 	for _, tc := range []struct {
 		loc  string
-		code Code
+		code errs.Code
 	}{
-		{"B/secret.lance/tree/dev", CodeInvalidInput}, // another namespace's branch
-		{uri + "B/secret.lance/tree/dev/", CodeInvalidInput},
-		{"A/mine.lance/tree/dev", CodeInvalidInput}, // even one of the namespace's own tables
-		{"B/secret.lance", CodeInvalidInput},
-		{"A/mine.lance", CodeInvalidInput},
-		{"B", CodeInvalidInput},
-		{"A", CodeInvalidInput}, // the namespace itself: it holds tables
-		{"_identity", CodeInvalidInput},
-		{"A/_refs", CodeInvalidInput},
-		{"_deregistered/" + secretID + ".lance/tree/dev", CodeInvalidInput},
-		{"_deregistered", CodeInvalidInput},
-		{"A//import", CodeInvalidInput},
-		{"A/import", CodeTableAlreadyExists}, // B's identity
+		{"B/secret.lance/tree/dev", errs.CodeInvalidInput}, // another namespace's branch
+		{uri + "B/secret.lance/tree/dev/", errs.CodeInvalidInput},
+		{"A/mine.lance/tree/dev", errs.CodeInvalidInput}, // even one of the namespace's own tables
+		{"B/secret.lance", errs.CodeInvalidInput},
+		{"A/mine.lance", errs.CodeInvalidInput},
+		{"B", errs.CodeInvalidInput},
+		{"A", errs.CodeInvalidInput}, // the namespace itself: it holds tables
+		{"_identity", errs.CodeInvalidInput},
+		{"A/_refs", errs.CodeInvalidInput},
+		{"_deregistered/" + secretID + ".lance/tree/dev", errs.CodeInvalidInput},
+		{"_deregistered", errs.CodeInvalidInput},
+		{"A//import", errs.CodeInvalidInput},
+		{"A/import", errs.CodeTableAlreadyExists}, // B's identity
 	} {
-		if _, err := c.RegisterTable(ctx, x, tc.loc, "", nil); ErrorCode(err) != tc.code {
+		if _, err := c.RegisterTable(ctx, x, tc.loc, "", nil); errs.CodeOf(err) != tc.code {
 			t.Errorf("register %s from %q: %v, want code %d", JoinID(x), tc.loc, err, tc.code)
 		}
 	}
@@ -113,8 +115,8 @@ func TestRegisterAdoptsOnlyTableRootsOfItsNamespace(t *testing.T) {
 	var seen RegisterSource
 	if _, err := c.RegisterTable(ctx, []string{"B", "taken"}, loc, "", func(s RegisterSource) error {
 		seen = s
-		return Errorf(CodePermissionDenied, "no")
-	}); ErrorCode(err) != CodePermissionDenied {
+		return errs.Errorf(errs.CodePermissionDenied, "no")
+	}); errs.CodeOf(err) != errs.CodePermissionDenied {
 		t.Fatalf("register refused by allow: %v", err)
 	}
 	if !seen.Deregistered || !seen.Known || JoinID(seen.Namespace) != "A" {

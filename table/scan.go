@@ -7,12 +7,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // ScanOptions select what Scan reads.
 type ScanOptions struct {
 	// Columns to read, in this order (nil: all). An unknown column is a
-	// CodeTableColumnNotFound error.
+	// errs.CodeTableColumnNotFound error.
 	Columns []string
 	// Fragments to read, in this order (nil: all of the version).
 	Fragments []Fragment
@@ -36,7 +38,7 @@ func ProjectSchema(schema *arrow.Schema, columns []string, rowAddr bool) (*arrow
 		for _, c := range columns {
 			i := schema.FieldIndices(c)
 			if len(i) == 0 {
-				return nil, nil, Errorf(CodeTableColumnNotFound, "column %q not found", c)
+				return nil, nil, errs.Errorf(errs.CodeTableColumnNotFound, "column %q not found", c)
 			}
 			idx = append(idx, i[0])
 			fields = append(fields, schema.Field(i[0]))

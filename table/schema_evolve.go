@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Schema evolution: alter_columns (rename, nullability, type widening),
@@ -35,7 +37,7 @@ import (
 // A writer that wrote files under a schema whose columns were since
 // dropped must not commit them as if they had the new layout: WriteFileAt
 // remembers the schema a file was written with, and Commit refuses
-// (CodeConcurrentModification, a 409) a new fragment whose columns do not
+// (errs.CodeConcurrentModification, a 409) a new fragment whose columns do not
 // line up with the schema it would be committed under.
 
 // ColumnMap maps the top-level fields of a version's schema to the
@@ -119,7 +121,7 @@ func (m *ColumnMap) UnmarshalJSON(b []byte) error {
 func (f Fragment) FileFields(fields []int) ([]int, error) {
 	idx, err := f.Columns.Indices()
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s): corrupt column map", f.ID, f.Path), Err: err}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s): corrupt column map", f.ID, f.Path), Err: err}
 	}
 	if idx == nil {
 		return fields, nil
@@ -130,7 +132,7 @@ func (f Fragment) FileFields(fields []int) ([]int, error) {
 	out := make([]int, len(fields))
 	for i, k := range fields {
 		if k < 0 || k >= len(idx) {
-			return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s): field %d not in its column map", f.ID, f.Path, k)}
+			return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s): field %d not in its column map", f.ID, f.Path, k)}
 		}
 		out[i] = idx[k]
 	}
@@ -153,7 +155,7 @@ func conformAll(ctx context.Context, recs []arrow.RecordBatch, schema *arrow.Sch
 			for _, done := range recs[:i] {
 				done.Release()
 			}
-			return nil, &Error{Code: CodeInvalidTableState, Message: "data file does not match the table schema", Err: err}
+			return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: "data file does not match the table schema", Err: err}
 		}
 		r.Release()
 		recs[i] = c
@@ -179,7 +181,7 @@ func checkWritten(next *Manifest) error {
 			schema = s
 		}
 		if !sameLayout(f.written, schema) {
-			return &Error{Code: CodeConcurrentModification, Message: fmt.Sprintf("%s: the table's columns changed in a concurrent commit (now %s); retry", next.Operation, fieldNames(schema))}
+			return &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: the table's columns changed in a concurrent commit (now %s); retry", next.Operation, fieldNames(schema))}
 		}
 	}
 	return nil
@@ -315,17 +317,17 @@ func reservedMetadataKey(k string) bool {
 // inside a struct is refused: only top-level columns evolve.
 func resolveColumn(schema *arrow.Schema, field, path string) (int, error) {
 	if path == "" {
-		return -1, Errorf(CodeInvalidInput, "%s: a column path is required", field)
+		return -1, errs.Errorf(errs.CodeInvalidInput, "%s: a column path is required", field)
 	}
 	if i := schema.FieldIndices(path); len(i) > 0 {
 		return i[0], nil
 	}
 	if head, _, ok := strings.Cut(path, "."); ok {
 		if i := schema.FieldIndices(head); len(i) > 0 && schema.Field(i[0]).Type.ID() == arrow.STRUCT {
-			return -1, Errorf(CodeInvalidInput, "%s: %q is a field inside struct column %q: only top-level columns can be changed", field, path, head)
+			return -1, errs.Errorf(errs.CodeInvalidInput, "%s: %q is a field inside struct column %q: only top-level columns can be changed", field, path, head)
 		}
 	}
-	return -1, Errorf(CodeTableColumnNotFound, "%s: column %q not found", field, path)
+	return -1, errs.Errorf(errs.CodeTableColumnNotFound, "%s: column %q not found", field, path)
 }
 
 // evolve commits a schema change: fn edits a private copy of the latest
@@ -347,7 +349,7 @@ func (t *Table) evolve(ctx context.Context, operation string, fn func(base *Mani
 		ch.Operation = operation
 		enc, err := encodeSchema(next)
 		if err != nil {
-			return nil, Errorf(CodeSchemaValidation, "%s: %v", operation, err)
+			return nil, errs.Errorf(errs.CodeSchemaValidation, "%s: %v", operation, err)
 		}
 		base.Operation = operation
 		base.Schema = enc
@@ -363,12 +365,12 @@ func (t *Table) evolve(ctx context.Context, operation string, fn func(base *Mani
 // schema; a path given twice, a rename onto an existing name (compared
 // without case, as SQL does), a nullable column made non-nullable and a
 // type change that is not a widening are 400s naming the entry and the
-// column; an unknown column is CodeTableColumnNotFound (404).
+// column; an unknown column is errs.CodeTableColumnNotFound (404).
 // Cost: one manifest write; no data is read or rewritten (widened types
 // are cast when read).
 func (t *Table) AlterColumns(ctx context.Context, alts []Alteration) (*Manifest, error) {
 	if len(alts) == 0 {
-		return nil, Errorf(CodeInvalidInput, "alterations: at least one alteration is required")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "alterations: at least one alteration is required")
 	}
 	return t.evolve(ctx, "alter_columns", func(base *Manifest, schema *arrow.Schema) (*arrow.Schema, SchemaChange, error) {
 		fields := slices.Clone(schema.Fields())
@@ -380,24 +382,24 @@ func (t *Table) AlterColumns(ctx context.Context, alts []Alteration) (*Manifest,
 				return nil, ch, err
 			}
 			if prev, dup := touched[i]; dup {
-				return nil, ch, Errorf(CodeInvalidInput, "%s.path: column %q is already altered by %s", a.Field, a.Path, prev)
+				return nil, ch, errs.Errorf(errs.CodeInvalidInput, "%s.path: column %q is already altered by %s", a.Field, a.Path, prev)
 			}
 			touched[i] = a.Field
 			if a.Rename == nil && a.Nullable == nil && a.DataType == nil {
-				return nil, ch, Errorf(CodeInvalidInput, "%s: nothing to alter for column %q (give rename, nullable or data_type)", a.Field, a.Path)
+				return nil, ch, errs.Errorf(errs.CodeInvalidInput, "%s: nothing to alter for column %q (give rename, nullable or data_type)", a.Field, a.Path)
 			}
 			f := fields[i]
 			old := f.Name
 			if a.DataType != nil && !arrow.TypeEqual(a.DataType, f.Type) {
 				if !Widens(f.Type, a.DataType) {
-					return nil, ch, Errorf(CodeInvalidInput, "%s.data_type: column %q cannot change from %s to %s: only widening without rewriting data is supported (wider integers, float32 to float64, utf8/binary to large_utf8/large_binary)", a.Field, old, f.Type, a.DataType)
+					return nil, ch, errs.Errorf(errs.CodeInvalidInput, "%s.data_type: column %q cannot change from %s to %s: only widening without rewriting data is supported (wider integers, float32 to float64, utf8/binary to large_utf8/large_binary)", a.Field, old, f.Type, a.DataType)
 				}
 				f.Type = a.DataType
 				ch.Retyped = append(ch.Retyped, old)
 			}
 			if a.Nullable != nil && *a.Nullable != f.Nullable {
 				if !*a.Nullable {
-					return nil, ch, Errorf(CodeInvalidInput, "%s.nullable: column %q is nullable and cannot be made non-nullable", a.Field, old)
+					return nil, ch, errs.Errorf(errs.CodeInvalidInput, "%s.nullable: column %q is nullable and cannot be made non-nullable", a.Field, old)
 				}
 				f.Nullable = true
 				if !slices.Contains(ch.Retyped, old) {
@@ -408,11 +410,11 @@ func (t *Table) AlterColumns(ctx context.Context, alts []Alteration) (*Manifest,
 				name := *a.Rename
 				switch {
 				case strings.TrimSpace(name) == "":
-					return nil, ch, Errorf(CodeInvalidInput, "%s.rename: the new name of column %q is empty", a.Field, old)
+					return nil, ch, errs.Errorf(errs.CodeInvalidInput, "%s.rename: the new name of column %q is empty", a.Field, old)
 				case name == RowAddrColumn:
-					return nil, ch, Errorf(CodeInvalidInput, "%s.rename: name %q is reserved", a.Field, name)
+					return nil, ch, errs.Errorf(errs.CodeInvalidInput, "%s.rename: name %q is reserved", a.Field, name)
 				case strings.ContainsAny(name, "\x00"):
-					return nil, ch, Errorf(CodeInvalidInput, "%s.rename: name %q has a NUL byte", a.Field, name)
+					return nil, ch, errs.Errorf(errs.CodeInvalidInput, "%s.rename: name %q has a NUL byte", a.Field, name)
 				}
 				f.Name = name
 				ch.Renamed[old] = name
@@ -423,7 +425,7 @@ func (t *Table) AlterColumns(ctx context.Context, alts []Alteration) (*Manifest,
 		for _, f := range fields {
 			k := strings.ToLower(f.Name)
 			if other, dup := seen[k]; dup {
-				return nil, ch, Errorf(CodeInvalidInput, "alterations: the table would have columns %q and %q, which SQL cannot tell apart", other, f.Name)
+				return nil, ch, errs.Errorf(errs.CodeInvalidInput, "alterations: the table would have columns %q and %q, which SQL cannot tell apart", other, f.Name)
 			}
 			seen[k] = f.Name
 		}
@@ -448,7 +450,7 @@ func (t *Table) AlterColumns(ctx context.Context, alts []Alteration) (*Manifest,
 // Cost: one manifest write; no data is read or rewritten.
 func (t *Table) DropColumns(ctx context.Context, columns []string) (*Manifest, error) {
 	if len(columns) == 0 {
-		return nil, Errorf(CodeInvalidInput, "columns: at least one column is required")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "columns: at least one column is required")
 	}
 	return t.evolve(ctx, "drop_columns", func(base *Manifest, schema *arrow.Schema) (*arrow.Schema, SchemaChange, error) {
 		var ch SchemaChange
@@ -460,13 +462,13 @@ func (t *Table) DropColumns(ctx context.Context, columns []string) (*Manifest, e
 				return nil, ch, err
 			}
 			if drop[i] {
-				return nil, ch, Errorf(CodeInvalidInput, "%s: column %q is listed twice", field, c)
+				return nil, ch, errs.Errorf(errs.CodeInvalidInput, "%s: column %q is listed twice", field, c)
 			}
 			drop[i] = true
 			ch.Dropped = append(ch.Dropped, schema.Field(i).Name)
 		}
 		if len(drop) == schema.NumFields() {
-			return nil, ch, Errorf(CodeInvalidInput, "columns: a table keeps at least one column (drop the table instead)")
+			return nil, ch, errs.Errorf(errs.CodeInvalidInput, "columns: a table keeps at least one column (drop the table instead)")
 		}
 		var fields []arrow.Field
 		for i, f := range schema.Fields() {
@@ -486,7 +488,7 @@ func (t *Table) DropColumns(ctx context.Context, columns []string) (*Manifest, e
 				}
 			}
 			if len(idx) != schema.NumFields() {
-				return nil, ch, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d: column map has %d entries for %d fields", f.ID, len(idx), schema.NumFields())}
+				return nil, ch, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d: column map has %d entries for %d fields", f.ID, len(idx), schema.NumFields())}
 			}
 			var kept []int
 			for i, c := range idx {
@@ -507,12 +509,12 @@ func (t *Table) DropColumns(ctx context.Context, columns []string) (*Manifest, e
 // writers read them). Cost: one manifest write.
 func (t *Table) UpdateFieldMetadata(ctx context.Context, updates []FieldMetadataUpdate) (*Manifest, map[string]map[string]string, error) {
 	if len(updates) == 0 {
-		return nil, nil, Errorf(CodeInvalidInput, "updates: at least one update is required")
+		return nil, nil, errs.Errorf(errs.CodeInvalidInput, "updates: at least one update is required")
 	}
 	for _, u := range updates {
 		for k := range u.Metadata {
 			if reservedMetadataKey(k) {
-				return nil, nil, Errorf(CodeInvalidInput, "%s.metadata: key %q is reserved for the file format", u.Field, k)
+				return nil, nil, errs.Errorf(errs.CodeInvalidInput, "%s.metadata: key %q is reserved for the file format", u.Field, k)
 			}
 		}
 	}
@@ -558,7 +560,7 @@ func (t *Table) UpdateFieldMetadata(ctx context.Context, updates []FieldMetadata
 func (t *Table) UpdateSchemaMetadata(ctx context.Context, md map[string]string) (*Manifest, error) {
 	for k := range md {
 		if reservedMetadataKey(k) {
-			return nil, Errorf(CodeInvalidInput, "key %q is reserved for the file format", k)
+			return nil, errs.Errorf(errs.CodeInvalidInput, "key %q is reserved for the file format", k)
 		}
 	}
 	return t.evolve(ctx, "update_schema_metadata", func(base *Manifest, schema *arrow.Schema) (*arrow.Schema, SchemaChange, error) {

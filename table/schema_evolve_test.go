@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 )
 
 var narrowSchema = arrow.NewSchema([]arrow.Field{
@@ -226,14 +227,14 @@ func TestSchemaEvolutionErrors(t *testing.T) {
 	cases := []struct {
 		name string
 		err  error
-		code Code
+		code errs.Code
 		want string
 	}{}
-	add := func(name string, code Code, want string, err error) {
+	add := func(name string, code errs.Code, want string, err error) {
 		cases = append(cases, struct {
 			name string
 			err  error
-			code Code
+			code errs.Code
 			want string
 		}{name, err, code, want})
 	}
@@ -244,34 +245,34 @@ func TestSchemaEvolutionErrors(t *testing.T) {
 		_, err := tb.AlterColumns(ctx, a)
 		return err
 	}
-	add("narrowing", CodeInvalidInput, `alterations[0].data_type: column "id" cannot change from int32 to int16`, alter(Alteration{Path: "id", DataType: arrow.PrimitiveTypes.Int16}))
-	add("unrelated type", CodeInvalidInput, `column "name" cannot change from utf8 to int64`, alter(Alteration{Path: "name", DataType: arrow.PrimitiveTypes.Int64}))
-	add("float to int", CodeInvalidInput, `column "score"`, alter(Alteration{Path: "score", DataType: arrow.PrimitiveTypes.Int64}))
-	add("missing column", CodeTableColumnNotFound, `alterations[0].path: column "nope" not found`, alter(Alteration{Path: "nope", Rename: strp("x")}))
-	add("rename onto existing", CodeInvalidInput, `"name" and "NAME"`, alter(Alteration{Path: "tag", Rename: strp("NAME")}))
-	add("non-nullable", CodeInvalidInput, `alterations[0].nullable: column "tag" is nullable`, alter(Alteration{Path: "tag", Nullable: boolp(false)}))
-	add("nothing", CodeInvalidInput, `alterations[0]: nothing to alter`, alter(Alteration{Path: "tag"}))
-	add("twice", CodeInvalidInput, `alterations[1].path: column "tag" is already altered`, alter(Alteration{Path: "tag", Rename: strp("a")}, Alteration{Path: "tag", Nullable: boolp(true)}))
-	add("empty name", CodeInvalidInput, `alterations[0].rename`, alter(Alteration{Path: "tag", Rename: strp(" ")}))
-	add("reserved name", CodeInvalidInput, `reserved`, alter(Alteration{Path: "tag", Rename: strp(RowAddrColumn)}))
-	add("no alterations", CodeInvalidInput, "alterations: at least one", alter())
+	add("narrowing", errs.CodeInvalidInput, `alterations[0].data_type: column "id" cannot change from int32 to int16`, alter(Alteration{Path: "id", DataType: arrow.PrimitiveTypes.Int16}))
+	add("unrelated type", errs.CodeInvalidInput, `column "name" cannot change from utf8 to int64`, alter(Alteration{Path: "name", DataType: arrow.PrimitiveTypes.Int64}))
+	add("float to int", errs.CodeInvalidInput, `column "score"`, alter(Alteration{Path: "score", DataType: arrow.PrimitiveTypes.Int64}))
+	add("missing column", errs.CodeTableColumnNotFound, `alterations[0].path: column "nope" not found`, alter(Alteration{Path: "nope", Rename: strp("x")}))
+	add("rename onto existing", errs.CodeInvalidInput, `"name" and "NAME"`, alter(Alteration{Path: "tag", Rename: strp("NAME")}))
+	add("non-nullable", errs.CodeInvalidInput, `alterations[0].nullable: column "tag" is nullable`, alter(Alteration{Path: "tag", Nullable: boolp(false)}))
+	add("nothing", errs.CodeInvalidInput, `alterations[0]: nothing to alter`, alter(Alteration{Path: "tag"}))
+	add("twice", errs.CodeInvalidInput, `alterations[1].path: column "tag" is already altered`, alter(Alteration{Path: "tag", Rename: strp("a")}, Alteration{Path: "tag", Nullable: boolp(true)}))
+	add("empty name", errs.CodeInvalidInput, `alterations[0].rename`, alter(Alteration{Path: "tag", Rename: strp(" ")}))
+	add("reserved name", errs.CodeInvalidInput, `reserved`, alter(Alteration{Path: "tag", Rename: strp(RowAddrColumn)}))
+	add("no alterations", errs.CodeInvalidInput, "alterations: at least one", alter())
 	_, err = tb.DropColumns(ctx, []string{"id", "score", "name", "tag"})
-	add("drop all", CodeInvalidInput, "at least one column", err)
+	add("drop all", errs.CodeInvalidInput, "at least one column", err)
 	_, err = tb.DropColumns(ctx, []string{"tag", "tag"})
-	add("drop twice", CodeInvalidInput, `columns[1]: column "tag" is listed twice`, err)
+	add("drop twice", errs.CodeInvalidInput, `columns[1]: column "tag" is listed twice`, err)
 	_, err = tb.DropColumns(ctx, []string{"nope"})
-	add("drop missing", CodeTableColumnNotFound, `columns[0]: column "nope" not found`, err)
+	add("drop missing", errs.CodeTableColumnNotFound, `columns[0]: column "nope" not found`, err)
 	_, err = tb.DropColumns(ctx, nil)
-	add("drop none", CodeInvalidInput, "columns: at least one", err)
+	add("drop none", errs.CodeInvalidInput, "columns: at least one", err)
 	_, _, err = tb.UpdateFieldMetadata(ctx, []FieldMetadataUpdate{{Field: "updates[0]", Path: "id", Metadata: map[string]*string{"PARQUET:field_id": strp("1")}}})
-	add("reserved key", CodeInvalidInput, `updates[0].metadata: key "PARQUET:field_id" is reserved`, err)
+	add("reserved key", errs.CodeInvalidInput, `updates[0].metadata: key "PARQUET:field_id" is reserved`, err)
 	_, _, err = tb.UpdateFieldMetadata(ctx, []FieldMetadataUpdate{{Field: "updates[0]", Path: "nope", Metadata: map[string]*string{}}})
-	add("metadata of missing", CodeTableColumnNotFound, `updates[0].path: column "nope" not found`, err)
+	add("metadata of missing", errs.CodeTableColumnNotFound, `updates[0].path: column "nope" not found`, err)
 	_, err = tb.UpdateSchemaMetadata(ctx, map[string]string{"ARROW:schema": "x"})
-	add("reserved schema key", CodeInvalidInput, `"ARROW:schema" is reserved`, err)
+	add("reserved schema key", errs.CodeInvalidInput, `"ARROW:schema" is reserved`, err)
 	for _, cs := range cases {
-		if ErrorCode(cs.err) != cs.code || !strings.Contains(cs.err.Error(), cs.want) {
-			t.Errorf("%s: %v (code %d), want code %d and %q", cs.name, cs.err, ErrorCode(cs.err), cs.code, cs.want)
+		if errs.CodeOf(cs.err) != cs.code || !strings.Contains(cs.err.Error(), cs.want) {
+			t.Errorf("%s: %v (code %d), want code %d and %q", cs.name, cs.err, errs.CodeOf(cs.err), cs.code, cs.want)
 		}
 	}
 	if vs, _ := tb.Versions(ctx); len(vs) != 1 {
@@ -341,8 +342,8 @@ func TestAlterVsInsert(t *testing.T) {
 						mu.Unlock()
 						break
 					}
-					var te *Error
-					if !errors.As(err, &te) || (te.Code != CodeConcurrentModification && te.Code != CodeSchemaValidation) {
+					var te *errs.Error
+					if !errors.As(err, &te) || (te.Code != errs.CodeConcurrentModification && te.Code != errs.CodeSchemaValidation) {
 						t.Errorf("insert %d: %v", id, err)
 						return
 					}

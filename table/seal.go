@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"gocloud.dev/gcerrors"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Seals: a move (rename, deregister, register) copies the table folder
@@ -110,7 +112,7 @@ func (t *Table) errMoved(v uint64, movedTo string) error {
 	case movedTo != "":
 		where = "renamed to " + movedTo
 	}
-	return Errorf(CodeConcurrentModification, "table %s was %s while this write ran: it was not applied there (version %d); apply it again under its new name", JoinID(t.id), where, v)
+	return errs.Errorf(errs.CodeConcurrentModification, "table %s was %s while this write ran: it was not applied there (version %d); apply it again under its new name", JoinID(t.id), where, v)
 }
 
 // guardMove is called by a write into the table folder that is not a
@@ -126,7 +128,7 @@ func (t *Table) guardMove(ctx context.Context, undo func(context.Context) error)
 // folders (an index definition).
 func (t *Table) GuardMove(ctx context.Context, undo func(context.Context) error) error {
 	_, _, err := t.Main().latestToCommit(ctx)
-	if ErrorCode(err) != CodeConcurrentModification && ErrorCode(err) != CodeTableNotFound {
+	if errs.CodeOf(err) != errs.CodeConcurrentModification && errs.CodeOf(err) != errs.CodeTableNotFound {
 		return nil
 	}
 	return errors.Join(err, undo(context.WithoutCancel(ctx)))
@@ -188,7 +190,7 @@ func (t *Table) revalidate(ctx context.Context, parent string) (time.Time, bool,
 			return listed, true, nil
 		}
 	}
-	return time.Time{}, false, Errorf(CodeServiceUnavailable, "commit %s: listing the versions takes longer than %s", JoinID(t.id), t.c.opts.SealGrace/2)
+	return time.Time{}, false, errs.Errorf(errs.CodeServiceUnavailable, "commit %s: listing the versions takes longer than %s", JoinID(t.id), t.c.opts.SealGrace/2)
 }
 
 // seal seals every line of the table at key for move id (to describes
@@ -218,7 +220,7 @@ func (c *Catalog) seal(ctx context.Context, key, id, to string) error {
 func (t *Table) sealLine(ctx context.Context, id, to string) error {
 	for attempt := 0; ; attempt++ {
 		vf, err := t.LatestVersion(ctx)
-		if ErrorCode(err) == CodeTableNotFound || ErrorCode(err) == CodeTableBranchNotFound {
+		if errs.CodeOf(err) == errs.CodeTableNotFound || errs.CodeOf(err) == errs.CodeTableBranchNotFound {
 			return nil // a line without versions: nothing to seal
 		}
 		if err != nil {
@@ -253,7 +255,7 @@ func (t *Table) sealLine(ctx context.Context, id, to string) error {
 			return err
 		}
 		if attempt >= maxCommitAttempts {
-			return Errorf(CodeConcurrentModification, "seal %s for a move: gave up after %d concurrent commits", JoinID(t.id), attempt)
+			return errs.Errorf(errs.CodeConcurrentModification, "seal %s for a move: gave up after %d concurrent commits", JoinID(t.id), attempt)
 		}
 		if err := t.settleVersion(ctx, s.Version); err != nil {
 			return err
@@ -329,8 +331,8 @@ func (t *Table) writeGone(ctx context.Context, err error) error {
 	if err == nil || !errors.Is(err, os.ErrNotExist) && gcerrors.Code(err) != gcerrors.NotFound {
 		return err
 	}
-	if _, _, lerr := t.latestToCommit(ctx); lerr != nil && (ErrorCode(lerr) == CodeTableNotFound || ErrorCode(lerr) == CodeConcurrentModification) {
-		return &Error{Code: CodeTableNotFound, Message: fmt.Sprintf("table %s was moved or dropped while this write ran: nothing was written", JoinID(t.id)), Err: err}
+	if _, _, lerr := t.latestToCommit(ctx); lerr != nil && (errs.CodeOf(lerr) == errs.CodeTableNotFound || errs.CodeOf(lerr) == errs.CodeConcurrentModification) {
+		return &errs.Error{Code: errs.CodeTableNotFound, Message: fmt.Sprintf("table %s was moved or dropped while this write ran: nothing was written", JoinID(t.id)), Err: err}
 	}
 	return err
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // sealFilesLeft lists the seal markers and seals left under key.
@@ -56,10 +58,10 @@ func raceInserts(t *testing.T, c *Catalog, tb *Table, move func() error) []int64
 					mu.Lock()
 					ok = append(ok, int64(id))
 					mu.Unlock()
-				case ErrorCode(err) == CodeTableNotFound:
-				case ErrorCode(err) == CodeConcurrentModification && strings.Contains(err.Error(), "while this write ran"):
+				case errs.CodeOf(err) == errs.CodeTableNotFound:
+				case errs.CodeOf(err) == errs.CodeConcurrentModification && strings.Contains(err.Error(), "while this write ran"):
 				default:
-					t.Errorf("insert %d: %v (code %d)", id, err, ErrorCode(err))
+					t.Errorf("insert %d: %v (code %d)", id, err, errs.CodeOf(err))
 				}
 			}
 		}()
@@ -102,7 +104,7 @@ func checkMoved(t *testing.T, c *Catalog, moved *Table, ok []int64) {
 	if left := sealFilesLeft(t, c, old); len(left) != 0 {
 		t.Fatalf("seals left under the old name: %v", left)
 	}
-	if _, err := c.OpenTable(ctx, []string{"docs", "a"}); ErrorCode(err) != CodeTableNotFound {
+	if _, err := c.OpenTable(ctx, []string{"docs", "a"}); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("old name after the move: %v", err)
 	}
 }
@@ -183,7 +185,7 @@ func TestBranchDeleteDuringMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.DeleteBranch(ctx, "dev"); ErrorCode(err) != CodeConcurrentModification {
+	if err := tb.DeleteBranch(ctx, "dev"); errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("branch deleted during a move: %v", err)
 	}
 	mc.release(ctx)
@@ -229,19 +231,19 @@ func TestCommitLosesToSeal(t *testing.T) {
 			t.Fatalf("line %q: %d rows (%v) while sealed", line.branch, n, err)
 		}
 		_, _, err := line.Insert(ctx, rows(t, 10, 11), "append")
-		if ErrorCode(err) != CodeConcurrentModification || !strings.Contains(err.Error(), "renamed to docs.b") {
+		if errs.CodeOf(err) != errs.CodeConcurrentModification || !strings.Contains(err.Error(), "renamed to docs.b") {
 			t.Fatalf("line %q: insert into a sealed table: %v", line.branch, err)
 		}
 	}
 	// A tag or branch created meanwhile is taken back: the move may
 	// have walked the folder before it.
-	if err := tb.CreateTag(ctx, "t1", 1); ErrorCode(err) != CodeConcurrentModification {
+	if err := tb.CreateTag(ctx, "t1", 1); errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("tag created on a sealed table: %v", err)
 	}
-	if _, err := tb.TagVersion(ctx, "t1"); ErrorCode(err) != CodeTableTagNotFound {
+	if _, err := tb.TagVersion(ctx, "t1"); errs.CodeOf(err) != errs.CodeTableTagNotFound {
 		t.Fatalf("tag left after the refused create: %v", err)
 	}
-	if _, err := tb.CreateBranch(ctx, "dev2", "", 0); ErrorCode(err) != CodeConcurrentModification {
+	if _, err := tb.CreateBranch(ctx, "dev2", "", 0); errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("branch created on a sealed table: %v", err)
 	}
 	if bs, err := tb.Branches(ctx); err != nil || len(bs) != 1 {
@@ -291,11 +293,11 @@ func TestTagChangesDuringSeal(t *testing.T) {
 	if err := c.seal(ctx, tb.key, id, "docs.b"); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.UpdateTag(ctx, "t0", 2); ErrorCode(err) != CodeConcurrentModification {
+	if err := tb.UpdateTag(ctx, "t0", 2); errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("tag update on a sealed table: %v", err)
 	}
 	tagAt(1)
-	if err := tb.DeleteTag(ctx, "t0"); ErrorCode(err) != CodeConcurrentModification {
+	if err := tb.DeleteTag(ctx, "t0"); errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("tag delete on a sealed table: %v", err)
 	}
 	tagAt(1)
@@ -309,7 +311,7 @@ func TestTagChangesDuringSeal(t *testing.T) {
 	if err := tb.DeleteTag(ctx, "t0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.TagVersion(ctx, "t0"); ErrorCode(err) != CodeTableTagNotFound {
+	if _, err := tb.TagVersion(ctx, "t0"); errs.CodeOf(err) != errs.CodeTableTagNotFound {
 		t.Fatalf("tag after delete: %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Selection narrows a filtered read to the rows that may match its filter
@@ -83,20 +85,20 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 	if f.Bytes > 0 && f.Bytes <= wholeFileBytes {
 		data, err := t.c.wh.Read(ctx, t.key+f.Path)
 		if err != nil {
-			return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
+			return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
 		}
 		src = bytes.NewReader(data)
 	} else {
 		r, err := t.c.wh.Open(ctx, t.key+f.Path)
 		if err != nil {
-			return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
+			return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
 		}
 		defer r.Close()
 		src = NewReaderAt(r, r.Size())
 	}
 	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(mem)))
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) corrupt", f.ID, f.Path), Err: err}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) corrupt", f.ID, f.Path), Err: err}
 	}
 	defer pf.Close()
 	// Row groups holding a selected row, and each selected row's position
@@ -118,7 +120,7 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 		start += n
 	}
 	if j < len(offsets) {
-		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s): row %d selected of %d", f.ID, f.Path, offsets[j], start)}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s): row %d selected of %d", f.ID, f.Path, offsets[j], start)}
 	}
 	var recs []arrow.RecordBatch
 	defer func() {

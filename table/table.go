@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/telemetry"
 )
 
@@ -56,7 +57,7 @@ func (c *Catalog) handle(id []string) *Table {
 // is not found.
 func (c *Catalog) OpenTable(ctx context.Context, id []string) (*Table, error) {
 	if len(id) == 0 {
-		return nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "a table identifier needs a name")
 	}
 	t := c.handle(id)
 	ok, err := c.tableExists(ctx, id)
@@ -64,7 +65,7 @@ func (c *Catalog) OpenTable(ctx context.Context, id []string) (*Table, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, Errorf(CodeTableNotFound, "table %s not found", JoinID(id))
+		return nil, errs.Errorf(errs.CodeTableNotFound, "table %s not found", JoinID(id))
 	}
 	return t, nil
 }
@@ -161,7 +162,7 @@ func (t *Table) readManifest(ctx context.Context, vf VersionFile) (*Manifest, er
 	}
 	m, err := DecodeManifest(b)
 	if err != nil {
-		return nil, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("table %s version %d is corrupt", JoinID(t.id), vf.Version), Err: err}
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("table %s version %d is corrupt", JoinID(t.id), vf.Version), Err: err}
 	}
 	m.Version = vf.Version
 	return m, nil
@@ -301,7 +302,7 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 			return nil, err
 		}
 		if *attempts >= maxCommitAttempts {
-			return nil, &Error{Code: CodeConcurrentModification, Message: fmt.Sprintf("commit %s: gave up after %d concurrent commits", JoinID(t.id), *attempts)}
+			return nil, &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("commit %s: gave up after %d concurrent commits", JoinID(t.id), *attempts)}
 		}
 		// Back off a little so a crowd of writers spreads out.
 		d := time.Duration(rand.Int64N(int64(time.Millisecond) * int64(min(*attempts, 20))))
@@ -319,13 +320,13 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 // "overwrite" (replaces its data in a new version).
 func (c *Catalog) CreateTable(ctx context.Context, id []string, schema *arrow.Schema, rdr array.RecordReader, mode string, props map[string]json.RawMessage) (*Table, *Manifest, error) {
 	if len(id) == 0 {
-		return nil, nil, Errorf(CodeInvalidInput, "a table identifier needs a name")
+		return nil, nil, errs.Errorf(errs.CodeInvalidInput, "a table identifier needs a name")
 	}
 	mode = strings.ToLower(mode)
 	switch mode {
 	case "", "create", "exist_ok", "existok", "overwrite":
 	default:
-		return nil, nil, Errorf(CodeInvalidInput, "mode %q: want create, exist_ok or overwrite", mode)
+		return nil, nil, errs.Errorf(errs.CodeInvalidInput, "mode %q: want create, exist_ok or overwrite", mode)
 	}
 	if err := c.requireNamespace(ctx, id[:len(id)-1]); err != nil {
 		return nil, nil, err
@@ -356,7 +357,7 @@ func (c *Catalog) CreateTable(ctx context.Context, id []string, schema *arrow.Sc
 			m, err := t.Commit(ctx, OverwriteOp(schema, frags, props))
 			return t, m, err
 		default:
-			return nil, nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
+			return nil, nil, errs.Errorf(errs.CodeTableAlreadyExists, "table %s already exists", JoinID(id))
 		}
 	}
 	frags, err := t.WriteFragments(ctx, schema, rdr, 0)
@@ -376,7 +377,7 @@ func (c *Catalog) CreateTable(ctx context.Context, id []string, schema *arrow.Sc
 	}
 	err = c.wh.PutIfNotExists(ctx, t.key+versionsDir+ManifestName(1, NamingV2), data)
 	if errors.Is(err, ErrExists) {
-		return nil, nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(id))
+		return nil, nil, errs.Errorf(errs.CodeTableAlreadyExists, "table %s already exists", JoinID(id))
 	}
 	if err != nil {
 		return nil, nil, err
@@ -423,7 +424,7 @@ func assignIDs(m *Manifest, frags []Fragment) {
 func AppendOp(schema string, frags []Fragment) Op {
 	return func(base *Manifest) (*Manifest, error) {
 		if base.Schema != schema {
-			return nil, &Error{Code: CodeConcurrentModification, Message: "append: the table schema changed in a concurrent commit; retry"}
+			return nil, &errs.Error{Code: errs.CodeConcurrentModification, Message: "append: the table schema changed in a concurrent commit; retry"}
 		}
 		base.Operation = "append"
 		assignIDs(base, frags)
@@ -482,7 +483,7 @@ func RewriteOp(operation string, reps []Replacement) Op {
 			}
 		}
 		if len(byOld) > 0 {
-			return nil, &Error{Code: CodeConcurrentModification, Message: fmt.Sprintf("%s: fragments changed by a concurrent commit; retry", operation)}
+			return nil, &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: fragments changed by a concurrent commit; retry", operation)}
 		}
 		base.Operation = operation
 		base.Fragments = out

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/testenv"
 )
 
@@ -119,7 +120,7 @@ func TestCreateInsertQuery(t *testing.T) {
 	if m.Version != 1 || len(m.Fragments) != 3 || m.NumRows() != 250 {
 		t.Fatalf("created v%d with %d fragments, %d rows", m.Version, len(m.Fragments), m.NumRows())
 	}
-	if _, _, err := c.CreateTable(ctx, []string{"docs", "t"}, testSchema, nil, "", nil); ErrorCode(err) != CodeTableAlreadyExists {
+	if _, _, err := c.CreateTable(ctx, []string{"docs", "t"}, testSchema, nil, "", nil); errs.CodeOf(err) != errs.CodeTableAlreadyExists {
 		t.Fatalf("second create: %v", err)
 	}
 	m2, n, err := tb.Insert(ctx, rows(t, 250, 300), "")
@@ -175,17 +176,17 @@ func TestCreateInsertQuery(t *testing.T) {
 	// A filter cannot append rows of its own, and errors do not show the
 	// SQL mvq wraps around it.
 	_, err = tb.Query(ctx, QueryOptions{Filter: "id = 1 UNION ALL SELECT 424242"})
-	if ErrorCode(err) != CodeInvalidInput || strings.Contains(err.Error(), "__mvq_in") || strings.Contains(err.Error(), "\n") {
+	if errs.CodeOf(err) != errs.CodeInvalidInput || strings.Contains(err.Error(), "__mvq_in") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("filter with UNION: %v", err)
 	}
 
 	// Bad input is a coded error, never a panic.
 	for _, bad := range []string{"id > 0) UNION SELECT * FROM read_csv('/etc/passwd') --", "nope > 1", "id >", "id IN (SELECT * FROM read_csv('/etc/passwd'))"} {
-		if _, err := tb.CountRows(ctx, 0, bad); ErrorCode(err) != CodeInvalidInput {
+		if _, err := tb.CountRows(ctx, 0, bad); errs.CodeOf(err) != errs.CodeInvalidInput {
 			t.Errorf("count_rows %q: %v", bad, err)
 		}
 	}
-	if _, err := tb.Query(ctx, QueryOptions{Columns: []string{"nope"}}); ErrorCode(err) != CodeTableColumnNotFound {
+	if _, err := tb.Query(ctx, QueryOptions{Columns: []string{"nope"}}); errs.CodeOf(err) != errs.CodeTableColumnNotFound {
 		t.Errorf("unknown column: %v", err)
 	}
 }
@@ -246,16 +247,16 @@ func TestUpdateTouchesOnlyMatchingFragments(t *testing.T) {
 	for _, c := range []struct {
 		pred    string
 		updates [][2]string
-		code    Code
+		code    errs.Code
 	}{
-		{"id > 0", [][2]string{{"nope", "1"}}, CodeTableColumnNotFound},
-		{"id > 0", [][2]string{{"id", "'abc'"}}, CodeInvalidInput},
-		{"id >", [][2]string{{"id", "1"}}, CodeInvalidInput},
-		{"id > 0", [][2]string{{"id", "1; DROP"}}, CodeInvalidInput},
-		{"id > 0", [][2]string{{"id", "no_such_fn(1)"}}, CodeInvalidInput},
-		{"id > 0", nil, CodeInvalidInput},
+		{"id > 0", [][2]string{{"nope", "1"}}, errs.CodeTableColumnNotFound},
+		{"id > 0", [][2]string{{"id", "'abc'"}}, errs.CodeInvalidInput},
+		{"id >", [][2]string{{"id", "1"}}, errs.CodeInvalidInput},
+		{"id > 0", [][2]string{{"id", "1; DROP"}}, errs.CodeInvalidInput},
+		{"id > 0", [][2]string{{"id", "no_such_fn(1)"}}, errs.CodeInvalidInput},
+		{"id > 0", nil, errs.CodeInvalidInput},
 	} {
-		if _, _, err := tb.Update(ctx, c.pred, c.updates); ErrorCode(err) != c.code {
+		if _, _, err := tb.Update(ctx, c.pred, c.updates); errs.CodeOf(err) != c.code {
 			t.Errorf("update %q %v: %v, want code %d", c.pred, c.updates, err, c.code)
 		}
 	}
@@ -407,11 +408,11 @@ func TestNamespaces(t *testing.T) {
 	must(c.CreateNamespace(ctx, []string{"a"}, "", map[string]string{"owner": "x"}))
 	must(c.CreateNamespace(ctx, []string{"a", "b"}, "", nil))
 	must(c.CreateNamespace(ctx, []string{"c"}, "", nil))
-	if err := c.CreateNamespace(ctx, []string{"a"}, "", nil); ErrorCode(err) != CodeNamespaceAlreadyExists {
+	if err := c.CreateNamespace(ctx, []string{"a"}, "", nil); errs.CodeOf(err) != errs.CodeNamespaceAlreadyExists {
 		t.Fatalf("dup namespace: %v", err)
 	}
 	must(c.CreateNamespace(ctx, []string{"a"}, "exist_ok", nil))
-	if err := c.CreateNamespace(ctx, []string{"x", "y"}, "", nil); ErrorCode(err) != CodeNamespaceNotFound {
+	if err := c.CreateNamespace(ctx, []string{"x", "y"}, "", nil); errs.CodeOf(err) != errs.CodeNamespaceNotFound {
 		t.Fatalf("orphan namespace: %v", err)
 	}
 	names, err := c.ListNamespaces(ctx, nil)
@@ -434,14 +435,14 @@ func TestNamespaces(t *testing.T) {
 	if tables, _ := c.ListTables(ctx, []string{"a"}); strings.Join(tables, ",") != "tbl" {
 		t.Fatalf("tables %v", tables)
 	}
-	if err := c.DropNamespace(ctx, []string{"a"}, "", ""); ErrorCode(err) != CodeNamespaceNotEmpty {
+	if err := c.DropNamespace(ctx, []string{"a"}, "", ""); errs.CodeOf(err) != errs.CodeNamespaceNotEmpty {
 		t.Fatalf("restrict drop: %v", err)
 	}
 	must(c.DropNamespace(ctx, []string{"a"}, "", "cascade"))
 	if ok, _ := c.NamespaceExists(ctx, []string{"a", "b"}); ok {
 		t.Fatal("cascade left a child")
 	}
-	if _, err := c.OpenTable(ctx, []string{"a", "tbl"}); ErrorCode(err) != CodeTableNotFound {
+	if _, err := c.OpenTable(ctx, []string{"a", "tbl"}); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("cascade left the table: %v", err)
 	}
 }
@@ -462,7 +463,7 @@ func TestWarehouseSchemes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.CreateTable(ctx, []string{"t"}, testSchema, nil, "", nil); ErrorCode(err) != CodeTableAlreadyExists {
+	if _, _, err := c.CreateTable(ctx, []string{"t"}, testSchema, nil, "", nil); errs.CodeOf(err) != errs.CodeTableAlreadyExists {
 		t.Fatalf("mem:// second create: %v", err)
 	}
 	if _, _, err := tb.Insert(ctx, rows(t, 5, 8), ""); err != nil {
@@ -558,7 +559,7 @@ func TestUnsupportedTypesRefused(t *testing.T) {
 	for _, typ := range []arrow.DataType{arrow.FixedWidthTypes.Float16, arrow.FixedWidthTypes.Duration_s, arrow.FixedWidthTypes.MonthInterval,
 		arrow.ListOf(arrow.FixedWidthTypes.Float16)} {
 		s := arrow.NewSchema([]arrow.Field{{Name: "x", Type: typ, Nullable: true}}, nil)
-		if _, _, err := c.CreateTable(context.Background(), []string{"t"}, s, nil, "", nil); ErrorCode(err) != CodeSchemaValidation {
+		if _, _, err := c.CreateTable(context.Background(), []string{"t"}, s, nil, "", nil); errs.CodeOf(err) != errs.CodeSchemaValidation {
 			t.Errorf("create with %s: %v", typ, err)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Tags against version deletion. A tagged version is never deleted, and a
@@ -52,7 +54,7 @@ func (t *Table) recheckTags(ctx context.Context, doomed []string) error {
 	}
 	for _, n := range TagNames(tags) {
 		if tg := tags[n]; tg.Branch == t.branch && byVersion[tg.Version] {
-			return Errorf(CodeConcurrentModification, "version %d of %s was tagged %q while it was being deleted; nothing deleted", tg.Version, JoinID(t.id), n)
+			return errs.Errorf(errs.CodeConcurrentModification, "version %d of %s was tagged %q while it was being deleted; nothing deleted", tg.Version, JoinID(t.id), n)
 		}
 	}
 	return nil
@@ -96,7 +98,7 @@ func (t *Table) deleteMarkerLive(ctx context.Context, name string, mk txnMarker)
 	if err == nil {
 		return cur.Status == TxnRunning || cur.Status == TxnSucceeded, nil
 	}
-	if ErrorCode(err) != CodeTransactionNotFound {
+	if errs.CodeOf(err) != errs.CodeTransactionNotFound {
 		return false, err
 	}
 	b, err := t.c.wh.Read(ctx, t.versionsKey()+name)
@@ -165,5 +167,5 @@ func (t *Table) confirmTag(ctx context.Context, tag string, vf VersionFile, undo
 	if err := undo(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	return Errorf(CodeConcurrentModification, "version %d of %s was deleted or is being deleted; tag %q not written", vf.Version, JoinID(t.id), tag)
+	return errs.Errorf(errs.CodeConcurrentModification, "version %d of %s was deleted or is being deleted; tag %q not written", vf.Version, JoinID(t.id), tag)
 }

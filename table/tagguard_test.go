@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // requireTagsValid asserts the tag invariant: every tag points at a
@@ -75,7 +77,7 @@ func TestTagRacesVersionDelete(t *testing.T) {
 				close(start)
 				wg.Wait()
 				for _, err := range []error{tagErr, delErr} {
-					if code := ErrorCode(err); err != nil && code != CodeConcurrentModification && code != CodeInvalidInput && code != CodeTableVersionNotFound {
+					if code := errs.CodeOf(err); err != nil && code != errs.CodeConcurrentModification && code != errs.CodeInvalidInput && code != errs.CodeTableVersionNotFound {
 						t.Fatalf("iteration %d: unexpected error %v", i, err)
 					}
 				}
@@ -184,10 +186,10 @@ func TestTagConfirmSeesDeletionFinishAfterListing(t *testing.T) {
 	if delErr != nil {
 		t.Fatalf("the deletion failed: %v", delErr)
 	}
-	if ErrorCode(tagErr) != CodeConcurrentModification {
+	if errs.CodeOf(tagErr) != errs.CodeConcurrentModification {
 		t.Fatalf("the tag of deleted v%d: %v, want a conflict", v, tagErr)
 	}
-	if _, err := tb.TagVersion(ctx, "late"); ErrorCode(err) != CodeTableTagNotFound {
+	if _, err := tb.TagVersion(ctx, "late"); errs.CodeOf(err) != errs.CodeTableTagNotFound {
 		t.Fatalf("the tag is still there: %v", err)
 	}
 	requireTagsValid(t, tb)

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Tags name versions of a table. A tag is a file _refs/tags/{tag}.json in
@@ -39,17 +41,17 @@ func ValidateTag(tag string) error { return validateRefName("tag", tag, MaxTagNa
 // with '.' and without "..", so it is one safe path segment.
 func validateRefName(kind, name string, max int) error {
 	if name == "" {
-		return Errorf(CodeInvalidInput, "%s: required", kind)
+		return errs.Errorf(errs.CodeInvalidInput, "%s: required", kind)
 	}
 	if len(name) > max {
-		return Errorf(CodeInvalidInput, "%s: longer than %d bytes", kind, max)
+		return errs.Errorf(errs.CodeInvalidInput, "%s: longer than %d bytes", kind, max)
 	}
 	if name[0] == '.' || strings.Contains(name, "..") {
-		return Errorf(CodeInvalidInput, "%s %q: may not start with '.' or contain \"..\"", kind, name)
+		return errs.Errorf(errs.CodeInvalidInput, "%s %q: may not start with '.' or contain \"..\"", kind, name)
 	}
 	for _, r := range name {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return Errorf(CodeInvalidInput, "%s %q: only letters, digits, '.', '_' and '-' are allowed", kind, name)
+			return errs.Errorf(errs.CodeInvalidInput, "%s %q: only letters, digits, '.', '_' and '-' are allowed", kind, name)
 		}
 	}
 	return nil
@@ -59,13 +61,13 @@ func (t *Table) tagKey(tag string) string { return t.key + tagsDir + tag + ".jso
 
 // Tags returns every tag of the table.
 func (t *Table) Tags(ctx context.Context) (map[string]Tag, error) {
-	return readRefs(ctx, t, tagsDir, nil, t.TagVersion, CodeTableTagNotFound)
+	return readRefs(ctx, t, tagsDir, nil, t.TagVersion, errs.CodeTableTagNotFound)
 }
 
 // readRefs reads every ref (tag or branch record) named {name}.json in dir
 // of the table, skipping names valid refuses and refs deleted since the
 // listing (read answers notFound).
-func readRefs[V any](ctx context.Context, t *Table, dir string, valid func(string) error, read func(context.Context, string) (V, error), notFound Code) (map[string]V, error) {
+func readRefs[V any](ctx context.Context, t *Table, dir string, valid func(string) error, read func(context.Context, string) (V, error), notFound errs.Code) (map[string]V, error) {
 	entries, err := t.c.wh.List(ctx, t.key+dir)
 	if err != nil {
 		return nil, err
@@ -77,7 +79,7 @@ func readRefs[V any](ctx context.Context, t *Table, dir string, valid func(strin
 			continue
 		}
 		v, err := read(ctx, name)
-		if ErrorCode(err) == notFound {
+		if errs.CodeOf(err) == notFound {
 			continue // deleted since the listing
 		}
 		if err != nil {
@@ -105,14 +107,14 @@ func (t *Table) TagVersion(ctx context.Context, tag string) (Tag, error) {
 	}
 	b, err := t.c.wh.Read(ctx, t.tagKey(tag))
 	if errors.Is(err, os.ErrNotExist) {
-		return Tag{}, Errorf(CodeTableTagNotFound, "table %s has no tag %q", JoinID(t.id), tag)
+		return Tag{}, errs.Errorf(errs.CodeTableTagNotFound, "table %s has no tag %q", JoinID(t.id), tag)
 	}
 	if err != nil {
 		return Tag{}, err
 	}
 	var tg Tag
 	if err := json.Unmarshal(b, &tg); err != nil {
-		return Tag{}, &Error{Code: CodeInvalidTableState, Message: fmt.Sprintf("tag %q of %s is corrupt", tag, JoinID(t.id)), Err: err}
+		return Tag{}, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("tag %q of %s is corrupt", tag, JoinID(t.id)), Err: err}
 	}
 	return tg, nil
 }
@@ -138,7 +140,7 @@ func (t *Table) CreateTag(ctx context.Context, tag string, v uint64) error {
 	b, _ := json.Marshal(tg)
 	err = t.c.wh.PutIfNotExists(ctx, t.tagKey(tag), b)
 	if errors.Is(err, ErrExists) {
-		return Errorf(CodeTableTagAlreadyExists, "table %s already has a tag %q", JoinID(t.id), tag)
+		return errs.Errorf(errs.CodeTableTagAlreadyExists, "table %s already has a tag %q", JoinID(t.id), tag)
 	}
 	if err != nil {
 		return err
@@ -160,7 +162,7 @@ func (t *Table) UpdateTag(ctx context.Context, tag string, v uint64) error {
 	}
 	old, err := t.c.wh.Read(ctx, t.tagKey(tag))
 	if errors.Is(err, os.ErrNotExist) {
-		return Errorf(CodeTableTagNotFound, "table %s has no tag %q", JoinID(t.id), tag)
+		return errs.Errorf(errs.CodeTableTagNotFound, "table %s has no tag %q", JoinID(t.id), tag)
 	}
 	if err != nil {
 		return err
@@ -191,7 +193,7 @@ func (t *Table) DeleteTag(ctx context.Context, tag string) error {
 	}
 	old, err := t.c.wh.Read(ctx, t.tagKey(tag))
 	if errors.Is(err, os.ErrNotExist) {
-		return Errorf(CodeTableTagNotFound, "table %s has no tag %q", JoinID(t.id), tag)
+		return errs.Errorf(errs.CodeTableTagNotFound, "table %s has no tag %q", JoinID(t.id), tag)
 	}
 	if err != nil {
 		return err
@@ -232,7 +234,7 @@ func (t *Table) DeleteVersions(ctx context.Context, ranges []VersionRange) (int6
 		testHookDeleteAnnounced()
 	}
 	if time.Now().After(deadline) {
-		return 0, Errorf(CodeServiceUnavailable, "deleting versions of %s: not started before its deadline (%s); nothing deleted", JoinID(t.id), t.c.opts.TxnTimeout)
+		return 0, errs.Errorf(errs.CodeServiceUnavailable, "deleting versions of %s: not started before its deadline (%s); nothing deleted", JoinID(t.id), t.c.opts.TxnTimeout)
 	}
 	var n int64
 	for _, vf := range doomed {
@@ -252,7 +254,7 @@ func (t *Table) planDelete(ctx context.Context, ranges []VersionRange) ([]Versio
 		return nil, err
 	}
 	if len(vs) == 0 {
-		return nil, Errorf(CodeTableNotFound, "table %s not found", JoinID(t.id))
+		return nil, errs.Errorf(errs.CodeTableNotFound, "table %s not found", JoinID(t.id))
 	}
 	latest := vs[len(vs)-1]
 	tags, err := t.Tags(ctx)
@@ -275,7 +277,7 @@ func (t *Table) planDelete(ctx context.Context, ranges []VersionRange) ([]Versio
 	var doomed []VersionFile
 	for i, r := range ranges {
 		if r.Start < 0 || r.End < -1 || (r.End != -1 && r.End < r.Start) {
-			return nil, Errorf(CodeInvalidInput, "ranges[%d]: want 0 <= start_version <= end_version, or end_version -1 (got %d, %d)", i, r.Start, r.End)
+			return nil, errs.Errorf(errs.CodeInvalidInput, "ranges[%d]: want 0 <= start_version <= end_version, or end_version -1 (got %d, %d)", i, r.Start, r.End)
 		}
 		for _, vf := range vs {
 			if vf.Version < uint64(r.Start) || (r.End != -1 && vf.Version >= uint64(r.End)) {
@@ -283,11 +285,11 @@ func (t *Table) planDelete(ctx context.Context, ranges []VersionRange) ([]Versio
 			}
 			switch {
 			case vf.Version == latest.Version:
-				return nil, Errorf(CodeInvalidInput, "ranges[%d]: version %d is the latest; a table keeps its latest version (drop the table instead)", i, vf.Version)
+				return nil, errs.Errorf(errs.CodeInvalidInput, "ranges[%d]: version %d is the latest; a table keeps its latest version (drop the table instead)", i, vf.Version)
 			case tagged[vf.Version] != "":
-				return nil, Errorf(CodeInvalidInput, "ranges[%d]: version %d is tagged %q; delete the tag first", i, vf.Version, tagged[vf.Version])
+				return nil, errs.Errorf(errs.CodeInvalidInput, "ranges[%d]: version %d is tagged %q; delete the tag first", i, vf.Version, tagged[vf.Version])
 			case vf.Version == 1 && lm.UUID == "" && t.branch == "":
-				return nil, Errorf(CodeInvalidInput, "ranges[%d]: version 1 carries the identity of this table (created before identities were stored in every version)", i)
+				return nil, errs.Errorf(errs.CodeInvalidInput, "ranges[%d]: version 1 carries the identity of this table (created before identities were stored in every version)", i)
 			}
 			doomed = append(doomed, vf)
 		}

@@ -8,6 +8,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // TestTaggedVersionSurvivesCleanup: deleting versions leaves their data
@@ -41,7 +43,7 @@ func TestTaggedVersionSurvivesCleanup(t *testing.T) {
 	if err := tb.CreateTag(ctx, "keep", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tb.DeleteVersions(ctx, []VersionRange{{Start: 1, End: 2}}); ErrorCode(err) != CodeInvalidInput {
+	if _, err := tb.DeleteVersions(ctx, []VersionRange{{Start: 1, End: 2}}); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("delete a tagged version: %v", err)
 	}
 	if n, err := tb.DeleteVersions(ctx, []VersionRange{{Start: 2, End: 3}}); err != nil || n != 1 {

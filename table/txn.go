@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // Batch transactions: new versions of several tables that become visible
@@ -210,7 +212,7 @@ func (c *Catalog) readTxn(ctx context.Context, id string) (rec, cur *txnState, e
 // lastTxnSeq is the number of a transaction's latest state.
 func (c *Catalog) lastTxnSeq(ctx context.Context, id string) (uint64, error) {
 	if !validTxnID(id) {
-		return 0, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
+		return 0, errs.Errorf(errs.CodeTransactionNotFound, "transaction %s not found", id)
 	}
 	entries, err := c.wh.List(ctx, txnDir+id+"/")
 	if err != nil {
@@ -229,7 +231,7 @@ func (c *Catalog) lastTxnSeq(ctx context.Context, id string) (uint64, error) {
 		found = true
 	}
 	if !found {
-		return 0, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
+		return 0, errs.Errorf(errs.CodeTransactionNotFound, "transaction %s not found", id)
 	}
 	return last, nil
 }
@@ -237,14 +239,14 @@ func (c *Catalog) lastTxnSeq(ctx context.Context, id string) (uint64, error) {
 func (c *Catalog) readTxnState(ctx context.Context, id string, seq uint64) (*txnState, error) {
 	b, err := c.wh.Read(ctx, txnKey(id, seq))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, Errorf(CodeTransactionNotFound, "transaction %s not found", id)
+		return nil, errs.Errorf(errs.CodeTransactionNotFound, "transaction %s not found", id)
 	}
 	if err != nil {
 		return nil, err
 	}
 	var st txnState
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("transaction %s state %d is corrupt", id, seq), Err: err}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("transaction %s state %d is corrupt", id, seq), Err: err}
 	}
 	return &st, nil
 }
@@ -261,7 +263,7 @@ func (c *Catalog) txnStatus(ctx context.Context, id string) (TxnStatus, error) {
 	if err == nil {
 		cur, err = c.readTxnState(ctx, id, last)
 	}
-	if ErrorCode(err) == CodeTransactionNotFound {
+	if errs.CodeOf(err) == errs.CodeTransactionNotFound {
 		return TxnFailed, nil
 	}
 	if err != nil {
@@ -303,7 +305,7 @@ func (c *Catalog) updateTxn(ctx context.Context, id string, fn func(rec, cur *tx
 			return nil, err
 		}
 		if attempt >= maxCommitAttempts {
-			return nil, Errorf(CodeConcurrentModification, "transaction %s: gave up after %d concurrent changes", id, attempt)
+			return nil, errs.Errorf(errs.CodeConcurrentModification, "transaction %s: gave up after %d concurrent changes", id, attempt)
 		}
 	}
 }
@@ -334,7 +336,7 @@ type BatchVersion struct {
 	Scheme       NamingScheme
 	Metadata     map[string]string
 	// Branch is the line a new version or a deletion of versions is on
-	// ("" or "main": main); an unknown branch is CodeTableBranchNotFound.
+	// ("" or "main": main); an unknown branch is errs.CodeTableBranchNotFound.
 	Branch string
 	// Kind is the operation (zero: create this version); the others
 	// use ID and: BatchDeclare Properties, BatchDeleteVersions Ranges.
@@ -359,11 +361,11 @@ type BatchResult struct {
 
 // fieldErr puts field in front of a coded error's message.
 func fieldErr(field string, err error) error {
-	var e *Error
+	var e *errs.Error
 	if field == "" || !errors.As(err, &e) {
 		return err
 	}
-	return &Error{Code: e.Code, Message: field + ": " + e.Message, Err: e.Err}
+	return &errs.Error{Code: e.Code, Message: field + ": " + e.Message, Err: e.Err}
 }
 
 // CommitBatch publishes a version of each entry's table atomically: every
@@ -375,7 +377,7 @@ func fieldErr(field string, err error) error {
 // versions in entry order.
 func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []BatchVersion) (string, []BatchResult, error) {
 	if len(entries) == 0 {
-		return "", nil, Errorf(CodeInvalidInput, "a batch needs at least one entry")
+		return "", nil, errs.Errorf(errs.CodeInvalidInput, "a batch needs at least one entry")
 	}
 	type staged struct {
 		i  int
@@ -397,10 +399,10 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	all := make([]staged, 0, len(entries))
 	for i, e := range entries {
 		if len(e.ID) == 0 {
-			return "", nil, Errorf(CodeInvalidInput, "%s.id: a table identifier needs a name", e.Field)
+			return "", nil, errs.Errorf(errs.CodeInvalidInput, "%s.id: a table identifier needs a name", e.Field)
 		}
 		if prev, dup := seen[tableKey(e.ID)]; dup {
-			return "", nil, Errorf(CodeInvalidInput, "%s: table %s is already in the batch (%s); a batch has one operation per table", e.Field, JoinID(e.ID), prev)
+			return "", nil, errs.Errorf(errs.CodeInvalidInput, "%s: table %s is already in the batch (%s); a batch has one operation per table", e.Field, JoinID(e.ID), prev)
 		}
 		seen[tableKey(e.ID)] = e.Field
 		if e.Kind != BatchCreateVersion {
@@ -420,10 +422,10 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 			return "", nil, fieldErr(e.Field, err)
 		}
 		if e.ManifestSize != nil && *e.ManifestSize != sv.stagedSize {
-			return "", nil, Errorf(CodeInvalidInput, "%s.manifest_size: %d, but the staged manifest has %d bytes", e.Field, *e.ManifestSize, sv.stagedSize)
+			return "", nil, errs.Errorf(errs.CodeInvalidInput, "%s.manifest_size: %d, but the staged manifest has %d bytes", e.Field, *e.ManifestSize, sv.stagedSize)
 		}
 		if e.ETag != "" && strings.Trim(e.ETag, `"`) != sv.stagedMD5 {
-			return "", nil, Errorf(CodeConcurrentModification, "%s.e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", e.Field, e.ETag, sv.stagedMD5)
+			return "", nil, errs.Errorf(errs.CodeConcurrentModification, "%s.e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", e.Field, e.ETag, sv.stagedMD5)
 		}
 		all = append(all, staged{i: i, t: t, sv: sv, e: e})
 	}
@@ -451,7 +453,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	}
 	if time.Now().After(time.UnixMilli(rec.DeadlineMillis)) {
 		// Its claims may be taken over from now on.
-		return "", nil, Errorf(CodeServiceUnavailable, "transaction %s: not staged before its deadline (%s); nothing applied", id, c.opts.TxnTimeout)
+		return "", nil, errs.Errorf(errs.CodeServiceUnavailable, "transaction %s: not staged before its deadline (%s); nothing applied", id, c.opts.TxnTimeout)
 	}
 	if err := c.wh.PutIfNotExists(ctx, txnKey(id, 0), data); err != nil {
 		return "", nil, fmt.Errorf("record transaction: %w", err)
@@ -471,7 +473,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	deadline := time.UnixMilli(rec.DeadlineMillis)
 	for k, s := range all {
 		if time.Now().After(deadline) {
-			return abort(Errorf(CodeServiceUnavailable, "transaction %s: not written before its deadline (%s); nothing applied", id, c.opts.TxnTimeout))
+			return abort(errs.Errorf(errs.CodeServiceUnavailable, "transaction %s: not written before its deadline (%s); nothing applied", id, c.opts.TxnTimeout))
 		}
 		if s.op != nil {
 			if err := c.writeOp(ctx, id, s.op); err != nil {
@@ -495,7 +497,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 			err = c.wh.PutIfNotExists(ctx, s.t.versionsKey()+s.sv.name, s.sv.data)
 		}
 		if errors.Is(err, ErrExists) {
-			return abort(Errorf(CodeConcurrentModification, "%s: version %d of %s already exists (a concurrent commit took it); transaction %s aborted, nothing applied", s.e.Field, s.e.Version, JoinID(s.t.id), id))
+			return abort(errs.Errorf(errs.CodeConcurrentModification, "%s: version %d of %s already exists (a concurrent commit took it); transaction %s aborted, nothing applied", s.e.Field, s.e.Version, JoinID(s.t.id), id))
 		}
 		if err != nil {
 			return abort(fmt.Errorf("transaction %s: write %s version %d: %w", id, JoinID(s.t.id), s.e.Version, err))
@@ -512,7 +514,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		return id, nil, fmt.Errorf("transaction %s: decide: %w", id, err)
 	}
 	if st.Status != TxnSucceeded {
-		err := Errorf(CodeConcurrentModification, "transaction %s %s before it committed (%s); nothing applied", id, strings.ToLower(string(st.Status)), st.Reason)
+		err := errs.Errorf(errs.CodeConcurrentModification, "transaction %s %s before it committed (%s); nothing applied", id, strings.ToLower(string(st.Status)), st.Reason)
 		return id, nil, errors.Join(err, c.rollback(context.WithoutCancel(ctx), id, rec, true))
 	}
 	failpoint("decided")
@@ -535,32 +537,32 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 // for each table whose marker it removed, so auto-refresh sees the batch
 // only once it is committed.
 func (c *Catalog) finalize(ctx context.Context, id string, rec *txnState) error {
-	var errs []error
+	var errList []error
 	for _, e := range rec.Entries {
 		if e.Op != "" {
-			errs = append(errs, c.finalizeOp(ctx, id, e))
+			errList = append(errList, c.finalizeOp(ctx, id, e))
 			continue
 		}
 		t := c.lineHandle(e.Table, e.Branch)
 		key := t.versionsKey() + markerName(e.Manifest, id)
 		if ok, err := c.wh.Exists(ctx, key); err != nil || !ok {
-			errs = append(errs, err)
+			errList = append(errList, err)
 			continue // gone: finalized already
 		}
 		m, err := t.readManifest(ctx, VersionFile{Version: e.Version, Name: e.Manifest})
 		if err != nil {
-			errs = append(errs, err)
+			errList = append(errList, err)
 			continue
 		}
 		if err := c.wh.Delete(ctx, key); err != nil {
 			// Missing: a concurrent finalizer removed the marker first
 			// and runs the commit hook itself.
-			errs = append(errs, ignoreMissing(err))
+			errList = append(errList, ignoreMissing(err))
 			continue
 		}
 		c.committedOn(ctx, t, m)
 	}
-	return errors.Join(errs...)
+	return errors.Join(errList...)
 }
 
 // rollback removes the manifests a failed transaction wrote (those that
@@ -568,11 +570,11 @@ func (c *Catalog) finalize(ctx context.Context, id string, rec *txnState) error 
 // can no longer write (own: the writer itself is rolling back; else once
 // TxnMarkerGrace past the deadline).
 func (c *Catalog) rollback(ctx context.Context, id string, rec *txnState, own bool) error {
-	var errs []error
+	var errList []error
 	dropMarkers := own || time.Now().After(time.UnixMilli(rec.DeadlineMillis).Add(TxnMarkerGrace))
 	for _, e := range rec.Entries {
 		if e.Op != "" {
-			errs = append(errs, c.rollbackOp(ctx, id, e))
+			errList = append(errList, c.rollbackOp(ctx, id, e))
 			continue
 		}
 		t := c.lineHandle(e.Table, e.Branch)
@@ -581,21 +583,21 @@ func (c *Catalog) rollback(ctx context.Context, id string, rec *txnState, own bo
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 		case err != nil:
-			errs = append(errs, err)
+			errList = append(errList, err)
 			continue
 		default:
 			if m, derr := DecodeManifest(b); derr == nil && m.Transaction == id {
 				if err := c.wh.Delete(ctx, key); err != nil {
-					errs = append(errs, ignoreMissing(err))
+					errList = append(errList, ignoreMissing(err))
 					continue
 				}
 			}
 		}
 		if dropMarkers {
-			errs = append(errs, ignoreMissing(c.wh.Delete(ctx, t.versionsKey()+markerName(e.Manifest, id))))
+			errList = append(errList, ignoreMissing(c.wh.Delete(ctx, t.versionsKey()+markerName(e.Manifest, id))))
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(errList...)
 }
 
 // allWritten reports whether every manifest of the transaction is in
@@ -630,7 +632,7 @@ func (c *Catalog) allWritten(ctx context.Context, id string, rec *txnState) (boo
 func (c *Catalog) settleTxn(ctx context.Context, id string, wait bool) (TxnStatus, error) {
 	for {
 		rec, cur, err := c.readTxn(ctx, id)
-		if ErrorCode(err) == CodeTransactionNotFound {
+		if errs.CodeOf(err) == errs.CodeTransactionNotFound {
 			return TxnFailed, nil
 		}
 		if err != nil {
@@ -815,16 +817,16 @@ func (c *Catalog) AlterTransaction(ctx context.Context, id string, actions []Txn
 					continue
 				}
 				if next.Status.Final() {
-					return nil, Errorf(CodeConcurrentModification, "%s.status: transaction %s is already %s", a.Field, id, next.Status)
+					return nil, errs.Errorf(errs.CodeConcurrentModification, "%s.status: transaction %s is already %s", a.Field, id, next.Status)
 				}
 				if a.SetStatus != TxnCanceled && a.SetStatus != TxnFailed {
-					return nil, Errorf(CodeInvalidInput, "%s.status: a transaction becomes %s only by itself; set Canceled or Failed to abort a Running one", a.Field, a.SetStatus)
+					return nil, errs.Errorf(errs.CodeInvalidInput, "%s.status: a transaction becomes %s only by itself; set Canceled or Failed to abort a Running one", a.Field, a.SetStatus)
 				}
 				next.Status, next.Reason, changed, aborted = a.SetStatus, "set by alter", true, true
 			case a.Unset:
 				if _, ok := next.Properties[a.Key]; !ok {
 					if a.Mode == "fail" {
-						return nil, Errorf(CodeConcurrentModification, "%s.key: transaction %s has no property %q (mode fail)", a.Field, id, a.Key)
+						return nil, errs.Errorf(errs.CodeConcurrentModification, "%s.key: transaction %s has no property %q (mode fail)", a.Field, id, a.Key)
 					}
 					continue
 				}
@@ -833,7 +835,7 @@ func (c *Catalog) AlterTransaction(ctx context.Context, id string, actions []Txn
 			default:
 				old, ok := next.Properties[a.Key]
 				if ok && a.Mode == "fail" {
-					return nil, Errorf(CodeConcurrentModification, "%s.key: transaction %s already has property %q (mode fail)", a.Field, id, a.Key)
+					return nil, errs.Errorf(errs.CodeConcurrentModification, "%s.key: transaction %s already has property %q (mode fail)", a.Field, id, a.Key)
 				}
 				if (ok && a.Mode == "skip") || (ok && old == a.Value) {
 					continue
@@ -881,23 +883,23 @@ func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Durati
 	if err != nil {
 		return res, err
 	}
-	var errs []error
+	var errList []error
 	for _, d := range dirs {
 		if !d.IsDir || !validTxnID(d.Name) {
 			continue
 		}
 		res.Seen++
 		_, before, err := c.readTxn(ctx, d.Name)
-		if ErrorCode(err) == CodeTransactionNotFound {
+		if errs.CodeOf(err) == errs.CodeTransactionNotFound {
 			continue
 		}
 		if err != nil {
-			errs = append(errs, err)
+			errList = append(errList, err)
 			continue
 		}
 		st, err := c.settleTxn(ctx, d.Name, false)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("transaction %s: %w", d.Name, err))
+			errList = append(errList, fmt.Errorf("transaction %s: %w", d.Name, err))
 			continue
 		}
 		if !before.Status.Final() && st.Final() {
@@ -912,7 +914,7 @@ func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Durati
 			continue
 		}
 		if err := c.wh.DeletePrefix(ctx, txnDir+d.Name+"/"); err != nil {
-			errs = append(errs, err)
+			errList = append(errList, err)
 			continue
 		}
 		decided.Delete(decidedKey{c.wh, d.Name})
@@ -920,8 +922,8 @@ func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Durati
 	}
 	n, err := c.recoverClaims(ctx)
 	res.Claims = n
-	errs = append(errs, err)
-	return res, errors.Join(errs...)
+	errList = append(errList, err)
+	return res, errors.Join(errList...)
 }
 
 // txnStepHook, when set (tests in this package), is called at each step

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // The batch operations beside a new version (txn.go): declare a table,
@@ -59,7 +61,7 @@ func (c *Catalog) stageOp(ctx context.Context, e BatchVersion) (*stagedOp, error
 	t := c.handle(e.ID)
 	op := &stagedOp{t: t, entry: TxnEntry{Table: t.id}}
 	if e.Branch != "" && e.Branch != MainBranch && e.Kind != BatchDeleteVersions {
-		return nil, Errorf(CodeInvalidInput, "branch: a table is declared or deregistered whole, not on a branch")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "branch: a table is declared or deregistered whole, not on a branch")
 	}
 	switch e.Kind {
 	case BatchDeclare:
@@ -69,12 +71,12 @@ func (c *Catalog) stageOp(ctx context.Context, e BatchVersion) (*stagedOp, error
 		if ok, err := c.tableExists(ctx, e.ID); err != nil {
 			return nil, err
 		} else if ok {
-			return nil, Errorf(CodeTableAlreadyExists, "table %s already exists", JoinID(e.ID))
+			return nil, errs.Errorf(errs.CodeTableAlreadyExists, "table %s already exists", JoinID(e.ID))
 		}
 		if ok, err := c.Declared(ctx, e.ID); err != nil {
 			return nil, err
 		} else if ok {
-			return nil, Errorf(CodeTableAlreadyExists, "table %s is already declared", JoinID(e.ID))
+			return nil, errs.Errorf(errs.CodeTableAlreadyExists, "table %s is already declared", JoinID(e.ID))
 		}
 		op.entry.Op, op.entry.Properties, op.location = opDeclare, e.Properties, t.Location()
 	case BatchDeleteVersions:
@@ -103,7 +105,7 @@ func (c *Catalog) stageOp(ctx context.Context, e BatchVersion) (*stagedOp, error
 			return nil, err
 		}
 		if len(vs) == 0 {
-			return nil, Errorf(CodeTableNotFound, "table %s not found", JoinID(e.ID))
+			return nil, errs.Errorf(errs.CodeTableNotFound, "table %s not found", JoinID(e.ID))
 		}
 		m, err := t.readManifest(ctx, vs[len(vs)-1])
 		if err != nil {
@@ -116,7 +118,7 @@ func (c *Catalog) stageOp(ctx context.Context, e BatchVersion) (*stagedOp, error
 		op.entry.Op, op.entry.UUID, op.entry.Manifest, op.entry.Version = opDeregister, uuid, vs[len(vs)-1].Name, vs[len(vs)-1].Version
 		op.location = c.wh.Location(strings.TrimSuffix(deregisteredDir+uuid+tableSuffix, "/"))
 	default:
-		return nil, Errorf(CodeInvalidInput, "unknown batch operation %d", e.Kind)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "unknown batch operation %d", e.Kind)
 	}
 	return op, nil
 }
@@ -130,7 +132,7 @@ func (c *Catalog) writeOp(ctx context.Context, id string, op *stagedOp) error {
 		b, _ := json.Marshal(declaredDoc{Properties: e.Properties, Transaction: id})
 		err := c.wh.PutIfNotExists(ctx, t.key+declaredMarker, b)
 		if errors.Is(err, ErrExists) {
-			return Errorf(CodeTableAlreadyExists, "table %s was declared concurrently; transaction %s aborted, nothing applied", JoinID(t.id), id)
+			return errs.Errorf(errs.CodeTableAlreadyExists, "table %s was declared concurrently; transaction %s aborted, nothing applied", JoinID(t.id), id)
 		}
 		return err
 	case opDelete:
@@ -187,20 +189,20 @@ func (c *Catalog) finalizeOp(ctx context.Context, id string, e TxnEntry) error {
 		b, _ := json.Marshal(declaredDoc{Properties: d.Properties})
 		return c.wh.Write(ctx, t.key+declaredMarker, b)
 	case opDelete:
-		var errs []error
+		var errList []error
 		for _, name := range e.Deleted {
 			mk := t.versionsKey() + name + "." + id + txnDeleteExt
 			if ok, err := c.wh.Exists(ctx, mk); err != nil || !ok {
-				errs = append(errs, err)
+				errList = append(errList, err)
 				continue
 			}
 			if err := ignoreMissing(c.wh.Delete(ctx, t.versionsKey()+name)); err != nil {
-				errs = append(errs, err)
+				errList = append(errList, err)
 				continue
 			}
-			errs = append(errs, ignoreMissing(c.wh.Delete(ctx, mk)))
+			errList = append(errList, ignoreMissing(c.wh.Delete(ctx, mk)))
 		}
-		return errors.Join(errs...)
+		return errors.Join(errList...)
 	case opDeregister:
 		mk := e.Manifest + "." + id + txnDeregisterExt
 		if ok, err := c.wh.Exists(ctx, t.key+versionsDir+mk); err != nil || !ok {
@@ -238,11 +240,11 @@ func (c *Catalog) rollbackOp(ctx context.Context, id string, e TxnEntry) error {
 		}
 		return ignoreMissing(c.wh.Delete(ctx, t.key+declaredMarker))
 	case opDelete:
-		var errs []error
+		var errList []error
 		for _, name := range e.Deleted {
-			errs = append(errs, ignoreMissing(c.wh.Delete(ctx, t.versionsKey()+name+"."+id+txnDeleteExt)))
+			errList = append(errList, ignoreMissing(c.wh.Delete(ctx, t.versionsKey()+name+"."+id+txnDeleteExt)))
 		}
-		return errors.Join(errs...)
+		return errors.Join(errList...)
 	case opDeregister:
 		return ignoreMissing(c.wh.Delete(ctx, t.key+versionsDir+e.Manifest+"."+id+txnDeregisterExt))
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // mixedBatch sets up, in c, a batch over four tables of every kind:
@@ -102,7 +104,7 @@ func TestBatchMixedOperations(t *testing.T) {
 		t.Fatalf("status %s", tx.Status)
 	}
 	// Declaring d again is a conflict: it is declared.
-	if _, err := c.DeclareTable(ctx, []string{"docs", "d"}, nil); ErrorCode(err) != CodeTableAlreadyExists {
+	if _, err := c.DeclareTable(ctx, []string{"docs", "d"}, nil); errs.CodeOf(err) != errs.CodeTableAlreadyExists {
 		t.Fatalf("declare again: %v", err)
 	}
 }
@@ -121,7 +123,7 @@ func TestBatchMixedAllOrNothing(t *testing.T) {
 		}
 	}
 	id, _, err := withStepHook(hook, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-commit", entries) })
-	if ErrorCode(err) != CodeTableAlreadyExists || id == "" {
+	if errs.CodeOf(err) != errs.CodeTableAlreadyExists || id == "" {
 		t.Fatalf("want a conflict on d, got %v", err)
 	}
 	// d is declared by the other declare; nothing of the batch applied.
@@ -309,7 +311,7 @@ func TestBatchETag(t *testing.T) {
 	}
 	sum := md5.Sum(data)
 	ea.ETag, eb.ETag = `"`+hex.EncodeToString(sum[:])+`"`, `"0123"`
-	if _, _, err := c.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb}); ErrorCode(err) != CodeConcurrentModification || !strings.Contains(err.Error(), "b2.e_tag") {
+	if _, _, err := c.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb}); errs.CodeOf(err) != errs.CodeConcurrentModification || !strings.Contains(err.Error(), "b2.e_tag") {
 		t.Fatalf("stale e_tag: %v", err)
 	}
 	if latest(t, a) != 1 || latest(t, b) != 1 {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // stageAppend writes rows [from, to) as data files of tb and a manifest of
@@ -149,23 +151,23 @@ func TestBatchRefusesBadEntriesBeforeWriting(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		bad   BatchVersion
-		code  Code
+		code  errs.Code
 		field string
 	}{
-		{"missing table", BatchVersion{Field: "entries[1]", ID: []string{"docs", "nope"}, Version: 2, ManifestPath: "x", Scheme: NamingV2}, CodeTableNotFound, "entries[1]: "},
-		{"existing version", BatchVersion{Field: "entries[1]", ID: b.ID(), Version: 1, ManifestPath: "x", Scheme: NamingV2}, CodeConcurrentModification, "entries[1]: "},
-		{"gap", BatchVersion{Field: "entries[1]", ID: b.ID(), Version: 5, ManifestPath: good.ManifestPath, Scheme: NamingV2}, CodeInvalidInput, "entries[1]: "},
-		{"same table twice", BatchVersion{Field: "entries[1]", ID: a.ID(), Version: 2, ManifestPath: good.ManifestPath, Scheme: NamingV2}, CodeInvalidInput, "entries[1]: "},
+		{"missing table", BatchVersion{Field: "entries[1]", ID: []string{"docs", "nope"}, Version: 2, ManifestPath: "x", Scheme: NamingV2}, errs.CodeTableNotFound, "entries[1]: "},
+		{"existing version", BatchVersion{Field: "entries[1]", ID: b.ID(), Version: 1, ManifestPath: "x", Scheme: NamingV2}, errs.CodeConcurrentModification, "entries[1]: "},
+		{"gap", BatchVersion{Field: "entries[1]", ID: b.ID(), Version: 5, ManifestPath: good.ManifestPath, Scheme: NamingV2}, errs.CodeInvalidInput, "entries[1]: "},
+		{"same table twice", BatchVersion{Field: "entries[1]", ID: a.ID(), Version: 2, ManifestPath: good.ManifestPath, Scheme: NamingV2}, errs.CodeInvalidInput, "entries[1]: "},
 		{"wrong size", func() BatchVersion {
 			e := stageAppend(t, b, "bsize", 1, 2)
 			n := int64(3)
 			e.ManifestSize, e.Field = &n, "entries[1]"
 			return e
-		}(), CodeInvalidInput, "entries[1].manifest_size"},
+		}(), errs.CodeInvalidInput, "entries[1].manifest_size"},
 	} {
 		_, _, err := c.CommitBatch(ctx, "batch-create", []BatchVersion{good, tc.bad})
-		if ErrorCode(err) != tc.code || !strings.HasPrefix(err.Error(), tc.field) {
-			t.Errorf("%s: %v (code %d), want code %d starting %q", tc.name, err, ErrorCode(err), tc.code, tc.field)
+		if errs.CodeOf(err) != tc.code || !strings.HasPrefix(err.Error(), tc.field) {
+			t.Errorf("%s: %v (code %d), want code %d starting %q", tc.name, err, errs.CodeOf(err), tc.code, tc.field)
 		}
 	}
 	if latest(t, a) != 1 || latest(t, b) != 1 {
@@ -174,7 +176,7 @@ func TestBatchRefusesBadEntriesBeforeWriting(t *testing.T) {
 	if es, _ := c.wh.List(ctx, txnDir); len(es) != 0 {
 		t.Fatalf("a refused batch left a record: %v", es)
 	}
-	if _, _, err := c.CommitBatch(ctx, "batch-create", nil); ErrorCode(err) != CodeInvalidInput {
+	if _, _, err := c.CommitBatch(ctx, "batch-create", nil); errs.CodeOf(err) != errs.CodeInvalidInput {
 		t.Fatalf("empty batch: %v", err)
 	}
 }
@@ -248,7 +250,7 @@ func TestBatchReadersAndWritersDuringCommit(t *testing.T) {
 				if v := latest(t, h); v != 1 {
 					t.Errorf("a reader sees %s at version %d during the commit", JoinID(tb.ID()), v)
 				}
-				if _, err := h.Load(ctx, 2); ErrorCode(err) != CodeTableVersionNotFound {
+				if _, err := h.Load(ctx, 2); errs.CodeOf(err) != errs.CodeTableVersionNotFound {
 					t.Errorf("version 2 of %s during the commit: %v", JoinID(tb.ID()), err)
 				}
 				if n, err := h.CountRows(ctx, 0, ""); err != nil || n != 10 {
@@ -307,18 +309,18 @@ func TestConcurrentBatchesOneWins(t *testing.T) {
 	// Each batch in its own catalog over its own warehouse handle, as
 	// separate processes would be.
 	var wg sync.WaitGroup
-	errs := make([]error, n)
+	errList := make([]error, n)
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			cat := NewCatalog(mustOpen(t, c.wh.URI()), c.sql, Options{})
-			_, _, errs[i] = cat.CommitBatch(ctx, "batch-create", batches[i])
+			_, _, errList[i] = cat.CommitBatch(ctx, "batch-create", batches[i])
 		}(i)
 	}
 	wg.Wait()
 	won := -1
-	for i, err := range errs {
+	for i, err := range errList {
 		switch {
 		case err == nil && won >= 0:
 			t.Fatalf("batches %d and %d both won", won, i)
@@ -377,10 +379,10 @@ func TestAlterTransaction(t *testing.T) {
 	if tx, err := c.AlterTransaction(ctx, id, []TxnAction{{Field: "actions[0]", SetStatus: TxnSucceeded}}); err != nil || tx.Status != TxnSucceeded {
 		t.Fatalf("set Succeeded on a succeeded transaction: %v", err)
 	}
-	if _, err := c.AlterTransaction(ctx, "4b4ab4a0-35a4-4d8f-9b4c-1f6a1f2b3c4d", []TxnAction{{SetStatus: TxnCanceled}}); ErrorCode(err) != CodeTransactionNotFound {
+	if _, err := c.AlterTransaction(ctx, "4b4ab4a0-35a4-4d8f-9b4c-1f6a1f2b3c4d", []TxnAction{{SetStatus: TxnCanceled}}); errs.CodeOf(err) != errs.CodeTransactionNotFound {
 		t.Fatalf("alter a missing transaction: %v", err)
 	}
-	if _, err := c.Transaction(ctx, "../../docs"); ErrorCode(err) != CodeTransactionNotFound {
+	if _, err := c.Transaction(ctx, "../../docs"); errs.CodeOf(err) != errs.CodeTransactionNotFound {
 		t.Fatalf("describe a path: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // CreateVersion publishes a manifest the client staged inside the table
@@ -41,17 +43,17 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 		return VersionFile{}, nil, nil, err
 	}
 	if manifestSize != nil && *manifestSize != sv.stagedSize {
-		return VersionFile{}, nil, nil, Errorf(CodeInvalidInput, "manifest_size: %d, but the staged manifest has %d bytes", *manifestSize, sv.stagedSize)
+		return VersionFile{}, nil, nil, errs.Errorf(errs.CodeInvalidInput, "manifest_size: %d, but the staged manifest has %d bytes", *manifestSize, sv.stagedSize)
 	}
 	if etag != "" && strings.Trim(etag, `"`) != sv.stagedMD5 {
-		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", etag, sv.stagedMD5)
+		return VersionFile{}, nil, nil, errs.Errorf(errs.CodeConcurrentModification, "e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", etag, sv.stagedMD5)
 	}
 	// Put within half the seal grace of the listing (seal.go).
 	if !t.fresh(sv.listed) {
 		if _, ok, err := t.revalidate(ctx, sv.parent); err != nil {
 			return VersionFile{}, nil, nil, err
 		} else if !ok {
-			return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
+			return VersionFile{}, nil, nil, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
 	err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+sv.name, sv.data)
@@ -59,14 +61,14 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 		if err := t.sealedVersion(ctx, v, sv.name); err != nil {
 			return VersionFile{}, nil, nil, err
 		}
-		return VersionFile{}, nil, nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
+		return VersionFile{}, nil, nil, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", v)
 	}
 	if err != nil {
 		return VersionFile{}, nil, nil, fmt.Errorf("create version %d: %w", v, err)
 	}
 	if lost, err := t.lostToOtherScheme(ctx, v, scheme, sv.name); err != nil || lost {
 		if err == nil {
-			err = Errorf(CodeConcurrentModification, "version %d already exists (written concurrently under the other naming scheme)", v)
+			err = errs.Errorf(errs.CodeConcurrentModification, "version %d already exists (written concurrently under the other naming scheme)", v)
 		}
 		return VersionFile{}, nil, nil, err
 	}
@@ -94,30 +96,30 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	// is wrong with the request, so a client retrying a commit whose
 	// staged manifest was cleaned up learns that the version exists.
 	if _, err := t.Version(ctx, v); err == nil {
-		return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
-	} else if ErrorCode(err) != CodeTableVersionNotFound {
+		return nil, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", v)
+	} else if errs.CodeOf(err) != errs.CodeTableVersionNotFound {
 		return nil, err
 	}
 	switch scheme {
 	case NamingV1, NamingV2:
 	default:
-		return nil, Errorf(CodeInvalidInput, "naming_scheme: %q is not V1 or V2", scheme)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "naming_scheme: %q is not V1 or V2", scheme)
 	}
 	if v == 0 {
-		return nil, Errorf(CodeInvalidInput, "version: versions start at 1")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "version: versions start at 1")
 	}
 	if scheme == NamingV1 && v >= 1e19 {
-		return nil, Errorf(CodeInvalidInput, "version: too large for V1 naming")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "version: too large for V1 naming")
 	}
 	rel := strings.TrimPrefix(manifestPath, t.Location()+"/")
 	clean := path.Clean(rel)
 	if rel == "" || path.IsAbs(rel) || clean != rel || strings.HasPrefix(clean, "..") || strings.HasPrefix(clean, branchTreeDir) ||
 		(strings.HasPrefix(clean, versionsDir) && !isStagedManifest(clean, v, scheme)) {
-		return nil, Errorf(CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside tree/ and _versions/ but for the staging name %s%s-{uuid}", manifestPath, versionsDir, ManifestName(v, scheme))
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside tree/ and _versions/ but for the staging name %s%s-{uuid}", manifestPath, versionsDir, ManifestName(v, scheme))
 	}
 	data, err := t.c.wh.Read(ctx, t.key+clean)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, Errorf(CodeInvalidInput, "manifest_path: %q does not exist", manifestPath)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %q does not exist", manifestPath)
 	}
 	if err != nil {
 		return nil, err
@@ -126,15 +128,15 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	stagedSum := md5.Sum(data) // of the client's bytes, before any rewrite below
 	m, err := DecodeManifest(data)
 	if err != nil {
-		return nil, Errorf(CodeInvalidInput, "manifest_path: %v", err)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
 	}
 	if m.Version != v {
-		return nil, Errorf(CodeInvalidInput, "manifest_path: manifest carries version %d, request says %d", m.Version, v)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: manifest carries version %d, request says %d", m.Version, v)
 	}
 	if s, err := decodeSchema(m.Schema); err != nil {
-		return nil, Errorf(CodeInvalidInput, "manifest_path: %v", err)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
 	} else if err := checkSchema(s); err != nil {
-		return nil, Errorf(CodeInvalidInput, "manifest_path: %v", err)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
 	}
 	for _, f := range m.Fragments {
 		ok, err := t.c.wh.Exists(ctx, t.key+f.Path)
@@ -142,7 +144,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 			return nil, err
 		}
 		if !ok {
-			return nil, Errorf(CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, f.Path)
+			return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, f.Path)
 		}
 	}
 	latest, listed, err := t.latestToCommit(ctx)
@@ -160,10 +162,10 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 		return nil, refuseExternal(t.id, "version create")
 	}
 	if v <= latest.Version {
-		return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
+		return nil, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", v)
 	}
 	if v > latest.Version+1 {
-		return nil, Errorf(CodeInvalidInput, "version: %d would leave a gap after the latest version %d", v, latest.Version)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "version: %d would leave a gap after the latest version %d", v, latest.Version)
 	}
 	// The table keeps its identity whatever the staged manifest says, and
 	// only a batch (txn.go) marks a version as part of a transaction.
@@ -185,7 +187,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	}
 	if v < math.MaxUint64 {
 		if ok, _ := t.c.wh.Exists(ctx, t.versionsKey()+ManifestName(v, other)); ok {
-			return nil, Errorf(CodeConcurrentModification, "version %d already exists", v)
+			return nil, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
 	return &stagedVersion{name: name, parent: latest.Name, listed: listed, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(stagedSum[:])}, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -31,7 +32,7 @@ func readRows(ctx context.Context, t *table.Table, f table.Fragment, fields []in
 		return array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, int64(len(rows))), nil
 	}
 	unreadable := func(err error) error {
-		return &table.Error{Code: table.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
+		return &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
 	}
 	var src parquet.ReaderAtSeeker
 	if f.Bytes > 0 && f.Bytes <= wholeFileBytes {

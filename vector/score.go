@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -27,11 +28,11 @@ func (v *vectors) rows() int { return len(v.flat) / max(v.dim, 1) }
 func flatten(a arrow.Array, dim int) (*vectors, error) {
 	fl, ok := a.(*array.FixedSizeList)
 	if !ok {
-		return nil, table.Errorf(table.CodeInvalidInput, "vector_column: not a fixed_size_list<float32> column")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "vector_column: not a fixed_size_list<float32> column")
 	}
 	vals, ok := fl.ListValues().(*array.Float32)
 	if !ok {
-		return nil, table.Errorf(table.CodeInvalidInput, "vector_column: not a fixed_size_list<float32> column")
+		return nil, errs.Errorf(errs.CodeInvalidInput, "vector_column: not a fixed_size_list<float32> column")
 	}
 	n := fl.Len()
 	off := fl.Data().Offset() * dim
@@ -62,7 +63,7 @@ func newScorer(metric string, q []float32) (*scorer, error) {
 	case Cosine:
 		s.qnorm = float32(math.Sqrt(float64(dot(q, q))))
 	default:
-		return nil, table.Errorf(table.CodeInvalidInput, "distance_type: %q (want l2, cosine or dot)", metric)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "distance_type: %q (want l2, cosine or dot)", metric)
 	}
 	return s, nil
 }

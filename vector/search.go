@@ -24,6 +24,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -95,18 +96,18 @@ func Search(ctx context.Context, t *table.Table, q Query, mem memory.Allocator) 
 		return nil, err
 	}
 	if len(q.Vector) != dim {
-		return nil, table.Errorf(table.CodeInvalidInput, "vector: %d dimensions, column %q holds vectors of %d", len(q.Vector), schema.Field(col).Name, dim)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "vector: %d dimensions, column %q holds vectors of %d", len(q.Vector), schema.Field(col).Name, dim)
 	}
 	for _, x := range q.Vector {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return nil, table.Errorf(table.CodeInvalidInput, "vector: not finite")
+			return nil, errs.Errorf(errs.CodeInvalidInput, "vector: not finite")
 		}
 	}
 	if q.K == 0 {
 		q.K = DefaultK
 	}
 	if q.K < 0 || q.K > MaxK {
-		return nil, table.Errorf(table.CodeInvalidInput, "k: must be 1 to %d (got %d)", MaxK, q.K)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "k: must be 1 to %d (got %d)", MaxK, q.K)
 	}
 	if q.Metric == "" {
 		q.Metric = L2
@@ -147,11 +148,11 @@ func vectorColumn(schema *arrow.Schema, name string) (int, int, error) {
 	if name != "" {
 		idx := schema.FieldIndices(name)
 		if len(idx) == 0 {
-			return 0, 0, table.Errorf(table.CodeTableColumnNotFound, "vector_column: column %q not found", name)
+			return 0, 0, errs.Errorf(errs.CodeTableColumnNotFound, "vector_column: column %q not found", name)
 		}
 		dim, ok := vectorDim(schema.Field(idx[0]).Type)
 		if !ok {
-			return 0, 0, table.Errorf(table.CodeInvalidInput, "vector_column: %q is %s, not a vector column (fixed_size_list<float32>)", name, schema.Field(idx[0]).Type)
+			return 0, 0, errs.Errorf(errs.CodeInvalidInput, "vector_column: %q is %s, not a vector column (fixed_size_list<float32>)", name, schema.Field(idx[0]).Type)
 		}
 		return idx[0], dim, nil
 	}
@@ -165,11 +166,11 @@ func vectorColumn(schema *arrow.Schema, name string) (int, int, error) {
 	}
 	switch len(names) {
 	case 0:
-		return 0, 0, table.Errorf(table.CodeInvalidInput, "vector: the table has no vector column (fixed_size_list<float32>)")
+		return 0, 0, errs.Errorf(errs.CodeInvalidInput, "vector: the table has no vector column (fixed_size_list<float32>)")
 	case 1:
 		return found, dim, nil
 	}
-	return 0, 0, table.Errorf(table.CodeInvalidInput, "vector_column: required, the table has several vector columns (%s)", strings.Join(names, ", "))
+	return 0, 0, errs.Errorf(errs.CodeInvalidInput, "vector_column: required, the table has several vector columns (%s)", strings.Join(names, ", "))
 }
 
 func vectorDim(t arrow.DataType) (int, bool) {

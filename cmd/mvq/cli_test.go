@@ -290,7 +290,7 @@ func TestCLISession(t *testing.T) {
 		t.Fatalf("versions: %s", out)
 	}
 	d.ok(t, "table", "rm", "docs$pq")
-	if r := d.mvq(t, nil, "table", "describe", "docs$pq"); r.code != 1 || !strings.HasPrefix(r.stderr, "mvq: Not found Error: ") || strings.Contains(r.stderr, "{") {
+	if r := d.mvq(t, nil, "table", "describe", "docs$pq"); r.code != 1 || !strings.HasPrefix(r.stderr, "mvq: Table not found: ") || strings.Contains(r.stderr, "{") {
 		t.Fatalf("describe of a dropped table: %+v", r)
 	}
 }
@@ -346,7 +346,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{[]string{"refresh", "x$small", "--concurrency", "0"}, 2, "--concurrency 0"},
 		{[]string{"-h"}, 0, "Exit codes"},
 		{[]string{"refresh", "--help"}, 0, "Example"},
-		{[]string{"jobs", "show", "no-such-job"}, 1, "mvq: Not found Error: job no-such-job not found (HTTP 404)"},
+		{[]string{"jobs", "show", "no-such-job"}, 1, "mvq: Job not found: job no-such-job not found (HTTP 404)"},
 		{[]string{"refresh", "x$nothing", "--url", "http://127.0.0.1:1"}, 1, "cannot reach the mvq API at http://127.0.0.1:1: start one with `mvq dev`"},
 	} {
 		r := d.mvq(t, nil, c.args...)
