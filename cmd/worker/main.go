@@ -2,40 +2,6 @@
 // asynq server on MVQ_REDIS_URL over the warehouse at MVQ_WAREHOUSE.
 package main
 
-import (
-	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+import "github.com/mvq-dev/mvq/service"
 
-	"github.com/mvq-dev/mvq/internal/version"
-	"github.com/mvq-dev/mvq/service"
-)
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return // -h: the flags were listed
-	case errors.Is(err, service.ErrVersion):
-		fmt.Println(version.String("mvq worker"))
-		return
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "mvq worker:", err)
-		os.Exit(1)
-	}
-}
-
-func run(ctx context.Context, args []string, getenv func(string) string) error {
-	cfg, err := service.LoadConfig("worker", args, getenv, os.Stderr)
-	if err != nil {
-		return err
-	}
-	service.SetupLogging(cfg)
-	return service.RunWorker(ctx, cfg, service.ReadyFile(getenv))
-}
+func main() { service.Main("worker", service.RunWorker) }
