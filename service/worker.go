@@ -28,13 +28,26 @@ func (cfg Config) engineOptions() refresh.EngineOptions {
 
 // startWorker starts an asynq server for cfg.Clusters, reports its queues
 // to the metrics (unless the API in the same process reports every
-// cluster's: gauges false), and returns its shutdown.
+// cluster's: gauges false), and returns its shutdown. On an error whatever
+// was started is stopped again, in reverse order.
 func startWorker(cfg Config, core *Core, gauges bool) (func(), error) {
+	var undo []func() // run last to first
+	stop := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	fail := func(err error) (func(), error) {
+		stop()
+		return nil, err
+	}
 	rdb, conn, err := redisClients(cfg.RedisURL)
 	if err != nil {
 		return nil, err
 	}
+	undo = append(undo, func() { rdb.Close() })
 	eng := refresh.NewEngineWith(core.Catalog, cfg.engineOptions())
+	undo = append(undo, func() { _ = eng.Close() }) // stops the user-code subprocesses
 	srv, err := jobs.NewServer(jobs.ServerConfig{
 		Redis: conn, RDB: rdb, Engine: eng,
 		Clusters: cfg.Clusters, Concurrency: cfg.WorkerConcurrency,
@@ -44,59 +57,42 @@ func startWorker(cfg Config, core *Core, gauges bool) (func(), error) {
 			Compactor: jobs.TableCompactor{Catalog: core.Catalog}},
 	})
 	if err != nil {
-		rdb.Close()
-		return nil, err
+		return fail(err)
 	}
 	// Views over views: a view this worker commits is a change of the
 	// views that read it.
 	trig := jobs.NewClient(rdb, conn, eng, jobs.AutoRefresh(cfg.autoConfig()))
 	core.Catalog.OnCommit(trig.CommitHook())
+	undo = append(undo, func() { trig.Close() }, func() { core.Catalog.OnCommit(nil) })
 	if err := srv.Start(); err != nil {
-		core.Catalog.OnCommit(nil)
-		trig.Close()
-		rdb.Close()
-		return nil, err
+		return fail(err)
 	}
+	undo = append(undo, srv.Shutdown)
 	stale := trig.NewStalenessReporter(eng, 0)
-	_ = stale.Start(context.Background())
+	if err := stale.Start(context.Background()); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() { _ = stale.Stop(context.Background()) })
 	// Views' refresh_every schedules: every worker polls; each period
 	// fires once in the pool.
 	sched := trig.NewScheduler(jobs.SchedulerConfig{})
-	_ = sched.Start(context.Background())
+	if err := sched.Start(context.Background()); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() { _ = sched.Stop(context.Background()) })
 	unregisterStale, err := telemetry.RegisterStalenessGauge(stale.Values)
 	if err != nil {
-		_ = sched.Stop(context.Background())
-		_ = stale.Stop(context.Background())
-		srv.Shutdown()
-		core.Catalog.OnCommit(nil)
-		trig.Close()
-		rdb.Close()
-		return nil, err
+		return fail(err)
 	}
-	unregister := func() {}
+	undo = append(undo, unregisterStale)
 	if gauges {
-		if unregister, err = telemetry.RegisterQueueGauges(srv.QueueStats); err != nil {
-			unregisterStale()
-			_ = sched.Stop(context.Background())
-			_ = stale.Stop(context.Background())
-			srv.Shutdown()
-			core.Catalog.OnCommit(nil)
-			trig.Close()
-			rdb.Close()
-			return nil, err
+		unregister, err := telemetry.RegisterQueueGauges(srv.QueueStats)
+		if err != nil {
+			return fail(err)
 		}
+		undo = append(undo, unregister)
 	}
-	return func() {
-		unregister()
-		unregisterStale()
-		_ = sched.Stop(context.Background())
-		_ = stale.Stop(context.Background())
-		srv.Shutdown()
-		core.Catalog.OnCommit(nil)
-		trig.Close()
-		rdb.Close()
-		_ = eng.Close() // stops the user-code subprocesses
-	}, nil
+	return stop, nil
 }
 
 // healthKey is the object the warehouse probe asks about (it need not
