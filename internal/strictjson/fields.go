@@ -91,6 +91,13 @@ func walk(dec *json.Decoder, t reflect.Type, path string) error {
 				if want, folded := fields.folded[Fold(key)]; folded {
 					return &Error{Msg: fmt.Sprintf("%s: field names are case-sensitive: send %q", join(path, key), want)}
 				}
+				if near := fields.nearest(key); near != "" {
+					at := ""
+					if path != "" {
+						at = path + ": "
+					}
+					return &Error{Msg: fmt.Sprintf("%sunknown field %q (did you mean %q?)", at, key, near)}
+				}
 			}
 			if err := walk(dec, ft, join(path, key)); err != nil { // unknown: ft is nil, the value is skipped
 				return err
@@ -206,4 +213,57 @@ func addFields(f *structFields, t reflect.Type, depth int) {
 	for _, et := range embedded {
 		addFields(f, et, depth+1)
 	}
+}
+
+// nearest is the known field name closest to an unknown key, when one is
+// close enough to be a typo: at most one edit (an insertion, deletion,
+// substitution or swap of neighbours) per four characters of the key, at
+// least one; ties go to the first name in order, so the answer is stable.
+// "" when none is.
+func (f *structFields) nearest(key string) string {
+	limit := max(1, len(key)/4)
+	best, bestD := "", limit+1
+	for name := range f.exact {
+		d := editDistance(key, name, limit+1)
+		if d < bestD || (d == bestD && d <= limit && name < best) {
+			best, bestD = name, d
+		}
+	}
+	if bestD > limit {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the optimal-string-alignment distance of a and b (in
+// bytes: Levenshtein plus swaps of neighbours), exact below limit and
+// limit otherwise.
+func editDistance(a, b string, limit int) int {
+	if d := len(a) - len(b); d >= limit || -d >= limit {
+		return limit
+	}
+	rows := [3][]int{make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)}
+	for j := range rows[0] {
+		rows[0][j] = j // row i lives in rows[i%3]
+	}
+	for i := 1; i <= len(a); i++ {
+		prev2, prev, cur := rows[(i+1)%3], rows[(i+2)%3], rows[i%3]
+		cur[0] = i
+		rowMin := i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+			rowMin = min(rowMin, cur[j])
+		}
+		if rowMin >= limit {
+			return limit
+		}
+	}
+	return min(rows[len(a)%3][len(b)], limit)
 }

@@ -26,6 +26,13 @@ func TestCheckFields(t *testing.T) {
 		{`{"list":[{},{"COLUMN_NAMES":[]}]}`, `list[1].COLUMN_NAMES`},
 		{`{"filter\u212a":"y"}`, ""}, // not a field at all (the decode refuses it as unknown)
 		{`[1,2]`, ""},
+		// A typo of a known name is answered with that name.
+		{`{"fliter":"x"}`, `unknown field "fliter" (did you mean "filter"?)`},
+		{`{"columns":{"colum_names":["a"]}}`, `columns: unknown field "colum_names" (did you mean "column_names"?)`},
+		{`{"list":[{"column_name":[]}]}`, `list[0]: unknown field "column_name" (did you mean "column_names"?)`},
+		{`{"lisst":[]}`, `(did you mean "list"?)`},
+		{`{"somethingelse":1}`, ""}, // nothing near: the decode refuses it as unknown
+		{`{"aliases":{"fliter":"x"}}`, ""}, // map keys are data, not field names
 	} {
 		err := CheckFields([]byte(tc.in), &req{})
 		if tc.err == "" {
@@ -45,5 +52,28 @@ func TestCheckFields(t *testing.T) {
 	}
 	if err := CheckFields([]byte(`{"\u212a":"x"}`), &k{}); err == nil {
 		t.Error("Kelvin sign for k accepted")
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b  string
+		limit int
+		want  int
+	}{
+		{"fliter", "filter", 9, 1},
+		{"kitten", "sitting", 9, 3},
+		{"", "abc", 9, 3},
+		{"abc", "abc", 9, 0},
+		{"ca", "abc", 9, 3},
+		{"kitten", "sitting", 2, 2}, // capped at the limit
+		{"a", "abcdef", 3, 3},
+	} {
+		if got := editDistance(tc.a, tc.b, tc.limit); got != tc.want {
+			t.Errorf("editDistance(%q, %q, %d) = %d, want %d", tc.a, tc.b, tc.limit, got, tc.want)
+		}
+		if got := editDistance(tc.b, tc.a, tc.limit); got != tc.want {
+			t.Errorf("editDistance(%q, %q, %d) = %d, want %d", tc.b, tc.a, tc.limit, got, tc.want)
+		}
 	}
 }
