@@ -31,7 +31,7 @@ func TestCheckFields(t *testing.T) {
 		{`{"columns":{"colum_names":["a"]}}`, `columns: unknown field "colum_names" (did you mean "column_names"?)`},
 		{`{"list":[{"column_name":[]}]}`, `list[0]: unknown field "column_name" (did you mean "column_names"?)`},
 		{`{"lisst":[]}`, `(did you mean "list"?)`},
-		{`{"somethingelse":1}`, ""}, // nothing near: the decode refuses it as unknown
+		{`{"somethingelse":1}`, ""},        // nothing near: the decode refuses it as unknown
 		{`{"aliases":{"fliter":"x"}}`, ""}, // map keys are data, not field names
 	} {
 		err := CheckFields([]byte(tc.in), &req{})
