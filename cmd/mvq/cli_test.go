@@ -293,6 +293,17 @@ func TestCLISession(t *testing.T) {
 	if r := d.mvq(t, nil, "table", "describe", "docs$pq"); r.code != 1 || !strings.HasPrefix(r.stderr, "mvq: Table not found: ") || strings.Contains(r.stderr, "{") {
 		t.Fatalf("describe of a dropped table: %+v", r)
 	}
+	// A table that views read is dropped only with --cascade, which drops
+	// them too; view rm drops a view.
+	if r := d.mvq(t, nil, "table", "rm", "docs$articles"); r.code != 1 || !strings.Contains(r.stderr, "docs$chunks") {
+		t.Fatalf("rm of a table a view reads: %+v", r)
+	}
+	d.ok(t, "view", "create", "docs$again", "--source", "docs$articles", "--chunker", "fixed", "--input", "body", "--output", "chunk", "--size", "50")
+	d.ok(t, "view", "rm", "docs$again")
+	d.ok(t, "table", "rm", "docs$articles", "--cascade")
+	if out := d.ok(t, "table", "ls", "docs"); strings.Contains(out, "articles") || strings.Contains(out, "chunks") || strings.Contains(out, "again") {
+		t.Fatalf("after the cascade:\n%s", out)
+	}
 }
 
 // TestCLIExitCodes: DONE 0, FAILED 1 with the failure, CANCELLED 2, usage 2,
@@ -348,6 +359,11 @@ func TestCLIExitCodes(t *testing.T) {
 		{[]string{"refresh", "--help"}, 0, "Example"},
 		{[]string{"jobs", "show", "no-such-job"}, 1, "mvq: Job not found: job no-such-job not found (HTTP 404)"},
 		{[]string{"refresh", "x$nothing", "--url", "http://127.0.0.1:1"}, 1, "cannot reach the mvq API at http://127.0.0.1:1: start one with `mvq dev`"},
+		{[]string{"view", "nosuch", "x"}, 2, `unknown command "nosuch" for "mvq view"`},
+		{[]string{"view", "rn", "x$small"}, 2, `(did you mean "rm"?)`},
+		{[]string{"view"}, 0, "Available Commands"},
+		{[]string{"view", "rm", "x$nosuch"}, 1, "Table not found"},
+		{[]string{"table", "describe", "x"}, 1, `hint: "x" has no $`},
 	} {
 		r := d.mvq(t, nil, c.args...)
 		if r.code != c.code || !strings.Contains(r.stdout+r.stderr, c.want) {

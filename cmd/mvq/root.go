@@ -58,10 +58,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
+	defer shellHint(stderr, cmd)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
@@ -120,7 +121,70 @@ Exit codes: 0 success (a waited-for job is DONE), 1 an error (or the job FAILED)
 	root.PersistentFlags().StringVar(&a.token, "token", a.getenv("MVQ_TOKEN"), "API token, sent as Authorization: Bearer (MVQ_TOKEN)")
 	root.AddCommand(a.nsCmd(), a.tableCmd(), a.queryCmd(), a.viewCmd(), a.refreshCmd(), a.jobsCmd(),
 		a.devCmd(), a.demoCmd(), a.versionCmd())
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (a command with
+// subcommands and nothing to run itself) print its help when called bare,
+// and exit 2 naming the word when called with one it does not know: cobra
+// prints the help and exits 0 for `mvq view rm X` otherwise.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.Parent() == nil || !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		// The nearest verb: one edit away, else two (cobra sets a distance
+		// for the root only).
+		for d := 1; d <= 2; d++ {
+			cmd.SuggestionsMinimumDistance = d
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+				break
+			}
+		}
+		var verbs []string
+		for _, v := range cmd.Commands() {
+			if v.IsAvailableCommand() {
+				verbs = append(verbs, v.Name())
+			}
+		}
+		return usageErr("%s\nIts commands: %s. Run '%s --help' for usage.", msg, strings.Join(verbs, ", "), cmd.CommandPath())
+	}
+}
+
+// shellHint follows a failed command that was given a table or view name
+// without a $: the shell expands an unquoted docs$articles to "docs" (the
+// variable $articles is empty), which then fails in confusing ways (a view
+// "reading itself", a table not found).
+func shellHint(w io.Writer, cmd *cobra.Command) {
+	if cmd == nil {
+		return
+	}
+	switch cmd.CommandPath() {
+	case "mvq table create", "mvq table insert", "mvq table describe", "mvq table versions", "mvq table rm",
+		"mvq view create", "mvq view rm", "mvq view show", "mvq query", "mvq refresh":
+	default:
+		return
+	}
+	names := cmd.Flags().Args()
+	if f := cmd.Flags().Lookup("source"); f != nil && f.Changed {
+		names = append(names, f.Value.String())
+	}
+	for _, n := range names {
+		if n != "" && !strings.Contains(n, "$") {
+			fmt.Fprintf(w, "hint: %q has no $: names are NAMESPACE$NAME, and a shell turns an unquoted docs$articles into \"docs\"; quote them: 'docs$articles'\n", n)
+			return
+		}
+	}
 }
 
 func (a *app) client() *client {

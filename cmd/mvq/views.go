@@ -18,7 +18,7 @@ import (
 )
 
 func (a *app) viewCmd() *cobra.Command {
-	v := &cobra.Command{Use: "view", Short: "Create and list materialized views",
+	v := &cobra.Command{Use: "view", Short: "Create, list and drop materialized views",
 		Example: "  mvq view create 'docs$chunks' --source 'docs$articles' --chunker fixed --input body --size 200\n  mvq view ls docs"}
 	var (
 		source, query, kind, chunkerName, input, output, unit, manifest string
@@ -210,7 +210,7 @@ else the number of source versions added since (or "never").`,
 		},
 	}
 	ls.Flags().StringVarP(&outFmt, "output", "o", "table", "table or json")
-	v.AddCommand(create, ls)
+	v.AddCommand(create, ls, a.dropCmd("view"))
 	return v
 }
 
