@@ -336,6 +336,17 @@ func TestComposeFile(t *testing.T) {
 
 	t.Run("api and worker pools", func(t *testing.T) {
 		api, worker := c.service(t, "api"), c.service(t, "worker-default")
+		// Every MVQ_* variable a service sets is one its binary reads.
+		for role, names := range map[string][]string{"api": {"api"}, "worker": {"worker-default", "worker-gpu"}} {
+			known := roleEnv(t, role)
+			for _, name := range names {
+				for k := range env(c.service(t, name)) {
+					if strings.HasPrefix(k, "MVQ_") && !known[k] {
+						t.Errorf("compose %s: %s is not read by the %s binary", name, k, role)
+					}
+				}
+			}
+		}
 		binaries := dockerfileBinaries(t)
 		pools := map[string]map[string]any{"worker-default": worker, "worker-gpu": c.service(t, "worker-gpu")}
 		apiClusters := strings.Split(env(api)["MVQ_CLUSTERS"], ",")
@@ -365,6 +376,9 @@ func TestComposeFile(t *testing.T) {
 				"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
 				"MVQ_METRICS_LISTEN":          "0.0.0.0:9464",
 				"MVQ_REDIS_URL":               "redis://redis:6379/0",
+			}
+			if bin == "api" {
+				delete(want, "MVQ_METRICS_LISTEN") // the API serves /metrics on MVQ_LISTEN
 			}
 			for k, v := range want {
 				if e[k] != v {

@@ -1,6 +1,9 @@
 package deploy
 
 import (
+	"bytes"
+	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -184,6 +187,39 @@ func knownEnv(t *testing.T) map[string]bool {
 	return known
 }
 
+// roleEnv is knownEnv for one binary (api or worker): less the variables
+// that are flags of the other binaries only (the API does not read
+// MVQ_METRICS_LISTEN, a worker not MVQ_LISTEN). A binary's flags are read
+// off its -h, which names each flag's variable.
+func roleEnv(t *testing.T, role string) map[string]bool {
+	t.Helper()
+	flagged := func(role string) map[string]bool {
+		var usage bytes.Buffer
+		_, err := service.LoadConfig(role, []string{"-h"}, func(string) string { return "" }, &usage)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s -h: %v", role, err)
+		}
+		names := map[string]bool{}
+		for _, m := range regexp.MustCompile(`\((MVQ_[A-Z0-9_]+)\)`).FindAllStringSubmatch(usage.String(), -1) {
+			names[m[1]] = true
+		}
+		return names
+	}
+	mine := flagged(role)
+	if len(mine) == 0 {
+		t.Fatalf("%s -h lists no variables", role)
+	}
+	known := knownEnv(t)
+	for _, other := range []string{"api", "worker", "dev"} {
+		for name := range flagged(other) {
+			if !mine[name] {
+				delete(known, name)
+			}
+		}
+	}
+	return known
+}
+
 // env returns a container's environment: its ConfigMap entries, then its
 // own variables (literal values only; secret refs as "<secret>").
 func (r *rendered) env(t *testing.T, c corev1.Container) map[string]string {
@@ -258,6 +294,8 @@ func TestKubernetesManifests(t *testing.T) {
 				for k := range env {
 					if !known[k] {
 						t.Errorf("%s: environment variable %s is read by no binary", d.Name, k)
+					} else if len(c.Args) > 0 && !roleEnv(t, c.Args[0])[k] {
+						t.Errorf("%s: environment variable %s is not read by %s", d.Name, k, c.Args[0])
 					}
 				}
 				if _, err := service.ParseRedisURL(env["MVQ_REDIS_URL"]); err != nil {

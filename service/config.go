@@ -256,7 +256,7 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	str("ad", &cfg.Listen, "listen", "API listen address", "MVQ_LISTEN")
 	str("awd", &cfg.Warehouse, "warehouse", "warehouse root URI: file://, mem://, s3://, gs://", "MVQ_WAREHOUSE")
 	str("aw", &cfg.RedisURL, "redis-url", "Redis URL", "MVQ_REDIS_URL")
-	str("wd", &clusters, "clusters", "comma-separated clusters this worker serves", "MVQ_CLUSTERS")
+	str("awd", &clusters, "clusters", "comma-separated clusters (worker pools) this worker serves; the API reports their queues before any worker ran", "MVQ_CLUSTERS")
 	str("wd", &conc, "worker-concurrency", "work items one worker runs at once", "MVQ_WORKER_CONCURRENCY")
 	str("w", &cfg.MetricsListen, "metrics-listen", "worker /metrics and /healthz address", "MVQ_METRICS_LISTEN")
 	str("ad", &maxBody, "max-body-bytes", "largest request body accepted", "MVQ_MAX_BODY_BYTES")

@@ -81,7 +81,7 @@ func TestFlagsAgreeWithTheREADME(t *testing.T) {
 		}
 	}
 	for b, absent := range map[string][]string{
-		"api":     {"clusters", "worker-concurrency", "metrics-listen", "max-item-output-rows"},
+		"api":     {"worker-concurrency", "metrics-listen", "max-item-output-rows"},
 		"worker":  {"listen", "auth", "max-body-bytes", "query-queue-wait", "trace-url-template"},
 		"mvq dev": {"redis-url", "metrics-listen"},
 	} {
