@@ -68,18 +68,6 @@ func (c AutoConfig) withDefaults() AutoConfig {
 // AutoRefresh sets the client's automatic refresh settings.
 func AutoRefresh(cfg AutoConfig) ClientOption { return func(c *Client) { c.auto = cfg.withDefaults() } }
 
-// The dependency registry. A view is registered at create and forgotten at
-// drop; the warehouse holds the truth (each view's Definition), Redis the
-// index that answers "which views read table T" on every commit.
-//
-//	mvq:deps:{source}   set   view keys of the views reading table source
-//	mvq:viewreg:{view}  hash  source (JSON id), auto ("1"/"0"), pending
-//	                          (the automatic job last claimed), claimed_at
-//	                          and last_auto (unix ms), every (refresh_every
-//	                          in ms; schedule.go)
-func depsKey(source []string) string  { return keyPrefix + "deps:" + viewKey(source) }
-func viewRegKey(view []string) string { return keyPrefix + "viewreg:" + viewKey(view) }
-
 // RegisterView records that view reads source and whether it refreshes
 // automatically. Registering again replaces the record, schedule
 // included (SetSchedule sets one).
@@ -193,49 +181,6 @@ func (c *Client) Changed(ctx context.Context, source []string, version uint64, c
 	}
 	return out, first
 }
-
-// scriptAutoClaim decides whether a view needs a new automatic job. It
-// does not when automatic refresh is off for it (cause auto or
-// notification), or when the job it claimed last is still PENDING (or
-// being created: claimed less than claimTTL ago with no record yet).
-// Otherwise it claims the new job id and says how long the job's plan must
-// wait: the debounce, or the rest of the minimum interval since the last
-// automatic start.
-//
-// KEYS: view registry hash. ARGV: new job id, now (unix ms), min interval
-// ms, debounce ms, job key prefix, claim TTL ms, "1" when the cause needs
-// auto_refresh on.
-// Returns {1, delay ms} (claimed) or {0, reason}: "off", "unregistered"
-// or the pending job's id.
-var scriptAutoClaim = redis.NewScript(`
-local reg = redis.call('HMGET', KEYS[1], 'source', 'auto', 'pending', 'claimed_at', 'last_auto')
-if not reg[1] then return {0, 'unregistered'} end
-if ARGV[7] == '1' and reg[2] ~= '1' then return {0, 'off'} end
-local now = tonumber(ARGV[2])
-if reg[3] then
-  local st = redis.call('HGET', ARGV[5] .. reg[3], 'state')
-  if st == 'PENDING' then return {0, reg[3]} end
-  if not st and now - (tonumber(reg[4]) or 0) < tonumber(ARGV[6]) then return {0, reg[3]} end
-end
-local at = now + tonumber(ARGV[4])
-local last = tonumber(reg[5])
-if last and last + tonumber(ARGV[3]) > at then at = last + tonumber(ARGV[3]) end
-redis.call('HSET', KEYS[1], 'pending', ARGV[1], 'claimed_at', now, 'last_auto', at)
-return {1, at - now}
-`)
-
-// scriptAutoUnclaim replaces a claim whose job was not created: by the
-// PENDING job it joined, or by nothing.
-// KEYS: view registry hash. ARGV: claimed job id, joined job id ("": none).
-var scriptAutoUnclaim = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'pending') ~= ARGV[1] then return 0 end
-if ARGV[2] ~= '' then
-  redis.call('HSET', KEYS[1], 'pending', ARGV[2])
-else
-  redis.call('HDEL', KEYS[1], 'pending', 'claimed_at')
-end
-return 1
-`)
 
 // autoClaimTTL is how long a claim without a job record holds (the
 // submitting process may have died between the claim and the record).

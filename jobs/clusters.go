@@ -10,11 +10,6 @@ import (
 	"github.com/mvq-dev/mvq/telemetry"
 )
 
-// clustersKey is the set of every cluster a worker has ever served (added
-// by each heartbeat, never expired), so a pool whose last worker is gone
-// is still known and its gauges still have series.
-const clustersKey = keyPrefix + "clusters"
-
 // ClusterStats reads the queue gauges (mvq_queue_depth,
 // mvq_queue_latency_seconds, mvq_workers_active) of every known cluster:
 // those any worker ever served plus Extra. The API exports them, so a pool

@@ -13,18 +13,6 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-// Scheduled refreshes (a view's refresh_every). The schedule lives in
-// Redis next to the dependency registry, so it survives restarts of every
-// process and is shared by the whole pool:
-//
-//	mvq:viewreg:{view}  hash  every: the period in ms (absent: none)
-//	mvq:sched           zset  view key -> the next fire time (unix ms)
-//
-// Any number of Scheduler services poll the set; a Lua script claims the
-// due views and advances their scores in one step, so each period fires
-// once however many schedulers run.
-const schedKey = keyPrefix + "sched"
-
 // Bounds of a view's refresh_every.
 const (
 	// MinRefreshEvery is the shortest schedule: below it a schedule is
@@ -47,22 +35,6 @@ func ParseRefreshEvery(s string) (time.Duration, error) {
 	}
 	return d, nil
 }
-
-// scriptSetSchedule sets or clears a registered view's schedule; the next
-// fire is one period from now.
-// KEYS: view registry hash, schedule zset. ARGV: view key, period ms ("0":
-// none), now ms. Returns -1 when the view is not registered, else 1.
-var scriptSetSchedule = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-if ARGV[2] == '0' then
-  redis.call('HDEL', KEYS[1], 'every')
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return 1
-end
-redis.call('HSET', KEYS[1], 'every', ARGV[2])
-redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[1])
-return 1
-`)
 
 // SetSchedule sets a registered view's refresh_every (0: no schedule).
 // The next scheduled refresh is one period from now. A view not in the
@@ -104,33 +76,6 @@ func (c *Client) Schedule(ctx context.Context, view []string) (*Schedule, error)
 	}
 	return &Schedule{Every: time.Duration(ms) * time.Millisecond, Next: time.UnixMilli(int64(at))}, nil
 }
-
-// scriptClaimDue claims the views whose next fire time has come: each one
-// is moved to its next period (from its due time, or from now when a whole
-// period was missed, so a pool that was down fires once, not once per
-// missed period). A view no longer registered or without a period leaves
-// the set.
-// KEYS: schedule zset. ARGV: now ms, batch size, registry key prefix.
-// Returns {view key, due ms, ...}.
-var scriptClaimDue = redis.NewScript(`
-local now = tonumber(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
-local out = {}
-for i = 1, #due, 2 do
-  local v, at = due[i], tonumber(due[i + 1])
-  local every = tonumber(redis.call('HGET', ARGV[3] .. v, 'every'))
-  if not every or every <= 0 then
-    redis.call('ZREM', KEYS[1], v)
-  else
-    local nxt = at + every
-    if nxt <= now then nxt = now + every end
-    redis.call('ZADD', KEYS[1], nxt, v)
-    table.insert(out, v)
-    table.insert(out, due[i + 1])
-  end
-end
-return out
-`)
 
 // Fire is one scheduled refresh a Scheduler claimed.
 type Fire struct {

@@ -301,3 +301,144 @@ var scriptExtend = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 `)
+
+// scriptAutoClaim decides whether a view needs a new automatic job. It
+// does not when automatic refresh is off for it (cause auto or
+// notification), or when the job it claimed last is still PENDING (or
+// being created: claimed less than claimTTL ago with no record yet).
+// Otherwise it claims the new job id and says how long the job's plan must
+// wait: the debounce, or the rest of the minimum interval since the last
+// automatic start.
+//
+// KEYS: view registry hash. ARGV: new job id, now (unix ms), min interval
+// ms, debounce ms, job key prefix, claim TTL ms, "1" when the cause needs
+// auto_refresh on.
+// Returns {1, delay ms} (claimed) or {0, reason}: "off", "unregistered"
+// or the pending job's id.
+var scriptAutoClaim = redis.NewScript(`
+local reg = redis.call('HMGET', KEYS[1], 'source', 'auto', 'pending', 'claimed_at', 'last_auto')
+if not reg[1] then return {0, 'unregistered'} end
+if ARGV[7] == '1' and reg[2] ~= '1' then return {0, 'off'} end
+local now = tonumber(ARGV[2])
+if reg[3] then
+  local st = redis.call('HGET', ARGV[5] .. reg[3], 'state')
+  if st == 'PENDING' then return {0, reg[3]} end
+  if not st and now - (tonumber(reg[4]) or 0) < tonumber(ARGV[6]) then return {0, reg[3]} end
+end
+local at = now + tonumber(ARGV[4])
+local last = tonumber(reg[5])
+if last and last + tonumber(ARGV[3]) > at then at = last + tonumber(ARGV[3]) end
+redis.call('HSET', KEYS[1], 'pending', ARGV[1], 'claimed_at', now, 'last_auto', at)
+return {1, at - now}
+`)
+
+// scriptAutoUnclaim replaces a claim whose job was not created: by the
+// PENDING job it joined, or by nothing.
+// KEYS: view registry hash. ARGV: claimed job id, joined job id ("": none).
+var scriptAutoUnclaim = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'pending') ~= ARGV[1] then return 0 end
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'pending', ARGV[2])
+else
+  redis.call('HDEL', KEYS[1], 'pending', 'claimed_at')
+end
+return 1
+`)
+
+// scriptIdemBegin claims an idempotency key or reports what holds it.
+//
+// A new claim enters the principal's index; index entries older than the
+// records' TTL are dropped, and past the cap the oldest records go with
+// their entries.
+//
+// KEYS: record, principal's index. ARGV: fingerprint, pending TTL ms, now
+// ms, record TTL ms, cap.
+// Returns {"new"}, {"mismatch"}, {"pending"} or {"done", status, ctype, body}.
+var scriptIdemBegin = redis.NewScript(`
+local fp = redis.call('HGET', KEYS[1], 'fp')
+if not fp then
+  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'pending')
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local now, ttl, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - ttl))
+  redis.call('ZADD', KEYS[2], now, KEYS[1])
+  local n = redis.call('ZCARD', KEYS[2])
+  if n > cap then
+    for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, n - cap - 1)) do
+      redis.call('DEL', old)
+    end
+    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, n - cap - 1)
+  end
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  return {'new'}
+end
+if fp ~= ARGV[1] then return {'mismatch'} end
+local v = redis.call('HMGET', KEYS[1], 'state', 'status', 'ctype', 'body')
+if v[1] ~= 'done' then return {'pending'} end
+return {'done', v[2], v[3] or '', v[4] or ''}
+`)
+
+// scriptIdemFinish stores the response of the pending request that owns
+// the key (same fingerprint), or, with an empty status, frees the key.
+//
+// KEYS: record. ARGV: fingerprint, status ("" to abandon), ctype, body, TTL ms.
+var scriptIdemFinish = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'state') ~= 'pending' then return 0 end
+if ARGV[2] == '' then return redis.call('DEL', KEYS[1]) end
+redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[2], 'ctype', ARGV[3], 'body', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+`)
+
+// scriptSetSchedule sets or clears a registered view's schedule; the next
+// fire is one period from now.
+// KEYS: view registry hash, schedule zset. ARGV: view key, period ms ("0":
+// none), now ms. Returns -1 when the view is not registered, else 1.
+var scriptSetSchedule = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if ARGV[2] == '0' then
+  redis.call('HDEL', KEYS[1], 'every')
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 1
+end
+redis.call('HSET', KEYS[1], 'every', ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[1])
+return 1
+`)
+
+// scriptClaimDue claims the views whose next fire time has come: each one
+// is moved to its next period (from its due time, or from now when a whole
+// period was missed, so a pool that was down fires once, not once per
+// missed period). A view no longer registered or without a period leaves
+// the set.
+// KEYS: schedule zset. ARGV: now ms, batch size, registry key prefix.
+// Returns {view key, due ms, ...}.
+var scriptClaimDue = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {}
+for i = 1, #due, 2 do
+  local v, at = due[i], tonumber(due[i + 1])
+  local every = tonumber(redis.call('HGET', ARGV[3] .. v, 'every'))
+  if not every or every <= 0 then
+    redis.call('ZREM', KEYS[1], v)
+  else
+    local nxt = at + every
+    if nxt <= now then nxt = now + every end
+    redis.call('ZADD', KEYS[1], nxt, v)
+    table.insert(out, v)
+    table.insert(out, due[i + 1])
+  end
+end
+return out
+`)
+
+// scriptLog appends a log event to a RUNNING job (others are left as they
+// are: a late line must not follow the terminal event).
+//
+// KEYS: job, events. ARGV: message, now, maxlen. Returns 1 or 0.
+var scriptLog = redis.NewScript(luaEmit + `
+if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return 0 end
+emit(KEYS[1], KEYS[2], 'log', ARGV[1], ARGV[2], ARGV[3], true)
+return 1
+`)

@@ -17,54 +17,6 @@ import (
 	"github.com/mvq-dev/mvq/refresh"
 )
 
-// keyPrefix starts every mvq key. Its "{mvq}" is a Redis Cluster hash
-// tag: every key hashes to the slot of "mvq", so each Lua script and
-// multi-key step (which touch a job's keys, its view's queue, its
-// cluster's sets and the indexes together) stays in one slot. The price
-// is that mvq's records sit on one shard; asynq's queues, the bulk of the
-// traffic, keep a slot per queue. A single Redis ignores the tag.
-const keyPrefix = "{mvq}:"
-
-// RedisKey is the full name of an mvq key given without its prefix
-// ("job:ID:holders"), for tests and tools that read Redis directly.
-func RedisKey(suffix string) string { return keyPrefix + suffix }
-
-// queuePrefix starts asynq queue names (asynq adds its own hash tag per
-// queue: asynq:{mvq:CLUSTER}:...).
-const queuePrefix = "mvq:"
-
-func jobKey(id string) string     { return keyPrefix + "job:" + id }
-func eventsKey(id string) string  { return jobKey(id) + ":events" }
-func planKey(id string) string    { return jobKey(id) + ":plan" }
-func resultsKey(id string) string { return jobKey(id) + ":results" }
-func succKey(id string) string    { return jobKey(id) + ":succ" }
-func activeKey(id string) string  { return jobKey(id) + ":active" }
-func holdersKey(id string) string { return jobKey(id) + ":holders" }
-func deathsKey(id string) string  { return jobKey(id) + ":deaths" }
-func queuedKey(id string) string  { return jobKey(id) + ":queued" }
-
-// viewKey names a view in keys: its parts joined by "/", which no
-// identifier part may contain, so two views never share keys (a "$"-joined
-// name could: a part may contain the delimiter of another request).
-func viewKey(view []string) string      { return strings.Join(view, "/") }
-func viewJobsKey(view []string) string  { return keyPrefix + "view:" + viewKey(view) + ":jobs" }
-func viewQueueKey(view []string) string { return keyPrefix + "view:" + viewKey(view) + ":queue" }
-func viewPendingKey(view []string) string {
-	return keyPrefix + "view:" + viewKey(view) + ":pending"
-}
-func workersKey(cluster string) string  { return keyPrefix + "cluster:" + cluster + ":workers" }
-func liveJobsKey(cluster string) string { return keyPrefix + "cluster:" + cluster + ":unfinished" }
-func lockKey(name string) string        { return keyPrefix + "lock:" + name }
-
-// stoppedChannel is where a job's terminal transition publishes its id
-// (scriptTransition names it literally). A channel is not a key: no tag.
-const stoppedChannel = "mvq:jobs:stopped"
-
-const allJobsKey = keyPrefix + "jobs"
-
-// QueueName is the asynq queue of a cluster's worker pool.
-func QueueName(cluster string) string { return queuePrefix + cluster }
-
 // scanKeys calls fn with every key matching the glob pattern. A Redis
 // Cluster answers SCAN per node, so there every master is scanned (the
 // mvq keys live on the one that owns the {mvq} slot).

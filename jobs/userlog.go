@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/mvq-dev/mvq/refresh"
 )
 
@@ -25,16 +23,6 @@ func jobType(o refresh.Options) string {
 	}
 	return JobTypeRefresh
 }
-
-// scriptLog appends a log event to a RUNNING job (others are left as they
-// are: a late line must not follow the terminal event).
-//
-// KEYS: job, events. ARGV: message, now, maxlen. Returns 1 or 0.
-var scriptLog = redis.NewScript(luaEmit + `
-if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return 0 end
-emit(KEYS[1], KEYS[2], 'log', ARGV[1], ARGV[2], ARGV[3], true)
-return 1
-`)
 
 // withLog returns ctx under which the engine's lines become log events of
 // job id. Failures to record a line are dropped: the lines are advice.
