@@ -2,15 +2,10 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
@@ -72,67 +67,25 @@ func AutoRefresh(cfg AutoConfig) ClientOption { return func(c *Client) { c.auto 
 // automatically. Registering again replaces the record, schedule
 // included (SetSchedule sets one).
 func (c *Client) RegisterView(ctx context.Context, view, source []string, auto bool) error {
-	src, _ := json.Marshal(source)
-	flag := "0"
-	if auto {
-		flag = "1"
-	}
-	_, err := c.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.SAdd(ctx, depsKey(source), viewKey(view))
-		p.HSet(ctx, viewRegKey(view), "source", string(src), "auto", flag)
-		p.HDel(ctx, viewRegKey(view), "every")
-		p.ZRem(ctx, schedKey, viewKey(view))
-		return nil
-	})
-	if err != nil {
-		return redisErr("register view", err)
-	}
-	return nil
+	return c.st.registerView(ctx, view, source, auto)
 }
 
 // ForgetView removes a dropped view from the registry.
 func (c *Client) ForgetView(ctx context.Context, view []string) error {
-	src, err := c.st.rdb.HGet(ctx, viewRegKey(view), "source").Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
-	}
-	if err != nil {
-		return redisErr("read view registry", err)
-	}
-	var source []string
-	_ = json.Unmarshal([]byte(src), &source)
-	_, err = c.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		if source != nil {
-			p.SRem(ctx, depsKey(source), viewKey(view))
-		}
-		p.Del(ctx, viewRegKey(view))
-		p.ZRem(ctx, schedKey, viewKey(view))
-		return nil
-	})
-	if err != nil {
-		return redisErr("forget view", err)
-	}
-	return nil
+	return c.st.forgetView(ctx, view)
 }
 
 // Unlink removes view from the dependents of source only (a view created
 // again over another table).
 func (c *Client) Unlink(ctx context.Context, source, view []string) error {
-	if err := c.st.rdb.SRem(ctx, depsKey(source), viewKey(view)).Err(); err != nil {
-		return redisErr("unlink view", err)
-	}
-	return nil
+	return c.st.unlink(ctx, source, view)
 }
 
 // ForgetViewsUnder forgets every registered view under namespace ns.
 func (c *Client) ForgetViewsUnder(ctx context.Context, ns []string) error {
-	match := globEscape(keyPrefix+"viewreg:"+viewKey(ns)+"/") + "*"
-	var views [][]string
-	if err := c.st.scanKeys(ctx, match, func(k string) error {
-		views = append(views, strings.Split(strings.TrimPrefix(k, keyPrefix+"viewreg:"), "/"))
-		return nil
-	}); err != nil {
-		return redisErr("find registered views", err)
+	views, err := c.st.registeredViews(ctx, ns)
+	if err != nil {
+		return err
 	}
 	for _, v := range views {
 		if err := c.ForgetView(ctx, v); err != nil {
@@ -144,16 +97,7 @@ func (c *Client) ForgetViewsUnder(ctx context.Context, ns []string) error {
 
 // Dependents returns the registered views that read table source, sorted.
 func (c *Client) Dependents(ctx context.Context, source []string) ([][]string, error) {
-	ms, err := c.st.rdb.SMembers(ctx, depsKey(source)).Result()
-	if err != nil {
-		return nil, redisErr("read dependents", err)
-	}
-	sort.Strings(ms)
-	out := make([][]string, len(ms))
-	for i, m := range ms {
-		out[i] = strings.Split(m, "/")
-	}
-	return out, nil
+	return c.st.dependents(ctx, source)
 }
 
 // Changed is told that table source has a new version (its commit hook,
@@ -200,37 +144,35 @@ func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, tr
 		return nil, &errs.Error{Code: errs.CodeInternal, Message: "job id", Err: err}
 	}
 	id := uid.String()
-	needAuto := "1"
-	if cause == CauseSchedule {
-		needAuto = "0"
-	}
 	now := time.Now()
-	res, err := scriptAutoClaim.Run(ctx, c.st.rdb, []string{viewRegKey(view)}, id, now.UnixMilli(),
-		c.auto.MinInterval.Milliseconds(), c.auto.Debounce.Milliseconds(), keyPrefix+"job:", autoClaimTTL.Milliseconds(), needAuto).Slice()
-	if err != nil {
-		return nil, redisErr("claim auto refresh", err)
+	claim, err := c.st.claimAuto(ctx, view, id, now, c.auto.MinInterval, c.auto.Debounce, cause != CauseSchedule)
+	if err != nil || !claim.claimed {
+		return nil, err
 	}
-	if len(res) != 2 {
-		return nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("auto claim answered %v", res)}
-	}
-	if n, _ := res[0].(int64); n != 1 {
-		return nil, nil
-	}
-	delay, _ := res[1].(int64)
 	j, err := c.submit(ctx, view, refresh.Options{Cluster: c.auto.Cluster}, submitMeta{
-		join: true, id: id, cause: cause, trigger: trig, delay: time.Duration(delay) * time.Millisecond,
+		join: true, id: id, cause: cause, trigger: trig, delay: claim.delay,
 	})
 	if err != nil {
-		_ = scriptAutoUnclaim.Run(context.WithoutCancel(ctx), c.st.rdb, []string{viewRegKey(view)}, id, "").Err()
+		c.unclaimAuto(ctx, view, id, "")
 		return nil, err
 	}
 	if j.Coalesced {
 		// Joined a PENDING job with the same options (a refresh request's):
 		// it is the view's pending automatic refresh now.
-		_ = scriptAutoUnclaim.Run(context.WithoutCancel(ctx), c.st.rdb, []string{viewRegKey(view)}, id, j.ID).Err()
+		c.unclaimAuto(ctx, view, id, j.ID)
 		return nil, nil
 	}
 	return j, nil
+}
+
+// unclaimAuto gives up view's claim of id, whose job was not created (the
+// PENDING job joined takes it when joined is not ""). A failure is logged:
+// the claim then ages out after autoClaimTTL, or holds while the joined
+// job is PENDING.
+func (c *Client) unclaimAuto(ctx context.Context, view []string, id, joined string) {
+	if err := c.st.unclaimAuto(context.WithoutCancel(ctx), view, id, joined); err != nil {
+		c.log.WarnContext(ctx, "jobs: release an automatic refresh claim", "view", table.JoinID(view), "job_id", id, "err", err)
+	}
 }
 
 // CommitHook returns the catalog commit hook (table.Catalog.OnCommit)

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"strconv"
 	"time"
 )
 
@@ -39,12 +38,7 @@ func IdempotencyMaxKeys(n int) ClientOption {
 // IdempotencyRecords counts the records principal holds now (for tests
 // and tools).
 func (c *Client) IdempotencyRecords(ctx context.Context, principal string) (int64, error) {
-	now := time.Now().UnixMilli()
-	n, err := c.st.rdb.ZCount(ctx, idemIndexKey(principal), strconv.FormatInt(now-IdempotencyTTL.Milliseconds(), 10), "+inf").Result()
-	if err != nil {
-		return 0, redisErr("idempotency key", err)
-	}
-	return n, nil
+	return c.st.idemRecords(ctx, principal, time.Now())
 }
 
 // IdemState is what BeginIdempotent found.
@@ -74,35 +68,13 @@ func (c *Client) BeginIdempotent(ctx context.Context, principal, key, fingerprin
 	if limit <= 0 {
 		limit = DefaultIdempotencyMaxKeys
 	}
-	v, err := scriptIdemBegin.Run(ctx, c.st.rdb, []string{idemKey(principal, key), idemIndexKey(principal)}, fingerprint,
-		idemPendingTTL.Milliseconds(), time.Now().UnixMilli(), IdempotencyTTL.Milliseconds(), limit).Slice()
-	if err != nil {
-		return IdemRecord{}, redisErr("idempotency key", err)
-	}
-	switch v[0] {
-	case "new":
-		return IdemRecord{State: IdemNew}, nil
-	case "mismatch":
-		return IdemRecord{State: IdemMismatch}, nil
-	case "pending":
-		return IdemRecord{State: IdemInProgress}, nil
-	}
-	st, _ := v[1].(string)
-	ct, _ := v[2].(string)
-	body, _ := v[3].(string)
-	n, _ := strconv.Atoi(st)
-	return IdemRecord{State: IdemDone, Status: n, ContentType: ct, Body: []byte(body)}, nil
+	return c.st.idemBegin(ctx, principal, key, fingerprint, limit, time.Now())
 }
 
 // FinishIdempotent stores the response of the request that claimed key,
 // to be replayed for IdempotencyTTL.
 func (c *Client) FinishIdempotent(ctx context.Context, principal, key, fingerprint string, status int, contentType string, body []byte) error {
-	err := scriptIdemFinish.Run(ctx, c.st.rdb, []string{idemKey(principal, key)}, fingerprint,
-		strconv.Itoa(status), contentType, body, IdempotencyTTL.Milliseconds()).Err()
-	if err != nil {
-		return redisErr("idempotency key", err)
-	}
-	return nil
+	return c.st.idemFinish(ctx, principal, key, fingerprint, status, contentType, body)
 }
 
 // AbandonIdempotent frees key (its request failed: a 5xx is worth
@@ -110,9 +82,5 @@ func (c *Client) FinishIdempotent(ctx context.Context, principal, key, fingerpri
 // with it runs again. Its index entry stays until it ages out or is
 // pushed out; it names a record that no longer exists.
 func (c *Client) AbandonIdempotent(ctx context.Context, principal, key, fingerprint string) error {
-	err := scriptIdemFinish.Run(ctx, c.st.rdb, []string{idemKey(principal, key)}, fingerprint, "", "", "", 0).Err()
-	if err != nil {
-		return redisErr("idempotency key", err)
-	}
-	return nil
+	return c.st.idemAbandon(ctx, principal, key, fingerprint)
 }

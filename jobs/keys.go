@@ -50,7 +50,7 @@ func liveJobsKey(cluster string) string { return keyPrefix + "cluster:" + cluste
 func lockKey(name string) string        { return keyPrefix + "lock:" + name }
 
 // stoppedChannel is where a job's terminal transition publishes its id
-// (scriptTransition names it literally). A channel is not a key: no tag.
+// (scriptTransition publishes on it). A channel is not a key: no tag.
 const stoppedChannel = "mvq:jobs:stopped"
 
 const allJobsKey = keyPrefix + "jobs"

@@ -3,11 +3,8 @@ package jobs
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
@@ -40,12 +37,11 @@ func ParseRefreshEvery(s string) (time.Duration, error) {
 // The next scheduled refresh is one period from now. A view not in the
 // registry is CodeTableNotFound.
 func (c *Client) SetSchedule(ctx context.Context, view []string, every time.Duration) error {
-	n, err := scriptSetSchedule.Run(ctx, c.st.rdb, []string{viewRegKey(view), schedKey},
-		viewKey(view), every.Milliseconds(), time.Now().UnixMilli()).Int()
+	ok, err := c.st.setSchedule(ctx, view, every, time.Now())
 	if err != nil {
-		return redisErr("set the schedule", err)
+		return err
 	}
-	if n < 0 {
+	if !ok {
 		return errs.Errorf(errs.CodeTableNotFound, "view %s is not registered", table.JoinID(view))
 	}
 	return nil
@@ -59,22 +55,7 @@ type Schedule struct {
 
 // Schedule returns view's schedule, nil when it has none.
 func (c *Client) Schedule(ctx context.Context, view []string) (*Schedule, error) {
-	var every *redis.StringCmd
-	var next *redis.FloatCmd
-	_, err := c.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		every = p.HGet(ctx, viewRegKey(view), "every")
-		next = p.ZScore(ctx, schedKey, viewKey(view))
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return nil, redisErr("read the schedule", err)
-	}
-	ms, err1 := every.Int64()
-	at, err2 := next.Result()
-	if err1 != nil || err2 != nil || ms <= 0 {
-		return nil, nil
-	}
-	return &Schedule{Every: time.Duration(ms) * time.Millisecond, Next: time.UnixMilli(int64(at))}, nil
+	return c.st.schedule(ctx, view)
 }
 
 // Fire is one scheduled refresh a Scheduler claimed.
@@ -142,14 +123,13 @@ func (s *Scheduler) Stop(ctx context.Context) error { return s.loop.stop(ctx) }
 // that fails (the view's source is gone, no worker serves the cluster) is
 // logged and reported in its Fire; the view fires again next period.
 func (s *Scheduler) Pass(ctx context.Context, now time.Time) ([]Fire, error) {
-	res, err := scriptClaimDue.Run(ctx, s.c.st.rdb, []string{schedKey}, now.UnixMilli(), s.cfg.Batch, keyPrefix+"viewreg:").StringSlice()
+	due, err := s.c.st.claimDue(ctx, now, s.cfg.Batch)
 	if err != nil {
-		return nil, redisErr("claim scheduled refreshes", err)
+		return nil, err
 	}
 	var out []Fire
-	for i := 0; i+1 < len(res); i += 2 {
-		due, _ := strconv.ParseFloat(res[i+1], 64)
-		f := Fire{View: strings.Split(res[i], "/"), Due: time.UnixMilli(int64(due))}
+	for _, d := range due {
+		f := Fire{View: d.view, Due: d.due}
 		f.Job, f.Err = s.c.SubmitAuto(ctx, f.View, CauseSchedule, nil)
 		if f.Err != nil {
 			s.c.log.Warn("jobs: scheduled refresh not submitted", "view", table.JoinID(f.View), "err", f.Err)

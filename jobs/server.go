@@ -238,7 +238,7 @@ func (s *Server) Shutdown() {
 			_ = s.inspector.Close()
 		}
 		if s.ownRDB {
-			_ = s.st.rdb.Close()
+			_ = s.st.close()
 		}
 	})
 }
@@ -292,7 +292,7 @@ func (s *Server) failOnLastAttempt(h asynq.Handler) asynq.Handler {
 		}
 		n, _ := asynq.GetRetryCount(ctx)
 		msg := fmt.Sprintf("%s task failed after %d retries: %s", t.Type(), n, userMessage(err))
-		if r, ferr := s.st.fail(bg, j, Failure{Phase: j.Phase, Message: msg, Retryable: true}, 0); ferr == nil && r.code == 1 {
+		if r, ferr := s.st.fail(bg, j, Failure{Phase: j.Phase, Message: msg, Retryable: true}, 0); ferr == nil && r.changed() {
 			s.log.WarnContext(ctx, "jobs: job failed", "job_id", j.ID, "view", j.View, "phase", j.Phase, "retryable", true, "err", err)
 			s.stopped(bg, j.ID)
 		}
@@ -382,9 +382,9 @@ func (s *Server) settle(ctx context.Context, j *Job, phase string, err error, fa
 		return errors.Join(err, ferr)
 	}
 	s.log.Warn("jobs: job failed", "job_id", j.ID, "view", j.View, "phase", phase, "retryable", !perm, "err", err)
-	if r.code == 1 && (phase != PhaseCommitting || perm) {
+	if r.changed() && (phase != PhaseCommitting || perm) {
 		s.discard(bg, j.ID)
-	} else if r.code != 1 {
+	} else if !r.changed() {
 		s.stopped(bg, j.ID)
 	}
 	return fmt.Errorf("%w: %w", asynq.SkipRetry, err)
