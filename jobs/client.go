@@ -46,7 +46,8 @@ type Client struct {
 	reads      readGroup                     // coalesced job reads (jobread.go)
 	jobViews   bounded.Map[string, []string] // each job's view, for access checks (jobread.go)
 	cache      jobCache                      // polled jobs answered from memory (jobcache.go)
-	idemMax    int                           // idempotency records per principal (idempotency.go)
+	idem       idemStore                     // idempotency records (idempotency.go); st by default
+	idemMax    int                           // idempotency records per principal
 	events     *store                        // where Events blocks on streams (EventsRedis); st by default
 }
 
@@ -84,6 +85,7 @@ func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, o
 	if c.events == nil {
 		c.events = c.st
 	}
+	c.idem = c.st
 	return c
 }
 

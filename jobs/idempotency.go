@@ -38,7 +38,7 @@ func IdempotencyMaxKeys(n int) ClientOption {
 // IdempotencyRecords counts the records principal holds now (for tests
 // and tools).
 func (c *Client) IdempotencyRecords(ctx context.Context, principal string) (int64, error) {
-	return c.st.idemRecords(ctx, principal, time.Now())
+	return c.idem.idemRecords(ctx, principal, time.Now())
 }
 
 // IdemState is what BeginIdempotent found.
@@ -68,13 +68,13 @@ func (c *Client) BeginIdempotent(ctx context.Context, principal, key, fingerprin
 	if limit <= 0 {
 		limit = DefaultIdempotencyMaxKeys
 	}
-	return c.st.idemBegin(ctx, principal, key, fingerprint, limit, time.Now())
+	return c.idem.idemBegin(ctx, principal, key, fingerprint, limit, time.Now())
 }
 
 // FinishIdempotent stores the response of the request that claimed key,
 // to be replayed for IdempotencyTTL.
 func (c *Client) FinishIdempotent(ctx context.Context, principal, key, fingerprint string, status int, contentType string, body []byte) error {
-	return c.st.idemFinish(ctx, principal, key, fingerprint, status, contentType, body)
+	return c.idem.idemFinish(ctx, principal, key, fingerprint, status, contentType, body)
 }
 
 // AbandonIdempotent frees key (its request failed: a 5xx is worth
@@ -82,5 +82,5 @@ func (c *Client) FinishIdempotent(ctx context.Context, principal, key, fingerpri
 // with it runs again. Its index entry stays until it ages out or is
 // pushed out; it names a record that no longer exists.
 func (c *Client) AbandonIdempotent(ctx context.Context, principal, key, fingerprint string) error {
-	return c.st.idemAbandon(ctx, principal, key, fingerprint)
+	return c.idem.idemAbandon(ctx, principal, key, fingerprint)
 }

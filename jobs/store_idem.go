@@ -9,7 +9,19 @@ import (
 	"github.com/mvq-dev/mvq/errs"
 )
 
-// The store's idempotency records (keys.go: idemKey, idemIndexKey).
+// idemStore keeps HTTP idempotency records: the Client's
+// BeginIdempotent, FinishIdempotent and AbandonIdempotent call nothing
+// else, so the records can move to a package of their own, or to memory,
+// behind it. The store keeps them in Redis (keys.go: idemKey,
+// idemIndexKey).
+type idemStore interface {
+	idemRecords(ctx context.Context, principal string, now time.Time) (int64, error)
+	idemBegin(ctx context.Context, principal, key, fingerprint string, limit int, now time.Time) (IdemRecord, error)
+	idemFinish(ctx context.Context, principal, key, fingerprint string, status int, contentType string, body []byte) error
+	idemAbandon(ctx context.Context, principal, key, fingerprint string) error
+}
+
+var _ idemStore = (*store)(nil)
 
 // idemRecords counts principal's records younger than IdempotencyTTL at
 // now.
