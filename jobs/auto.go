@@ -2,15 +2,10 @@ package jobs
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/refresh"
@@ -68,83 +63,29 @@ func (c AutoConfig) withDefaults() AutoConfig {
 // AutoRefresh sets the client's automatic refresh settings.
 func AutoRefresh(cfg AutoConfig) ClientOption { return func(c *Client) { c.auto = cfg.withDefaults() } }
 
-// The dependency registry. A view is registered at create and forgotten at
-// drop; the warehouse holds the truth (each view's Definition), Redis the
-// index that answers "which views read table T" on every commit.
-//
-//	mvq:deps:{source}   set   view keys of the views reading table source
-//	mvq:viewreg:{view}  hash  source (JSON id), auto ("1"/"0"), pending
-//	                          (the automatic job last claimed), claimed_at
-//	                          and last_auto (unix ms), every (refresh_every
-//	                          in ms; schedule.go)
-func depsKey(source []string) string  { return keyPrefix + "deps:" + viewKey(source) }
-func viewRegKey(view []string) string { return keyPrefix + "viewreg:" + viewKey(view) }
-
 // RegisterView records that view reads source and whether it refreshes
 // automatically. Registering again replaces the record, schedule
 // included (SetSchedule sets one).
 func (c *Client) RegisterView(ctx context.Context, view, source []string, auto bool) error {
-	src, _ := json.Marshal(source)
-	flag := "0"
-	if auto {
-		flag = "1"
-	}
-	_, err := c.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.SAdd(ctx, depsKey(source), viewKey(view))
-		p.HSet(ctx, viewRegKey(view), "source", string(src), "auto", flag)
-		p.HDel(ctx, viewRegKey(view), "every")
-		p.ZRem(ctx, schedKey, viewKey(view))
-		return nil
-	})
-	if err != nil {
-		return redisErr("register view", err)
-	}
-	return nil
+	return c.st.registerView(ctx, view, source, auto)
 }
 
 // ForgetView removes a dropped view from the registry.
 func (c *Client) ForgetView(ctx context.Context, view []string) error {
-	src, err := c.st.rdb.HGet(ctx, viewRegKey(view), "source").Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
-	}
-	if err != nil {
-		return redisErr("read view registry", err)
-	}
-	var source []string
-	_ = json.Unmarshal([]byte(src), &source)
-	_, err = c.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		if source != nil {
-			p.SRem(ctx, depsKey(source), viewKey(view))
-		}
-		p.Del(ctx, viewRegKey(view))
-		p.ZRem(ctx, schedKey, viewKey(view))
-		return nil
-	})
-	if err != nil {
-		return redisErr("forget view", err)
-	}
-	return nil
+	return c.st.forgetView(ctx, view)
 }
 
 // Unlink removes view from the dependents of source only (a view created
 // again over another table).
 func (c *Client) Unlink(ctx context.Context, source, view []string) error {
-	if err := c.st.rdb.SRem(ctx, depsKey(source), viewKey(view)).Err(); err != nil {
-		return redisErr("unlink view", err)
-	}
-	return nil
+	return c.st.unlink(ctx, source, view)
 }
 
 // ForgetViewsUnder forgets every registered view under namespace ns.
 func (c *Client) ForgetViewsUnder(ctx context.Context, ns []string) error {
-	match := globEscape(keyPrefix+"viewreg:"+viewKey(ns)+"/") + "*"
-	var views [][]string
-	if err := c.st.scanKeys(ctx, match, func(k string) error {
-		views = append(views, strings.Split(strings.TrimPrefix(k, keyPrefix+"viewreg:"), "/"))
-		return nil
-	}); err != nil {
-		return redisErr("find registered views", err)
+	views, err := c.st.registeredViews(ctx, ns)
+	if err != nil {
+		return err
 	}
 	for _, v := range views {
 		if err := c.ForgetView(ctx, v); err != nil {
@@ -156,16 +97,7 @@ func (c *Client) ForgetViewsUnder(ctx context.Context, ns []string) error {
 
 // Dependents returns the registered views that read table source, sorted.
 func (c *Client) Dependents(ctx context.Context, source []string) ([][]string, error) {
-	ms, err := c.st.rdb.SMembers(ctx, depsKey(source)).Result()
-	if err != nil {
-		return nil, redisErr("read dependents", err)
-	}
-	sort.Strings(ms)
-	out := make([][]string, len(ms))
-	for i, m := range ms {
-		out[i] = strings.Split(m, "/")
-	}
-	return out, nil
+	return c.st.dependents(ctx, source)
 }
 
 // Changed is told that table source has a new version (its commit hook,
@@ -194,49 +126,6 @@ func (c *Client) Changed(ctx context.Context, source []string, version uint64, c
 	return out, first
 }
 
-// scriptAutoClaim decides whether a view needs a new automatic job. It
-// does not when automatic refresh is off for it (cause auto or
-// notification), or when the job it claimed last is still PENDING (or
-// being created: claimed less than claimTTL ago with no record yet).
-// Otherwise it claims the new job id and says how long the job's plan must
-// wait: the debounce, or the rest of the minimum interval since the last
-// automatic start.
-//
-// KEYS: view registry hash. ARGV: new job id, now (unix ms), min interval
-// ms, debounce ms, job key prefix, claim TTL ms, "1" when the cause needs
-// auto_refresh on.
-// Returns {1, delay ms} (claimed) or {0, reason}: "off", "unregistered"
-// or the pending job's id.
-var scriptAutoClaim = redis.NewScript(`
-local reg = redis.call('HMGET', KEYS[1], 'source', 'auto', 'pending', 'claimed_at', 'last_auto')
-if not reg[1] then return {0, 'unregistered'} end
-if ARGV[7] == '1' and reg[2] ~= '1' then return {0, 'off'} end
-local now = tonumber(ARGV[2])
-if reg[3] then
-  local st = redis.call('HGET', ARGV[5] .. reg[3], 'state')
-  if st == 'PENDING' then return {0, reg[3]} end
-  if not st and now - (tonumber(reg[4]) or 0) < tonumber(ARGV[6]) then return {0, reg[3]} end
-end
-local at = now + tonumber(ARGV[4])
-local last = tonumber(reg[5])
-if last and last + tonumber(ARGV[3]) > at then at = last + tonumber(ARGV[3]) end
-redis.call('HSET', KEYS[1], 'pending', ARGV[1], 'claimed_at', now, 'last_auto', at)
-return {1, at - now}
-`)
-
-// scriptAutoUnclaim replaces a claim whose job was not created: by the
-// PENDING job it joined, or by nothing.
-// KEYS: view registry hash. ARGV: claimed job id, joined job id ("": none).
-var scriptAutoUnclaim = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'pending') ~= ARGV[1] then return 0 end
-if ARGV[2] ~= '' then
-  redis.call('HSET', KEYS[1], 'pending', ARGV[2])
-else
-  redis.call('HDEL', KEYS[1], 'pending', 'claimed_at')
-end
-return 1
-`)
-
 // autoClaimTTL is how long a claim without a job record holds (the
 // submitting process may have died between the claim and the record).
 const autoClaimTTL = 10 * time.Second
@@ -255,37 +144,35 @@ func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, tr
 		return nil, &errs.Error{Code: errs.CodeInternal, Message: "job id", Err: err}
 	}
 	id := uid.String()
-	needAuto := "1"
-	if cause == CauseSchedule {
-		needAuto = "0"
-	}
 	now := time.Now()
-	res, err := scriptAutoClaim.Run(ctx, c.st.rdb, []string{viewRegKey(view)}, id, now.UnixMilli(),
-		c.auto.MinInterval.Milliseconds(), c.auto.Debounce.Milliseconds(), keyPrefix+"job:", autoClaimTTL.Milliseconds(), needAuto).Slice()
-	if err != nil {
-		return nil, redisErr("claim auto refresh", err)
+	claim, err := c.st.claimAuto(ctx, view, id, now, c.auto.MinInterval, c.auto.Debounce, cause != CauseSchedule)
+	if err != nil || !claim.claimed {
+		return nil, err
 	}
-	if len(res) != 2 {
-		return nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("auto claim answered %v", res)}
-	}
-	if n, _ := res[0].(int64); n != 1 {
-		return nil, nil
-	}
-	delay, _ := res[1].(int64)
 	j, err := c.submit(ctx, view, refresh.Options{Cluster: c.auto.Cluster}, submitMeta{
-		join: true, id: id, cause: cause, trigger: trig, delay: time.Duration(delay) * time.Millisecond,
+		join: true, id: id, cause: cause, trigger: trig, delay: claim.delay,
 	})
 	if err != nil {
-		_ = scriptAutoUnclaim.Run(context.WithoutCancel(ctx), c.st.rdb, []string{viewRegKey(view)}, id, "").Err()
+		c.unclaimAuto(ctx, view, id, "")
 		return nil, err
 	}
 	if j.Coalesced {
 		// Joined a PENDING job with the same options (a refresh request's):
 		// it is the view's pending automatic refresh now.
-		_ = scriptAutoUnclaim.Run(context.WithoutCancel(ctx), c.st.rdb, []string{viewRegKey(view)}, id, j.ID).Err()
+		c.unclaimAuto(ctx, view, id, j.ID)
 		return nil, nil
 	}
 	return j, nil
+}
+
+// unclaimAuto gives up view's claim of id, whose job was not created (the
+// PENDING job joined takes it when joined is not ""). A failure is logged:
+// the claim then ages out after autoClaimTTL, or holds while the joined
+// job is PENDING.
+func (c *Client) unclaimAuto(ctx context.Context, view []string, id, joined string) {
+	if err := c.st.unclaimAuto(context.WithoutCancel(ctx), view, id, joined); err != nil {
+		c.log.WarnContext(ctx, "jobs: release an automatic refresh claim", "view", table.JoinID(view), "job_id", id, "err", err)
+	}
 }
 
 // CommitHook returns the catalog commit hook (table.Catalog.OnCommit)

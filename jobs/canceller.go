@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -54,7 +53,7 @@ func (c *Canceller) Start(ctx context.Context) error {
 func (c *Canceller) Stop(ctx context.Context) error { return c.loop.stop(ctx) }
 
 func (c *Canceller) run(ctx context.Context) {
-	sub := c.st.rdb.Subscribe(ctx, stoppedChannel)
+	sub := c.st.subscribe(ctx, stoppedChannel)
 	defer sub.Close()
 	// Receive confirms the subscription; Channel takes over after (and
 	// resubscribes on its own if this first attempt failed).
@@ -104,30 +103,19 @@ func (c *Canceller) check(ctx context.Context, ids []string) {
 	if len(mine) == 0 {
 		return
 	}
-	cmds := make([]*redis.StringCmd, len(mine))
-	if _, err := c.st.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range mine {
-			cmds[i] = p.HGet(ctx, jobKey(id), fState)
-		}
-		return nil
-	}); err != nil && !isNil(err) {
+	states, err := c.st.states(ctx, mine)
+	if err != nil {
 		if ctx.Err() == nil {
 			c.log.Debug("jobs: canceller poll failed", "err", err)
 		}
 		return
 	}
-	for i, id := range mine {
-		st, err := cmds[i].Result()
-		if err != nil && !isNil(err) {
-			continue
-		}
-		if st != StatePending && st != StateRunning {
+	for _, id := range mine {
+		if st, ok := states[id]; ok && st != StatePending && st != StateRunning {
 			c.stop(id)
 		}
 	}
 }
-
-func isNil(err error) bool { return errors.Is(err, redis.Nil) }
 
 func (c *Canceller) stop(jobID string) {
 	c.mu.Lock()

@@ -46,7 +46,8 @@ type Client struct {
 	reads      readGroup                     // coalesced job reads (jobread.go)
 	jobViews   bounded.Map[string, []string] // each job's view, for access checks (jobread.go)
 	cache      jobCache                      // polled jobs answered from memory (jobcache.go)
-	idemMax    int                           // idempotency records per principal (idempotency.go)
+	idem       idemStore                     // idempotency records (idempotency.go); st by default
+	idemMax    int                           // idempotency records per principal
 	events     *store                        // where Events blocks on streams (EventsRedis); st by default
 }
 
@@ -84,6 +85,7 @@ func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, o
 	if c.events == nil {
 		c.events = c.st
 	}
+	c.idem = c.st
 	return c
 }
 
@@ -106,9 +108,9 @@ func (c *Client) Admit(ctx context.Context, cluster string) error {
 	if cluster == "" {
 		cluster = refresh.DefaultCluster
 	}
-	n, err := c.st.rdb.ZCard(ctx, liveJobsKey(cluster)).Result()
+	n, err := c.st.unfinishedCount(ctx, cluster)
 	if err != nil {
-		return redisErr("count backlog", err)
+		return err
 	}
 	if n >= int64(c.maxPending) {
 		return backlogFull(cluster, c.maxPending)
@@ -130,10 +132,7 @@ func (c *Client) Close() error {
 
 // Ping checks that Redis answers (for readiness).
 func (c *Client) Ping(ctx context.Context) error {
-	if err := c.st.rdb.Ping(ctx).Err(); err != nil {
-		return redisErr("ping", err)
-	}
-	return nil
+	return c.st.ping(ctx)
 }
 
 type headersKey struct{}
@@ -199,16 +198,10 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		Cause: meta.cause, Trigger: meta.trigger,
 		viewID: append([]string(nil), view...),
 	}
-	trig := ""
-	if meta.trigger != nil {
-		b, _ := json.Marshal(meta.trigger)
-		trig = string(b)
-	}
 	runAt := int64(0) // unix seconds; 0: now
 	if meta.delay > 0 {
 		runAt = (now.Add(meta.delay).UnixMilli() + 999) / 1000
 	}
-	viewID, _ := json.Marshal(j.viewID)
 	req, err := json.Marshal(opts)
 	if err != nil {
 		return nil, &errs.Error{Code: errs.CodeInternal, Message: "encode request", Err: err}
@@ -222,68 +215,21 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	if err != nil {
 		return nil, &errs.Error{Code: errs.CodeInternal, Message: "plan task", Err: err}
 	}
-	queue, taskID := QueueName(j.Cluster), "plan:"+j.ID
-	msg := encodeTaskMessage(task, taskID, queue, taskMaxRetry, taskTimeout)
-	taskKeys := []string{asynqTaskKey(queue, taskID), asynqPendingKey(queue), asynqAllQueues, asynqScheduledKey(queue)}
-	// In Redis Cluster asynq's keys are in other slots than mvq's {mvq}
-	// one, so the script cannot enqueue the plan task: it records the job
-	// (with placeholder keys of its slot, untouched without a message) and
-	// the task is enqueued through asynq right after. A crash in between
-	// leaves a PENDING job without its plan task, which the next job of its
-	// view fails after lostPlanAge (plan.go).
-	_, cluster := c.st.rdb.(*redis.ClusterClient)
-	if cluster {
-		taskKeys = []string{RedisKey("unused:1"), RedisKey("unused:2"), RedisKey("unused:3"), RedisKey("unused:4")}
-		msg = nil
-	}
-	keys := append([]string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
-		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}, taskKeys...)
-	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", c.maxPending, now.UnixMilli(),
-		fp, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
-		string(msg), taskID, now.UnixNano(), queue, runAt,
-		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
-		fCreated, formatTime(now), fRequest, string(req), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
-		fTraceID, j.TraceID, fCause, j.Cause, fTrigger, trig, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0,
-		fProgressAt, formatTime(now)}
-	res, err := scriptCreate.Run(ctx, c.st.rdb, keys, args...).Result()
+	out, joined, err := enqueuePlan(ctx, c.st, c.enq, newJob{job: j, request: req, fingerprint: fp, backlog: c.maxPending}, task, runAt)
 	if err != nil {
-		return nil, redisErr("create job", err)
+		return nil, err
 	}
-	switch r := res.(type) {
-	case []any: // joined a PENDING job: its record
-		m := make(map[string]string, len(r)/2)
-		for i := 0; i+1 < len(r); i += 2 {
-			k, _ := r[i].(string)
-			v, _ := r[i+1].(string)
-			m[k] = v
-		}
-		other, err := decodeJob(m)
-		if err != nil {
-			return nil, err
-		}
-		other.Coalesced = true
-		return other, nil
-	case int64:
-		switch r {
-		case 1:
-			if cluster {
-				opts := []asynq.Option{asynq.Queue(queue), asynq.TaskID(taskID), asynq.MaxRetry(taskMaxRetry), asynq.Timeout(taskTimeout)}
-				if runAt > 0 {
-					opts = append(opts, asynq.ProcessAt(time.Unix(runAt, 0)))
-				}
-				if _, err := c.enq.EnqueueContext(ctx, task, opts...); err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-					return nil, redisErr("enqueue plan", err)
-				}
-			}
-		case -2:
-			return nil, backlogFull(j.Cluster, c.maxPending)
-		case -3:
-			return nil, errs.Errorf(errs.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
-		default:
-			return nil, &errs.Error{Code: errs.CodeInternal, Message: "job id " + j.ID + " exists"}
-		}
+	switch out {
+	case jobCreated:
+	case jobJoined:
+		joined.Coalesced = true
+		return joined, nil
+	case jobBacklogFull:
+		return nil, backlogFull(j.Cluster, c.maxPending)
+	case jobNoWorker:
+		return nil, errs.Errorf(errs.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
 	default:
-		return nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("create job: unexpected answer %v", res)}
+		return nil, &errs.Error{Code: errs.CodeInternal, Message: "job id " + j.ID + " exists"}
 	}
 	return j, nil
 }
@@ -335,38 +281,21 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]*Job, string, error)
 	if strings.ContainsAny(f.PageToken, " \t\r\n") {
 		return nil, "", errs.Errorf(errs.CodeInvalidInput, "page token %q is not one List returned", f.PageToken)
 	}
-	key := allJobsKey
-	if f.View != nil {
-		key = viewJobsKey(f.View)
-	}
-	max := "+"
-	if f.PageToken != "" {
-		max = "(" + f.PageToken
-	}
+	bound := f.PageToken
 	batch := int64(limit + 1)
 	var out []*Job
 	for len(out) <= limit {
-		ids, err := c.st.rdb.ZRevRangeByLex(ctx, key, &redis.ZRangeBy{Max: max, Min: "-", Count: batch}).Result()
+		ids, recs, err := c.st.jobPage(ctx, f.View, bound, batch)
 		if err != nil {
-			return nil, "", redisErr("list jobs", err)
+			return nil, "", err
 		}
 		if len(ids) == 0 {
 			break
 		}
-		cmds := make([]*redis.MapStringStringCmd, len(ids))
-		if _, err := c.st.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, id := range ids {
-				cmds[i] = p.HGetAll(ctx, jobKey(id))
-			}
-			return nil
-		}); err != nil {
-			return nil, "", redisErr("list jobs", err)
-		}
-		for i, cmd := range cmds {
+		for i, m := range recs {
 			c.cache.drop(ids[i]) // a read of a job after this list shows no older state
-			m := cmd.Val()
 			if len(m) == 0 {
-				c.st.rdb.ZRem(ctx, key, ids[i]) // expired record
+				c.st.unindex(ctx, f.View, ids[i]) // expired record
 				continue
 			}
 			j, err := decodeJob(m)
@@ -383,7 +312,7 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]*Job, string, error)
 		if int64(len(ids)) < batch {
 			break
 		}
-		max = "(" + ids[len(ids)-1]
+		bound = ids[len(ids)-1]
 	}
 	next := ""
 	if len(out) > limit {
@@ -402,17 +331,17 @@ func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.st.finish(ctx, j, StateCancelled, []string{StatePending, StateRunning}, PhaseCommitting, "cancelled")
+	r, err := c.st.finish(ctx, j, StateCancelled, []State{StatePending, StateRunning}, PhaseCommitting, "cancelled")
 	c.cache.drop(jobID) // this process reads its own write, announced or not
 	if err != nil {
 		return nil, err
 	}
 	switch {
-	case r.code == -1:
+	case r.outcome == transitionNoJob:
 		return nil, notFound(jobID)
-	case r.code == 0 && Terminal(r.state):
+	case r.outcome == transitionRefused && Terminal(r.state):
 		return nil, errs.Errorf(errs.CodeInvalidTableState, "job %s is %s and can no longer be cancelled", jobID, r.state)
-	case r.code == 0:
+	case r.outcome == transitionRefused:
 		return nil, errs.Errorf(errs.CodeInvalidTableState, "job %s is committing and can no longer be cancelled", jobID)
 	}
 	if plan, err := c.st.plan(ctx, jobID); err == nil && plan != nil {
@@ -439,17 +368,15 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 	if lastID == "" {
 		lastID = "0"
 	}
-	key := eventsKey(jobID)
-	deliver := func(msgs []redis.XMessage) (bool, error) {
-		for _, m := range msgs {
-			ev := decodeEvent(jobID, m.ID, m.Values)
+	deliver := func(evs []Event) (bool, error) {
+		for _, ev := range evs {
 			// A job read after this event was streamed must not show an
 			// older state, whether or not the change was announced yet.
 			c.cache.drop(jobID)
 			if err := fn(ev); err != nil {
 				return true, err
 			}
-			lastID = m.ID
+			lastID = ev.ID
 			if ev.Terminal() {
 				return true, nil
 			}
@@ -460,9 +387,14 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		res, err := c.events.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, lastID}, Count: 100, Block: eventsBlock}).Result()
+		evs, err := c.events.waitEvents(ctx, jobID, lastID, eventsBlock)
 		switch {
-		case errors.Is(err, redis.Nil):
+		case err != nil:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return redisErr("read events", err)
+		case len(evs) == 0:
 			// Nothing new: stop if the job has ended (its terminal event
 			// is written with the state, so one more read finds it).
 			st, err := c.events.state(ctx, jobID)
@@ -472,22 +404,15 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 			if st != "" && !Terminal(st) {
 				continue
 			}
-			msgs, err := c.events.rdb.XRange(ctx, key, "("+lastID, "+").Result()
+			evs, err := c.events.eventsAfter(ctx, jobID, lastID)
 			if err != nil {
-				return redisErr("read events", err)
-			}
-			_, err = deliver(msgs)
-			return err
-		case err != nil:
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return redisErr("read events", err)
-		}
-		for _, s := range res {
-			if stop, err := deliver(s.Messages); stop || err != nil {
 				return err
 			}
+			_, err = deliver(evs)
+			return err
+		}
+		if stop, err := deliver(evs); stop || err != nil {
+			return err
 		}
 	}
 }
@@ -499,10 +424,9 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 // removed. Staged output is not discarded: it went with the view's folder.
 // It returns the number of jobs cancelled.
 func (c *Client) CancelView(ctx context.Context, view []string, reason string) (int, error) {
-	key := viewQueueKey(view)
-	ids, err := c.st.rdb.LRange(ctx, key, 0, -1).Result()
+	ids, err := c.st.viewQueue(ctx, view, 0)
 	if err != nil {
-		return 0, redisErr("read view queue", err)
+		return 0, err
 	}
 	n := 0
 	for _, id := range ids {
@@ -513,17 +437,17 @@ func (c *Client) CancelView(ctx context.Context, view []string, reason string) (
 		if err != nil {
 			return n, err
 		}
-		r, err := c.st.finish(ctx, j, StateCancelled, []string{StatePending, StateRunning}, "", reason)
+		r, err := c.st.finish(ctx, j, StateCancelled, []State{StatePending, StateRunning}, "", reason)
 		c.cache.drop(id)
 		if err != nil {
 			return n, err
 		}
-		if r.code == 1 {
+		if r.changed() {
 			n++
 		}
 	}
-	if err := c.st.rdb.Del(ctx, key).Err(); err != nil {
-		return n, redisErr("remove view queue", err)
+	if err := c.st.dropViewQueue(ctx, view); err != nil {
+		return n, err
 	}
 	return n, nil
 }
@@ -534,15 +458,9 @@ func (c *Client) CancelViewsUnder(ctx context.Context, ns []string, reason strin
 	if len(ns) == 0 {
 		return 0, errs.Errorf(errs.CodeInvalidInput, "namespace: the root has no parent to drop it from")
 	}
-	prefix := keyPrefix + "view:" + viewKey(ns) + "/"
-	match := globEscape(prefix) + "*:queue"
-	var views [][]string
-	if err := c.st.scanKeys(ctx, match, func(key string) error {
-		k := strings.TrimSuffix(strings.TrimPrefix(key, keyPrefix+"view:"), ":queue")
-		views = append(views, strings.Split(k, "/"))
-		return nil
-	}); err != nil {
-		return 0, redisErr("find view queues", err)
+	views, err := c.st.queuedViews(ctx, ns)
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for _, v := range views {

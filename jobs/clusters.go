@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 
 	"github.com/hibiken/asynq"
@@ -9,11 +10,6 @@ import (
 
 	"github.com/mvq-dev/mvq/telemetry"
 )
-
-// clustersKey is the set of every cluster a worker has ever served (added
-// by each heartbeat, never expired), so a pool whose last worker is gone
-// is still known and its gauges still have series.
-const clustersKey = keyPrefix + "clusters"
 
 // ClusterStats reads the queue gauges (mvq_queue_depth,
 // mvq_queue_latency_seconds, mvq_workers_active) of every known cluster:
@@ -36,10 +32,13 @@ func NewClusterStats(rdb redis.UniversalClient, conn asynq.RedisConnOpt, extra [
 // Close releases the asynq inspector.
 func (c *ClusterStats) Close() error { return c.inspector.Close() }
 
-// Clusters returns the known clusters, sorted; on a Redis error, Extra
-// alone.
+// Clusters returns the known clusters, sorted; on a Redis error (logged),
+// Extra alone.
 func (c *ClusterStats) Clusters(ctx context.Context) []string {
-	known, _ := c.st.rdb.SMembers(ctx, clustersKey).Result()
+	known, err := c.st.knownClusters(ctx)
+	if err != nil {
+		slog.WarnContext(ctx, "jobs: known clusters not read; reporting the configured ones", "err", err)
+	}
 	out := append(slices.Clone(c.extra), known...)
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -100,7 +100,7 @@ func (s *Server) commit(ctx context.Context, j *Job) error {
 		}
 	}
 	r, err := s.st.transition(ctx, j, transition{
-		from: []string{StateRunning}, event: EventPhase, message: "committing",
+		from: []State{StateRunning}, event: EventPhase, message: "committing",
 		set: []string{fPhase, PhaseCommitting},
 	})
 	if err != nil {
@@ -126,7 +126,7 @@ func (s *Server) commit(ctx context.Context, j *Job) error {
 	}
 	msg := fmt.Sprintf("done: %s refresh of source version %d, view version %d, %d rows added, %d removed",
 		res.Mode, res.SourceVersion, res.ViewVersion, res.RowsAdded, res.RowsRemoved)
-	fr, err := s.st.finish(context.WithoutCancel(ctx), j, StateDone, []string{StateRunning}, "", msg, fResult, string(b))
+	fr, err := s.st.finish(context.WithoutCancel(ctx), j, StateDone, []State{StateRunning}, "", msg, fResult, string(b))
 	if err != nil {
 		return err // the retried commit finds its version and succeeds
 	}
@@ -147,7 +147,7 @@ func (s *Server) wakeNext(ctx context.Context, j *Job, queued []string) {
 	ids := queued
 	if ids == nil {
 		var err error
-		if ids, err = s.st.rdb.LRange(ctx, viewQueueKey(j.viewID), 0, 1).Result(); err != nil {
+		if ids, err = s.st.viewQueue(ctx, j.viewID, 2); err != nil {
 			return
 		}
 	}

@@ -24,6 +24,13 @@
 //
 // # Redis layout
 //
+// One owner speaks the protocol: the store (store.go and store_*.go) is
+// the only code that calls Redis; keys.go names every key and scripts.go
+// holds every Lua script, whose answers the store decodes into typed
+// results (transitionOutcome, turn, itemStart, createOutcome, ...).
+// asynqwire.go is the one coupling to asynq's storage: enqueuePlan
+// enqueues a job's plan task on every topology.
+//
 // All keys start with "{mvq}:" (keyPrefix; written "mvq:" below, where
 // {x} stands for a value). "{mvq}" is a Redis Cluster hash tag: every key
 // is in the slot of "mvq", so the Lua scripts and multi-key steps below,
@@ -73,10 +80,10 @@
 //	                                  rescuer:{cluster}, staleness) -> holder
 //	mvq:clusters               set    every cluster a worker ever served
 //	                                  (heartbeats add; the API's gauges)
-//	mvq:deps:{table}           set    views reading table (auto.go)
+//	mvq:deps:{table}           set    views reading table (store_views.go)
 //	mvq:viewreg:{view}         hash   the view's source, auto_refresh flag,
-//	                                  its automatic job claim (auto.go) and
-//	                                  refresh_every (schedule.go)
+//	                                  its automatic job claim and
+//	                                  refresh_every (store_views.go)
 //	mvq:sched                  zset   view -> next scheduled refresh (ms)
 //
 // A job record's progress_at is stamped by every event; the rescuer fails

@@ -2,12 +2,7 @@ package jobs
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Idempotency records: mvq:idem:{sha256(principal NUL key)} is a hash with
@@ -40,25 +35,10 @@ func IdempotencyMaxKeys(n int) ClientOption {
 	}
 }
 
-func idemIndexKey(principal string) string {
-	h := sha256.Sum256([]byte(principal))
-	return keyPrefix + "idem-of:" + hex.EncodeToString(h[:])
-}
-
 // IdempotencyRecords counts the records principal holds now (for tests
 // and tools).
 func (c *Client) IdempotencyRecords(ctx context.Context, principal string) (int64, error) {
-	now := time.Now().UnixMilli()
-	n, err := c.st.rdb.ZCount(ctx, idemIndexKey(principal), strconv.FormatInt(now-IdempotencyTTL.Milliseconds(), 10), "+inf").Result()
-	if err != nil {
-		return 0, redisErr("idempotency key", err)
-	}
-	return n, nil
-}
-
-func idemKey(principal, key string) string {
-	h := sha256.Sum256([]byte(principal + "\x00" + key))
-	return keyPrefix + "idem:" + hex.EncodeToString(h[:])
+	return c.idem.idemRecords(ctx, principal, time.Now())
 }
 
 // IdemState is what BeginIdempotent found.
@@ -79,51 +59,6 @@ type IdemRecord struct {
 	Body        []byte
 }
 
-// scriptIdemBegin claims an idempotency key or reports what holds it.
-//
-// A new claim enters the principal's index; index entries older than the
-// records' TTL are dropped, and past the cap the oldest records go with
-// their entries.
-//
-// KEYS: record, principal's index. ARGV: fingerprint, pending TTL ms, now
-// ms, record TTL ms, cap.
-// Returns {"new"}, {"mismatch"}, {"pending"} or {"done", status, ctype, body}.
-var scriptIdemBegin = redis.NewScript(`
-local fp = redis.call('HGET', KEYS[1], 'fp')
-if not fp then
-  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'pending')
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  local now, ttl, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - ttl))
-  redis.call('ZADD', KEYS[2], now, KEYS[1])
-  local n = redis.call('ZCARD', KEYS[2])
-  if n > cap then
-    for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, n - cap - 1)) do
-      redis.call('DEL', old)
-    end
-    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, n - cap - 1)
-  end
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  return {'new'}
-end
-if fp ~= ARGV[1] then return {'mismatch'} end
-local v = redis.call('HMGET', KEYS[1], 'state', 'status', 'ctype', 'body')
-if v[1] ~= 'done' then return {'pending'} end
-return {'done', v[2], v[3] or '', v[4] or ''}
-`)
-
-// scriptIdemFinish stores the response of the pending request that owns
-// the key (same fingerprint), or, with an empty status, frees the key.
-//
-// KEYS: record. ARGV: fingerprint, status ("" to abandon), ctype, body, TTL ms.
-var scriptIdemFinish = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'state') ~= 'pending' then return 0 end
-if ARGV[2] == '' then return redis.call('DEL', KEYS[1]) end
-redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[2], 'ctype', ARGV[3], 'body', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
-`)
-
 // BeginIdempotent claims key for principal's request with the given
 // fingerprint (a hash of what the request does), or reports that it is in
 // progress, was used for a different request, or is done (with the
@@ -133,35 +68,13 @@ func (c *Client) BeginIdempotent(ctx context.Context, principal, key, fingerprin
 	if limit <= 0 {
 		limit = DefaultIdempotencyMaxKeys
 	}
-	v, err := scriptIdemBegin.Run(ctx, c.st.rdb, []string{idemKey(principal, key), idemIndexKey(principal)}, fingerprint,
-		idemPendingTTL.Milliseconds(), time.Now().UnixMilli(), IdempotencyTTL.Milliseconds(), limit).Slice()
-	if err != nil {
-		return IdemRecord{}, redisErr("idempotency key", err)
-	}
-	switch v[0] {
-	case "new":
-		return IdemRecord{State: IdemNew}, nil
-	case "mismatch":
-		return IdemRecord{State: IdemMismatch}, nil
-	case "pending":
-		return IdemRecord{State: IdemInProgress}, nil
-	}
-	st, _ := v[1].(string)
-	ct, _ := v[2].(string)
-	body, _ := v[3].(string)
-	n, _ := strconv.Atoi(st)
-	return IdemRecord{State: IdemDone, Status: n, ContentType: ct, Body: []byte(body)}, nil
+	return c.idem.idemBegin(ctx, principal, key, fingerprint, limit, time.Now())
 }
 
 // FinishIdempotent stores the response of the request that claimed key,
 // to be replayed for IdempotencyTTL.
 func (c *Client) FinishIdempotent(ctx context.Context, principal, key, fingerprint string, status int, contentType string, body []byte) error {
-	err := scriptIdemFinish.Run(ctx, c.st.rdb, []string{idemKey(principal, key)}, fingerprint,
-		strconv.Itoa(status), contentType, body, IdempotencyTTL.Milliseconds()).Err()
-	if err != nil {
-		return redisErr("idempotency key", err)
-	}
-	return nil
+	return c.idem.idemFinish(ctx, principal, key, fingerprint, status, contentType, body)
 }
 
 // AbandonIdempotent frees key (its request failed: a 5xx is worth
@@ -169,9 +82,5 @@ func (c *Client) FinishIdempotent(ctx context.Context, principal, key, fingerpri
 // with it runs again. Its index entry stays until it ages out or is
 // pushed out; it names a record that no longer exists.
 func (c *Client) AbandonIdempotent(ctx context.Context, principal, key, fingerprint string) error {
-	err := scriptIdemFinish.Run(ctx, c.st.rdb, []string{idemKey(principal, key)}, fingerprint, "", "", "", 0).Err()
-	if err != nil {
-		return redisErr("idempotency key", err)
-	}
-	return nil
+	return c.idem.idemAbandon(ctx, principal, key, fingerprint)
 }

@@ -142,27 +142,7 @@ func (j *Janitor) Pass(ctx context.Context) (JanitorResult, error) {
 func (j *Janitor) trimIndexes(ctx context.Context, now time.Time) (int64, error) {
 	ms := now.Add(-JobRetention - 24*time.Hour).UnixMilli()
 	bound := fmt.Sprintf("(%08x-%04x", uint64(ms)>>16, uint64(ms)&0xffff)
-	n, err := j.st.rdb.ZRemRangeByLex(ctx, allJobsKey, "-", bound).Result()
-	if err != nil {
-		return 0, redisErr("trim job index", err)
-	}
-	var trimErr error
-	err = j.st.scanKeys(ctx, globEscape(keyPrefix)+"view:*:jobs", func(key string) error {
-		m, err := j.st.rdb.ZRemRangeByLex(ctx, key, "-", bound).Result()
-		if err != nil {
-			trimErr = redisErr("trim view job index", err)
-			return trimErr
-		}
-		n += m
-		return nil
-	})
-	if trimErr != nil {
-		return n, trimErr
-	}
-	if err != nil {
-		return n, redisErr("find view job indexes", err)
-	}
-	return n, nil
+	return j.st.trimJobIndexes(ctx, bound)
 }
 
 // walk visits every table under ns, depth first.
@@ -226,8 +206,8 @@ func (j *Janitor) table(ctx context.Context, id []string, res *JanitorResult) er
 	}
 	// A view with an unfinished refresh is left alone: its job planned
 	// against the current version.
-	if n, err := j.st.rdb.LLen(ctx, viewQueueKey(id)).Result(); err != nil {
-		return redisErr("read view queue", err)
+	if n, err := j.st.viewQueueLen(ctx, id); err != nil {
+		return err
 	} else if n > 0 {
 		return nil
 	}

@@ -10,13 +10,18 @@ import (
 	"github.com/mvq-dev/mvq/refresh"
 )
 
+// State is a job's state: one of the State constants. It is an alias of
+// string so that callers holding states as strings keep compiling; the
+// scripts name the states through the same constants (scripts.go).
+type State = string
+
 // Job states.
 const (
-	StatePending   = "PENDING"
-	StateRunning   = "RUNNING"
-	StateDone      = "DONE"
-	StateFailed    = "FAILED"
-	StateCancelled = "CANCELLED"
+	StatePending   State = "PENDING"
+	StateRunning   State = "RUNNING"
+	StateDone      State = "DONE"
+	StateFailed    State = "FAILED"
+	StateCancelled State = "CANCELLED"
 )
 
 // Phases of a RUNNING job. A job that is not RUNNING has phase "".
@@ -46,7 +51,7 @@ const (
 const eventsMaxLen = 1000
 
 // Terminal reports whether a job in state s will never change again.
-func Terminal(s string) bool {
+func Terminal(s State) bool {
 	return s == StateDone || s == StateFailed || s == StateCancelled
 }
 
@@ -56,7 +61,7 @@ type Job struct {
 	Type             string          `json:"job_type"`
 	View             string          `json:"view"`           // identifier joined with "$"
 	Kind             string          `json:"kind,omitempty"` // the view's kind, once planned
-	State            string          `json:"state"`
+	State            State           `json:"state"`
 	Phase            string          `json:"phase"`
 	CreatedAt        time.Time       `json:"created_at"`
 	StartedAt        *time.Time      `json:"started_at,omitempty"`
@@ -111,7 +116,7 @@ type Event struct {
 	JobID    string    `json:"job_id"`
 	Time     time.Time `json:"time"`
 	Type     string    `json:"type"`
-	State    string    `json:"state"`
+	State    State     `json:"state"`
 	Phase    string    `json:"phase"`
 	Message  string    `json:"message"`
 	Progress Progress  `json:"progress"`

@@ -89,14 +89,14 @@ type readToken struct {
 }
 
 // start subscribes, once, on its own goroutine; close stops it.
-func (c *jobCache) start(rdb redis.UniversalClient) {
+func (c *jobCache) start(st *store) {
 	if c.maxAge <= 0 {
 		return
 	}
 	c.once.Do(func() {
 		ctx, stop := context.WithCancel(context.Background())
 		c.stop, c.done = stop, make(chan struct{})
-		go c.watch(ctx, rdb)
+		go c.watch(ctx, st)
 	})
 }
 
@@ -217,9 +217,9 @@ func (c *jobCache) forgetLocked() {
 // channel pings the connection every watchPing and reconnects when it
 // fails; a reconnect resubscribes, and its confirmation forgets every
 // answer (announcements made meanwhile were missed).
-func (c *jobCache) watch(ctx context.Context, rdb redis.UniversalClient) {
+func (c *jobCache) watch(ctx context.Context, st *store) {
 	defer close(c.done)
-	ps := rdb.Subscribe(ctx, ChangedChannel)
+	ps := st.subscribe(ctx, ChangedChannel)
 	defer ps.Close()
 	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(4096), redis.WithChannelHealthCheckInterval(watchPing))
 	prefix := jobKey("")

@@ -104,12 +104,12 @@ func TestJobCacheSeesEveryWriter(t *testing.T) {
 		do   func() error
 	}{
 		{"a transition with an event", func() error {
-			_, err := st.transition(ctx, j, transition{from: []string{StatePending}, event: EventState, message: "started",
+			_, err := st.transition(ctx, j, transition{from: []State{StatePending}, event: EventState, message: "started",
 				set: []string{fState, StateRunning, fPhase, PhasePlanning}})
 			return err
 		}},
 		{"a transition without an event", func() error {
-			_, err := st.transition(ctx, j, transition{from: []string{StateRunning}, set: []string{fPhase, "quiet"}})
+			_, err := st.transition(ctx, j, transition{from: []State{StateRunning}, set: []string{fPhase, "quiet"}})
 			return err
 		}},
 		{"the stored plan (the view's kind)", func() error {

@@ -99,7 +99,7 @@ func (c *Client) GetJSON(ctx context.Context, jobID string) ([]byte, error) {
 	if b, ok := c.cache.get(jobID); ok {
 		return b, nil
 	}
-	c.cache.start(c.st.rdb)
+	c.cache.start(c.st)
 	return c.reads.do(ctx, jobID, func(ctx context.Context) ([]byte, error) {
 		t := c.cache.begin(jobID)
 		j, err := c.st.job(ctx, jobID)

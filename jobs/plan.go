@@ -57,9 +57,9 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	switch turn, ahead, err := s.st.acquire(ctx, j, task, s.id); {
 	case err != nil:
 		return err
-	case turn == "gone":
+	case turn == turnGone:
 		return nil
-	case turn == "wait":
+	case turn == turnWait:
 		s.healLostPlan(ctx, ahead)
 		return errWaitTurn
 	}
@@ -67,7 +67,7 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 		defer s.st.release(context.WithoutCancel(ctx), j.ID, task, s.id)
 	}
 	r, err := s.st.transition(ctx, j, transition{
-		from: []string{StatePending}, event: EventState, message: "started on worker " + s.id,
+		from: []State{StatePending}, event: EventState, message: "started on worker " + s.id,
 		set: []string{fState, StateRunning, fPhase, PhasePlanning, fStarted, formatTime(time.Now())},
 	})
 	if err != nil {
@@ -80,7 +80,7 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	wctx, stop := s.watch(ctx, j.ID)
 	defer stop()
 	var plan *refresh.Plan
-	if r.code != 1 {
+	if !r.changed() {
 		// Not the first start: a plan may be stored (a job moves to
 		// RUNNING once, before its plan is stored).
 		if plan, err = s.loadPlan(wctx, j.ID); err != nil {

@@ -617,7 +617,7 @@ func (r *Rescuer) failJob(ctx context.Context, j *Job, msg string, retryable boo
 		r.log.Warn("jobs: rescuer could not fail a job", "job_id", j.ID, "err", err)
 		return false
 	}
-	if res.code != 1 {
+	if !res.changed() {
 		return false
 	}
 	r.log.Warn("jobs: rescuer failed a job", "job_id", j.ID, "view", j.View, "reason", msg)

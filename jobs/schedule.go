@@ -3,27 +3,12 @@ package jobs
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
-
-// Scheduled refreshes (a view's refresh_every). The schedule lives in
-// Redis next to the dependency registry, so it survives restarts of every
-// process and is shared by the whole pool:
-//
-//	mvq:viewreg:{view}  hash  every: the period in ms (absent: none)
-//	mvq:sched           zset  view key -> the next fire time (unix ms)
-//
-// Any number of Scheduler services poll the set; a Lua script claims the
-// due views and advances their scores in one step, so each period fires
-// once however many schedulers run.
-const schedKey = keyPrefix + "sched"
 
 // Bounds of a view's refresh_every.
 const (
@@ -48,32 +33,15 @@ func ParseRefreshEvery(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// scriptSetSchedule sets or clears a registered view's schedule; the next
-// fire is one period from now.
-// KEYS: view registry hash, schedule zset. ARGV: view key, period ms ("0":
-// none), now ms. Returns -1 when the view is not registered, else 1.
-var scriptSetSchedule = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-if ARGV[2] == '0' then
-  redis.call('HDEL', KEYS[1], 'every')
-  redis.call('ZREM', KEYS[2], ARGV[1])
-  return 1
-end
-redis.call('HSET', KEYS[1], 'every', ARGV[2])
-redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[1])
-return 1
-`)
-
 // SetSchedule sets a registered view's refresh_every (0: no schedule).
 // The next scheduled refresh is one period from now. A view not in the
 // registry is CodeTableNotFound.
 func (c *Client) SetSchedule(ctx context.Context, view []string, every time.Duration) error {
-	n, err := scriptSetSchedule.Run(ctx, c.st.rdb, []string{viewRegKey(view), schedKey},
-		viewKey(view), every.Milliseconds(), time.Now().UnixMilli()).Int()
+	ok, err := c.st.setSchedule(ctx, view, every, time.Now())
 	if err != nil {
-		return redisErr("set the schedule", err)
+		return err
 	}
-	if n < 0 {
+	if !ok {
 		return errs.Errorf(errs.CodeTableNotFound, "view %s is not registered", table.JoinID(view))
 	}
 	return nil
@@ -87,50 +55,8 @@ type Schedule struct {
 
 // Schedule returns view's schedule, nil when it has none.
 func (c *Client) Schedule(ctx context.Context, view []string) (*Schedule, error) {
-	var every *redis.StringCmd
-	var next *redis.FloatCmd
-	_, err := c.st.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		every = p.HGet(ctx, viewRegKey(view), "every")
-		next = p.ZScore(ctx, schedKey, viewKey(view))
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return nil, redisErr("read the schedule", err)
-	}
-	ms, err1 := every.Int64()
-	at, err2 := next.Result()
-	if err1 != nil || err2 != nil || ms <= 0 {
-		return nil, nil
-	}
-	return &Schedule{Every: time.Duration(ms) * time.Millisecond, Next: time.UnixMilli(int64(at))}, nil
+	return c.st.schedule(ctx, view)
 }
-
-// scriptClaimDue claims the views whose next fire time has come: each one
-// is moved to its next period (from its due time, or from now when a whole
-// period was missed, so a pool that was down fires once, not once per
-// missed period). A view no longer registered or without a period leaves
-// the set.
-// KEYS: schedule zset. ARGV: now ms, batch size, registry key prefix.
-// Returns {view key, due ms, ...}.
-var scriptClaimDue = redis.NewScript(`
-local now = tonumber(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
-local out = {}
-for i = 1, #due, 2 do
-  local v, at = due[i], tonumber(due[i + 1])
-  local every = tonumber(redis.call('HGET', ARGV[3] .. v, 'every'))
-  if not every or every <= 0 then
-    redis.call('ZREM', KEYS[1], v)
-  else
-    local nxt = at + every
-    if nxt <= now then nxt = now + every end
-    redis.call('ZADD', KEYS[1], nxt, v)
-    table.insert(out, v)
-    table.insert(out, due[i + 1])
-  end
-end
-return out
-`)
 
 // Fire is one scheduled refresh a Scheduler claimed.
 type Fire struct {
@@ -197,14 +123,13 @@ func (s *Scheduler) Stop(ctx context.Context) error { return s.loop.stop(ctx) }
 // that fails (the view's source is gone, no worker serves the cluster) is
 // logged and reported in its Fire; the view fires again next period.
 func (s *Scheduler) Pass(ctx context.Context, now time.Time) ([]Fire, error) {
-	res, err := scriptClaimDue.Run(ctx, s.c.st.rdb, []string{schedKey}, now.UnixMilli(), s.cfg.Batch, keyPrefix+"viewreg:").StringSlice()
+	due, err := s.c.st.claimDue(ctx, now, s.cfg.Batch)
 	if err != nil {
-		return nil, redisErr("claim scheduled refreshes", err)
+		return nil, err
 	}
 	var out []Fire
-	for i := 0; i+1 < len(res); i += 2 {
-		due, _ := strconv.ParseFloat(res[i+1], 64)
-		f := Fire{View: strings.Split(res[i], "/"), Due: time.UnixMilli(int64(due))}
+	for _, d := range due {
+		f := Fire{View: d.view, Due: d.due}
 		f.Job, f.Err = s.c.SubmitAuto(ctx, f.View, CauseSchedule, nil)
 		if f.Err != nil {
 			s.c.log.Warn("jobs: scheduled refresh not submitted", "view", table.JoinID(f.View), "err", f.Err)

@@ -1,6 +1,28 @@
 package jobs
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// This file holds every Lua script mvq runs; only the store (store*.go)
+// runs them. Their KEYS and ARGV are documented with each one; their
+// answers are decoded into typed results next to the store method that
+// runs them, so no other code reads a script's numbers or words.
+
+// luaNames writes the Go constants a script names into it: a script says
+// @RUNNING where it means StateRunning, so a state, phase or channel is
+// spelled in one place.
+var luaNames = strings.NewReplacer(
+	"@PENDING", "'"+StatePending+"'",
+	"@RUNNING", "'"+StateRunning+"'",
+	"@EXPANDING", "'"+PhaseExpanding+"'",
+	"@CHANGED", "'"+ChangedChannel+"'",
+	"@STOPPED", "'"+stoppedChannel+"'",
+)
+
+func newScript(src string) *redis.Script { return redis.NewScript(luaNames.Replace(src)) }
 
 // luaEmit appends an event to a job's stream, with the job's state, phase
 // and progress as they are after the change the script made, stamps the
@@ -18,7 +40,7 @@ local function emit(jk, ek, typ, msg, now, maxlen, quiet)
     'type', typ, 'state', v[1], 'phase', v[2], 'message', msg, 'time', now,
     'items_total', v[3], 'items_done', v[4], 'items_failed', v[5],
     'rows_read', v[6], 'rows_written', v[7], 'max_running', v[8])
-  if not quiet then redis.call('PUBLISH', '` + ChangedChannel + `', jk) end
+  if not quiet then redis.call('PUBLISH', @CHANGED, jk) end
   return id
 end
 `
@@ -47,12 +69,12 @@ end
 // event itself, with the values of a new PENDING record).
 // Returns 1 (created), 0 (the record exists), -2 (backlog full), -3 (no
 // live worker) or the record (HGETALL) of the PENDING job joined.
-var scriptCreate = redis.NewScript(`
+var scriptCreate = newScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('ZCOUNT', KEYS[7], '(' .. ARGV[6], '+inf') == 0 then return -3 end
 if ARGV[7] ~= '' then
   local other = redis.call('HGET', KEYS[8], ARGV[7])
-  if other and redis.call('HGET', ARGV[9] .. other, 'state') == 'PENDING' then
+  if other and redis.call('HGET', ARGV[9] .. other, 'state') == @PENDING then
     local created = tonumber(redis.call('ZSCORE', KEYS[6], other) or '0')
     if created > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
       return redis.call('HGETALL', ARGV[9] .. other)
@@ -83,7 +105,7 @@ end
 -- The first event: what emit writes, from the record just written
 -- (progress_at is among its fields) without reading it back.
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-  'type', 'state', 'state', 'PENDING', 'phase', '', 'message', ARGV[4], 'time', ARGV[2],
+  'type', 'state', 'state', @PENDING, 'phase', '', 'message', ARGV[4], 'time', ARGV[2],
   'items_total', '0', 'items_done', '0', 'items_failed', '0',
   'rows_read', '0', 'rows_written', '0', 'max_running', '0')
 return 1
@@ -106,7 +128,7 @@ return 1
 // code -1: no such job, 0: refused, 1: changed, 2: already so (no event).
 // A terminal change adds the first two jobs left in the view queue (the
 // next job's plan is woken without another round trip).
-var scriptTransition = redis.NewScript(luaEmit + `
+var scriptTransition = newScript(luaEmit + `
 local cur = redis.call('HMGET', KEYS[1], 'state', 'phase')
 if not cur[1] then return {-1, '', ''} end
 local phase = cur[2] or ''
@@ -134,7 +156,7 @@ end
 if ARGV[3] ~= '' then
   emit(KEYS[1], KEYS[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 else
-  redis.call('PUBLISH', '` + ChangedChannel + `', KEYS[1])
+  redis.call('PUBLISH', @CHANGED, KEYS[1])
 end
 if tonumber(ARGV[7]) > 0 then
   redis.call('LREM', KEYS[3], 0, ARGV[9])
@@ -142,7 +164,7 @@ if tonumber(ARGV[7]) > 0 then
   redis.call('EXPIRE', KEYS[1], ARGV[7])
   redis.call('EXPIRE', KEYS[2], ARGV[7])
   for i = 5, #KEYS do redis.call('EXPIRE', KEYS[i], ARGV[8]) end
-  redis.call('PUBLISH', 'mvq:jobs:stopped', ARGV[9])
+  redis.call('PUBLISH', @STOPPED, ARGV[9])
   local now = redis.call('HMGET', KEYS[1], 'state', 'phase')
   return {1, now[1], now[2] or '', redis.call('LRANGE', KEYS[3], 0, 1)}
 end
@@ -160,9 +182,9 @@ return {1, now[1], now[2] or ''}
 // job id, job key prefix, task ("": record no holder), worker, holders TTL
 // seconds.
 // Returns "head", "wait" or "gone" (the job is terminal or unknown).
-var scriptAcquire = redis.NewScript(`
+var scriptAcquire = newScript(`
 local st = redis.call('HGET', KEYS[2], 'state')
-if st ~= 'PENDING' and st ~= 'RUNNING' then return 'gone' end
+if st ~= @PENDING and st ~= @RUNNING then return 'gone' end
 for i = 1, 10000 do
   local head = redis.call('LINDEX', KEYS[1], 0)
   if not head then
@@ -176,7 +198,7 @@ for i = 1, 10000 do
     return 'head'
   else
     local hs = redis.call('HGET', ARGV[2] .. head, 'state')
-    if hs == 'PENDING' or hs == 'RUNNING' then
+    if hs == @PENDING or hs == @RUNNING then
       if not redis.call('LPOS', KEYS[1], ARGV[1]) then redis.call('RPUSH', KEYS[1], ARGV[1]) end
       return 'wait:' .. head
     end
@@ -192,10 +214,10 @@ return 'wait'
 // KEYS: job, events. ARGV: total, first release, now, maxlen.
 // Returns 1 when the job is RUNNING (dispatch started now or before), 0
 // when it is not.
-var scriptDispatch = redis.NewScript(luaEmit + `
-if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return 0 end
+var scriptDispatch = newScript(luaEmit + `
+if redis.call('HGET', KEYS[1], 'state') ~= @RUNNING then return 0 end
 if redis.call('HSETNX', KEYS[1], 'released', ARGV[2]) == 1 then
-  redis.call('HSET', KEYS[1], 'items_total', ARGV[1], 'phase', 'expanding')
+  redis.call('HSET', KEYS[1], 'items_total', ARGV[1], 'phase', @EXPANDING)
   emit(KEYS[1], KEYS[2], 'phase', 'planned ' .. ARGV[1] .. ' work items', ARGV[3], ARGV[4])
 end
 return 1
@@ -207,14 +229,14 @@ return 1
 // KEYS: job, results, active. ARGV: index.
 // Returns 1 (running), 0 (the item is already done) or -1 (the job is not
 // RUNNING).
-var scriptStartItem = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return -1 end
+var scriptStartItem = newScript(`
+if redis.call('HGET', KEYS[1], 'state') ~= @RUNNING then return -1 end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[3], ARGV[1], 1)
 local n = redis.call('HLEN', KEYS[3])
 if n > tonumber(redis.call('HGET', KEYS[1], 'max_running') or '0') then
   redis.call('HSET', KEYS[1], 'max_running', n)
-  redis.call('PUBLISH', '` + ChangedChannel + `', KEYS[1])
+  redis.call('PUBLISH', @CHANGED, KEYS[1])
 end
 return 1
 `)
@@ -227,9 +249,9 @@ return 1
 // ARGV: index, result JSON, rows read, rows written, now, maxlen.
 // Returns {code, released index (-1: none), items done}; code 1: recorded
 // now, 0: recorded before, -1: the job is not RUNNING (nothing recorded).
-var scriptCompleteItem = redis.NewScript(luaEmit + `
+var scriptCompleteItem = newScript(luaEmit + `
 redis.call('HDEL', KEYS[5], ARGV[1])
-if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return {-1, -1, 0} end
+if redis.call('HGET', KEYS[1], 'state') ~= @RUNNING then return {-1, -1, 0} end
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
   return {0, tonumber(redis.call('HGET', KEYS[4], ARGV[1]) or '-1'), redis.call('HLEN', KEYS[3])}
 end
@@ -251,9 +273,9 @@ return {1, nxt, redis.call('HLEN', KEYS[3])}
 
 // scriptSetKind records the view's kind on a job record and announces it.
 // KEYS: job. ARGV: kind.
-var scriptSetKind = redis.NewScript(`
+var scriptSetKind = newScript(`
 redis.call('HSET', KEYS[1], 'kind', ARGV[1])
-redis.call('PUBLISH', '` + ChangedChannel + `', KEYS[1])
+redis.call('PUBLISH', @CHANGED, KEYS[1])
 return 1
 `)
 
@@ -261,7 +283,7 @@ return 1
 // value: a worker forgets the tasks it holds, never another's.
 //
 // KEYS: hash. ARGV: field, value. Returns 1 when deleted.
-var scriptRelease = redis.NewScript(`
+var scriptRelease = newScript(`
 if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
 return 0
 `)
@@ -274,7 +296,7 @@ return 0
 // KEYS: holders, queued. ARGV: task, holder ("" none), queued copy ("" none;
 // checked only without a holder), new copy, TTL seconds. Returns 1 when
 // handed over.
-var scriptHandOver = redis.NewScript(`
+var scriptHandOver = newScript(`
 if (redis.call('HGET', KEYS[1], ARGV[1]) or '') ~= ARGV[2] then return 0 end
 if ARGV[2] == '' then
   if (redis.call('HGET', KEYS[2], ARGV[1]) or '') ~= ARGV[3] then return 0 end
@@ -289,7 +311,7 @@ return 1
 // scriptUnlock deletes a lock only while it holds the given token.
 //
 // KEYS: lock. ARGV: token. Returns 1 when deleted.
-var scriptUnlock = redis.NewScript(`
+var scriptUnlock = newScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 `)
@@ -297,7 +319,148 @@ return 0
 // scriptExtend extends a lock's TTL while it holds the given token.
 //
 // KEYS: lock. ARGV: token, ttl ms. Returns 1 when extended.
-var scriptExtend = redis.NewScript(`
+var scriptExtend = newScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
+`)
+
+// scriptAutoClaim decides whether a view needs a new automatic job. It
+// does not when automatic refresh is off for it (cause auto or
+// notification), or when the job it claimed last is still PENDING (or
+// being created: claimed less than claimTTL ago with no record yet).
+// Otherwise it claims the new job id and says how long the job's plan must
+// wait: the debounce, or the rest of the minimum interval since the last
+// automatic start.
+//
+// KEYS: view registry hash. ARGV: new job id, now (unix ms), min interval
+// ms, debounce ms, job key prefix, claim TTL ms, "1" when the cause needs
+// auto_refresh on.
+// Returns {1, delay ms} (claimed) or {0, reason}: "off", "unregistered"
+// or the pending job's id.
+var scriptAutoClaim = newScript(`
+local reg = redis.call('HMGET', KEYS[1], 'source', 'auto', 'pending', 'claimed_at', 'last_auto')
+if not reg[1] then return {0, 'unregistered'} end
+if ARGV[7] == '1' and reg[2] ~= '1' then return {0, 'off'} end
+local now = tonumber(ARGV[2])
+if reg[3] then
+  local st = redis.call('HGET', ARGV[5] .. reg[3], 'state')
+  if st == @PENDING then return {0, reg[3]} end
+  if not st and now - (tonumber(reg[4]) or 0) < tonumber(ARGV[6]) then return {0, reg[3]} end
+end
+local at = now + tonumber(ARGV[4])
+local last = tonumber(reg[5])
+if last and last + tonumber(ARGV[3]) > at then at = last + tonumber(ARGV[3]) end
+redis.call('HSET', KEYS[1], 'pending', ARGV[1], 'claimed_at', now, 'last_auto', at)
+return {1, at - now}
+`)
+
+// scriptAutoUnclaim replaces a claim whose job was not created: by the
+// PENDING job it joined, or by nothing.
+// KEYS: view registry hash. ARGV: claimed job id, joined job id ("": none).
+var scriptAutoUnclaim = newScript(`
+if redis.call('HGET', KEYS[1], 'pending') ~= ARGV[1] then return 0 end
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'pending', ARGV[2])
+else
+  redis.call('HDEL', KEYS[1], 'pending', 'claimed_at')
+end
+return 1
+`)
+
+// scriptIdemBegin claims an idempotency key or reports what holds it.
+//
+// A new claim enters the principal's index; index entries older than the
+// records' TTL are dropped, and past the cap the oldest records go with
+// their entries.
+//
+// KEYS: record, principal's index. ARGV: fingerprint, pending TTL ms, now
+// ms, record TTL ms, cap.
+// Returns {"new"}, {"mismatch"}, {"pending"} or {"done", status, ctype, body}.
+var scriptIdemBegin = newScript(`
+local fp = redis.call('HGET', KEYS[1], 'fp')
+if not fp then
+  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'pending')
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  local now, ttl, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - ttl))
+  redis.call('ZADD', KEYS[2], now, KEYS[1])
+  local n = redis.call('ZCARD', KEYS[2])
+  if n > cap then
+    for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, n - cap - 1)) do
+      redis.call('DEL', old)
+    end
+    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, n - cap - 1)
+  end
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  return {'new'}
+end
+if fp ~= ARGV[1] then return {'mismatch'} end
+local v = redis.call('HMGET', KEYS[1], 'state', 'status', 'ctype', 'body')
+if v[1] ~= 'done' then return {'pending'} end
+return {'done', v[2], v[3] or '', v[4] or ''}
+`)
+
+// scriptIdemFinish stores the response of the pending request that owns
+// the key (same fingerprint), or, with an empty status, frees the key.
+//
+// KEYS: record. ARGV: fingerprint, status ("" to abandon), ctype, body, TTL ms.
+var scriptIdemFinish = newScript(`
+if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'state') ~= 'pending' then return 0 end
+if ARGV[2] == '' then return redis.call('DEL', KEYS[1]) end
+redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[2], 'ctype', ARGV[3], 'body', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+`)
+
+// scriptSetSchedule sets or clears a registered view's schedule; the next
+// fire is one period from now.
+// KEYS: view registry hash, schedule zset. ARGV: view key, period ms ("0":
+// none), now ms. Returns -1 when the view is not registered, else 1.
+var scriptSetSchedule = newScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if ARGV[2] == '0' then
+  redis.call('HDEL', KEYS[1], 'every')
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 1
+end
+redis.call('HSET', KEYS[1], 'every', ARGV[2])
+redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[1])
+return 1
+`)
+
+// scriptClaimDue claims the views whose next fire time has come: each one
+// is moved to its next period (from its due time, or from now when a whole
+// period was missed, so a pool that was down fires once, not once per
+// missed period). A view no longer registered or without a period leaves
+// the set.
+// KEYS: schedule zset. ARGV: now ms, batch size, registry key prefix.
+// Returns {view key, due ms, ...}.
+var scriptClaimDue = newScript(`
+local now = tonumber(ARGV[1])
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {}
+for i = 1, #due, 2 do
+  local v, at = due[i], tonumber(due[i + 1])
+  local every = tonumber(redis.call('HGET', ARGV[3] .. v, 'every'))
+  if not every or every <= 0 then
+    redis.call('ZREM', KEYS[1], v)
+  else
+    local nxt = at + every
+    if nxt <= now then nxt = now + every end
+    redis.call('ZADD', KEYS[1], nxt, v)
+    table.insert(out, v)
+    table.insert(out, due[i + 1])
+  end
+end
+return out
+`)
+
+// scriptLog appends a log event to a RUNNING job (others are left as they
+// are: a late line must not follow the terminal event).
+//
+// KEYS: job, events. ARGV: message, now, maxlen. Returns 1 or 0.
+var scriptLog = newScript(luaEmit + `
+if redis.call('HGET', KEYS[1], 'state') ~= @RUNNING then return 0 end
+emit(KEYS[1], KEYS[2], 'log', ARGV[1], ARGV[2], ARGV[3], true)
+return 1
 `)

@@ -180,8 +180,12 @@ func (s *Server) mux() *asynq.ServeMux {
 // Start registers the worker for its clusters (so Submit accepts them),
 // starts its services (heartbeater, canceller, rescuer, and janitor when
 // configured) and starts processing. It returns once all are under way.
-func (s *Server) Start() error {
-	ctx := context.Background()
+func (s *Server) Start() error { return s.StartContext(context.Background()) }
+
+// StartContext is Start with a context whose values (not its end: the
+// services run until Shutdown) the services inherit. When a service does
+// not start, those started are stopped and its error returned.
+func (s *Server) StartContext(ctx context.Context) error {
 	if err := s.hb.Start(ctx); err != nil {
 		return err
 	}
@@ -209,9 +213,13 @@ func (s *Server) Start() error {
 		_ = s.hb.Stop(ctx)
 		return fmt.Errorf("jobs: start worker: %w", err)
 	}
-	_ = s.rescuer.Start(ctx)
+	if err := s.rescuer.Start(ctx); err != nil {
+		return errors.Join(fmt.Errorf("jobs: start rescuer: %w", err), s.ShutdownContext(ctx))
+	}
 	if s.janitor != nil {
-		_ = s.janitor.Start(ctx)
+		if err := s.janitor.Start(ctx); err != nil {
+			return errors.Join(fmt.Errorf("jobs: start janitor: %w", err), s.ShutdownContext(ctx))
+		}
 	}
 	return nil
 }
@@ -219,28 +227,40 @@ func (s *Server) Start() error {
 // Shutdown leaves the registry and stops the rescuer and janitor, then
 // stops asynq: running tasks get ShutdownTimeout to finish before they go
 // back to their queue (the canceller still stops those whose job ends
-// meanwhile). It is safe to call more than once.
+// meanwhile). It is safe to call more than once. It waits up to
+// shutdownWait for the services; failures are logged.
 func (s *Server) Shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownWait)
+	defer cancel()
+	if err := s.ShutdownContext(ctx); err != nil {
+		s.log.Warn("jobs: worker shutdown", "worker", s.id, "err", err)
+	}
+}
+
+// shutdownWait bounds how long Shutdown waits for each service to stop.
+const shutdownWait = 10 * time.Second
+
+// ShutdownContext is Shutdown waiting for the services until ctx ends; it
+// returns what failed to stop or close (nil after the first call).
+func (s *Server) ShutdownContext(ctx context.Context) error {
+	var errList []error
 	s.shutdown.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = s.hb.Stop(ctx)
-		_ = s.rescuer.Stop(ctx)
+		errList = append(errList, s.hb.Stop(ctx), s.rescuer.Stop(ctx))
 		if s.janitor != nil {
-			_ = s.janitor.Stop(ctx)
+			errList = append(errList, s.janitor.Stop(ctx))
 		}
 		if s.srv != nil {
 			s.srv.Shutdown()
 		}
-		_ = s.canceller.Stop(ctx)
-		_ = s.enq.Close()
+		errList = append(errList, s.canceller.Stop(ctx), s.enq.Close())
 		if s.inspector != nil {
-			_ = s.inspector.Close()
+			errList = append(errList, s.inspector.Close())
 		}
 		if s.ownRDB {
-			_ = s.st.rdb.Close()
+			errList = append(errList, s.st.close())
 		}
 	})
+	return errors.Join(errList...)
 }
 
 // hold records, for the task's duration, that this worker runs it (see
@@ -292,7 +312,7 @@ func (s *Server) failOnLastAttempt(h asynq.Handler) asynq.Handler {
 		}
 		n, _ := asynq.GetRetryCount(ctx)
 		msg := fmt.Sprintf("%s task failed after %d retries: %s", t.Type(), n, userMessage(err))
-		if r, ferr := s.st.fail(bg, j, Failure{Phase: j.Phase, Message: msg, Retryable: true}, 0); ferr == nil && r.code == 1 {
+		if r, ferr := s.st.fail(bg, j, Failure{Phase: j.Phase, Message: msg, Retryable: true}, 0); ferr == nil && r.changed() {
 			s.log.WarnContext(ctx, "jobs: job failed", "job_id", j.ID, "view", j.View, "phase", j.Phase, "retryable", true, "err", err)
 			s.stopped(bg, j.ID)
 		}
@@ -382,9 +402,9 @@ func (s *Server) settle(ctx context.Context, j *Job, phase string, err error, fa
 		return errors.Join(err, ferr)
 	}
 	s.log.Warn("jobs: job failed", "job_id", j.ID, "view", j.View, "phase", phase, "retryable", !perm, "err", err)
-	if r.code == 1 && (phase != PhaseCommitting || perm) {
+	if r.changed() && (phase != PhaseCommitting || perm) {
 		s.discard(bg, j.ID)
-	} else if r.code != 1 {
+	} else if !r.changed() {
 		s.stopped(bg, j.ID)
 	}
 	return fmt.Errorf("%w: %w", asynq.SkipRetry, err)

@@ -3,8 +3,6 @@ package jobs
 import (
 	"context"
 	"log/slog"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -129,17 +127,5 @@ func (r *StalenessReporter) Pass(ctx context.Context) (map[string]float64, error
 
 // registered lists the registered views, sorted by key.
 func (r *StalenessReporter) registered(ctx context.Context) ([][]string, error) {
-	var keys []string
-	if err := r.st.scanKeys(ctx, globEscape(keyPrefix+"viewreg:")+"*", func(k string) error {
-		keys = append(keys, strings.TrimPrefix(k, keyPrefix+"viewreg:"))
-		return nil
-	}); err != nil {
-		return nil, redisErr("list registered views", err)
-	}
-	sort.Strings(keys)
-	out := make([][]string, len(keys))
-	for i, k := range keys {
-		out[i] = strings.Split(k, "/")
-	}
-	return out, nil
+	return r.st.registeredViews(ctx, nil)
 }

@@ -17,54 +17,6 @@ import (
 	"github.com/mvq-dev/mvq/refresh"
 )
 
-// keyPrefix starts every mvq key. Its "{mvq}" is a Redis Cluster hash
-// tag: every key hashes to the slot of "mvq", so each Lua script and
-// multi-key step (which touch a job's keys, its view's queue, its
-// cluster's sets and the indexes together) stays in one slot. The price
-// is that mvq's records sit on one shard; asynq's queues, the bulk of the
-// traffic, keep a slot per queue. A single Redis ignores the tag.
-const keyPrefix = "{mvq}:"
-
-// RedisKey is the full name of an mvq key given without its prefix
-// ("job:ID:holders"), for tests and tools that read Redis directly.
-func RedisKey(suffix string) string { return keyPrefix + suffix }
-
-// queuePrefix starts asynq queue names (asynq adds its own hash tag per
-// queue: asynq:{mvq:CLUSTER}:...).
-const queuePrefix = "mvq:"
-
-func jobKey(id string) string     { return keyPrefix + "job:" + id }
-func eventsKey(id string) string  { return jobKey(id) + ":events" }
-func planKey(id string) string    { return jobKey(id) + ":plan" }
-func resultsKey(id string) string { return jobKey(id) + ":results" }
-func succKey(id string) string    { return jobKey(id) + ":succ" }
-func activeKey(id string) string  { return jobKey(id) + ":active" }
-func holdersKey(id string) string { return jobKey(id) + ":holders" }
-func deathsKey(id string) string  { return jobKey(id) + ":deaths" }
-func queuedKey(id string) string  { return jobKey(id) + ":queued" }
-
-// viewKey names a view in keys: its parts joined by "/", which no
-// identifier part may contain, so two views never share keys (a "$"-joined
-// name could: a part may contain the delimiter of another request).
-func viewKey(view []string) string      { return strings.Join(view, "/") }
-func viewJobsKey(view []string) string  { return keyPrefix + "view:" + viewKey(view) + ":jobs" }
-func viewQueueKey(view []string) string { return keyPrefix + "view:" + viewKey(view) + ":queue" }
-func viewPendingKey(view []string) string {
-	return keyPrefix + "view:" + viewKey(view) + ":pending"
-}
-func workersKey(cluster string) string  { return keyPrefix + "cluster:" + cluster + ":workers" }
-func liveJobsKey(cluster string) string { return keyPrefix + "cluster:" + cluster + ":unfinished" }
-func lockKey(name string) string        { return keyPrefix + "lock:" + name }
-
-// stoppedChannel is where a job's terminal transition publishes its id
-// (scriptTransition names it literally). A channel is not a key: no tag.
-const stoppedChannel = "mvq:jobs:stopped"
-
-const allJobsKey = keyPrefix + "jobs"
-
-// QueueName is the asynq queue of a cluster's worker pool.
-func QueueName(cluster string) string { return queuePrefix + cluster }
-
 // scanKeys calls fn with every key matching the glob pattern. A Redis
 // Cluster answers SCAN per node, so there every master is scanned (the
 // mvq keys live on the one that owns the {mvq} slot).
@@ -119,7 +71,7 @@ func (s *store) job(ctx context.Context, id string) (*Job, error) {
 }
 
 // state returns a job's state, "" when the record is gone.
-func (s *store) state(ctx context.Context, id string) (string, error) {
+func (s *store) state(ctx context.Context, id string) (State, error) {
 	st, err := s.rdb.HGet(ctx, jobKey(id), fState).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", nil
@@ -129,25 +81,46 @@ func (s *store) state(ctx context.Context, id string) (string, error) {
 
 // transition is one call of scriptTransition.
 type transition struct {
-	from     []string // allowed states
-	notPhase string   // refused when the job is in this phase
-	event    string   // event type, "" for none
+	from     []State // allowed states
+	notPhase string  // refused when the job is in this phase
+	event    string  // event type, "" for none
 	message  string
 	terminal bool // set the TTLs and leave the view queue
 	set      []string
 	incrBy   map[string]int64
 }
 
+// transitionOutcome is what a transition did.
+type transitionOutcome int8
+
+const (
+	transitionNoJob     transitionOutcome = iota // no such job record
+	transitionRefused                            // the state or phase did not allow it: nothing written
+	transitionChanged                            // written now, with its event
+	transitionAlreadySo                          // the record already had the values: nothing written
+)
+
+// transitionOutcomes maps scriptTransition's codes.
+var transitionOutcomes = map[int64]transitionOutcome{
+	-1: transitionNoJob, 0: transitionRefused, 1: transitionChanged, 2: transitionAlreadySo}
+
 type transitionResult struct {
-	code  int64 // -1 no job, 0 refused, 1 changed, 2 already so
-	state string
-	phase string
+	outcome transitionOutcome
+	state   State // after the call ("" when there is no job)
+	phase   string
 	// queued: the first jobs of the view queue after a terminal change
-	// (code 1); nil otherwise.
+	// (transitionChanged); nil otherwise.
 	queued []string
 }
 
-func (r transitionResult) applied() bool { return r.code == 1 || r.code == 2 }
+// applied reports whether the job now has the transition's values, set
+// by this call or before it.
+func (r transitionResult) applied() bool {
+	return r.outcome == transitionChanged || r.outcome == transitionAlreadySo
+}
+
+// changed reports whether this call made the transition.
+func (r transitionResult) changed() bool { return r.outcome == transitionChanged }
 
 func (s *store) transition(ctx context.Context, j *Job, t transition) (transitionResult, error) {
 	keys := []string{jobKey(j.ID), eventsKey(j.ID), viewQueueKey(j.viewID), liveJobsKey(j.Cluster),
@@ -168,7 +141,12 @@ func (s *store) transition(ctx context.Context, j *Job, t transition) (transitio
 	if err != nil {
 		return transitionResult{}, redisErr("update job", err)
 	}
-	r := transitionResult{code: v[0].(int64)}
+	code, _ := v[0].(int64)
+	out, ok := transitionOutcomes[code]
+	if !ok {
+		return transitionResult{}, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("update job: unexpected answer %v", v)}
+	}
+	r := transitionResult{outcome: out}
 	r.state, _ = v[1].(string)
 	r.phase, _ = v[2].(string)
 	if len(v) > 3 {
@@ -180,7 +158,7 @@ func (s *store) transition(ctx context.Context, j *Job, t transition) (transitio
 			}
 		}
 	}
-	if r.code == 1 && t.terminal {
+	if r.changed() && t.terminal {
 		jobEnded(ctx, j, r.state)
 	}
 	return r, nil
@@ -188,7 +166,7 @@ func (s *store) transition(ctx context.Context, j *Job, t transition) (transitio
 
 // finish moves a job to a terminal state when it is in one of from (and
 // not in phase notPhase). It reports what the job is in after the call.
-func (s *store) finish(ctx context.Context, j *Job, state string, from []string, notPhase, message string, set ...string) (transitionResult, error) {
+func (s *store) finish(ctx context.Context, j *Job, state State, from []State, notPhase, message string, set ...string) (transitionResult, error) {
 	set = append([]string{fState, state, fPhase, "", fFinished, formatTime(time.Now())}, set...)
 	return s.transition(ctx, j, transition{
 		from: from, notPhase: notPhase, event: EventState, message: message, terminal: true, set: set,
@@ -206,7 +184,7 @@ func (s *store) fail(ctx context.Context, j *Job, f Failure, failedItems int64) 
 		notPhase = ""
 	}
 	t := transition{
-		from: []string{StatePending, StateRunning}, notPhase: notPhase, event: EventState, terminal: true,
+		from: []State{StatePending, StateRunning}, notPhase: notPhase, event: EventState, terminal: true,
 		message: fmt.Sprintf("failed while %s: %s", orDash(f.Phase), f.Message),
 		set:     []string{fState, StateFailed, fPhase, "", fFinished, formatTime(time.Now()), fFailure, string(b)},
 	}
@@ -223,17 +201,34 @@ func orDash(s string) string {
 	return s
 }
 
-// acquire reports whether the job is at the head of its view's FIFO:
-// "head", "wait" (with the id of the job ahead, when known) or "gone". At
-// the head, task (unless "") is recorded as held by worker, as hold does.
-func (s *store) acquire(ctx context.Context, j *Job, task, worker string) (turn, ahead string, err error) {
+// turn is where a job stands in its view's FIFO.
+type turn int8
+
+const (
+	turnHead turn = iota // first: it may run
+	turnWait             // behind another unfinished job
+	turnGone             // terminal or unknown: it will never run
+)
+
+// acquire reports whether the job is at the head of its view's FIFO, and
+// when it waits, the id of the job ahead ("" when not known). At the head,
+// task (unless "") is recorded as held by worker, as hold does.
+func (s *store) acquire(ctx context.Context, j *Job, task, worker string) (t turn, ahead string, err error) {
 	r, err := scriptAcquire.Run(ctx, s.rdb, []string{viewQueueKey(j.viewID), jobKey(j.ID), holdersKey(j.ID), queuedKey(j.ID)},
 		j.ID, jobKey(""), task, worker, int64(DispatchRetention.Seconds())).Text()
 	if err != nil {
-		return "", "", redisErr("view queue", err)
+		return 0, "", redisErr("view queue", err)
 	}
-	turn, ahead, _ = strings.Cut(r, ":")
-	return turn, ahead, nil
+	word, ahead, _ := strings.Cut(r, ":")
+	switch word {
+	case "head":
+		return turnHead, "", nil
+	case "wait":
+		return turnWait, ahead, nil
+	case "gone":
+		return turnGone, "", nil
+	}
+	return 0, "", &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("view queue: unexpected answer %q", r)}
 }
 
 // plan returns the job's stored plan, nil when none is stored.
@@ -295,14 +290,31 @@ func (s *store) startDispatch(ctx context.Context, id string, total, first int) 
 	return n == 1, nil
 }
 
-// startItem marks an item running: 1 running, 0 already done, -1 job not
+// itemStart is what starting a work item found.
+type itemStart int8
+
+const (
+	itemStarted       itemStart = iota // marked running: expand it
+	itemAlreadyDone                    // its result is recorded: pass the baton only
+	itemJobNotRunning                  // the job is not RUNNING: nothing marked
+)
+
+// startItem marks an item running unless it is done or its job is not
 // RUNNING.
-func (s *store) startItem(ctx context.Context, id string, index int) (int, error) {
+func (s *store) startItem(ctx context.Context, id string, index int) (itemStart, error) {
 	n, err := scriptStartItem.Run(ctx, s.rdb, []string{jobKey(id), resultsKey(id), activeKey(id)}, index).Int()
 	if err != nil {
 		return 0, redisErr("start item", err)
 	}
-	return n, nil
+	switch n {
+	case 1:
+		return itemStarted, nil
+	case 0:
+		return itemAlreadyDone, nil
+	case -1:
+		return itemJobNotRunning, nil
+	}
+	return 0, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("start item: unexpected answer %d", n)}
 }
 
 // endItem forgets that an item runs (the completion does it too).
@@ -310,8 +322,17 @@ func (s *store) endItem(ctx context.Context, id string, index int) {
 	s.rdb.HDel(ctx, activeKey(id), strconv.Itoa(index))
 }
 
+// itemRecord is what recording a work item's result did.
+type itemRecord int8
+
+const (
+	itemRecordedNow    itemRecord = iota // recorded by this call
+	itemRecordedBefore                   // a repeated completion: nothing changed
+	itemNotRecorded                      // the job is not RUNNING: nothing recorded
+)
+
 type completion struct {
-	code     int64 // 1 recorded now, 0 before, -1 job not RUNNING
+	record   itemRecord
 	released int   // index released by this item's completion, -1 none
 	done     int64 // items done so far
 }
@@ -327,7 +348,18 @@ func (s *store) completeItem(ctx context.Context, id string, r refresh.ItemResul
 	if err != nil {
 		return completion{}, redisErr("complete item", err)
 	}
-	return completion{code: v[0], released: int(v[1]), done: v[2]}, nil
+	c := completion{released: int(v[1]), done: v[2]}
+	switch v[0] {
+	case 1:
+		c.record = itemRecordedNow
+	case 0:
+		c.record = itemRecordedBefore
+	case -1:
+		c.record = itemNotRecorded
+	default:
+		return completion{}, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("complete item: unexpected answer %v", v)}
+	}
+	return c, nil
 }
 
 // itemDone reports whether an item's result is recorded.
@@ -567,4 +599,215 @@ func (s *store) extend(ctx context.Context, name, token string, ttl time.Duratio
 
 func (s *store) unlock(ctx context.Context, name, token string) {
 	scriptUnlock.Run(ctx, s.rdb, []string{lockKey(name)}, token)
+}
+
+// ping checks that Redis answers.
+func (s *store) ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return redisErr("ping", err)
+	}
+	return nil
+}
+
+// close closes the Redis client (a store made over a client it owns).
+func (s *store) close() error { return s.rdb.Close() }
+
+// clustered reports whether Redis is a Redis Cluster, where asynq's keys
+// and mvq's live in different slots (see enqueuePlan).
+func (s *store) clustered() bool {
+	_, ok := s.rdb.(*redis.ClusterClient)
+	return ok
+}
+
+// subscribe subscribes to channels (ChangedChannel, stoppedChannel); the
+// caller closes the subscription.
+func (s *store) subscribe(ctx context.Context, channels ...string) *redis.PubSub {
+	return s.rdb.Subscribe(ctx, channels...)
+}
+
+// unfinishedCount counts the cluster's PENDING and RUNNING jobs.
+func (s *store) unfinishedCount(ctx context.Context, cluster string) (int64, error) {
+	n, err := s.rdb.ZCard(ctx, liveJobsKey(cluster)).Result()
+	if err != nil {
+		return 0, redisErr("count backlog", err)
+	}
+	return n, nil
+}
+
+// states returns the state of each job in ids that could be read, "" for
+// a job whose record is gone; a job missing from the map could not be
+// read. An error means none could.
+func (s *store) states(ctx context.Context, ids []string) (map[string]State, error) {
+	cmds := make([]*redis.StringCmd, len(ids))
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGet(ctx, jobKey(id), fState)
+		}
+		return nil
+	}); err != nil && !isNil(err) {
+		return nil, err
+	}
+	out := make(map[string]State, len(ids))
+	for i, id := range ids {
+		st, err := cmds[i].Result()
+		if err != nil && !isNil(err) {
+			continue
+		}
+		out[id] = st
+	}
+	return out, nil
+}
+
+func isNil(err error) bool { return errors.Is(err, redis.Nil) }
+
+// jobPage returns up to n job ids of the index of view (nil: of all jobs)
+// that sort before bound ("": from the newest), newest first, with their
+// records (an empty map for a record that expired).
+func (s *store) jobPage(ctx context.Context, view []string, bound string, n int64) ([]string, []map[string]string, error) {
+	key := allJobsKey
+	if view != nil {
+		key = viewJobsKey(view)
+	}
+	max := "+"
+	if bound != "" {
+		max = "(" + bound
+	}
+	ids, err := s.rdb.ZRevRangeByLex(ctx, key, &redis.ZRangeBy{Max: max, Min: "-", Count: n}).Result()
+	if err != nil {
+		return nil, nil, redisErr("list jobs", err)
+	}
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGetAll(ctx, jobKey(id))
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, redisErr("list jobs", err)
+	}
+	recs := make([]map[string]string, len(ids))
+	for i, cmd := range cmds {
+		recs[i] = cmd.Val()
+	}
+	return ids, recs, nil
+}
+
+// unindex drops id from the job index of view (nil: of all jobs); its
+// record expired. Best effort: the next List drops it again.
+func (s *store) unindex(ctx context.Context, view []string, id string) {
+	key := allJobsKey
+	if view != nil {
+		key = viewJobsKey(view)
+	}
+	s.rdb.ZRem(ctx, key, id)
+}
+
+// trimJobIndexes drops the entries below bound (a lexical ZRANGEBYLEX
+// bound) from the index of all jobs and from every view's.
+func (s *store) trimJobIndexes(ctx context.Context, bound string) (int64, error) {
+	n, err := s.rdb.ZRemRangeByLex(ctx, allJobsKey, "-", bound).Result()
+	if err != nil {
+		return 0, redisErr("trim job index", err)
+	}
+	var trimErr error
+	err = s.scanKeys(ctx, globEscape(keyPrefix)+"view:*:jobs", func(key string) error {
+		m, err := s.rdb.ZRemRangeByLex(ctx, key, "-", bound).Result()
+		if err != nil {
+			trimErr = redisErr("trim view job index", err)
+			return trimErr
+		}
+		n += m
+		return nil
+	})
+	if trimErr != nil {
+		return n, trimErr
+	}
+	if err != nil {
+		return n, redisErr("find view job indexes", err)
+	}
+	return n, nil
+}
+
+// waitEvents returns the events of a job after lastID, waiting up to
+// block for one to come; none (nil, nil) when none came. Errors are
+// Redis's own (the caller tells a cancelled wait from a failure).
+func (s *store) waitEvents(ctx context.Context, jobID, lastID string, block time.Duration) ([]Event, error) {
+	res, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{eventsKey(jobID), lastID}, Count: 100, Block: block}).Result()
+	if isNil(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Event
+	for _, st := range res {
+		for _, m := range st.Messages {
+			out = append(out, decodeEvent(jobID, m.ID, m.Values))
+		}
+	}
+	return out, nil
+}
+
+// eventsAfter returns every event of a job after lastID.
+func (s *store) eventsAfter(ctx context.Context, jobID, lastID string) ([]Event, error) {
+	msgs, err := s.rdb.XRange(ctx, eventsKey(jobID), "("+lastID, "+").Result()
+	if err != nil {
+		return nil, redisErr("read events", err)
+	}
+	out := make([]Event, len(msgs))
+	for i, m := range msgs {
+		out[i] = decodeEvent(jobID, m.ID, m.Values)
+	}
+	return out, nil
+}
+
+// viewQueue returns the first n job ids of view's FIFO (n <= 0: all).
+func (s *store) viewQueue(ctx context.Context, view []string, n int64) ([]string, error) {
+	stop := n - 1
+	if n <= 0 {
+		stop = -1
+	}
+	ids, err := s.rdb.LRange(ctx, viewQueueKey(view), 0, stop).Result()
+	if err != nil {
+		return nil, redisErr("read view queue", err)
+	}
+	return ids, nil
+}
+
+// viewQueueLen counts the jobs in view's FIFO.
+func (s *store) viewQueueLen(ctx context.Context, view []string) (int64, error) {
+	n, err := s.rdb.LLen(ctx, viewQueueKey(view)).Result()
+	if err != nil {
+		return 0, redisErr("read view queue", err)
+	}
+	return n, nil
+}
+
+// dropViewQueue removes view's FIFO.
+func (s *store) dropViewQueue(ctx context.Context, view []string) error {
+	if err := s.rdb.Del(ctx, viewQueueKey(view)).Err(); err != nil {
+		return redisErr("remove view queue", err)
+	}
+	return nil
+}
+
+// knownClusters returns every cluster a worker ever served.
+func (s *store) knownClusters(ctx context.Context) ([]string, error) {
+	cs, err := s.rdb.SMembers(ctx, clustersKey).Result()
+	if err != nil {
+		return nil, redisErr("read known clusters", err)
+	}
+	return cs, nil
+}
+
+// logLine appends a log event to a RUNNING job; a job in another state is
+// left as it is.
+func (s *store) logLine(ctx context.Context, id, line string) error {
+	if err := scriptLog.Run(ctx, s.rdb, []string{jobKey(id), eventsKey(id)}, line, formatTime(time.Now()), eventsMaxLen).Err(); err != nil {
+		return redisErr("log line", err)
+	}
+	return nil
 }

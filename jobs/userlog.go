@@ -2,9 +2,6 @@ package jobs
 
 import (
 	"context"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/refresh"
 )
@@ -26,21 +23,14 @@ func jobType(o refresh.Options) string {
 	return JobTypeRefresh
 }
 
-// scriptLog appends a log event to a RUNNING job (others are left as they
-// are: a late line must not follow the terminal event).
-//
-// KEYS: job, events. ARGV: message, now, maxlen. Returns 1 or 0.
-var scriptLog = redis.NewScript(luaEmit + `
-if redis.call('HGET', KEYS[1], 'state') ~= 'RUNNING' then return 0 end
-emit(KEYS[1], KEYS[2], 'log', ARGV[1], ARGV[2], ARGV[3], true)
-return 1
-`)
-
 // withLog returns ctx under which the engine's lines become log events of
-// job id. Failures to record a line are dropped: the lines are advice.
+// job id. A line that cannot be recorded is logged at debug level and
+// dropped: the lines are advice, and a Redis outage would otherwise log
+// every line of user code's output.
 func (s *Server) withLog(ctx context.Context, id string) context.Context {
-	rdb := s.st.rdb
 	return refresh.WithEvents(ctx, func(line string) {
-		_ = scriptLog.Run(context.WithoutCancel(ctx), rdb, []string{jobKey(id), eventsKey(id)}, line, formatTime(time.Now()), eventsMaxLen).Err()
+		if err := s.st.logLine(context.WithoutCancel(ctx), id, line); err != nil {
+			s.log.DebugContext(ctx, "jobs: log line of a job not recorded", "job_id", id, "err", err)
+		}
 	})
 }

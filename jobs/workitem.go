@@ -90,14 +90,14 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 	if err != nil {
 		return err
 	}
-	if started == -1 {
+	if started == itemJobNotRunning {
 		s.stopped(context.WithoutCancel(ctx), j.ID)
 		return nil
 	}
-	// The item is marked running (started 1) until its completion,
-	// which unmarks it itself; a failed step unmarks it here.
+	// The item is marked running until its completion, which unmarks it
+	// itself; a failed step unmarks it here.
 	completed := false
-	if started == 1 {
+	if started == itemStarted {
 		defer func() {
 			if !completed {
 				s.st.endItem(context.WithoutCancel(ctx), j.ID, p.Index)
@@ -106,7 +106,7 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 	}
 
 	res := refresh.ItemResult{Index: p.Index}
-	if started == 1 {
+	if started == itemStarted {
 		wctx, stop := s.watch(ctx, j.ID)
 		res, err = s.expand(wctx, j, plan, p.Index)
 		stop()
@@ -119,12 +119,12 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 		return err
 	}
 	completed = true
-	if c.code == 1 { // counted once, however often the item ran
+	if c.record == itemRecordedNow { // counted once, however often the item ran
 		a := telemetry.Attrs(attribute.String("cluster", j.Cluster), attribute.String("kind", s.kindOf(j.ID)))
 		telemetry.RowsRead.Add(ctx, res.RowsRead, a)
 		telemetry.RowsWritten.Add(ctx, res.RowsWritten, a)
 	}
-	if c.code == -1 {
+	if c.record == itemNotRecorded {
 		s.stopped(context.WithoutCancel(ctx), j.ID)
 		return nil
 	}
@@ -134,7 +134,7 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 		}
 	}
 	if c.done >= int64(itemCount(plan)) {
-		if c.code == 1 {
+		if c.record == itemRecordedNow {
 			return s.commitInPlace(ctx, j)
 		}
 		return s.enqueueCommit(ctx, j, headers)

@@ -1,0 +1,82 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mvq-dev/mvq/errs"
+)
+
+// createOutcome is what creating a job did.
+type createOutcome int8
+
+const (
+	jobCreated     createOutcome = iota // recorded (with its plan task, see enqueuePlan)
+	jobJoined                           // a PENDING job of the view with the same fingerprint: nothing written
+	jobIDTaken                          // a record with the id exists: nothing written
+	jobBacklogFull                      // the cluster has the backlog limit of unfinished jobs: nothing written
+	jobNoWorker                         // no live worker serves the cluster: nothing written
+)
+
+// newJob is a job record to create and the checks it must pass.
+type newJob struct {
+	job         *Job   // the record (state PENDING, CreatedAt now)
+	request     []byte // the job's options as JSON
+	fingerprint string // joins a PENDING job with the same one; "": never joins
+	backlog     int    // the cluster's limit of unfinished jobs; 0: none
+	plan        planWrite
+}
+
+// create records a new job, indexes it, queues it on its view and
+// cluster and, unless n.plan is empty, writes its plan task, all in one
+// step (scriptCreate). For jobJoined it returns the joined job's record.
+func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, error) {
+	j := n.job
+	now := j.CreatedAt
+	trig := ""
+	if j.Trigger != nil {
+		b, _ := json.Marshal(j.Trigger)
+		trig = string(b)
+	}
+	viewID, _ := json.Marshal(j.viewID)
+	keys := append([]string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
+		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}, n.plan.keys...)
+	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", n.backlog, now.UnixMilli(),
+		n.fingerprint, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
+		string(n.plan.msg), n.plan.taskID, now.UnixNano(), n.plan.queue, n.plan.runAt,
+		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
+		fCreated, formatTime(now), fRequest, string(n.request), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
+		fTraceID, j.TraceID, fCause, j.Cause, fTrigger, trig, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0,
+		fProgressAt, formatTime(now)}
+	res, err := scriptCreate.Run(ctx, s.rdb, keys, args...).Result()
+	if err != nil {
+		return 0, nil, redisErr("create job", err)
+	}
+	switch r := res.(type) {
+	case []any: // the record of the PENDING job joined
+		m := make(map[string]string, len(r)/2)
+		for i := 0; i+1 < len(r); i += 2 {
+			k, _ := r[i].(string)
+			v, _ := r[i+1].(string)
+			m[k] = v
+		}
+		other, err := decodeJob(m)
+		if err != nil {
+			return 0, nil, err
+		}
+		return jobJoined, other, nil
+	case int64:
+		switch r {
+		case 1:
+			return jobCreated, nil, nil
+		case 0:
+			return jobIDTaken, nil, nil
+		case -2:
+			return jobBacklogFull, nil, nil
+		case -3:
+			return jobNoWorker, nil, nil
+		}
+	}
+	return 0, nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("create job: unexpected answer %v", res)}
+}
