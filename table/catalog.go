@@ -34,6 +34,12 @@ type Options struct {
 	// removes the source's manifests; a commit puts within half of it of
 	// its listing, else lists again (seal.go). Default 1s.
 	SealGrace time.Duration
+	// StepHook, when set, is called at each named step of a batch commit
+	// ("record", "marker-K", "manifest-K", "decided") and of a table move
+	// ("move-started", "move-sealed", "move-copied"), on the committing
+	// goroutine. Tests use it to act between steps or to pause a process
+	// there and kill it; nil (production) skips it.
+	StepHook func(step string)
 }
 
 func (o Options) withDefaults() Options {
