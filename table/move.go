@@ -347,8 +347,8 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 	if err != nil {
 		return err
 	}
-	if m.IsView() {
-		return errs.Errorf(errs.CodeInvalidInput, "%s is a materialized view: rename is not allowed (its jobs know it by name); create the view again under the new name", JoinID(id))
+	if err := guardWrite(id, m, "rename"); err != nil {
+		return err
 	}
 	uuid, err := t.Identity(ctx, m)
 	if err != nil {
