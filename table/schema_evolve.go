@@ -116,7 +116,7 @@ func (m *ColumnMap) UnmarshalJSON(b []byte) error {
 
 // FileFields translates top-level field indices of the fragment's version
 // schema (nil: all of them) into column indices of its data file, as
-// LeafIndices wants them. nil answers nil (every column) only where the
+// leafIndices wants them. nil answers nil (every column) only where the
 // file's columns are the schema's.
 func (f Fragment) FileFields(fields []int) ([]int, error) {
 	idx, err := f.Columns.Indices()
