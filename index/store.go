@@ -31,7 +31,6 @@ package index
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"encoding/gob"
 	"encoding/json"
@@ -43,7 +42,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"gocloud.dev/gcerrors"
@@ -396,56 +394,12 @@ func decode(data []byte, v any) error {
 	return gob.NewDecoder(r).Decode(v)
 }
 
-// cache keeps decoded index files by warehouse key (files never change),
-// bounded in approximate bytes, least recently used out first.
-type cache struct {
-	mu    sync.Mutex
-	max   int64
-	size  int64
-	ll    *list.List
-	items map[string]*list.Element
-}
-
-type cacheItem struct {
-	key  string
-	val  any
-	size int64
-}
-
-var files = &cache{max: 1 << 30, ll: list.New(), items: map[string]*list.Element{}}
-
-func (c *cache) get(key string) (any, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.items[key]; ok {
-		c.ll.MoveToFront(e)
-		return e.Value.(*cacheItem).val, true
-	}
-	return nil, false
-}
-
-func (c *cache) put(key string, val any, size int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.items[key]; ok {
-		return
-	}
-	c.items[key] = c.ll.PushFront(&cacheItem{key, val, size})
-	c.size += size
-	for c.size > c.max && c.ll.Len() > 1 {
-		e := c.ll.Back()
-		it := e.Value.(*cacheItem)
-		c.ll.Remove(e)
-		delete(c.items, it.key)
-		c.size -= it.size
-	}
-}
-
 // readFile loads and decodes an index file into a new value made by mk,
-// through the cache. A missing file (the index was replaced or dropped
+// through the catalog's decoded cache (files never change). A missing file (the index was replaced or dropped
 // while the caller held its definition) is found=false.
 func readFile[T any](ctx context.Context, t *table.Table, key string) (*T, bool, error) {
-	if v, ok := files.get(key); ok {
+	cache := t.Catalog().DecodedCache()
+	if v, ok := cache.Get(key); ok {
 		return v.(*T), true, nil
 	}
 	data, err := t.Catalog().Warehouse().Read(ctx, key)
@@ -459,6 +413,6 @@ func readFile[T any](ctx context.Context, t *table.Table, key string) (*T, bool,
 	if err := decode(data, v); err != nil {
 		return nil, false, &errs.Error{Code: errs.CodeInvalidTableState, Message: "index file unreadable", Err: err}
 	}
-	files.put(key, v, int64(len(data))*2)
+	cache.Put(key, v, int64(len(data))*2)
 	return v, true, nil
 }

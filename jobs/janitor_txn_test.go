@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -25,7 +26,7 @@ func TestJanitorTxnHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wh.Close()
-	cat := table.NewCatalog(wh, testDuck(t), table.Options{TxnTimeout: 300 * time.Millisecond})
+	cat := table.NewCatalog(wh, testDuck(t), table.Options{TxnTimeout: 300 * time.Millisecond, StepHook: testenv.PauseAtEnv()})
 	var entries []table.BatchVersion
 	for _, id := range [][]string{srcID, {"docs", "other"}} {
 		entries = append(entries, table.BatchVersion{Field: table.JoinID(id), ID: id, Version: 2, ManifestPath: "staged/next.manifest", Scheme: table.NamingV2})

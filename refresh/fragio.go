@@ -1,20 +1,14 @@
 package refresh
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -49,87 +43,16 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 	if end <= start {
 		return nil, nil
 	}
-	unreadable := func(err error) error {
-		return &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("%s fragment %d (%s) unreadable", table.JoinID(t.ID()), f.ID, f.Path), Err: err}
+	whole := e.wholeFileBytes
+	if whole == 0 {
+		whole = 1 // 0 asks for ranged reads, OpenFragment's 0 for its default
 	}
-	var src parquet.ReaderAtSeeker
-	if f.Bytes <= e.wholeFileBytes {
-		data, err := e.cat.Warehouse().Read(ctx, t.Key(f.Path))
-		if err != nil {
-			return nil, unreadable(err)
-		}
-		src = bytes.NewReader(data)
-	} else {
-		r, err := e.cat.Warehouse().Open(ctx, t.Key(f.Path))
-		if err != nil {
-			return nil, unreadable(err)
-		}
-		defer r.Close()
-		src = table.NewReaderAt(r, r.Size())
-	}
-	props := parquet.NewReaderProperties(e.mem)
-	props.BufferedStreamEnabled = true
-	props.BufferSize = 1 << 20
-	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
-	if err != nil {
-		return nil, unreadable(err)
-	}
-	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: min(end-start, 1<<14)}, e.mem)
-	if err != nil {
-		return nil, unreadable(err)
-	}
-	var groups []int
-	first, pos := int64(-1), int64(0)
-	for i := 0; i < pf.NumRowGroups(); i++ {
-		n := pf.MetaData().RowGroup(i).NumRows()
-		if pos < end && pos+n > start {
-			if first < 0 {
-				first = pos
-			}
-			groups = append(groups, i)
-		}
-		pos += n
-	}
-	if pos < end {
-		return nil, unreadable(fmt.Errorf("file has %d rows, want rows [%d, %d)", pos, start, end))
-	}
-	cols, err := f.FileFields(fields)
+	r, err := t.OpenFragment(ctx, f, table.FragmentReadOptions{WholeFileBytes: whole, Buffered: true, Label: table.JoinID(t.ID()) + " ", Mem: e.mem})
 	if err != nil {
 		return nil, err
 	}
-	rr, err := fr.GetRecordReader(ctx, table.LeafIndices(fr, cols), groups)
-	if err != nil {
-		return nil, unreadable(err)
-	}
-	defer rr.Release()
-	if start > first {
-		if err := rr.SeekToRow(start - first); err != nil {
-			return nil, unreadable(err)
-		}
-	}
-	var out []arrow.RecordBatch
-	release := func() {
-		for _, r := range out {
-			r.Release()
-		}
-	}
-	for need := end - start; need > 0; {
-		if !rr.Next() {
-			release()
-			if err := rr.Err(); err != nil && err != io.EOF {
-				return nil, unreadable(err)
-			}
-			return nil, unreadable(fmt.Errorf("short read of rows [%d, %d)", start, end))
-		}
-		rec := rr.RecordBatch()
-		n := min(rec.NumRows(), need)
-		s := rec.NewSlice(0, n)
-		out = append(out, table.FromStorage(s, e.mem))
-		s.Release()
-		need -= n
-	}
-	return out, nil
+	defer r.Close()
+	return r.ReadRange(ctx, fields, start, end, min(end-start, 1<<14))
 }
 
 // fragWriter writes records as files prefix{k}.parquet of at most max

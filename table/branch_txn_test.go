@@ -33,7 +33,6 @@ func lineMarkers(t testing.TB, tb *Table) []string {
 // removes only that line's versions, and an unknown branch names the
 // entry's branch field.
 func TestBatchOnBranch(t *testing.T) {
-	// Not parallel: txnStepHook is package-wide.
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
 	a, b := twoTables(t, c)
@@ -71,7 +70,7 @@ func TestBatchOnBranch(t *testing.T) {
 		}
 		_, hookErr = c.AlterTransaction(ctx, es[0].Name, []TxnAction{{Field: "actions[0]", SetStatus: TxnCanceled}})
 	}
-	_, _, err = withStepHook(h, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-create", entries) })
+	_, _, err = withStepHook(c, h, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-create", entries) })
 	if hookErr != nil {
 		t.Fatal(hookErr)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/bounded"
+	"github.com/mvq-dev/mvq/internal/lru"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -34,6 +35,16 @@ type Options struct {
 	// removes the source's manifests; a commit puts within half of it of
 	// its listing, else lists again (seal.go). Default 1s.
 	SealGrace time.Duration
+	// StepHook, when set, is called at each named step of a batch commit
+	// ("record", "marker-K", "manifest-K", "decided") and of a table move
+	// ("move-started", "move-sealed", "move-copied"), on the committing
+	// goroutine. Tests use it to act between steps or to pause a process
+	// there and kill it; nil (production) skips it.
+	StepHook func(step string)
+	// DecodedCacheBytes bounds the catalog's cache of values decoded from
+	// files that never change (index files, a fragment's vectors).
+	// Default 3 GiB.
+	DecodedCacheBytes int64
 }
 
 func (o Options) withDefaults() Options {
@@ -52,6 +63,9 @@ func (o Options) withDefaults() Options {
 	if o.SealGrace <= 0 {
 		o.SealGrace = time.Second
 	}
+	if o.DecodedCacheBytes <= 0 {
+		o.DecodedCacheBytes = 3 << 30
+	}
 	return o
 }
 
@@ -64,7 +78,8 @@ type Catalog struct {
 	opts Options
 	hook atomic.Pointer[CommitHook]
 	// idents caches identities of latest versions (resolve_cache.go).
-	idents bounded.Map[string, identityEntry]
+	idents  bounded.Map[string, identityEntry]
+	decoded *lru.Cache[string, any]
 }
 
 // CommitHook is told of every version this process commits to a table
@@ -95,8 +110,15 @@ func (c *Catalog) committed(ctx context.Context, id []string, m *Manifest) {
 
 // NewCatalog returns a catalog over wh that evaluates SQL with db.
 func NewCatalog(wh *Warehouse, db *duck.DB, opts Options) *Catalog {
-	return &Catalog{wh: wh, sql: db, opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return &Catalog{wh: wh, sql: db, opts: opts, decoded: lru.New[string, any](opts.DecodedCacheBytes)}
 }
+
+// DecodedCache is the catalog's cache of values decoded from files that
+// never change, keyed by the caller (a warehouse key, or one derived from
+// a data file), bounded by Options.DecodedCacheBytes. Callers keep their
+// keys apart and store one type per key.
+func (c *Catalog) DecodedCache() *lru.Cache[string, any] { return c.decoded }
 
 // SQL returns the catalog's SQL engine.
 func (c *Catalog) SQL() *duck.DB { return c.sql }

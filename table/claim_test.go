@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/internal/testenv"
 )
 
 // tablesIn makes {ns}.a and {ns}.b with 10 rows each (version 1) and
@@ -180,7 +181,7 @@ func TestRenameHelperProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestRenameKilledMidway")
 	}
-	c := newCatalog(t, dir, Options{TxnTimeout: 500 * time.Millisecond})
+	c := newCatalog(t, dir, Options{TxnTimeout: 500 * time.Millisecond, StepHook: testenv.PauseAtEnv()})
 	err := c.RenameTable(context.Background(), []string{"docs", "a"}, []string{"docs", "a9"})
 	fmt.Fprintf(os.Stderr, "renamed %v\n", err)
 }
@@ -190,7 +191,7 @@ func TestRenameHelperProcess(t *testing.T) {
 func killAt(t *testing.T, helper, step string, env ...string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+helper+"$", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), env...), "MVQ_TXN_FAILPOINT="+step)
+	cmd.Env = append(append(os.Environ(), env...), testenv.FailpointEnv+"="+step)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package table
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
@@ -313,69 +311,13 @@ func Recover(what string, fn func() error) (err error) {
 	return fn()
 }
 
-// LeafIndices returns the Parquet leaf columns of the given top-level
-// fields (nil: all), as pqarrow's column selection wants them.
-func LeafIndices(fr *pqarrow.FileReader, fields []int) []int {
-	if fields == nil {
-		return nil
-	}
-	var out []int
-	var walk func(f *pqarrow.SchemaField)
-	walk = func(f *pqarrow.SchemaField) {
-		if f.IsLeaf() {
-			out = append(out, f.ColIndex)
-			return
-		}
-		for i := range f.Children {
-			walk(&f.Children[i])
-		}
-	}
-	for _, i := range fields {
-		walk(&fr.Manifest.Fields[i])
-	}
-	return out
-}
-
 // ReadFragment reads one data file whole into memory and returns its
 // records, restricted to the given top-level field indices (nil: all).
 func (t *Table) ReadFragment(ctx context.Context, f Fragment, fields []int, mem memory.Allocator) ([]arrow.RecordBatch, error) {
-	data, err := t.c.wh.Read(ctx, t.key+f.Path)
-	if err != nil {
-		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
-	}
-	pf, err := file.NewParquetReader(bytes.NewReader(data), file.WithReadProps(parquet.NewReaderProperties(mem)))
-	if err != nil {
-		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) corrupt", f.ID, f.Path), Err: err}
-	}
-	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: 1 << 16}, mem)
+	r, err := t.OpenFragment(ctx, f, FragmentReadOptions{WholeFileBytes: -1, Parallel: true, Mem: mem})
 	if err != nil {
 		return nil, err
 	}
-	if fields != nil && len(fields) == 0 {
-		// Only the row count is wanted: an empty record per row group.
-		return []arrow.RecordBatch{array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, pf.NumRows())}, nil
-	}
-	cols, err := f.FileFields(fields)
-	if err != nil {
-		return nil, err
-	}
-	rr, err := fr.GetRecordReader(ctx, LeafIndices(fr, cols), nil)
-	if err != nil {
-		return nil, err
-	}
-	defer rr.Release()
-	var out []arrow.RecordBatch
-	for rr.Next() {
-		r := rr.RecordBatch()
-		r.Retain()
-		out = append(out, r)
-	}
-	if err := rr.Err(); err != nil && err != io.EOF {
-		for _, r := range out {
-			r.Release()
-		}
-		return nil, err
-	}
-	return fromStorageAll(out, mem), nil
+	defer r.Close()
+	return r.Read(ctx, fields, nil, 1<<16)
 }

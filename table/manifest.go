@@ -9,8 +9,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
-
-	"github.com/mvq-dev/mvq/errs"
 )
 
 // NamingScheme names version manifests under _versions/.
@@ -101,18 +99,12 @@ type Manifest struct {
 }
 
 // ViewProperty is the manifest property that makes a table a materialized
-// view. Only its refreshes write it: inserts, deletes, updates, overwrites
-// and version creation are refused, since they would leave the view out of
-// step with its source and its refresh watermark.
+// view (its definition, owned by refresh, which also refuses direct
+// writes to it through a WriteGuard).
 const ViewProperty = "mvq.view"
 
 // IsView reports whether the version belongs to a materialized view.
 func (m *Manifest) IsView() bool { _, ok := m.Properties[ViewProperty]; return ok }
-
-// refuseView is the error for a direct write to a view.
-func refuseView(id []string, op string) error {
-	return errs.Errorf(errs.CodeInvalidInput, "%s is a materialized view: %s is not allowed; refresh it instead", JoinID(id), op)
-}
 
 // IdentityProperty is the key under which describe shows a table's
 // identity (Table.Identity) among its properties.

@@ -115,8 +115,8 @@ func (t *Table) MergeInsert(ctx context.Context, rdr array.RecordReader, o Merge
 	if err != nil {
 		return nil, MergeResult{}, err
 	}
-	if m.IsView() {
-		return nil, MergeResult{}, refuseView(t.id, "merge_insert")
+	if err := guardWrite(t.id, m, "merge_insert"); err != nil {
+		return nil, MergeResult{}, err
 	}
 	schema, err := m.ArrowSchema()
 	if err != nil {
@@ -148,8 +148,8 @@ func (t *Table) MergeInsert(ctx context.Context, rdr array.RecordReader, o Merge
 		if m, err = t.Load(ctx, 0); err != nil {
 			return nil, res, err
 		}
-		if m.IsView() {
-			return nil, res, refuseView(t.id, "merge_insert")
+		if err := guardWrite(t.id, m, "merge_insert"); err != nil {
+			return nil, res, err
 		}
 		if s, err := m.ArrowSchema(); err != nil {
 			return nil, res, err

@@ -347,8 +347,8 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 	if err != nil {
 		return err
 	}
-	if m.IsView() {
-		return errs.Errorf(errs.CodeInvalidInput, "%s is a materialized view: rename is not allowed (its jobs know it by name); create the view again under the new name", JoinID(id))
+	if err := guardWrite(id, m, "rename"); err != nil {
+		return err
 	}
 	uuid, err := t.Identity(ctx, m)
 	if err != nil {
@@ -369,7 +369,7 @@ func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) e
 	if err := mc.start(ctx, uuid); err != nil {
 		return err
 	}
-	failpoint("move-started")
+	c.step("move-started")
 	// Commits take no claim: sealing the source's lines makes every
 	// commit either land before the copy or fail (seal.go).
 	to := mc.h.To
@@ -380,12 +380,12 @@ func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) e
 		return errors.Join(err, c.unseal(context.WithoutCancel(ctx), mc.h.From, mc.h.ID))
 	}
 	sealed := time.Now()
-	failpoint("move-sealed")
+	c.step("move-sealed")
 	err := c.moveFolderWith(ctx, mc.h.From, mc.h.To, moveHooks{
 		hold:   mc.hold,
 		sealed: sealed,
 		copied: func(ctx context.Context) error {
-			failpoint("move-copied")
+			c.step("move-copied")
 			return c.recordIdentity(ctx, uuid, mc.h.ToID)
 		},
 	})

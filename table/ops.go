@@ -250,8 +250,8 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	if err != nil {
 		return nil, 0, err
 	}
-	if m.IsView() {
-		return nil, 0, refuseView(t.id, "insert")
+	if err := guardWrite(t.id, m, "insert"); err != nil {
+		return nil, 0, err
 	}
 	if n := rdr.Schema().NumFields(); n < schema.NumFields() && n > 0 && nullableFrom(schema, n) {
 		// Columns added later (add_columns) may be left out: they are null.
@@ -292,8 +292,8 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 	if err != nil {
 		return nil, 0, err
 	}
-	if m.IsView() {
-		return nil, 0, refuseView(t.id, operation)
+	if err := guardWrite(t.id, m, operation); err != nil {
+		return nil, 0, err
 	}
 	schema, err := m.ArrowSchema()
 	if err != nil {

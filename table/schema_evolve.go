@@ -116,7 +116,7 @@ func (m *ColumnMap) UnmarshalJSON(b []byte) error {
 
 // FileFields translates top-level field indices of the fragment's version
 // schema (nil: all of them) into column indices of its data file, as
-// LeafIndices wants them. nil answers nil (every column) only where the
+// leafIndices wants them. nil answers nil (every column) only where the
 // file's columns are the schema's.
 func (f Fragment) FileFields(fields []int) ([]int, error) {
 	idx, err := f.Columns.Indices()
@@ -306,6 +306,39 @@ func runSchemaHooks(next *Manifest, ch SchemaChange) error {
 	return nil
 }
 
+// WriteGuard sees every direct write to a table before it is applied:
+// op names the operation as users know it ("insert", "update",
+// "delete", "merge_insert", "overwrite", "version create", "rename", or
+// a schema change such as "add_columns"), id the table and m its latest
+// version. An error refuses the write and reaches the caller as is.
+// Refreshes and backfills are not direct writes and are never guarded.
+type WriteGuard func(id []string, m *Manifest, op string) error
+
+var (
+	writeGuardsMu sync.Mutex
+	writeGuards   []WriteGuard
+)
+
+// RegisterWriteGuard adds a guard run before every direct write.
+func RegisterWriteGuard(g WriteGuard) {
+	writeGuardsMu.Lock()
+	defer writeGuardsMu.Unlock()
+	writeGuards = append(writeGuards, g)
+}
+
+// guardWrite runs the write guards for op on table id at version m.
+func guardWrite(id []string, m *Manifest, op string) error {
+	writeGuardsMu.Lock()
+	gs := slices.Clone(writeGuards)
+	writeGuardsMu.Unlock()
+	for _, g := range gs {
+		if err := g(id, m, op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // reservedMetadataKey reports keys that Parquet and Arrow writers read
 // from schema and field metadata themselves.
 func reservedMetadataKey(k string) bool {
@@ -331,12 +364,12 @@ func resolveColumn(schema *arrow.Schema, field, path string) (int, error) {
 }
 
 // evolve commits a schema change: fn edits a private copy of the latest
-// schema (and the fragments' column maps) and answers what changed. Views
-// are refused: only their refreshes write them.
+// schema (and the fragments' column maps) and answers what changed,
+// after the write guards allow it.
 func (t *Table) evolve(ctx context.Context, operation string, fn func(base *Manifest, schema *arrow.Schema) (*arrow.Schema, SchemaChange, error)) (*Manifest, error) {
 	return t.Commit(ctx, func(base *Manifest) (*Manifest, error) {
-		if base.IsView() {
-			return nil, refuseView(t.id, operation)
+		if err := guardWrite(t.id, base, operation); err != nil {
+			return nil, err
 		}
 		schema, err := base.ArrowSchema()
 		if err != nil {

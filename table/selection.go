@@ -1,10 +1,8 @@
 package table
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"sync/atomic"
 
@@ -12,9 +10,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/mvq-dev/mvq/errs"
 )
@@ -81,34 +76,21 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 	}
 	// A small file is read in one request; a larger one by ranges, so
 	// only the column chunks of the row groups read are fetched.
-	var src parquet.ReaderAtSeeker
-	if f.Bytes > 0 && f.Bytes <= wholeFileBytes {
-		data, err := t.c.wh.Read(ctx, t.key+f.Path)
-		if err != nil {
-			return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
-		}
-		src = bytes.NewReader(data)
-	} else {
-		r, err := t.c.wh.Open(ctx, t.key+f.Path)
-		if err != nil {
-			return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) unreadable", f.ID, f.Path), Err: err}
-		}
-		defer r.Close()
-		src = NewReaderAt(r, r.Size())
-	}
-	pf, err := file.NewParquetReader(src, file.WithReadProps(parquet.NewReaderProperties(mem)))
+	r, err := t.OpenFragment(ctx, f, FragmentReadOptions{Parallel: true, Mem: mem})
 	if err != nil {
-		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s) corrupt", f.ID, f.Path), Err: err}
+		return nil, err
 	}
-	defer pf.Close()
+	defer r.Close()
 	// Row groups holding a selected row, and each selected row's position
 	// among the rows of those groups.
 	var groups []int
 	local := make([]int64, 0, len(offsets))
 	var start, kept int64
 	j := 0
-	for g := 0; g < pf.NumRowGroups() && j < len(offsets); g++ {
-		n := pf.MetaData().RowGroup(g).NumRows()
+	for g, n := range r.RowGroups() {
+		if j >= len(offsets) {
+			break
+		}
 		if int64(offsets[j]) < start+n {
 			groups = append(groups, g)
 			for j < len(offsets) && int64(offsets[j]) < start+n {
@@ -131,25 +113,9 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 	if fields != nil && len(fields) == 0 {
 		recs = append(recs, array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, int64(len(offsets))))
 	} else if len(groups) > 0 {
-		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: true, BatchSize: 1 << 16}, mem)
-		if err != nil {
+		if recs, err = r.Read(ctx, fields, groups, 1<<16); err != nil {
 			return nil, err
 		}
-		rr, err := fr.GetRecordReader(ctx, LeafIndices(fr, fields), groups)
-		if err != nil {
-			return nil, err
-		}
-		for rr.Next() {
-			r := rr.RecordBatch()
-			r.Retain()
-			recs = append(recs, r)
-		}
-		err = rr.Err()
-		rr.Release()
-		if err != nil && err != io.EOF {
-			return nil, err
-		}
-		recs = fromStorageAll(recs, mem)
 		// Take each batch's selected rows (local is sorted), without
 		// joining the batches first.
 		cctx := compute.WithAllocator(ctx, mem)

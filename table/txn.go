@@ -458,7 +458,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	if err := c.wh.PutIfNotExists(ctx, txnKey(id, 0), data); err != nil {
 		return "", nil, fmt.Errorf("record transaction: %w", err)
 	}
-	failpoint("record")
+	c.step("record")
 
 	// abort decides Failed (unless decided already), undoes what this
 	// writer wrote and returns err. (A recovery cannot have rolled the
@@ -479,14 +479,14 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 			if err := c.writeOp(ctx, id, s.op); err != nil {
 				return abort(fieldErr(s.e.Field, err))
 			}
-			failpoint(fmt.Sprintf("marker-%d", k))
+			c.step(fmt.Sprintf("marker-%d", k))
 			continue
 		}
 		mk := s.t.versionsKey() + markerName(s.sv.name, id)
 		if err := c.wh.PutIfNotExists(ctx, mk, []byte(id)); err != nil {
 			return abort(fmt.Errorf("transaction %s: write marker: %w", id, err))
 		}
-		failpoint(fmt.Sprintf("marker-%d", k))
+		c.step(fmt.Sprintf("marker-%d", k))
 		err := c.wh.PutIfNotExists(ctx, s.t.versionsKey()+s.sv.name, s.sv.data)
 		if errors.Is(err, ErrExists) {
 			// A transaction that failed may still hold the version: undo
@@ -502,7 +502,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		if err != nil {
 			return abort(fmt.Errorf("transaction %s: write %s version %d: %w", id, JoinID(s.t.id), s.e.Version, err))
 		}
-		failpoint(fmt.Sprintf("manifest-%d", k))
+		c.step(fmt.Sprintf("manifest-%d", k))
 	}
 	want, reason := TxnSucceeded, ""
 	if time.Now().After(deadline) {
@@ -517,7 +517,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		err := errs.Errorf(errs.CodeConcurrentModification, "transaction %s %s before it committed (%s); nothing applied", id, strings.ToLower(string(st.Status)), st.Reason)
 		return id, nil, errors.Join(err, c.rollback(context.WithoutCancel(ctx), id, rec, true))
 	}
-	failpoint("decided")
+	c.step("decided")
 	if err := c.finalize(context.WithoutCancel(ctx), id, rec); err != nil {
 		return id, nil, err
 	}
@@ -926,22 +926,9 @@ func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Durati
 	return res, errors.Join(errList...)
 }
 
-// txnStepHook, when set (tests in this package), is called at each step
-// of CommitBatch.
-var txnStepHook func(step string)
-
-// failpoint pauses the commit path at a named step when
-// MVQ_TXN_FAILPOINT names it (tests kill the process there): it writes
-// "mvq-txn-failpoint STEP" to stderr and sleeps until killed.
-func failpoint(step string) {
-	if h := txnStepHook; h != nil {
-		h(step)
-	}
-	if v := os.Getenv("MVQ_TXN_FAILPOINT"); v == "" || v != step {
-		return
-	}
-	fmt.Fprintf(os.Stderr, "mvq-txn-failpoint %s\n", step)
-	for {
-		time.Sleep(time.Hour)
+// step runs the catalog's StepHook, if any, at the named step.
+func (c *Catalog) step(name string) {
+	if h := c.opts.StepHook; h != nil {
+		h(name)
 	}
 }

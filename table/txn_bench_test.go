@@ -35,7 +35,7 @@ func BenchmarkBatchTransaction(b *testing.B) {
 		paused, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
-			_, _, err := withStepHook(func(step string) {
+			_, _, err := withStepHook(c, func(step string) {
 				if step == "manifest-0" {
 					close(paused)
 					<-release

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/internal/testenv"
 )
 
 // mixedBatch sets up, in c, a batch over four tables of every kind:
@@ -122,7 +123,7 @@ func TestBatchMixedAllOrNothing(t *testing.T) {
 			}
 		}
 	}
-	id, _, err := withStepHook(hook, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-commit", entries) })
+	id, _, err := withStepHook(c, hook, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-commit", entries) })
 	if errs.CodeOf(err) != errs.CodeTableAlreadyExists || id == "" {
 		t.Fatalf("want a conflict on d, got %v", err)
 	}
@@ -147,7 +148,7 @@ func TestTxnMixedHelperProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestBatchMixedKilledMidway")
 	}
-	c := newCatalog(t, dir, Options{TxnTimeout: 500 * time.Millisecond})
+	c := newCatalog(t, dir, Options{TxnTimeout: 500 * time.Millisecond, StepHook: testenv.PauseAtEnv()})
 	_, _, err := c.CommitBatch(context.Background(), "batch-commit", mixedBatch(t, c, false))
 	t.Log(err)
 }
@@ -178,7 +179,7 @@ func TestBatchMixedKilledMidway(t *testing.T) {
 			c := newCatalog(t, dir, Options{TxnTimeout: 500 * time.Millisecond})
 			mixedBatch(t, c, true)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestTxnMixedHelperProcess$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "MVQ_TXN_MIXED_DIR="+dir, "MVQ_TXN_FAILPOINT="+tc.step)
+			cmd.Env = append(os.Environ(), "MVQ_TXN_MIXED_DIR="+dir, testenv.FailpointEnv+"="+tc.step)
 			stderr, err := cmd.StderrPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -270,7 +271,7 @@ func TestRenameWaitsForBatch(t *testing.T) {
 			close(release)
 		}
 	}
-	_, _, err := withStepHook(hook, func() (string, []BatchResult, error) {
+	_, _, err := withStepHook(c, hook, func() (string, []BatchResult, error) {
 		return c.CommitBatch(ctx, "batch-create", []BatchVersion{ea, eb})
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/internal/testenv"
 )
 
 // stageAppend writes rows [from, to) as data files of tb and a manifest of
@@ -182,7 +183,6 @@ func TestBatchRefusesBadEntriesBeforeWriting(t *testing.T) {
 }
 
 func TestBatchLosingToACommitAppliesNothing(t *testing.T) {
-	// Not parallel: txnStepHook is package-wide.
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
 	a, b := twoTables(t, c)
@@ -198,7 +198,7 @@ func TestBatchLosingToACommitAppliesNothing(t *testing.T) {
 			})
 		}
 	}
-	id, _, err := withStepHook(stepHook, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-create", entries) })
+	id, _, err := withStepHook(c, stepHook, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-create", entries) })
 	if !IsConflict(err) || !strings.Contains(err.Error(), "nothing applied") || id == "" {
 		t.Fatalf("batch against a concurrent insert: %v", err)
 	}
@@ -218,20 +218,14 @@ func TestBatchLosingToACommitAppliesNothing(t *testing.T) {
 	}
 }
 
-// withStepHook runs fn with txnStepHook set (tests using it do not run in
-// parallel with each other: the hook is package-wide).
-var stepHookMu sync.Mutex
-
-func withStepHook(h func(string), fn func() (string, []BatchResult, error)) (string, []BatchResult, error) {
-	stepHookMu.Lock()
-	defer stepHookMu.Unlock()
-	txnStepHook = h
-	defer func() { txnStepHook = nil }()
+// withStepHook runs fn with c's StepHook set to h.
+func withStepHook(c *Catalog, h func(string), fn func() (string, []BatchResult, error)) (string, []BatchResult, error) {
+	c.opts.StepHook = h
+	defer func() { c.opts.StepHook = nil }()
 	return fn()
 }
 
 func TestBatchReadersAndWritersDuringCommit(t *testing.T) {
-	// Not parallel: txnStepHook is package-wide.
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
 	a, b := twoTables(t, c)
@@ -273,7 +267,7 @@ func TestBatchReadersAndWritersDuringCommit(t *testing.T) {
 		case <-time.After(50 * time.Millisecond): // it must still be waiting
 		}
 	}
-	if _, _, err := withStepHook(h, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-create", entries) }); err != nil {
+	if _, _, err := withStepHook(c, h, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-create", entries) }); err != nil {
 		t.Fatal(err)
 	}
 	m := <-insertDone
@@ -388,7 +382,6 @@ func TestAlterTransaction(t *testing.T) {
 }
 
 func TestCancelRunningTransaction(t *testing.T) {
-	// Not parallel: txnStepHook is package-wide.
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
 	a, b := twoTables(t, c)
@@ -409,7 +402,7 @@ func TestCancelRunningTransaction(t *testing.T) {
 		}
 		cancelErr = err
 	}
-	id, _, err := withStepHook(h, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-create", entries) })
+	id, _, err := withStepHook(c, h, func() (string, []BatchResult, error) { return c.CommitBatch(ctx, "batch-create", entries) })
 	if cancelErr != nil {
 		t.Fatal(cancelErr)
 	}
@@ -438,7 +431,7 @@ func TestTxnHelperProcess(t *testing.T) {
 	// Long enough that a loaded machine (or a slow S3) still reaches the
 	// failpoint before the batch's deadline; the parent's recovery waits
 	// for it.
-	c := newCatalog(t, dir, Options{TxnTimeout: 2 * time.Second})
+	c := newCatalog(t, dir, Options{TxnTimeout: 2 * time.Second, StepHook: testenv.PauseAtEnv()})
 	var entries []BatchVersion
 	for _, name := range []string{"a", "b"} {
 		entries = append(entries, BatchVersion{Field: name, ID: []string{"docs", name}, Version: 2, ManifestPath: "staged/" + name + "2.manifest", Scheme: NamingV2})
@@ -478,7 +471,7 @@ func TestBatchKilledMidway(t *testing.T) {
 			stageAppend(t, b, "b2", 100, 103)
 
 			cmd := exec.Command(os.Args[0], "-test.run=^TestTxnHelperProcess$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "MVQ_TXN_HELPER_DIR="+dir, "MVQ_TXN_FAILPOINT="+tc.step)
+			cmd.Env = append(os.Environ(), "MVQ_TXN_HELPER_DIR="+dir, testenv.FailpointEnv+"="+tc.step)
 			stderr, err := cmd.StderrPipe()
 			if err != nil {
 				t.Fatal(err)

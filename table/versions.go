@@ -155,8 +155,8 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	if err != nil {
 		return nil, err
 	}
-	if cur.IsView() {
-		return nil, refuseView(t.id, "version create")
+	if err := guardWrite(t.id, cur, "version create"); err != nil {
+		return nil, err
 	}
 	if cur.IsExternal() || m.IsExternal() {
 		return nil, refuseExternal(t.id, "version create")

@@ -1,10 +1,8 @@
 package vector
 
 import (
-	"container/list"
 	"context"
 	"math"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -182,57 +180,9 @@ func norms(x, q []float32) (float32, float32) {
 	return xx0 + xx1, qx0 + qx1
 }
 
-// CacheBytes bounds the decoded vectors kept between searches.
-const CacheBytes = 2 << 30
-
-var cache = &lru{max: CacheBytes, m: map[string]*list.Element{}, l: list.New()}
-
-type lru struct {
-	mu   sync.Mutex
-	max  int64
-	size int64
-	m    map[string]*list.Element
-	l    *list.List
-}
-
-type entry struct {
-	key string
-	v   *vectors
-}
-
-func (c *lru) get(key string) *vectors {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.m[key]; ok {
-		c.l.MoveToFront(e)
-		return e.Value.(*entry).v
-	}
-	return nil
-}
-
-func (c *lru) put(key string, v *vectors) {
-	n := int64(len(v.flat)*4 + len(v.valid))
-	if n > c.max {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[key]; ok {
-		return
-	}
-	c.m[key] = c.l.PushFront(&entry{key, v})
-	c.size += n
-	for c.size > c.max {
-		e := c.l.Back()
-		x := e.Value.(*entry)
-		c.l.Remove(e)
-		delete(c.m, x.key)
-		c.size -= int64(len(x.v.flat)*4 + len(x.v.valid))
-	}
-}
-
 // fragmentVectors answers the vectors of column col of fragment f, from
-// the cache when a search read the file before (files never change).
+// the catalog's decoded cache when a search read the file before (files
+// never change).
 func fragmentVectors(ctx context.Context, t *table.Table, f table.Fragment, col, dim int, mem memory.Allocator) (*vectors, error) {
 	// Keyed by the file's column: a dropped column shifts the schema's.
 	fc, err := f.FileFields([]int{col})
@@ -240,8 +190,11 @@ func fragmentVectors(ctx context.Context, t *table.Table, f table.Fragment, col,
 		return nil, err
 	}
 	key := t.Location() + "\x00" + f.Path + "\x00" + string(rune(fc[0]))
-	if v := cache.get(key); v != nil && v.dim == dim {
-		return v, nil
+	cache := t.Catalog().DecodedCache()
+	if c, ok := cache.Get(key); ok {
+		if v := c.(*vectors); v.dim == dim {
+			return v, nil
+		}
 	}
 	recs, err := t.ReadFragment(ctx, f, []int{col}, mem)
 	if err != nil {
@@ -275,6 +228,6 @@ func fragmentVectors(ctx context.Context, t *table.Table, f table.Fragment, col,
 		}
 		v.flat = append(v.flat, part.flat...)
 	}
-	cache.put(key, v)
+	cache.Put(key, v, int64(len(v.flat)*4+len(v.valid)))
 	return v, nil
 }
