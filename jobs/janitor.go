@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -221,15 +221,11 @@ func (j *Janitor) table(ctx context.Context, id []string, res *JanitorResult) er
 // stagedLive reports whether name (under data/) is a staged file of a
 // PENDING or RUNNING job: data/_staging-{job id}-….
 func (j *Janitor) stagedLive(ctx context.Context, name string) (bool, error) {
-	rest, ok := strings.CutPrefix(name, "_staging-")
+	id, ok := refresh.StagedJob(name)
 	if !ok {
 		return false, nil
 	}
-	// Job ids are UUIDs (36 characters); staged names go on with "-".
-	if len(rest) < 37 || rest[36] != '-' {
-		return false, nil
-	}
-	st, err := j.st.state(ctx, rest[:36])
+	st, err := j.st.state(ctx, id)
 	if err != nil {
 		return false, redisErr("read job state", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -20,6 +21,19 @@ import (
 //	data/_staging-{job}-c{n}-{k}.parquet     a view fragment Commit rewrote
 //	data/_staging-{job}-b{frag}-{k}.parquet  checkpoint k of a backfill of fragment frag
 func stagingPrefix(jobID string) string { return "data/_staging-" + jobID + "-" }
+
+// StagedJob reports whether name, a file name under data/, is a file a job
+// staged (see stagingPrefix), and the id of that job. The janitor keeps
+// the staged files of unfinished jobs by it; this package alone knows the
+// naming scheme.
+func StagedJob(name string) (jobID string, ok bool) {
+	rest, ok := strings.CutPrefix(name, "_staging-")
+	// Job ids are UUIDs (36 characters); staged names go on with "-".
+	if !ok || len(rest) < 37 || rest[36] != '-' {
+		return "", false
+	}
+	return rest[:36], true
+}
 
 func itemPrefix(jobID string, index int) string {
 	return stagingPrefix(jobID) + strconv.Itoa(index) + "-"
