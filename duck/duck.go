@@ -21,6 +21,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/duckdb/duckdb-go/v2"
+
+	"github.com/mvq-dev/mvq/internal/lru"
 )
 
 // DB runs user SQL in isolated in-memory DuckDB databases ("sessions").
@@ -46,10 +48,10 @@ type DB struct {
 	memory   int64 // each session's memory_limit from MemoryBudget; 0: none
 	maxIdle  int   // idle sessions kept at most
 	shareKey func(context.Context) string
-	share    int               // sessions one share key holds at most
-	shareMu  sync.Mutex        // guards shares
-	shares   map[string]*share // by key, while the key holds or waits for a session
-	verdicts verdictCache      // CheckSelect's answers by SQL text
+	share    int                         // sessions one share key holds at most
+	shareMu  sync.Mutex                  // guards shares
+	shares   map[string]*share           // by key, while the key holds or waits for a session
+	verdicts *lru.Cache[string, verdict] // CheckSelect's answers by SQL text (newVerdictCache)
 	mu       sync.Mutex
 	idle     []idleSession // used sessions kept for their query text, oldest first
 	waiting  atomic.Int64  // queries waiting for a slot
@@ -174,7 +176,7 @@ func Open(opts Options) (*DB, error) {
 	d := &DB{
 		settings: settings, parser: parser, system: system, timeout: opts.QueryTimeout, maxIdle: opts.IdleSessions, memory: sessionMemory,
 		shareKey: opts.ShareKey, share: opts.Share, shares: map[string]*share{},
-		fresh: make(chan *sql.DB, opts.Sessions), slots: make(chan struct{}, opts.Sessions),
+		fresh: make(chan *sql.DB, opts.Sessions), slots: make(chan struct{}, opts.Sessions), verdicts: newVerdictCache(),
 	}
 	s, err := d.open()
 	if err != nil {

@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
+
+	"github.com/mvq-dev/mvq/internal/lru"
 )
 
 // DuckDB's own parser is the authority on what user SQL is: the text is
@@ -154,13 +155,13 @@ func (d *DB) CheckSelect(ctx context.Context, q string) (*Statement, error) {
 	if len(q) > MaxSQLBytes {
 		return nil, &SQLError{Err: fmt.Errorf("longer than %d bytes", MaxSQLBytes)}
 	}
-	if v, ok := d.verdicts.get(q); ok {
+	if v, ok := d.verdicts.Get(q); ok {
 		return v.st, v.err
 	}
 	st, err := d.checkSelect(ctx, q)
 	var se *SQLError
 	if err == nil || errors.As(err, &se) {
-		d.verdicts.put(q, verdict{st, err}) // not the engine's errors, which may pass
+		d.verdicts.Put(q, verdict{st, err}, int64(len(q))+verdictOverhead) // not the engine's errors, which may pass
 	}
 	return st, err
 }
@@ -256,34 +257,22 @@ func nonEmpty(ss ...string) []string {
 	return out
 }
 
-// verdictCache holds CheckSelect's answers by SQL text, up to
-// maxVerdicts of them (then it starts over).
-type verdictCache struct {
-	mu sync.Mutex
-	m  map[string]verdict
-}
-
+// verdict is one of CheckSelect's answers, cached by SQL text.
 type verdict struct {
 	st  *Statement
 	err error
 }
 
-const maxVerdicts = 4096
+// maxVerdictBytes bounds CheckSelect's cache of answers, counted as the
+// SQL text's length plus verdictOverhead for the parsed statement: a
+// thousand 16 KiB queries, or many more short ones.
+const (
+	maxVerdictBytes = 16 << 20
+	verdictOverhead = 512
+)
 
-func (c *verdictCache) get(q string) (verdict, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v, ok := c.m[q]
-	return v, ok
-}
-
-func (c *verdictCache) put(q string, v verdict) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil || len(c.m) >= maxVerdicts {
-		c.m = make(map[string]verdict)
-	}
-	c.m[q] = v
+func newVerdictCache() *lru.Cache[string, verdict] {
+	return lru.New[string, verdict](maxVerdictBytes)
 }
 
 // CheckExpression accepts expr only if it is one SQL expression: the text

@@ -98,7 +98,7 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 		if plan, err = s.st.savePlan(ctx, plan); err != nil {
 			return err
 		}
-		s.plans.put(j.ID, plan)
+		s.plans.Put(j.ID, plan, 1)
 	}
 	total := itemCount(plan)
 	first := min(max(j.Request.Concurrency, 1), total)

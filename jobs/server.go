@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/internal/lru"
 	"github.com/mvq-dev/mvq/refresh"
 )
 
@@ -83,7 +84,7 @@ type Server struct {
 	srv    *asynq.Server
 	enq    *asynq.Client
 	log    *slog.Logger
-	plans  planCache
+	plans  *lru.Cache[string, *refresh.Plan]
 	queues map[string]int
 	// inspector reads queue depth and latency for the queue gauges, and
 	// archived tasks for the rescuer.
@@ -124,7 +125,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, plans: planCache{m: map[string]*refresh.Plan{}}}
+	s := &Server{cfg: cfg, eng: eng, log: cfg.Logger, plans: newPlanCache()}
 	host, _ := os.Hostname()
 	s.id = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), uuid.NewString()[:8])
 	rdb := cfg.RDB
@@ -442,14 +443,14 @@ func (s *Server) discard(ctx context.Context, jobID string) {
 // loadPlan returns the job's plan, from the cache when it is there; nil
 // when none is stored.
 func (s *Server) loadPlan(ctx context.Context, jobID string) (*refresh.Plan, error) {
-	if p := s.plans.get(jobID); p != nil {
+	if p, _ := s.plans.Get(jobID); p != nil {
 		return p, nil
 	}
 	p, err := s.st.plan(ctx, jobID)
 	if err != nil || p == nil {
 		return nil, err
 	}
-	s.plans.put(jobID, p)
+	s.plans.Put(jobID, p, 1)
 	return p, nil
 }
 
@@ -550,31 +551,10 @@ func (a asynqLogger) Fatal(args ...any) {
 	os.Exit(1)
 }
 
-// planCache keeps recently used plans (immutable once stored).
-type planCache struct {
-	mu    sync.Mutex
-	m     map[string]*refresh.Plan
-	order []string
-}
-
+// planCacheSize is how many recently used plans a worker keeps (a plan is
+// immutable once stored): each counts 1 in an lru.Cache.
 const planCacheSize = 32
 
-func (c *planCache) get(id string) *refresh.Plan {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[id]
-}
-
-func (c *planCache) put(id string, p *refresh.Plan) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[id]; ok {
-		return
-	}
-	if len(c.order) >= planCacheSize {
-		delete(c.m, c.order[0])
-		c.order = c.order[1:]
-	}
-	c.m[id] = p
-	c.order = append(c.order, id)
+func newPlanCache() *lru.Cache[string, *refresh.Plan] {
+	return lru.New[string, *refresh.Plan](planCacheSize)
 }

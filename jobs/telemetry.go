@@ -107,7 +107,7 @@ func (s *Server) tracing(h asynq.Handler) asynq.Handler {
 
 // kindOf is the view kind of a job whose plan this worker has seen.
 func (s *Server) kindOf(jobID string) string {
-	if p := s.plans.get(jobID); p != nil {
+	if p, _ := s.plans.Get(jobID); p != nil {
 		return string(p.Kind)
 	}
 	return "unknown"
