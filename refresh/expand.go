@@ -38,19 +38,8 @@ const (
 // the limit leaves room for. Errors in the user's SQL that only rows
 // reveal (a failed cast) are CodeInvalidInput; they will not go away on a
 // retry.
-func (e *Engine) Expand(ctx context.Context, plan *Plan, index int) (ItemResult, error) {
-	if index < 0 || index >= len(plan.Items) {
-		return ItemResult{}, invalid("work item %d: the plan has %d items", index, len(plan.Items))
-	}
-	if err := checkJobID(plan.JobID); err != nil {
-		return ItemResult{}, err
-	}
-	if err := checkFilled(plan.Options); err != nil {
-		return ItemResult{}, err
-	}
-	if plan.Options.Backfill != nil {
-		return e.expandBackfill(ctx, plan, index)
-	}
+func (j viewRefresh) Expand(ctx context.Context, plan *Plan, index int) (ItemResult, error) {
+	e := j.e
 	item := plan.Items[index]
 	res := ItemResult{Index: index, Fragments: []table.Fragment{}}
 	limit := plan.Options.OutputLimit

@@ -22,7 +22,8 @@ const (
 	MaxMaxRowsPerFragment      = 1 << 24
 )
 
-// Prepare fills defaults into opts and validates it against the view:
+// Prepare fills defaults into the options of a view refresh and validates
+// them against the view:
 // output_limit only for kinds that take it and >= 0; src_version must
 // exist in the source; sizes and concurrencies within their caps; an
 // inline manifest must be a valid manifest (ParseManifest) naming only
@@ -30,14 +31,8 @@ const (
 // manifest in force (the inline one, else the view's, else "") and
 // ManifestNotHonoured to its fields this deployment records but cannot
 // act on. Whether the cluster exists is for the orchestrator to check.
-//
-// With opts.Backfill set, it prepares a backfill of table id instead
-// (backfill.go): the column must be virtual or computed, where a
-// predicate over the table, read_version one of its versions.
-func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error {
-	if opts.Backfill != nil {
-		return e.prepareBackfill(ctx, id, opts)
-	}
+func (j viewRefresh) Prepare(ctx context.Context, id []string, opts *Options) error {
+	e := j.e
 	v, err := e.View(ctx, id)
 	if err != nil {
 		return err

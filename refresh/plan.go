@@ -42,16 +42,8 @@ func checkFilled(o Options) error {
 // names); incremental otherwise; no_op when nothing changed, with no items.
 // opts should have been through Prepare; numbers left at zero take their
 // defaults.
-func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Options) (*Plan, error) {
-	if err := checkJobID(jobID); err != nil {
-		return nil, err
-	}
-	if err := e.fillDefaults(&opts); err != nil {
-		return nil, err
-	}
-	if opts.Backfill != nil {
-		return e.planBackfill(ctx, id, jobID, opts)
-	}
+func (j viewRefresh) Plan(ctx context.Context, id []string, jobID string, opts Options) (*Plan, error) {
+	e := j.e
 	v, err := e.View(ctx, id)
 	if err != nil {
 		return nil, stateErr(err)
