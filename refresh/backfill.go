@@ -83,9 +83,6 @@ type columnBackfill struct{ e *Engine }
 func (j columnBackfill) Prepare(ctx context.Context, id []string, opts *Options) error {
 	e := j.e
 	bf := opts.Backfill
-	if err := e.fillDefaults(opts); err != nil {
-		return err
-	}
 	switch {
 	case opts.OutputLimit != nil:
 		return invalid("output_limit: not an option of a backfill")
@@ -94,20 +91,12 @@ func (j columnBackfill) Prepare(ctx context.Context, id []string, opts *Options)
 	case opts.SrcBranch != "":
 		return invalid("src_branch: not an option of a backfill")
 	}
-	for _, f := range []struct {
-		name      string
-		val       *int
-		def, most int
-	}{
+	err := fillBounded([]boundedInt{
 		{"checkpoint_size", &bf.CheckpointSize, DefaultCheckpointSize, MaxCheckpointSize},
 		{"commit_granularity", &bf.CommitGranularity, DefaultCommitGranularity, MaxCommitGranularity},
-	} {
-		if *f.val == 0 {
-			*f.val = f.def
-		}
-		if *f.val < 0 || *f.val > f.most {
-			return invalid("%s: must be > 0 and <= %d (got %d)", f.name, f.most, *f.val)
-		}
+	})
+	if err != nil {
+		return err
 	}
 	t, err := e.backfillTable(ctx, id, bf, nil)
 	if err != nil {
@@ -211,6 +200,9 @@ func (j columnBackfill) Plan(ctx context.Context, id []string, jobID string, opt
 	}
 	tid, err := identity(ctx, t, latest)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkFilled(opts); err != nil {
 		return nil, err
 	}
 	p := &Plan{JobID: jobID, View: t.ID(), Kind: KindBackfill, Mode: ModeBackfill, SourceVersion: m.Version,

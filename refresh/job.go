@@ -39,21 +39,24 @@ func (e *Engine) jobFor(opts *Options) Job {
 	return viewRefresh{e}
 }
 
-// Prepare validates opts for a job on table id and fills their defaults;
-// see viewRefresh.Prepare and columnBackfill.Prepare for what each type
-// checks.
+// Prepare validates opts for a job on table id and fills their defaults,
+// the one place that does: the numbers every job type takes
+// (fillDefaults), then what the type adds (viewRefresh.Prepare,
+// columnBackfill.Prepare).
 func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error {
+	if err := e.fillDefaults(opts); err != nil {
+		return err
+	}
 	return e.jobFor(opts).Prepare(ctx, id, opts)
 }
 
-// Plan plans job jobID on table id with opts as Prepare left them; see
-// viewRefresh.Plan and columnBackfill.Plan. A job id other than letters,
-// digits, '-', '_' and '.' is CodeInvalidInput.
+// Plan plans job jobID on table id with opts as Prepare left them (the
+// orchestrator stores them with the job): Plan neither defaults nor
+// bounds them again, and options no Prepare filled are CodeInvalidInput
+// (checkFilled). See viewRefresh.Plan and columnBackfill.Plan. A job id
+// other than letters, digits, '-', '_' and '.' is CodeInvalidInput.
 func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Options) (*Plan, error) {
 	if err := checkJobID(jobID); err != nil {
-		return nil, err
-	}
-	if err := e.fillDefaults(&opts); err != nil {
 		return nil, err
 	}
 	return e.jobFor(&opts).Plan(ctx, id, jobID, opts)
