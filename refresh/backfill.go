@@ -126,7 +126,7 @@ func (j columnBackfill) Prepare(ctx context.Context, id []string, opts *Options)
 			return invalid("where: %s", strings.TrimPrefix(tableMessage(err), "source_query: "))
 		}
 	}
-	opts.ManifestChecksum, opts.ManifestNotHonoured = "", nil
+	opts.ManifestChecksum, opts.ManifestNotHonoured, opts.UDTFSpecNotHonoured = "", nil, nil
 	text := opts.Manifest
 	if text != "" {
 		mf, err := e.checkManifestText("manifest", text, "")

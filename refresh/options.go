@@ -30,7 +30,8 @@ const (
 // declared runtimes. It sets ManifestChecksum to the checksum of the
 // manifest in force (the inline one, else the view's, else "") and
 // ManifestNotHonoured to its fields this deployment records but cannot
-// act on. Whether the cluster exists is for the orchestrator to check.
+// act on, and UDTFSpecNotHonoured to the view's udtf_spec fields of that
+// kind (UDTFEntry.NotHonoured). Whether the cluster exists is for the orchestrator to check.
 func (j viewRefresh) Prepare(ctx context.Context, id []string, opts *Options) error {
 	e := j.e
 	v, err := e.View(ctx, id)
@@ -54,6 +55,7 @@ func (j viewRefresh) Prepare(ctx context.Context, id []string, opts *Options) er
 			opts.ManifestNotHonoured = m.NotHonoured()
 		}
 	}
+	opts.UDTFSpecNotHonoured = v.udtf.NotHonoured()
 	if err := e.checkRuntimes(v, *opts); err != nil {
 		return err
 	}
