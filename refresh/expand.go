@@ -419,37 +419,14 @@ func (e *Engine) concatSorted(ctx context.Context, schema *arrow.Schema, recs []
 		}
 	}()
 	var rec arrow.RecordBatch
-	switch len(recs) {
-	case 0:
+	if len(recs) == 0 {
 		b := array.NewRecordBuilder(e.mem, schema)
 		rec = b.NewRecordBatch()
 		b.Release()
-	case 1:
-		rec = recs[0]
-		rec.Retain()
-	default:
-		cols := make([]arrow.Array, schema.NumFields())
-		var n int64
-		for _, r := range recs {
-			n += r.NumRows()
-		}
-		for i := range cols {
-			parts := make([]arrow.Array, len(recs))
-			for j, r := range recs {
-				parts[j] = r.Column(i)
-			}
-			c, err := array.Concatenate(parts, e.mem)
-			if err != nil {
-				for _, c := range cols[:i] {
-					c.Release()
-				}
-				return nil, err
-			}
-			cols[i] = c
-		}
-		rec = array.NewRecordBatch(schema, cols, n)
-		for _, c := range cols {
-			c.Release()
+	} else {
+		var err error
+		if rec, err = e.concatAll(schema, recs); err != nil {
+			return nil, err
 		}
 	}
 	ids, ok := rec.Column(0).(*array.Uint64)
