@@ -17,8 +17,9 @@ import (
 )
 
 // A backfill (spec backfill_column) fills a virtual or computed column's
-// existing rows. It is a job like a refresh, through the same Prepare,
-// Plan, Expand, Commit and Discard, told apart by Options.Backfill:
+// existing rows. It is a Job like a refresh (job.go): the Engine's
+// Prepare, Plan, Expand, Commit and Discard dispatch to columnBackfill
+// when Options.Backfill is set:
 //
 //   - Plan cuts the fragments of read_version (the latest by default)
 //     into work items of whole fragments, up to task_size rows each (a
@@ -73,12 +74,15 @@ type BackfillOptions struct {
 	Branch string `json:"branch,omitempty"`
 }
 
-// prepareBackfill is Prepare for a backfill of table id.
-func (e *Engine) prepareBackfill(ctx context.Context, id []string, opts *Options) error {
+// columnBackfill is the Job of a backfill (Options.Backfill set).
+type columnBackfill struct{ e *Engine }
+
+// Prepare prepares a backfill of table id: the column must be virtual or
+// computed, where a predicate over the table, read_version one of its
+// versions; checkpoint_size and commit_granularity take their defaults.
+func (j columnBackfill) Prepare(ctx context.Context, id []string, opts *Options) error {
+	e := j.e
 	bf := opts.Backfill
-	if err := e.fillDefaults(opts); err != nil {
-		return err
-	}
 	switch {
 	case opts.OutputLimit != nil:
 		return invalid("output_limit: not an option of a backfill")
@@ -87,20 +91,12 @@ func (e *Engine) prepareBackfill(ctx context.Context, id []string, opts *Options
 	case opts.SrcBranch != "":
 		return invalid("src_branch: not an option of a backfill")
 	}
-	for _, f := range []struct {
-		name      string
-		val       *int
-		def, most int
-	}{
+	err := fillBounded([]boundedInt{
 		{"checkpoint_size", &bf.CheckpointSize, DefaultCheckpointSize, MaxCheckpointSize},
 		{"commit_granularity", &bf.CommitGranularity, DefaultCommitGranularity, MaxCommitGranularity},
-	} {
-		if *f.val == 0 {
-			*f.val = f.def
-		}
-		if *f.val < 0 || *f.val > f.most {
-			return invalid("%s: must be > 0 and <= %d (got %d)", f.name, f.most, *f.val)
-		}
+	})
+	if err != nil {
+		return err
 	}
 	t, err := e.backfillTable(ctx, id, bf, nil)
 	if err != nil {
@@ -130,7 +126,7 @@ func (e *Engine) prepareBackfill(ctx context.Context, id []string, opts *Options
 			return invalid("where: %s", strings.TrimPrefix(tableMessage(err), "source_query: "))
 		}
 	}
-	opts.ManifestChecksum, opts.ManifestNotHonoured = "", nil
+	opts.ManifestChecksum, opts.ManifestNotHonoured, opts.UDTFSpecNotHonoured = "", nil, nil
 	text := opts.Manifest
 	if text != "" {
 		mf, err := e.checkManifestText("manifest", text, "")
@@ -175,8 +171,9 @@ func whereQuery(where string) string {
 	return "SELECT coalesce((" + where + ")::BOOLEAN, false) AS " + duck.QuoteIdent("m") + " FROM " + duck.QuoteIdent(computedInput)
 }
 
-// planBackfill is Plan for a backfill.
-func (e *Engine) planBackfill(ctx context.Context, id []string, jobID string, opts Options) (*Plan, error) {
+// Plan cuts the fragments of read_version into items of whole fragments.
+func (j columnBackfill) Plan(ctx context.Context, id []string, jobID string, opts Options) (*Plan, error) {
+	e := j.e
 	t, err := e.backfillTable(ctx, id, opts.Backfill, nil)
 	if err != nil {
 		return nil, stateErr(err)
@@ -203,6 +200,9 @@ func (e *Engine) planBackfill(ctx context.Context, id []string, jobID string, op
 	}
 	tid, err := identity(ctx, t, latest)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkFilled(opts); err != nil {
 		return nil, err
 	}
 	p := &Plan{JobID: jobID, View: t.ID(), Kind: KindBackfill, Mode: ModeBackfill, SourceVersion: m.Version,
@@ -237,8 +237,9 @@ type rewrite struct {
 	filled bool // every non-null value is the current version's
 }
 
-// expandBackfill is Expand for a backfill item.
-func (e *Engine) expandBackfill(ctx context.Context, plan *Plan, index int) (ItemResult, error) {
+// Expand fills the fragments of a backfill item and commits them.
+func (j columnBackfill) Expand(ctx context.Context, plan *Plan, index int) (ItemResult, error) {
+	e := j.e
 	res := ItemResult{Index: index, Fragments: []table.Fragment{}}
 	bf := plan.Options.Backfill
 	t, err := e.backfillTable(ctx, plan.View, bf, plan)
@@ -672,9 +673,10 @@ func marshalRaw(v any) (json.RawMessage, bool) {
 	return b, err == nil
 }
 
-// commitBackfill is Commit for a backfill: the items committed already;
-// it answers the table's version and what was filled.
-func (e *Engine) commitBackfill(ctx context.Context, plan *Plan, results []ItemResult) (Result, error) {
+// Commit answers the table's version and what was filled: the items
+// committed already.
+func (j columnBackfill) Commit(ctx context.Context, plan *Plan, results []ItemResult) (Result, error) {
+	e := j.e
 	t, err := e.backfillTable(ctx, plan.View, plan.Options.Backfill, plan)
 	if err != nil {
 		return Result{}, stateErr(err)
@@ -690,9 +692,9 @@ func (e *Engine) commitBackfill(ctx context.Context, plan *Plan, results []ItemR
 	return res, nil
 }
 
-// discardBackfill removes a backfill's checkpoints; what it committed
-// stays.
-func (e *Engine) discardBackfill(ctx context.Context, plan *Plan) error {
+// Discard removes a backfill's checkpoints; what it committed stays.
+func (j columnBackfill) Discard(ctx context.Context, plan *Plan) error {
+	e := j.e
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil

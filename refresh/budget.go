@@ -3,13 +3,10 @@ package refresh
 import (
 	"fmt"
 	"sync/atomic"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
-	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/udf"
 )
@@ -164,32 +161,6 @@ func valueBytes(a arrow.Array, i int) int64 {
 		return 0
 	}
 	return dataBytes(a.Data())/int64(a.Len()) + 1
-}
-
-// minChunks is a lower bound of the chunks and chunk text bytes spec cuts
-// text into: every strategy covers each non-space character at least once
-// with chunks of at most chunk_size units. It reads text once.
-func minChunks(spec *chunker.Spec, text string) (chunks, bytes int64) {
-	var units int64
-	inWord := false
-	words := spec.Unit == chunker.UnitWords
-	for i := 0; i < len(text); {
-		c, w := rune(text[i]), 1
-		if c >= utf8.RuneSelf {
-			c, w = utf8.DecodeRuneInString(text[i:])
-		}
-		space := unicode.IsSpace(c)
-		if !space {
-			bytes += int64(w)
-			if !words || !inWord {
-				units++
-			}
-		}
-		inWord = !space
-		i += w
-	}
-	size := int64(max(spec.ChunkSize, 1))
-	return (units + size - 1) / size, bytes
 }
 
 // recordBytes is the size of the buffers behind rec (whole buffers, for a

@@ -526,26 +526,9 @@ func computedQuery(expr string) string {
 	return "SELECT (" + expr + ") AS " + duck.QuoteIdent("v") + " FROM " + duck.QuoteIdent(computedInput)
 }
 
-// columnSettings resolves the runtime of a udf binding for one job: the
-// job's inline manifest (jobManifest) when given, else the column's, may
-// name another runtime and lower its settings (see resolveRuntime).
+// columnSettings resolves the runtime of a udf binding for one job under
+// the job's inline manifest (jobManifest), else the column's
+// (settingsInForce).
 func (e *Engine) columnSettings(b *ColumnBinding, jobManifest string) (udf.Settings, error) {
-	text, field := jobManifest, "manifest"
-	if text == "" {
-		text, field = b.Manifest, "virtual_column.manifest"
-	}
-	return e.settingsFrom(field, text, b.Runtime)
-}
-
-// settingsFrom is the runtime name resolved under manifest text ("" for
-// none) from field.
-func (e *Engine) settingsFrom(field, text, name string) (udf.Settings, error) {
-	var m *Manifest
-	if text != "" {
-		var err error
-		if m, err = ParseManifest(text); err != nil {
-			return udf.Settings{}, manifestErr(field, err)
-		}
-	}
-	return e.resolveRuntime(field, m, name)
+	return e.settingsInForce(jobManifest, b.Manifest, "virtual_column.manifest", b.Runtime)
 }

@@ -117,13 +117,8 @@ func (p *piece) release() {
 // version after the base already records the job, Commit answers that
 // version's result. A no_op plan commits nothing and answers the current
 // version.
-func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (Result, error) {
-	if err := checkJobID(plan.JobID); err != nil {
-		return Result{}, err
-	}
-	if plan.Options.Backfill != nil {
-		return e.commitBackfill(ctx, plan, results)
-	}
+func (j viewRefresh) Commit(ctx context.Context, plan *Plan, results []ItemResult) (Result, error) {
+	e := j.e
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if err != nil {
 		return Result{}, stateErr(err)
@@ -736,13 +731,8 @@ func (e *Engine) removeUnused(ctx context.Context, t *table.Table, results []Ite
 // Discard removes the staged files of a job that did not commit (cancel,
 // failure); missing files are fine. A job that did commit keeps its
 // files: the view references them.
-func (e *Engine) Discard(ctx context.Context, plan *Plan) error {
-	if err := checkJobID(plan.JobID); err != nil {
-		return err
-	}
-	if plan.Options.Backfill != nil {
-		return e.discardBackfill(ctx, plan)
-	}
+func (j viewRefresh) Discard(ctx context.Context, plan *Plan) error {
+	e := j.e
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if errs.CodeOf(err) == errs.CodeTableNotFound {
 		return nil // the view is gone, and its folder with it

@@ -41,6 +41,9 @@ type Options struct {
 	// ManifestNotHonoured lists the fields of the manifest in force this
 	// deployment records but cannot act on (pip, images, ...).
 	ManifestNotHonoured []string `json:"manifest_not_honoured,omitempty"`
+	// UDTFSpecNotHonoured lists the fields of the view's udtf_spec this
+	// deployment records but does not act on (UDTFEntry.NotHonoured).
+	UDTFSpecNotHonoured []string `json:"udtf_spec_not_honoured,omitempty"`
 	// Backfill makes the job a backfill of a virtual or computed column
 	// (backfill.go) instead of a refresh.
 	Backfill *BackfillOptions `json:"backfill,omitempty"`

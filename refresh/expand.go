@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -15,16 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
 
-	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
-)
-
-// Output batches of the chunker are cut at this many rows or bytes of
-// chunk text, whichever comes first.
-const (
-	chunkBatchRows  = 8192
-	chunkBatchBytes = 64 << 20
 )
 
 // Expand computes work item index of plan: it reads the item's source
@@ -38,19 +28,8 @@ const (
 // the limit leaves room for. Errors in the user's SQL that only rows
 // reveal (a failed cast) are CodeInvalidInput; they will not go away on a
 // retry.
-func (e *Engine) Expand(ctx context.Context, plan *Plan, index int) (ItemResult, error) {
-	if index < 0 || index >= len(plan.Items) {
-		return ItemResult{}, invalid("work item %d: the plan has %d items", index, len(plan.Items))
-	}
-	if err := checkJobID(plan.JobID); err != nil {
-		return ItemResult{}, err
-	}
-	if err := checkFilled(plan.Options); err != nil {
-		return ItemResult{}, err
-	}
-	if plan.Options.Backfill != nil {
-		return e.expandBackfill(ctx, plan, index)
-	}
+func (j viewRefresh) Expand(ctx context.Context, plan *Plan, index int) (ItemResult, error) {
+	e := j.e
 	item := plan.Items[index]
 	res := ItemResult{Index: index, Fragments: []table.Fragment{}}
 	limit := plan.Options.OutputLimit
@@ -440,37 +419,14 @@ func (e *Engine) concatSorted(ctx context.Context, schema *arrow.Schema, recs []
 		}
 	}()
 	var rec arrow.RecordBatch
-	switch len(recs) {
-	case 0:
+	if len(recs) == 0 {
 		b := array.NewRecordBuilder(e.mem, schema)
 		rec = b.NewRecordBatch()
 		b.Release()
-	case 1:
-		rec = recs[0]
-		rec.Retain()
-	default:
-		cols := make([]arrow.Array, schema.NumFields())
-		var n int64
-		for _, r := range recs {
-			n += r.NumRows()
-		}
-		for i := range cols {
-			parts := make([]arrow.Array, len(recs))
-			for j, r := range recs {
-				parts[j] = r.Column(i)
-			}
-			c, err := array.Concatenate(parts, e.mem)
-			if err != nil {
-				for _, c := range cols[:i] {
-					c.Release()
-				}
-				return nil, err
-			}
-			cols[i] = c
-		}
-		rec = array.NewRecordBatch(schema, cols, n)
-		for _, c := range cols {
-			c.Release()
+	} else {
+		var err error
+		if rec, err = e.concatAll(schema, recs); err != nil {
+			return nil, err
 		}
 	}
 	ids, ok := rec.Column(0).(*array.Uint64)
@@ -489,254 +445,4 @@ func (e *Engine) concatSorted(ctx context.Context, schema *arrow.Schema, recs []
 	}
 	defer perm.Release()
 	return table.TakeRecord(ctx, rec, perm)
-}
-
-// texts is what the chunker reads: utf8, large_utf8 and utf8_view arrays.
-type texts interface {
-	IsNull(int) bool
-	Value(int) string
-}
-
-// chunkRows expands each row of q into its chunks. The rows are split into
-// workers contiguous parts chunked concurrently; the parts' outputs are
-// joined in order, so rows stay in (__source_row_id, __chunk_index) order.
-// The chunks count against bud as they are made; the first row past it
-// stops every part.
-func (e *Engine) chunkRows(ctx context.Context, v *View, q arrow.RecordBatch, workers int, bud *budget) ([]arrow.RecordBatch, error) {
-	spec := v.chunkerSpec()
-	ch, err := chunker.New(*spec)
-	if err != nil {
-		return nil, err
-	}
-	in := -1
-	for i, f := range q.Schema().Fields() {
-		if i > 0 && strings.EqualFold(f.Name, spec.InputColumn) {
-			in = i
-		}
-	}
-	if in < 0 {
-		return nil, errs.Errorf(errs.CodeSchemaValidation, "source_query no longer selects the chunker's input_column %q", spec.InputColumn)
-	}
-	txt, ok := q.Column(in).(texts)
-	if !ok {
-		return nil, errs.Errorf(errs.CodeSchemaValidation, "input_column %q is %s, not text", spec.InputColumn, q.Column(in).DataType())
-	}
-	// Where each view column comes from: a query column, or -1 for the
-	// chunk index and -2 for the chunk.
-	from := make([]int, v.Schema.NumFields())
-	for i, f := range v.Schema.Fields() {
-		switch {
-		case i == 0:
-			from[i] = 0
-		case f.Name == ChunkIndexColumn:
-			from[i] = -1
-		case i == v.Schema.NumFields()-1:
-			from[i] = -2
-		default:
-			idx := q.Schema().FieldIndices(f.Name)
-			if len(idx) == 0 {
-				return nil, errs.Errorf(errs.CodeSchemaValidation, "source_query no longer selects view column %q", f.Name)
-			}
-			from[i] = idx[0]
-		}
-	}
-	c := &chunkJob{e: e, v: v, q: q, ch: ch, txt: txt, from: from, bud: bud}
-	n := int(q.NumRows())
-	workers = max(min(workers, n), 1)
-	parts := make([][]arrow.RecordBatch, workers)
-	errList := make([]error, workers)
-	var wg sync.WaitGroup
-	for p := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A panic on a row fails the item, not the process.
-			errList[p] = table.Recover("chunk rows", func() (err error) {
-				if e.chunkHook != nil {
-					e.chunkHook()
-				}
-				parts[p], err = c.run(ctx, n*p/workers, n*(p+1)/workers)
-				return err
-			})
-		}()
-	}
-	wg.Wait()
-	var out []arrow.RecordBatch
-	for _, part := range parts {
-		out = append(out, part...)
-	}
-	for _, err := range errList {
-		if err != nil {
-			for _, b := range out {
-				b.Release()
-			}
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-type chunkJob struct {
-	e    *Engine
-	v    *View
-	q    arrow.RecordBatch
-	ch   chunker.Chunker
-	txt  texts
-	from []int
-	bud  *budget
-}
-
-// carry is the size of the query columns row r copies into each of its
-// chunks.
-func (c *chunkJob) carry(r int) int64 {
-	var n int64
-	for i, src := range c.from {
-		if i > 0 && src >= 0 {
-			n += valueBytes(c.q.Column(src), r)
-		}
-	}
-	return n
-}
-
-// admit counts the chunks of row r against the budget. Before the row is
-// cut (chunks nil) it checks a lower bound of what the row will make, so
-// a row far too large fails before the chunker allocates its chunks; the
-// bound is computed only when the row could matter.
-func (c *chunkJob) admit(r int, text string, chunks []string) error {
-	perRow := int64(chunkRowBytes) + c.carry(r)
-	if chunks == nil {
-		n := int64(len(text))
-		if c.bud.fits(n, n+n*perRow) == nil {
-			return nil
-		}
-		k, tb := minChunks(c.v.chunkerSpec(), text)
-		return c.bud.fits(k, tb+k*perRow)
-	}
-	var tb int64
-	for _, s := range chunks {
-		tb += int64(len(s))
-	}
-	k := int64(len(chunks))
-	return c.bud.add(k, tb+k*perRow)
-}
-
-// run chunks rows [lo, hi) of the query output into view batches.
-func (c *chunkJob) run(ctx context.Context, lo, hi int) ([]arrow.RecordBatch, error) {
-	mem := c.e.mem
-	var (
-		out    []arrow.RecordBatch
-		rows   []int64
-		index  []int32
-		nbytes int
-		buf    []string
-	)
-	sb := array.NewStringBuilder(mem)
-	defer sb.Release()
-	// Chunks hold about the text of their rows, plus the overlap: reserve
-	// that much so the builder does not grow by copying.
-	var textBytes int
-	for r := lo; r < hi; r++ {
-		textBytes += len(c.txt.Value(r))
-	}
-	reserve := func() {
-		sb.ReserveData(min(textBytes+textBytes/4, chunkBatchBytes+chunkBatchBytes/4))
-	}
-	reserve()
-	fail := func(err error) ([]arrow.RecordBatch, error) {
-		for _, b := range out {
-			b.Release()
-		}
-		return nil, err
-	}
-	flush := func() error {
-		rec, err := c.batch(ctx, rows, index, sb)
-		if err != nil {
-			return err
-		}
-		out = append(out, rec)
-		rows, index, nbytes = rows[:0], index[:0], 0
-		reserve()
-		return nil
-	}
-	for r := lo; r < hi; r++ {
-		if r%64 == 0 && ctx.Err() != nil {
-			return fail(ctx.Err())
-		}
-		if c.txt.IsNull(r) {
-			continue
-		}
-		text := c.txt.Value(r)
-		textBytes -= len(text)
-		if c.bud.full() {
-			return fail(c.bud.fits(0, 0))
-		}
-		if err := c.admit(r, text, nil); err != nil {
-			return fail(err)
-		}
-		buf = c.ch.Chunk(text, buf[:0])
-		if err := c.admit(r, text, buf); err != nil {
-			return fail(err)
-		}
-		for k, s := range buf {
-			rows = append(rows, int64(r))
-			index = append(index, int32(k))
-			sb.Append(s)
-			nbytes += len(s)
-			if len(rows) >= chunkBatchRows || nbytes >= chunkBatchBytes {
-				if err := flush(); err != nil {
-					return fail(err)
-				}
-			}
-		}
-	}
-	if len(rows) > 0 {
-		if err := flush(); err != nil {
-			return fail(err)
-		}
-	}
-	return out, nil
-}
-
-// batch builds one view batch: the query rows at rows, the chunk indexes,
-// and the chunks in sb (which it empties).
-func (c *chunkJob) batch(ctx context.Context, rows []int64, index []int32, sb *array.StringBuilder) (arrow.RecordBatch, error) {
-	mem := c.e.mem
-	ctx = compute.WithAllocator(ctx, mem)
-	ib := array.NewInt64Builder(mem)
-	ib.AppendValues(rows, nil)
-	take := ib.NewArray()
-	ib.Release()
-	defer take.Release()
-	cols := make([]arrow.Array, len(c.from))
-	defer func() {
-		for _, col := range cols {
-			if col != nil {
-				col.Release()
-			}
-		}
-	}()
-	for i, src := range c.from {
-		switch src {
-		case -1:
-			b := array.NewInt32Builder(mem)
-			b.AppendValues(index, nil)
-			cols[i] = b.NewArray()
-			b.Release()
-		case -2:
-			cols[i] = sb.NewArray()
-		default:
-			col, err := compute.TakeArray(ctx, c.q.Column(src), take)
-			if err != nil {
-				return nil, err
-			}
-			cols[i] = col
-		}
-	}
-	fields := make([]arrow.Field, len(cols))
-	for i, col := range cols {
-		fields[i] = arrow.Field{Name: c.v.Schema.Field(i).Name, Type: col.DataType(), Nullable: true}
-	}
-	rec := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(len(rows)))
-	defer rec.Release()
-	return table.Conform(ctx, rec, c.v.Schema, mem)
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -182,6 +183,39 @@ func releaseAll(bs []arrow.RecordBatch) {
 			b.Release()
 		}
 	}
+}
+
+// concatAll joins recs of schema s into one batch (recs[0] itself,
+// retained, when there is one); recs, at least one, stay the caller's.
+func (e *Engine) concatAll(s *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	if len(recs) == 1 {
+		recs[0].Retain()
+		return recs[0], nil
+	}
+	cols := make([]arrow.Array, s.NumFields())
+	var n int64
+	for _, r := range recs {
+		n += r.NumRows()
+	}
+	for i := range cols {
+		parts := make([]arrow.Array, len(recs))
+		for j, r := range recs {
+			parts[j] = r.Column(i)
+		}
+		c, err := array.Concatenate(parts, e.mem)
+		if err != nil {
+			for _, c := range cols[:i] {
+				c.Release()
+			}
+			return nil, err
+		}
+		cols[i] = c
+	}
+	rec := array.NewRecordBatch(s, cols, n)
+	for _, c := range cols {
+		c.Release()
+	}
+	return rec, nil
 }
 
 // runApplier feeds in to a new applier of env and returns all its output

@@ -433,38 +433,6 @@ func selectColumns(rec arrow.RecordBatch, names []string) (arrow.RecordBatch, er
 	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows()), nil
 }
 
-// concatAll joins recs of schema s into one batch.
-func (e *Engine) concatAll(s *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if len(recs) == 1 {
-		recs[0].Retain()
-		return recs[0], nil
-	}
-	cols := make([]arrow.Array, s.NumFields())
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	for i := range cols {
-		parts := make([]arrow.Array, len(recs))
-		for j, r := range recs {
-			parts[j] = r.Column(i)
-		}
-		c, err := array.Concatenate(parts, e.mem)
-		if err != nil {
-			for _, c := range cols[:i] {
-				c.Release()
-			}
-			return nil, err
-		}
-		cols[i] = c
-	}
-	rec := array.NewRecordBatch(s, cols, n)
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec, nil
-}
-
 // udfErr classifies a user-code failure so that the job's failure shows
 // its message (naming the runtime) instead of "internal error":
 //   - permanent ones (bad output, a crash, a 4xx) and timeouts are
@@ -492,16 +460,11 @@ func udfErr(err error) error {
 }
 
 // runtimeSettings resolves the runtime a view's user code runs with for
-// one job: the manifest in force (the job's inline one, else the view's)
-// may name another runtime and lower its settings; its env_vars, the
-// names the runtime allows, are the subprocesses' environment. It runs
-// when the job is accepted and again when it runs.
+// one job under the job's inline manifest, else the view's
+// (settingsInForce); its env_vars, the names the runtime allows, are the
+// subprocesses' environment.
 func (e *Engine) runtimeSettings(v *View, opts Options, name string) (udf.Settings, error) {
-	m, field, err := manifestInForce(v, opts)
-	if err != nil {
-		return udf.Settings{}, err
-	}
-	return e.resolveRuntime(field, m, name)
+	return e.settingsInForce(opts.Manifest, v.Def.Manifest, "udtf_spec.manifest", name)
 }
 
 // checkRuntimes refuses a refresh whose view would run an undeclared

@@ -193,19 +193,29 @@ func runtimeList(r *udf.Registry) string {
 	return "none; the operator declares them in MVQ_RUNTIMES_FILE"
 }
 
-// manifestInForce is the manifest a job runs with: the inline one of its
-// options, else the view's stored one; nil when neither. field names it
-// for errors ("manifest" or "udtf_spec.manifest").
-func manifestInForce(v *View, opts Options) (m *Manifest, field string, err error) {
-	s, field := opts.Manifest, "manifest"
-	if s == "" {
-		s, field = v.Def.Manifest, "udtf_spec.manifest"
+// settingsInForce resolves runtime name for one job under the manifest in
+// force: the job's inline one (jobText, field "manifest") when given,
+// else its owner's stored one (ownText from ownField: a view's
+// udtf_spec.manifest, a column's virtual_column.manifest), which may name
+// another runtime and lower its settings (see resolveRuntime). It runs
+// when the job is accepted and again when it runs.
+func (e *Engine) settingsInForce(jobText, ownText, ownField, name string) (udf.Settings, error) {
+	text, field := jobText, "manifest"
+	if text == "" {
+		text, field = ownText, ownField
 	}
-	if s == "" {
-		return nil, field, nil
+	return e.settingsFrom(field, text, name)
+}
+
+// settingsFrom is the runtime name resolved under manifest text ("" for
+// none) from field.
+func (e *Engine) settingsFrom(field, text, name string) (udf.Settings, error) {
+	var m *Manifest
+	if text != "" {
+		var err error
+		if m, err = ParseManifest(text); err != nil {
+			return udf.Settings{}, manifestErr(field, err)
+		}
 	}
-	if m, err = ParseManifest(s); err != nil {
-		return nil, field, manifestErr(field, err)
-	}
-	return m, field, nil
+	return e.resolveRuntime(field, m, name)
 }

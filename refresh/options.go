@@ -22,36 +22,24 @@ const (
 	MaxMaxRowsPerFragment      = 1 << 24
 )
 
-// Prepare fills defaults into opts and validates it against the view:
+// Prepare fills defaults into the options of a view refresh and validates
+// them against the view:
 // output_limit only for kinds that take it and >= 0; src_version must
 // exist in the source; sizes and concurrencies within their caps; an
 // inline manifest must be a valid manifest (ParseManifest) naming only
 // declared runtimes. It sets ManifestChecksum to the checksum of the
 // manifest in force (the inline one, else the view's, else "") and
 // ManifestNotHonoured to its fields this deployment records but cannot
-// act on. Whether the cluster exists is for the orchestrator to check.
-//
-// With opts.Backfill set, it prepares a backfill of table id instead
-// (backfill.go): the column must be virtual or computed, where a
-// predicate over the table, read_version one of its versions.
-func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error {
-	if opts.Backfill != nil {
-		return e.prepareBackfill(ctx, id, opts)
-	}
+// act on, and UDTFSpecNotHonoured to the view's udtf_spec fields of that
+// kind (UDTFEntry.NotHonoured). Whether the cluster exists is for the orchestrator to check.
+func (j viewRefresh) Prepare(ctx context.Context, id []string, opts *Options) error {
+	e := j.e
 	v, err := e.View(ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := e.fillDefaults(opts); err != nil {
+	if err := checkOutputLimit(v, opts.OutputLimit); err != nil {
 		return err
-	}
-	if opts.OutputLimit != nil {
-		if !traitsOf(v.Def.Kind).OutputLimit {
-			return invalid("output_limit: view %s is kind %s, which takes no output_limit", table.JoinID(id), v.Def.Kind)
-		}
-		if *opts.OutputLimit < 0 {
-			return invalid("output_limit: must be >= 0 (got %d)", *opts.OutputLimit)
-		}
 	}
 	// The inline manifest replaces the view's for this job only.
 	opts.ManifestChecksum, opts.ManifestNotHonoured = "", nil
@@ -67,6 +55,7 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 			opts.ManifestNotHonoured = m.NotHonoured()
 		}
 	}
+	opts.UDTFSpecNotHonoured = v.udtf.NotHonoured()
 	if err := e.checkRuntimes(v, *opts); err != nil {
 		return err
 	}
@@ -103,29 +92,61 @@ func (e *Engine) Prepare(ctx context.Context, id []string, opts *Options) error 
 	return nil
 }
 
-// fillDefaults gives the numbers left at zero their defaults and checks
-// every number is within its cap.
+// checkOutputLimit refuses an output_limit on a view whose kind takes
+// none, and a negative one. Prepare checks it when the job is accepted
+// and Plan again: the view may have been dropped and created again as
+// another kind in between (the plan binds the view's identity, the
+// options do not).
+func checkOutputLimit(v *View, limit *int64) error {
+	if limit == nil {
+		return nil
+	}
+	if !traitsOf(v.Def.Kind).OutputLimit {
+		return invalid("output_limit: view %s is kind %s, which takes no output_limit", table.JoinID(v.ID), v.Def.Kind)
+	}
+	if *limit < 0 {
+		return invalid("output_limit: must be >= 0 (got %d)", *limit)
+	}
+	return nil
+}
+
+// fillDefaults gives the numbers every job type takes their defaults when
+// left at zero and checks each is within its cap; an empty cluster is
+// DefaultCluster.
 func (e *Engine) fillDefaults(opts *Options) error {
-	ints := []struct {
-		name      string
-		val       *int
-		def, most int
-	}{
+	err := fillBounded([]boundedInt{
 		{"source_task_size", &opts.SourceTaskSize, DefaultSourceTaskSize, MaxSourceTaskSize},
 		{"concurrency", &opts.Concurrency, DefaultConcurrency, MaxConcurrency},
 		{"intra_applier_concurrency", &opts.IntraApplierConcurrency, DefaultIntraApplierConcurrency, MaxIntraApplierConcurrency},
 		{"max_rows_per_fragment", &opts.MaxRowsPerFragment, e.cat.Options().MaxRowsPerFragment, MaxMaxRowsPerFragment},
+	})
+	if err != nil {
+		return err
 	}
-	for _, f := range ints {
+	if opts.Cluster == "" {
+		opts.Cluster = DefaultCluster
+	}
+	return nil
+}
+
+// boundedInt is an option number with its default and cap.
+type boundedInt struct {
+	name      string
+	val       *int
+	def, most int
+}
+
+// fillBounded gives each number left at zero its default (at most its
+// cap); a negative one or one above the cap is CodeInvalidInput naming
+// the field.
+func fillBounded(fields []boundedInt) error {
+	for _, f := range fields {
 		if *f.val == 0 {
 			*f.val = min(f.def, f.most)
 		}
 		if *f.val < 0 || *f.val > f.most {
 			return invalid("%s: must be > 0 and <= %d (got %d)", f.name, f.most, *f.val)
 		}
-	}
-	if opts.Cluster == "" {
-		opts.Cluster = DefaultCluster
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ func checkJobID(id string) error {
 	return nil
 }
 
-// checkFilled rejects options no Plan filled.
+// checkFilled rejects options no Prepare filled.
 func checkFilled(o Options) error {
 	if o.SourceTaskSize <= 0 || o.MaxRowsPerFragment <= 0 || o.IntraApplierConcurrency <= 0 {
 		return invalid("plan options: source_task_size, max_rows_per_fragment and intra_applier_concurrency must be > 0")
@@ -40,24 +40,15 @@ func checkFilled(o Options) error {
 // view was never refreshed, is kind udtf, or output_limit differs from
 // the one the view was last refreshed with (and in the rarer cases Reason
 // names); incremental otherwise; no_op when nothing changed, with no items.
-// opts should have been through Prepare; numbers left at zero take their
-// defaults.
-func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Options) (*Plan, error) {
-	if err := checkJobID(jobID); err != nil {
-		return nil, err
-	}
-	if err := e.fillDefaults(&opts); err != nil {
-		return nil, err
-	}
-	if opts.Backfill != nil {
-		return e.planBackfill(ctx, id, jobID, opts)
-	}
+// opts are as Prepare left them.
+func (j viewRefresh) Plan(ctx context.Context, id []string, jobID string, opts Options) (*Plan, error) {
+	e := j.e
 	v, err := e.View(ctx, id)
 	if err != nil {
 		return nil, stateErr(err)
 	}
-	if opts.OutputLimit != nil && !traitsOf(v.Def.Kind).OutputLimit {
-		return nil, invalid("output_limit: view %s is kind %s, which takes no output_limit", table.JoinID(id), v.Def.Kind)
+	if err := checkOutputLimit(v, opts.OutputLimit); err != nil {
+		return nil, err
 	}
 	viewID, err := identity(ctx, v.Table, v.Manifest)
 	if err != nil {
@@ -90,6 +81,11 @@ func (e *Engine) Plan(ctx context.Context, id []string, jobID string, opts Optio
 		if err := e.sourceSchemaProblem(ctx, v, src, wm.SourceVersion, sm); err != nil {
 			return nil, err
 		}
+	}
+	// Checked once the view and source are read, so that failing to read
+	// them (retried) is what a plan of unprepared options answers first.
+	if err := checkFilled(opts); err != nil {
+		return nil, err
 	}
 	p := &Plan{
 		JobID:           jobID,

@@ -70,7 +70,9 @@ type CreateRequest struct {
 
 // UDTFEntry is the spec's MaterializedViewUdtfEntry. For a chunker view UDTF
 // is the base64 chunker spec JSON and UDTFSha the hex SHA-256 of the
-// decoded JSON; the optional fields are stored as they are.
+// decoded JSON; the optional fields are stored as they are. The fields
+// NotHonoured lists are recorded and never acted on; a refresh reports
+// them (Options.UDTFSpecNotHonoured).
 type UDTFEntry struct {
 	Kind                     string          `json:"kind"`
 	UDTF                     string          `json:"udtf"`
@@ -87,6 +89,37 @@ type UDTFEntry struct {
 	Batch                    *bool           `json:"batch,omitempty"`
 	Manifest                 *string         `json:"manifest,omitempty"`
 	ManifestChecksum         *string         `json:"manifest_checksum,omitempty"`
+}
+
+// NotHonoured lists, by their JSON names, the fields of u given (not
+// empty) that this deployment records but does not act on: the resource
+// requests (num_cpus, num_gpus, memory: the operator's runtimes fix the
+// resources), batch (the chunker runs in the worker), an index-based
+// partitioning (partition_by_indexed_column; partition_by is honoured),
+// and udtf_name and udtf_version (the udtf envelope, not a name, says
+// what runs). nil for a nil u.
+func (u *UDTFEntry) NotHonoured() []string {
+	if u == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"udtf_name", u.UDTFName != ""},
+		{"udtf_version", u.UDTFVersion != ""},
+		{"partition_by_indexed_column", u.PartitionByIndexedColumn != nil},
+		{"num_cpus", u.NumCPUs != nil},
+		{"num_gpus", u.NumGPUs != nil},
+		{"memory", u.Memory != nil},
+		{"batch", u.Batch != nil},
+	} {
+		if f.set {
+			out = append(out, f.name)
+		}
+	}
+	return out
 }
 
 // View is a materialized view at one version.
@@ -108,7 +141,8 @@ type View struct {
 	Columns []ColumnBinding
 
 	query *sourceQuery
-	kind  *View // the view without Columns (kindView)
+	kind  *View      // the view without Columns (kindView)
+	udtf  *UDTFEntry // Def.UDTFSpec decoded (nil: none)
 }
 
 func invalid(format string, args ...any) error {
@@ -577,6 +611,7 @@ func viewOf(t *table.Table, m *table.Manifest) (*View, error) {
 	if v.Binding, err = bindEntry(v.Def.Kind, u); err != nil {
 		return nil, corrupt("udtf_spec", err)
 	}
+	v.udtf = u
 	if err := v.splitColumns(); err != nil {
 		return nil, err
 	}
