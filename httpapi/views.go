@@ -37,13 +37,13 @@ type ViewRoutes struct {
 
 var _ Views = (*ViewRoutes)(nil)
 
-func (v *ViewRoutes) ping(ctx context.Context) error { return v.Jobs.Ping(ctx) }
+func (v *ViewRoutes) Ping(ctx context.Context) error { return v.Jobs.Ping(ctx) }
 
-func (v *ViewRoutes) idempotencyStore() idemStore { return v.Jobs }
+func (v *ViewRoutes) IdempotencyStore() IdempotencyStore { return v.Jobs }
 
-// dropped cancels the jobs of a dropped table (a view's; a plain table has
+// Dropped cancels the jobs of a dropped table (a view's; a plain table has
 // none) or, with ns set, of every view under a dropped namespace.
-func (v *ViewRoutes) dropped(ctx context.Context, id []string, ns bool) error {
+func (v *ViewRoutes) Dropped(ctx context.Context, id []string, ns bool) error {
 	const reason = "the view was dropped"
 	var err, ferr error
 	if ns {
@@ -56,10 +56,10 @@ func (v *ViewRoutes) dropped(ctx context.Context, id []string, ns bool) error {
 	return errors.Join(err, ferr)
 }
 
-// dependents are the views that read table id now: registered for it
+// Dependents are the views that read table id now: registered for it
 // and, read from the warehouse, still defined over it (a stale registry
 // entry is dropped).
-func (v *ViewRoutes) dependents(ctx context.Context, id []string) ([][]string, error) {
+func (v *ViewRoutes) Dependents(ctx context.Context, id []string) ([][]string, error) {
 	reg, err := v.Jobs.Dependents(ctx, id)
 	if err != nil {
 		return nil, err
@@ -84,23 +84,8 @@ func (v *ViewRoutes) dependents(ctx context.Context, id []string) ([][]string, e
 	return out, nil
 }
 
-func (v *ViewRoutes) jobView(ctx context.Context, jobID string) ([]string, error) {
+func (v *ViewRoutes) JobView(ctx context.Context, jobID string) ([]string, error) {
 	return v.Jobs.JobView(ctx, jobID)
-}
-
-func (v *ViewRoutes) routes(r gin.IRouter) {
-	idem := idempotent(v.Jobs)
-	r.POST("/materialized_view/:id/create", idem, v.createView)
-	r.POST("/materialized_view/:id/refresh", idem, v.refreshView)
-	r.GET("/materialized_view/:id/status", v.viewStatus)
-	r.POST("/materialized_view/list", v.listViews)
-	r.GET("/job/:job_id", v.getJob)
-	r.GET("/job/:job_id/events", v.jobEvents)
-	r.POST("/jobs/describe", v.describeJob)
-	r.POST("/jobs/list", v.listJobs)
-	r.POST("/jobs/cancel", v.cancelJob)
-	v.columnRoutes(r, idem)
-	v.settingsRoutes(r)
 }
 
 type createViewRequest struct {
@@ -117,27 +102,24 @@ type createViewRequest struct {
 	Refresh      *refreshViewRequest `json:"refresh"`
 }
 
-func (v *ViewRoutes) createView(c *gin.Context) {
+func (v *ViewRoutes) createView(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req createViewRequest
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	switch {
 	case req.Kind == nil || *req.Kind == "":
-		fail(c, badInput("kind: required (%s)", strings.Join(refresh.KindNames(), ", ")))
-		return
+		return badInput("kind: required (%s)", strings.Join(refresh.KindNames(), ", "))
 	case req.SourceQuery == nil || strings.TrimSpace(*req.SourceQuery) == "":
-		fail(c, badInput("source_query: required"))
-		return
+		return badInput("source_query: required")
 	case req.OutputSchema == nil:
-		fail(c, badInput("output_schema: required (an empty string derives it)"))
-		return
+		return badInput("output_schema: required (an empty string derives it)")
 	}
 	every, err := refreshEvery(req.RefreshEvery, false)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	cr := refresh.CreateRequest{Kind: *req.Kind, SourceQuery: *req.SourceQuery, OutputSchema: *req.OutputSchema, UDTFSpec: req.UDTFSpec}
 	if req.AutoRefresh != nil {
@@ -147,36 +129,31 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 	var opts refresh.Options
 	if withData {
 		if opts, err = refreshOptions(req.Refresh); err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 		// A full backlog refuses the whole request before the view exists.
-		if err := v.Jobs.Admit(c, opts.Cluster); err != nil {
+		if err := v.Jobs.Admit(ctx, opts.Cluster); err != nil {
 			retryAfter(c, err)
-			fail(c, err)
-			return
+			return err
 		}
 	}
-	m, err := v.Engine.CreateView(c, id, cr)
+	m, err := v.Engine.CreateView(ctx, id, cr)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	if err := v.register(c, id, m); err != nil {
+	if err := v.register(ctx, id, m); err != nil {
 		v.undoCreate(c, id)
-		fail(c, err)
-		return
+		return err
 	}
 	if every > 0 {
-		if err := v.Jobs.SetSchedule(c, id, every); err != nil {
+		if err := v.Jobs.SetSchedule(ctx, id, every); err != nil {
 			v.undoCreate(c, id)
-			fail(c, err)
-			return
+			return err
 		}
 	}
 	resp := gin.H{"version": m.Version}
 	if withData {
-		job, err := v.Jobs.Submit(c, id, opts)
+		job, err := v.Jobs.Submit(ctx, id, opts)
 		if errors.Is(err, jobs.ErrBacklogFull) {
 			// Filled up since Admit: undo the create, so nothing is
 			// half-accepted.
@@ -184,12 +161,12 @@ func (v *ViewRoutes) createView(c *gin.Context) {
 			retryAfter(c, err)
 		}
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 		resp["job_id"] = job.ID
 	}
 	c.JSON(http.StatusCreated, resp)
+	return nil
 }
 
 // register records a new view in the dependency registry (what
@@ -299,26 +276,24 @@ func refreshOptions(req *refreshViewRequest) (refresh.Options, error) {
 	return o, nil
 }
 
-func (v *ViewRoutes) refreshView(c *gin.Context) {
+func (v *ViewRoutes) refreshView(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req refreshViewRequest
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
-	if err := v.resolveSrcTag(c, id, req.SrcVersion); err != nil {
-		fail(c, err)
-		return
+	if err := v.resolveSrcTag(ctx, id, req.SrcVersion); err != nil {
+		return err
 	}
 	opts, err := refreshOptions(&req)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	job, err := v.Jobs.Submit(c, id, opts)
+	job, err := v.Jobs.Submit(ctx, id, opts)
 	if err != nil {
 		retryAfter(c, err)
-		fail(c, err)
-		return
+		return err
 	}
 	resp := gin.H{"job_id": job.ID}
 	if job.Coalesced {
@@ -326,24 +301,26 @@ func (v *ViewRoutes) refreshView(c *gin.Context) {
 		resp["coalesced"] = true
 	}
 	c.JSON(http.StatusAccepted, resp)
+	return nil
 }
 
-func (v *ViewRoutes) getJob(c *gin.Context) {
+func (v *ViewRoutes) getJob(c *gin.Context) error {
+	ctx := c.Request.Context()
 	// Polled by dashboards: concurrent reads of one job share a read that
 	// started after each of them arrived, encoded once (jobs/jobread.go).
 	id := c.Param("job_id")
-	b, err := v.Jobs.GetJSON(c, id)
+	b, err := v.Jobs.GetJSON(ctx, id)
 	if err == nil && requestIdentity(c) != nil {
 		var view []string
-		if view, err = v.Jobs.JobView(c, id); err == nil {
+		if view, err = v.Jobs.JobView(ctx, id); err == nil {
 			b, err = shownJobJSON(c, view, b)
 		}
 	}
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.Data(http.StatusOK, "application/json; charset=utf-8", b)
+	return nil
 }
 
 type jobIDRequest struct {
@@ -357,30 +334,28 @@ func (r jobIDRequest) check() error {
 	return nil
 }
 
-func (v *ViewRoutes) describeJob(c *gin.Context) { v.jobByBody(c, v.Jobs.Get) }
+func (v *ViewRoutes) describeJob(c *gin.Context) error { return v.jobByBody(c, v.Jobs.Get) }
 
-func (v *ViewRoutes) cancelJob(c *gin.Context) { v.jobByBody(c, v.Jobs.Cancel) }
+func (v *ViewRoutes) cancelJob(c *gin.Context) error { return v.jobByBody(c, v.Jobs.Cancel) }
 
 // jobByBody decodes {job_id} and answers the job fn returns for it.
-func (v *ViewRoutes) jobByBody(c *gin.Context, fn func(context.Context, string) (*jobs.Job, error)) {
+func (v *ViewRoutes) jobByBody(c *gin.Context, fn func(context.Context, string) (*jobs.Job, error)) error {
 	var req jobIDRequest
 	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if err := req.check(); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	job, err := fn(c, req.JobID)
+	job, err := fn(c.Request.Context(), req.JobID)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, shownJob(c, job))
+	return nil
 }
 
-func (v *ViewRoutes) listJobs(c *gin.Context) {
+func (v *ViewRoutes) listJobs(c *gin.Context) error {
 	var req struct {
 		View      string `json:"view"`
 		State     string `json:"state"`
@@ -388,51 +363,47 @@ func (v *ViewRoutes) listJobs(c *gin.Context) {
 		Limit     *int64 `json:"limit"`
 	}
 	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	f := jobs.ListFilter{State: strings.ToUpper(req.State), PageToken: req.PageToken}
 	if req.View != "" {
 		id, err := table.ParseID(req.View, c.Query("delimiter"))
 		if err != nil {
-			fail(c, badInput("view: %v", err))
-			return
+			return badInput("view: %v", err)
 		}
 		f.View = id
 	}
 	if req.Limit != nil {
 		if *req.Limit <= 0 || *req.Limit > 1000 {
-			fail(c, badInput("limit: must be between 1 and 1000 (got %d)", *req.Limit))
-			return
+			return badInput("limit: must be between 1 and 1000 (got %d)", *req.Limit)
 		}
 		f.Limit = int(*req.Limit)
 	}
-	list, next, err := v.Jobs.List(c, f)
+	list, next, err := v.Jobs.List(c.Request.Context(), f)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	resp := gin.H{"jobs": visibleJobs(c, list)}
 	if next != "" {
 		resp["page_token"] = next
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
 // jobEvents streams the job's events as server-sent events, ending after
 // a terminal state. Last-Event-ID resumes. Streams are capped in all and
 // per principal (streams.go).
-func (v *ViewRoutes) jobEvents(c *gin.Context) {
+func (v *ViewRoutes) jobEvents(c *gin.Context) error {
 	release, why := v.slots().acquire(auth.PrincipalFrom(c.Request.Context()))
 	if release == nil {
 		tooManyStreams(c, why)
-		return
+		return nil
 	}
 	defer release()
 	id := c.Param("job_id")
-	if _, err := v.Jobs.Get(c, id); err != nil {
-		fail(c, err)
-		return
+	if _, err := v.Jobs.Get(c.Request.Context(), id); err != nil {
+		return err
 	}
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
@@ -454,4 +425,5 @@ func (v *ViewRoutes) jobEvents(c *gin.Context) {
 		c.Writer.Flush()
 		return nil
 	})
+	return nil
 }
