@@ -47,30 +47,7 @@ func (s *Server) viewsToDrop(ctx context.Context, id []string) (all, direct [][]
 	if s.views == nil {
 		return nil, nil, nil
 	}
-	seen := map[string]bool{table.JoinID(id): true}
-	var visit func(t []string, depth int) error
-	visit = func(t []string, depth int) error {
-		deps, err := s.views.Dependents(ctx, t)
-		if err != nil {
-			return err
-		}
-		if depth == 0 {
-			direct = deps
-		}
-		for _, d := range deps {
-			k := table.JoinID(d)
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			if err := visit(d, depth+1); err != nil {
-				return err
-			}
-			all = append(all, d)
-		}
-		return nil
-	}
-	return all, direct, visit(id, 0)
+	return s.views.ToDrop(ctx, id)
 }
 
 // dropDependents drops the views views (deepest first) for a cascading

@@ -44,7 +44,7 @@ func (v *ViewRoutes) status(ctx context.Context, id []string, f *refresh.Freshne
 	if len(list) > 0 {
 		st.LastJob = &JobSummary{JobID: list[0].ID, State: list[0].State, Cause: list[0].Cause}
 	}
-	deps, err := v.Dependents(ctx, id)
+	deps, err := v.app().Dependents(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,11 @@
 // Package httpapi is the HTTP surface of mvq: the Lance Namespace REST
 // operations on namespaces and tables, materialized views and refresh
-// jobs. Handlers decode, call the domain packages and map their coded
-// errors to problem bodies through one table (errors.go).
+// jobs. Every route is one entry of the route table (routes.go): method,
+// path, the grant it needs (read by the auth middleware) and a handler
+// that decodes, calls the domain packages (the view use cases: package
+// views) with the request's context, encodes, and returns an error that
+// one adapter (handle) maps to a problem body through one table
+// (errors.go).
 package httpapi
 
 import (
@@ -82,9 +86,10 @@ type Views interface {
 	Ping(ctx context.Context) error
 	// JobView returns the identifier of the view a job refreshes.
 	JobView(ctx context.Context, jobID string) ([]string, error)
-	// Dependents returns the views that read table id now (a table drop
-	// refuses, or with cascade drops, them).
-	Dependents(ctx context.Context, id []string) ([][]string, error)
+	// ToDrop returns the views that read table id, transitively, deepest
+	// first, and the direct ones: what a table drop refuses, or with
+	// cascade drops first.
+	ToDrop(ctx context.Context, id []string) (all, direct [][]string, err error)
 	// Dropped cancels the jobs of a dropped table (a view's) or, with ns,
 	// of every view under a dropped namespace.
 	Dropped(ctx context.Context, id []string, ns bool) error

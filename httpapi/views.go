@@ -3,19 +3,18 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
-	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/views"
 )
 
 // ViewRoutes serves materialized views and refresh jobs.
@@ -33,55 +32,32 @@ type ViewRoutes struct {
 	MaxStreams             int
 	MaxStreamsPerPrincipal int
 	streams                streamSlots
+	appOnce                sync.Once
+	uses                   *views.Service // app
 }
 
 var _ Views = (*ViewRoutes)(nil)
+
+// The capabilities of Views (server.go); the use cases are the views
+// package's.
 
 func (v *ViewRoutes) Ping(ctx context.Context) error { return v.Jobs.Ping(ctx) }
 
 func (v *ViewRoutes) IdempotencyStore() IdempotencyStore { return v.Jobs }
 
-// Dropped cancels the jobs of a dropped table (a view's; a plain table has
-// none) or, with ns set, of every view under a dropped namespace.
-func (v *ViewRoutes) Dropped(ctx context.Context, id []string, ns bool) error {
-	const reason = "the view was dropped"
-	var err, ferr error
-	if ns {
-		_, err = v.Jobs.CancelViewsUnder(ctx, id, reason)
-		ferr = v.Jobs.ForgetViewsUnder(ctx, id)
-	} else {
-		_, err = v.Jobs.CancelView(ctx, id, reason)
-		ferr = v.Jobs.ForgetView(ctx, id)
-	}
-	return errors.Join(err, ferr)
+// app returns the view use cases over v's engine, job client and catalog,
+// made on first use.
+func (v *ViewRoutes) app() *views.Service {
+	v.appOnce.Do(func() { v.uses = views.New(v.Engine, v.Jobs, v.Catalog) })
+	return v.uses
 }
 
-// Dependents are the views that read table id now: registered for it
-// and, read from the warehouse, still defined over it (a stale registry
-// entry is dropped).
-func (v *ViewRoutes) Dependents(ctx context.Context, id []string) ([][]string, error) {
-	reg, err := v.Jobs.Dependents(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	var out [][]string
-	for _, d := range reg {
-		vw, err := v.Engine.View(ctx, d)
-		switch {
-		case errs.CodeOf(err) == errs.CodeTableNotFound:
-			_ = v.Jobs.ForgetView(ctx, d)
-			continue
-		case err == nil && table.JoinID(vw.Def.Source) != table.JoinID(id):
-			_ = v.Jobs.Unlink(ctx, id, d) // created again over another table
-			continue
-		case errs.CodeOf(err) == errs.CodeInvalidInput:
-			continue // no longer a view (dropped and created as a table)
-		case err != nil:
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
+func (v *ViewRoutes) ToDrop(ctx context.Context, id []string) (all, direct [][]string, err error) {
+	return v.app().ToDrop(ctx, id)
+}
+
+func (v *ViewRoutes) Dropped(ctx context.Context, id []string, ns bool) error {
+	return v.app().Dropped(ctx, id, ns)
 }
 
 func (v *ViewRoutes) JobView(ctx context.Context, jobID string) ([]string, error) {
@@ -126,70 +102,23 @@ func (v *ViewRoutes) createView(c *gin.Context) error {
 		cr.AutoRefresh = *req.AutoRefresh
 	}
 	withData := req.WithNoData == nil || !*req.WithNoData
-	var opts refresh.Options
+	create := views.CreateRequest{View: cr, Every: every, WithNoData: !withData}
 	if withData {
-		if opts, err = refreshOptions(req.Refresh); err != nil {
-			return err
-		}
-		// A full backlog refuses the whole request before the view exists.
-		if err := v.Jobs.Admit(ctx, opts.Cluster); err != nil {
-			retryAfter(c, err)
+		if create.Refresh, err = refreshOptions(req.Refresh); err != nil {
 			return err
 		}
 	}
-	m, err := v.Engine.CreateView(ctx, id, cr)
+	made, err := v.app().Create(ctx, id, create)
 	if err != nil {
+		retryAfter(c, err)
 		return err
 	}
-	if err := v.register(ctx, id, m); err != nil {
-		v.undoCreate(c, id)
-		return err
-	}
-	if every > 0 {
-		if err := v.Jobs.SetSchedule(ctx, id, every); err != nil {
-			v.undoCreate(c, id)
-			return err
-		}
-	}
-	resp := gin.H{"version": m.Version}
-	if withData {
-		job, err := v.Jobs.Submit(ctx, id, opts)
-		if errors.Is(err, jobs.ErrBacklogFull) {
-			// Filled up since Admit: undo the create, so nothing is
-			// half-accepted.
-			v.undoCreate(c, id)
-			retryAfter(c, err)
-		}
-		if err != nil {
-			return err
-		}
-		resp["job_id"] = job.ID
+	resp := gin.H{"version": made.Manifest.Version}
+	if made.Job != nil {
+		resp["job_id"] = made.Job.ID
 	}
 	c.JSON(http.StatusCreated, resp)
 	return nil
-}
-
-// register records a new view in the dependency registry (what
-// auto-refresh and drop checks read).
-func (v *ViewRoutes) register(ctx context.Context, id []string, m *table.Manifest) error {
-	var def refresh.Definition
-	if err := json.Unmarshal(m.Properties[table.ViewProperty], &def); err != nil {
-		return &errs.Error{Code: errs.CodeInternal, Message: "read the new view's definition", Err: err}
-	}
-	return v.Jobs.RegisterView(ctx, id, def.Source, def.AutoRefresh)
-}
-
-// undoCreate drops a view whose create cannot complete, so nothing is
-// half-accepted.
-func (v *ViewRoutes) undoCreate(c *gin.Context, id []string) {
-	if v.Catalog == nil {
-		return
-	}
-	ctx := context.WithoutCancel(c.Request.Context())
-	if err := v.Catalog.DropTable(ctx, id); err != nil {
-		slog.WarnContext(ctx, "drop a view whose create could not complete", "view", table.JoinID(id), "err", err)
-	}
-	_ = v.Jobs.ForgetView(ctx, id)
 }
 
 type refreshViewRequest struct {
