@@ -204,8 +204,7 @@ func (s *Server) explainPlan(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	s.plan(c, t, *req.Query, false)
-	return nil
+	return s.plan(c, t, *req.Query, false)
 }
 
 func (s *Server) analyzePlan(c *gin.Context) error {
@@ -214,24 +213,22 @@ func (s *Server) analyzePlan(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	s.plan(c, t, req, true)
-	return nil
+	return s.plan(c, t, req, true)
 }
 
 // plan answers explain_plan (analyze false) and analyze_plan.
-func (s *Server) plan(c *gin.Context, t *table.Table, req queryRequest, analyze bool) {
+func (s *Server) plan(c *gin.Context, t *table.Table, req queryRequest, analyze bool) error {
 	q, err := req.options()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	plan, err := t.Explain(c.Request.Context(), q, analyze)
 	if err != nil {
-		fail(c, queryErr(err))
-		return
+		return queryErr(err)
 	}
 	// The REST form of both answers is the plan as a JSON string.
 	c.JSON(http.StatusOK, strings.TrimRight(plan, "\n"))
+	return nil
 }
 
 // versionRef is a refresh's src_version: a version number, or (an
