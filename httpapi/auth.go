@@ -39,109 +39,20 @@ const (
 // (catalogTarget); a value apart from the list above.
 const targetCatalogTable targetKind = 100
 
-// routeRule is what a route needs: an action on a target. jsonBody marks
-// routes whose body is a JSON object, which may carry identity; source
-// marks view create, which also needs read on the source_query's table.
+// routeRule is what a route needs (its entry in the route table,
+// routes.go): an action on a target. jsonBody marks routes whose body is a
+// JSON object, which may carry identity; source marks view create, which
+// also needs read on the source_query's table. open routes need no
+// credentials; they carry no tenant data (the jobs console's files are
+// static: its data comes from API calls that carry the user's token). A
+// route registered outside the table needs admin at the root.
 type routeRule struct {
 	action   auth.Action
 	target   targetKind
 	jsonBody bool
 	source   bool
+	open     bool
 }
-
-// routeRules maps "METHOD path" to its rule. A route missing here needs
-// admin at the root (TestEveryRouteHasARule keeps the table complete).
-var routeRules = map[string]routeRule{
-	"POST /v1/namespace/:id/create":     {auth.Write, targetNSPath, true, false},
-	"GET /v1/namespace/:id/list":        {auth.Read, targetNSPath, false, false},
-	"POST /v1/namespace/:id/list":       {auth.Read, targetNSPath, true, false},
-	"POST /v1/namespace/:id/describe":   {auth.Read, targetNSPath, true, false},
-	"POST /v1/namespace/:id/drop":       {auth.Admin, targetNSPath, true, false},
-	"POST /v1/namespace/:id/exists":     {auth.Read, targetNSPath, true, false},
-	"GET /v1/namespace/:id/table/list":  {auth.Read, targetNSPath, false, false},
-	"POST /v1/namespace/:id/table/list": {auth.Read, targetNSPath, true, false},
-
-	// create and insert bodies are Arrow IPC or JSON rows: credentials
-	// come from headers only.
-	"POST /v1/table/:id/create":              {auth.Write, targetPath, false, false},
-	"POST /v1/table/:id/insert":              {auth.Write, targetPath, false, false},
-	"POST /v1/table/:id/merge_insert":        {auth.Write, targetPath, false, false},
-	"POST /v1/table/:id/describe":            {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/exists":              {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/count_rows":          {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/query":               {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/delete":              {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/update":              {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/drop":                {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/restore":             {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/stats":               {auth.Read, targetPath, true, false},
-	"GET /v1/table/:id/version/list":         {auth.Read, targetPath, false, false},
-	"POST /v1/table/:id/version/list":        {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/version/describe":    {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/version/create":      {auth.Write, targetPath, true, false},
-	"GET /v1/table":                          {auth.Admin, targetRoot, false, false},
-	"POST /v1/table/:id/declare":             {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/register":            {auth.Admin, targetPath, true, false},
-	"POST /v1/table/:id/deregister":          {auth.Admin, targetPath, true, false},
-	"POST /v1/table/:id/rename":              {auth.Admin, targetPath, true, false},
-	"POST /v1/table/:id/version/delete":      {auth.Admin, targetPath, true, false},
-	"POST /v1/table/:id/tags/create":         {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/tags/list":           {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/tags/version":        {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/tags/update":         {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/tags/delete":         {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/branches/create":     {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/branches/list":       {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/branches/delete":     {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/explain_plan":        {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/analyze_plan":        {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/add_columns":         {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/backfill_column":     {auth.Refresh, targetPath, true, false},
-	"POST /v1/materialized_view/:id/create":  {auth.Write, targetPath, true, true},
-	"POST /v1/materialized_view/:id/refresh": {auth.Refresh, targetPath, true, false},
-	"GET /v1/materialized_view/:id/status":   {auth.Read, targetPath, false, false},
-	"POST /v1/materialized_view/list":        {auth.Read, targetNamespace, true, false},
-	// mvq extension: a view's refresh_every (refresh_settings.go).
-	"POST /v1/materialized_view/:id/refresh_settings": {auth.Write, targetPath, true, false},
-
-	// Schema evolution (httpapi/schema.go).
-	"POST /v1/table/:id/alter_columns":          {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/drop_columns":           {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/update_field_metadata":  {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/schema_metadata/update": {auth.Write, targetPath, true, false},
-
-	// Reading a job needs read or refresh on its view; its request's
-	// manifest is shown with write (jobaccess.go).
-	"GET /v1/job/:job_id":        {auth.Read, targetJobParam, false, false},
-	"GET /v1/job/:job_id/events": {auth.Read, targetJobParam, false, false},
-	"POST /v1/jobs/describe":     {auth.Read, targetJobBody, true, false},
-	"POST /v1/jobs/list":         {auth.Read, targetJobList, true, false},
-	"POST /v1/jobs/cancel":       {auth.Refresh, targetJobBody, true, false},
-
-	// Batches and transactions, checked by the handler on every table
-	// they name: each batch operation needs its single route's rule
-	// (batchOpRoutes: a deregister_table or delete_table_versions needs
-	// admin, as deregister and version/delete do); a transaction's
-	// describe needs read, its alter write.
-	"POST /v1/table/version/batch-create": {auth.Write, targetTables, true, false},
-	"POST /v1/table/batch-commit":         {auth.Write, targetTables, true, false},
-	"POST /v1/transaction/:id/describe":   {auth.Read, targetTables, true, false},
-	"POST /v1/transaction/:id/alter":      {auth.Write, targetTables, true, false},
-
-	// A catalog notification changes the external table it names.
-	"POST " + notificationRoute: {auth.Write, targetCatalogTable, true, false},
-	// Indexes (index.go): building and dropping write, reading is read.
-	"POST /v1/table/:id/create_index":            {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/create_scalar_index":     {auth.Write, targetPath, true, false},
-	"POST /v1/table/:id/index/list":              {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/index/:index_name/stats": {auth.Read, targetPath, true, false},
-	"POST /v1/table/:id/index/:index_name/drop":  {auth.Write, targetPath, true, false},
-}
-
-// openRoutes need no credentials; they carry no tenant data.
-// The jobs console's files are static (its data comes from API calls that
-// carry the user's token).
-var openRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true, "/ui": true, "/ui/*file": true}
 
 // identityKey holds the request's *auth.Identity in the gin context.
 const identityKey = "mvq.auth.identity"
@@ -175,11 +86,11 @@ func (s *Server) authenticate() gin.HandlerFunc {
 	limiter := auth.NewLimiter()
 	return func(c *gin.Context) {
 		path := c.FullPath()
-		if openRoutes[path] {
+		rule, known := s.rules[c.Request.Method+" "+path]
+		if known && rule.open {
 			c.Next()
 			return
 		}
-		rule, known := routeRules[c.Request.Method+" "+path]
 		peek := known && rule.jsonBody && c.Request.Body != nil
 		if s.cfg.Auth == nil {
 			if peek {
@@ -354,7 +265,7 @@ func (s *Server) authorize(c *gin.Context, id *auth.Identity, rule routeRule, bo
 		if s.views == nil {
 			return nil
 		}
-		view, err := s.views.jobView(c.Request.Context(), jobID)
+		view, err := s.views.JobView(c.Request.Context(), jobID)
 		if err != nil {
 			return err
 		}

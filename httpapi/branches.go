@@ -16,13 +16,6 @@ import (
 // parameter (taken on JSON operations too, where it must agree with the
 // body). Absent, "" and "main" are the main line.
 
-func (s *Server) branchRoutes(v1 gin.IRouter) {
-	t := v1.Group("/table/:id")
-	t.POST("/branches/create", s.createBranch)
-	t.POST("/branches/list", s.listBranches)
-	t.POST("/branches/delete", s.deleteBranch)
-}
-
 // branchArg is the branch a request names: the body's field (nil when the
 // body has none) or the query parameter.
 func branchArg(c *gin.Context, body *string) (string, error) {
@@ -36,21 +29,20 @@ func branchArg(c *gin.Context, body *string) (string, error) {
 	return q, nil
 }
 
-// onBranch returns the handle on the branch of t the request names. On
-// failure it has written the problem (404 TableBranchNotFound for an
-// unknown branch, 400 for a bad name) and returns false.
 // tableOnBranch is tableAndBody, then onBranch with the decoded body's
 // branch: the table a request with a branch field reads or writes.
-func (s *Server) tableOnBranch(c *gin.Context, req any, fields func() ([]string, *string)) (*table.Table, bool) {
-	t, ok := s.tableAndBody(c, req, func() []string { id, _ := fields(); return id })
-	if !ok {
-		return nil, false
+func (s *Server) tableOnBranch(c *gin.Context, req any, fields func() ([]string, *string)) (*table.Table, error) {
+	t, err := s.tableAndBody(c, req, func() []string { id, _ := fields(); return id })
+	if err != nil {
+		return nil, err
 	}
 	_, branch := fields()
 	return onBranch(c, t, branch)
 }
 
-func onBranch(c *gin.Context, t *table.Table, body *string) (*table.Table, bool) {
+// onBranch returns the handle on the branch of t the request names; an
+// unknown branch is TableBranchNotFound (404), a bad name invalid input.
+func onBranch(c *gin.Context, t *table.Table, body *string) (*table.Table, error) {
 	name, err := branchArg(c, body)
 	if err == nil {
 		if name != "" && name != table.MainBranch {
@@ -59,13 +51,12 @@ func onBranch(c *gin.Context, t *table.Table, body *string) (*table.Table, bool)
 	}
 	var b *table.Table
 	if err == nil {
-		b, err = t.OnBranch(c, name)
+		b, err = t.OnBranch(c.Request.Context(), name)
 	}
 	if err != nil {
-		fail(c, err)
-		return nil, false
+		return nil, err
 	}
-	return b, true
+	return b, nil
 }
 
 // branchName is the handle branch a request's name stands for ("" for
@@ -77,18 +68,17 @@ func branchName(b string) string {
 	return b
 }
 
-func (s *Server) createBranch(c *gin.Context) {
+func (s *Server) createBranch(c *gin.Context) error {
 	var req struct {
 		ID          []string `json:"id"`
 		Name        *string  `json:"name"`
 		FromBranch  *string  `json:"from_branch"`
 		FromVersion *int64   `json:"from_version"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	t, err := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
-	var err error
 	switch {
 	case req.Name == nil:
 		err = badInput("name: required")
@@ -96,16 +86,14 @@ func (s *Server) createBranch(c *gin.Context) {
 		err = badInput("from_version: must be a version of the source (>= 1, got %d)", *req.FromVersion)
 	}
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	from := ""
 	if req.FromBranch != nil {
 		from = *req.FromBranch
 		if from != "" && from != table.MainBranch {
 			if verr := table.ValidateBranch(from); verr != nil {
-				fail(c, badInput("from_branch: %s", verr.Error()))
-				return
+				return badInput("from_branch: %s", verr.Error())
 			}
 		}
 	}
@@ -113,42 +101,40 @@ func (s *Server) createBranch(c *gin.Context) {
 	if req.FromVersion != nil {
 		v = uint64(*req.FromVersion)
 	}
-	if _, err := t.CreateBranch(c, *req.Name, from, v); err != nil {
+	if _, err := t.CreateBranch(c.Request.Context(), *req.Name, from, v); err != nil {
 		if errs.CodeOf(err) == errs.CodeInvalidInput {
 			err = badInput("name: %s", err.Error())
 		}
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{})
+	return nil
 }
 
-func (s *Server) deleteBranch(c *gin.Context) {
+func (s *Server) deleteBranch(c *gin.Context) error {
 	var req struct {
 		ID   []string `json:"id"`
 		Name *string  `json:"name"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	t, err := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	if req.Name == nil {
-		fail(c, badInput("name: required"))
-		return
+		return badInput("name: required")
 	}
 	if err := table.ValidateBranch(*req.Name); err != nil {
-		fail(c, badInput("name: %s", err.Error()))
-		return
+		return badInput("name: %s", err.Error())
 	}
-	if err := t.DeleteBranch(c, *req.Name); err != nil {
-		fail(c, err)
-		return
+	if err := t.DeleteBranch(c.Request.Context(), *req.Name); err != nil {
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{})
+	return nil
 }
 
-func (s *Server) listBranches(c *gin.Context) {
-	listRefs(s, c, "branches", (*table.Table).Branches, table.BranchNames, func(b table.BranchInfo) gin.H {
+func (s *Server) listBranches(c *gin.Context) error {
+	return listRefs(s, c, "branches", (*table.Table).Branches, table.BranchNames, func(b table.BranchInfo) gin.H {
 		e := gin.H{"parentVersion": b.ParentVersion, "createAt": b.CreateAt, "manifestSize": b.ManifestSize}
 		if b.ParentBranch != "" {
 			e["parentBranch"] = b.ParentBranch

@@ -15,11 +15,6 @@ import (
 // refresh. Both take the spec's branch: the columns are added to, and
 // filled on, that branch only.
 
-func (v *ViewRoutes) columnRoutes(r gin.IRouter, idem gin.HandlerFunc) {
-	r.POST("/table/:id/add_columns", idem, v.addColumns)
-	r.POST("/table/:id/backfill_column", idem, v.backfillColumn)
-}
-
 type addColumnsRequest struct {
 	ID         []string                 `json:"id"`
 	Branch     *string                  `json:"branch"`
@@ -41,20 +36,19 @@ func columnsBranch(b *string) (string, error) {
 
 // addColumns adds the columns, then submits a backfill for each virtual
 // column with auto_backfill. It answers the new version and those jobs.
-func (v *ViewRoutes) addColumns(c *gin.Context) {
+func (v *ViewRoutes) addColumns(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req addColumnsRequest
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	branch, err := columnsBranch(req.Branch)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if req.NewColumns == nil {
-		fail(c, badInput("new_columns: required"))
-		return
+		return badInput("new_columns: required")
 	}
 	auto := false
 	for _, e := range req.NewColumns {
@@ -62,16 +56,14 @@ func (v *ViewRoutes) addColumns(c *gin.Context) {
 	}
 	if auto {
 		// A full backlog refuses the request before the columns exist.
-		if err := v.Jobs.Admit(c, ""); err != nil {
+		if err := v.Jobs.Admit(ctx, ""); err != nil {
 			retryAfter(c, err)
-			fail(c, err)
-			return
+			return err
 		}
 	}
-	m, added, err := v.Engine.AddColumnsOn(c, id, branch, req.NewColumns)
+	m, added, err := v.Engine.AddColumnsOn(ctx, id, branch, req.NewColumns)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	resp := gin.H{"version": m.Version}
 	var jobIDs []string
@@ -79,7 +71,7 @@ func (v *ViewRoutes) addColumns(c *gin.Context) {
 		if !b.AutoBackfill {
 			continue
 		}
-		job, err := v.Jobs.Submit(c, id, refresh.Options{Backfill: &refresh.BackfillOptions{Column: b.Name, Branch: branch}})
+		job, err := v.Jobs.Submit(ctx, id, refresh.Options{Backfill: &refresh.BackfillOptions{Column: b.Name, Branch: branch}})
 		if err != nil {
 			// The columns exist; say which backfill did not start.
 			resp["backfill_error"] = b.Name + ": " + err.Error()
@@ -91,6 +83,7 @@ func (v *ViewRoutes) addColumns(c *gin.Context) {
 		resp["job_ids"] = jobIDs
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
 type backfillRequest struct {
@@ -160,22 +153,21 @@ func (r *backfillRequest) options() (refresh.Options, error) {
 	return o, nil
 }
 
-func (v *ViewRoutes) backfillColumn(c *gin.Context) {
+func (v *ViewRoutes) backfillColumn(c *gin.Context) error {
 	var req backfillRequest
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	opts, err := req.options()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	job, err := v.Jobs.Submit(c, id, opts)
+	job, err := v.Jobs.Submit(c.Request.Context(), id, opts)
 	if err != nil {
 		retryAfter(c, err)
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusAccepted, gin.H{"job_id": job.ID})
+	return nil
 }

@@ -10,12 +10,6 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-// dependentsLister is what the view layer tells a table drop: the views
-// that read a table now (registered and still defined over it).
-type dependentsLister interface {
-	dependents(ctx context.Context, id []string) ([][]string, error)
-}
-
 // dropRequest is a table drop's body. cascade (at the top, or "true" under
 // context or properties, the Lance request's string maps) also drops the
 // views that read the table, and theirs; without it a table with such
@@ -50,41 +44,17 @@ func (r dropRequest) cascade() (bool, error) {
 // first (each after every view that reads it), and the direct ones. No
 // view layer: none.
 func (s *Server) viewsToDrop(ctx context.Context, id []string) (all, direct [][]string, err error) {
-	dl, ok := s.views.(dependentsLister)
-	if !ok {
+	if s.views == nil {
 		return nil, nil, nil
 	}
-	seen := map[string]bool{table.JoinID(id): true}
-	var visit func(t []string, depth int) error
-	visit = func(t []string, depth int) error {
-		deps, err := dl.dependents(ctx, t)
-		if err != nil {
-			return err
-		}
-		if depth == 0 {
-			direct = deps
-		}
-		for _, d := range deps {
-			k := table.JoinID(d)
-			if seen[k] {
-				continue
-			}
-			seen[k] = true
-			if err := visit(d, depth+1); err != nil {
-				return err
-			}
-			all = append(all, d)
-		}
-		return nil
-	}
-	return all, direct, visit(id, 0)
+	return s.views.ToDrop(ctx, id)
 }
 
 // dropDependents drops the views views (deepest first) for a cascading
 // drop, cancelling their jobs; a view gone meanwhile is skipped.
 func (s *Server) dropDependents(c *gin.Context, views [][]string) error {
 	for _, v := range views {
-		if err := s.cat.DropTable(c, v); err != nil && errs.CodeOf(err) != errs.CodeTableNotFound {
+		if err := s.cat.DropTable(c.Request.Context(), v); err != nil && errs.CodeOf(err) != errs.CodeTableNotFound {
 			return err
 		}
 		s.dropped(c, v, false)
@@ -96,7 +66,7 @@ func (s *Server) dropDependents(c *gin.Context, views [][]string) error {
 // removing it: a 409 naming the views that read it, or with cascade their
 // drop (deepest first).
 func (s *Server) dropViewsFirst(c *gin.Context, id []string, cascade bool) error {
-	views, direct, err := s.viewsToDrop(c, id)
+	views, direct, err := s.viewsToDrop(c.Request.Context(), id)
 	if err != nil {
 		return err
 	}

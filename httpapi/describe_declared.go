@@ -8,16 +8,13 @@ import (
 
 // describeDeclared answers the describe of a declared table (declared,
 // no version yet): its location, declared properties and
-// is_only_declared. It reports false, writing nothing, when id is not
-// declared.
-func (s *Server) describeDeclared(c *gin.Context, id []string) bool {
-	props, ok, err := s.cat.DeclaredProperties(c, id)
-	if err != nil {
-		fail(c, err)
-		return true
-	}
-	if !ok {
-		return false
+// is_only_declared. It reports whether it answered: false, writing
+// nothing, when id is not declared, and false with the error when the
+// catalog cannot tell.
+func (s *Server) describeDeclared(c *gin.Context, id []string) (bool, error) {
+	props, ok, err := s.cat.DeclaredProperties(c.Request.Context(), id)
+	if err != nil || !ok {
+		return false, err
 	}
 	if props == nil {
 		props = map[string]string{}
@@ -32,5 +29,5 @@ func (s *Server) describeDeclared(c *gin.Context, id []string) bool {
 		"properties":       props,
 		"is_only_declared": true,
 	})
-	return true
+	return true, nil
 }

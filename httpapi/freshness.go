@@ -44,7 +44,7 @@ func (v *ViewRoutes) status(ctx context.Context, id []string, f *refresh.Freshne
 	if len(list) > 0 {
 		st.LastJob = &JobSummary{JobID: list[0].ID, State: list[0].State, Cause: list[0].Cause}
 	}
-	deps, err := v.dependents(ctx, id)
+	deps, err := v.app().Dependents(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -59,16 +59,9 @@ func (v *ViewRoutes) status(ctx context.Context, id []string, f *refresh.Freshne
 	return st, nil
 }
 
-// viewDescriber adds a view's status to its table describe.
-type viewDescriber interface {
-	describeView(ctx context.Context, t *table.Table, m *table.Manifest) (any, error)
-}
-
-var _ viewDescriber = (*ViewRoutes)(nil)
-
-// describeView is the status for a table's describe: nil when m is not a
+// DescribeView is the status for a table's describe: nil when m is not a
 // view's.
-func (v *ViewRoutes) describeView(ctx context.Context, t *table.Table, m *table.Manifest) (any, error) {
+func (v *ViewRoutes) DescribeView(ctx context.Context, t *table.Table, m *table.Manifest) (any, error) {
 	f, ok, err := v.Engine.FreshnessOf(ctx, t, m, time.Now())
 	if err != nil || !ok {
 		return nil, err
@@ -76,62 +69,56 @@ func (v *ViewRoutes) describeView(ctx context.Context, t *table.Table, m *table.
 	return v.status(ctx, t.ID(), f)
 }
 
-func (v *ViewRoutes) viewStatus(c *gin.Context) {
+func (v *ViewRoutes) viewStatus(c *gin.Context) error {
+	ctx := c.Request.Context()
 	id, err := pathID(c)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	f, err := v.Engine.Freshness(c, id, time.Now())
+	f, err := v.Engine.Freshness(ctx, id, time.Now())
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	st, err := v.status(c, id, f)
+	st, err := v.status(ctx, id, f)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, st)
+	return nil
 }
 
 // listViews answers every view of a namespace with its status, by name,
 // paged like the table list.
-func (v *ViewRoutes) listViews(c *gin.Context) {
+func (v *ViewRoutes) listViews(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req struct {
 		Namespace *string `json:"namespace"`
 		PageToken string  `json:"page_token"`
 		Limit     *int64  `json:"limit"`
 	}
 	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if req.Namespace == nil || *req.Namespace == "" {
-		fail(c, badInput("namespace: required"))
-		return
+		return badInput("namespace: required")
 	}
 	ns, err := table.ParseID(*req.Namespace, c.Query("delimiter"))
 	if err != nil {
-		fail(c, badInput("namespace: %v", err))
-		return
+		return badInput("namespace: %v", err)
 	}
 	limit := 100
 	if req.Limit != nil {
 		if *req.Limit <= 0 || *req.Limit > 1000 {
-			fail(c, badInput("limit: must be between 1 and 1000 (got %d)", *req.Limit))
-			return
+			return badInput("limit: must be between 1 and 1000 (got %d)", *req.Limit)
 		}
 		limit = int(*req.Limit)
 	}
 	if v.Catalog == nil {
-		fail(c, errs.Errorf(errs.CodeUnsupported, "listing views needs the catalog"))
-		return
+		return errs.Errorf(errs.CodeUnsupported, "listing views needs the catalog")
 	}
-	names, err := v.Catalog.ListTables(c, ns)
+	names, err := v.Catalog.ListTables(ctx, ns)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	sort.Strings(names)
 	// Page over view names: the token is the last name answered.
@@ -143,22 +130,20 @@ func (v *ViewRoutes) listViews(c *gin.Context) {
 			continue
 		}
 		id := append(append([]string(nil), ns...), name)
-		f, err := v.Engine.Freshness(c, id, now)
+		f, err := v.Engine.Freshness(ctx, id, now)
 		switch {
 		case errs.CodeOf(err) == errs.CodeInvalidInput || errs.CodeOf(err) == errs.CodeTableNotFound:
 			continue // a plain table, or dropped meanwhile
 		case err != nil:
-			fail(c, err)
-			return
+			return err
 		}
 		if len(out) == limit {
 			next = last
 			break
 		}
-		st, err := v.status(c, id, f)
+		st, err := v.status(ctx, id, f)
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 		out = append(out, st)
 		last = name
@@ -168,4 +153,5 @@ func (v *ViewRoutes) listViews(c *gin.Context) {
 		resp["page_token"] = next
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }

@@ -29,14 +29,15 @@ const maxIdempotencyKey = 255
 // (none of the routes answers that much) frees the key instead.
 const maxReplayBody = 1 << 20
 
-// idemStore keeps idempotency records; *jobs.Client is the one in use.
-type idemStore interface {
+// IdempotencyStore keeps the records of the Idempotency-Key header;
+// *jobs.Client is the one in use.
+type IdempotencyStore interface {
 	BeginIdempotent(ctx context.Context, principal, key, fingerprint string) (jobs.IdemRecord, error)
 	FinishIdempotent(ctx context.Context, principal, key, fingerprint string, status int, contentType string, body []byte) error
 	AbandonIdempotent(ctx context.Context, principal, key, fingerprint string) error
 }
 
-var _ idemStore = (*jobs.Client)(nil)
+var _ IdempotencyStore = (*jobs.Client)(nil)
 
 // idempotent serves the Idempotency-Key header on table create, view
 // create and refresh. A request with the same key from the same principal
@@ -50,14 +51,14 @@ var _ idemStore = (*jobs.Client)(nil)
 // records (its oldest go first). Without a Redis store (no view layer configured) the header
 // is refused with 400 rather than silently ignored.
 func (s *Server) idempotent() gin.HandlerFunc {
-	var st idemStore
-	if p, ok := s.views.(interface{ idempotencyStore() idemStore }); ok {
-		st = p.idempotencyStore()
+	var st IdempotencyStore
+	if s.views != nil {
+		st = s.views.IdempotencyStore()
 	}
 	return idempotent(st)
 }
 
-func idempotent(st idemStore) gin.HandlerFunc {
+func idempotent(st IdempotencyStore) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		vals := c.Request.Header.Values(IdempotencyHeader)
 		if len(vals) == 0 {
@@ -192,13 +193,10 @@ func retryAfter(c *gin.Context, err error) {
 // happened: a failure here is logged, and the jobs' commits fail on their
 // own since their view is gone.
 func (s *Server) dropped(c *gin.Context, id []string, ns bool) {
-	d, ok := s.views.(interface {
-		dropped(ctx context.Context, id []string, ns bool) error
-	})
-	if !ok {
+	if s.views == nil {
 		return
 	}
-	if err := d.dropped(context.WithoutCancel(c.Request.Context()), id, ns); err != nil {
+	if err := s.views.Dropped(context.WithoutCancel(c.Request.Context()), id, ns); err != nil {
 		slog.WarnContext(c.Request.Context(), "cancel the jobs of a dropped view", "id", table.JoinID(id), "err", err)
 	}
 }

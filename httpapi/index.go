@@ -22,15 +22,6 @@ import (
 // (drop: the body's field or the query parameter), and a query on a
 // branch uses that branch's.
 
-func (s *Server) indexRoutes(v1 gin.IRouter) {
-	t := v1.Group("/table/:id")
-	t.POST("/create_index", s.createIndex(false))
-	t.POST("/create_scalar_index", s.createIndex(true))
-	t.POST("/index/list", s.listIndexes)
-	t.POST("/index/:index_name/stats", s.indexStats)
-	t.POST("/index/:index_name/drop", s.dropIndex)
-}
-
 type createIndexRequest struct {
 	ID             []string `json:"id"`
 	Branch         *string  `json:"branch"`
@@ -139,23 +130,22 @@ func (r createIndexRequest) spec(scalarOnly bool) (index.Spec, error) {
 // createIndex builds the index before answering (the spec allows an
 // asynchronous build; this server's is synchronous, so list and stats
 // show it complete at once). An existing index of the name is replaced.
-func (s *Server) createIndex(scalarOnly bool) gin.HandlerFunc {
-	return func(c *gin.Context) {
+func (s *Server) createIndex(scalarOnly bool) func(*gin.Context) error {
+	return func(c *gin.Context) error {
 		var req createIndexRequest
-		t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-		if !ok {
-			return
+		t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+		if err != nil {
+			return err
 		}
 		sp, err := req.spec(scalarOnly)
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
-		if _, err := index.Create(c, t, sp); err != nil {
-			fail(c, err)
-			return
+		if _, err := index.Create(c.Request.Context(), t, sp); err != nil {
+			return err
 		}
 		c.JSON(http.StatusOK, gin.H{})
+		return nil
 	}
 }
 
@@ -169,25 +159,23 @@ type indexBody struct {
 }
 
 // indexTable opens the table and the manifest of the body's version.
-func (s *Server) indexTable(c *gin.Context, req *indexBody) (*table.Table, *table.Manifest, bool) {
-	t, ok := s.tableAndBody(c, req, func() []string { return req.ID })
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
+func (s *Server) indexTable(c *gin.Context, req *indexBody) (*table.Table, *table.Manifest, error) {
+	t, err := s.tableAndBody(c, req, func() []string { return req.ID })
+	if err == nil {
+		t, err = onBranch(c, t, req.Branch)
 	}
-	if !ok {
-		return nil, nil, false
+	if err != nil {
+		return nil, nil, err
 	}
 	v, err := versionBody{Version: req.Version}.version()
 	if err != nil {
-		fail(c, err)
-		return nil, nil, false
+		return nil, nil, err
 	}
-	m, err := t.Load(c, v)
+	m, err := t.Load(c.Request.Context(), v)
 	if err != nil {
-		fail(c, err)
-		return nil, nil, false
+		return nil, nil, err
 	}
-	return t, m, true
+	return t, m, nil
 }
 
 func indexContent(im *index.Meta, m *table.Manifest) gin.H {
@@ -218,25 +206,22 @@ func indexContent(im *index.Meta, m *table.Manifest) gin.H {
 	}
 }
 
-func (s *Server) listIndexes(c *gin.Context) {
+func (s *Server) listIndexes(c *gin.Context) error {
 	var req indexBody
-	t, m, ok := s.indexTable(c, &req)
-	if !ok {
-		return
+	t, m, err := s.indexTable(c, &req)
+	if err != nil {
+		return err
 	}
 	if req.IndexName != nil {
-		fail(c, badInput("index_name: not a field of index/list"))
-		return
+		return badInput("index_name: not a field of index/list")
 	}
 	token, limit, err := page(c, req.PageToken, req.Limit)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	metas, err := index.List(c, t)
+	metas, err := index.List(c.Request.Context(), t)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	names := make([]string, len(metas))
 	byName := map[string]*index.Meta{}
@@ -254,27 +239,25 @@ func (s *Server) listIndexes(c *gin.Context) {
 		resp["page_token"] = next
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
-func (s *Server) indexStats(c *gin.Context) {
+func (s *Server) indexStats(c *gin.Context) error {
 	var req indexBody
-	t, m, ok := s.indexTable(c, &req)
-	if !ok {
-		return
+	t, m, err := s.indexTable(c, &req)
+	if err != nil {
+		return err
 	}
 	name := c.Param("index_name")
 	if req.IndexName != nil && *req.IndexName != name {
-		fail(c, badInput("index_name: %q in the body, %q in the path", *req.IndexName, name))
-		return
+		return badInput("index_name: %q in the body, %q in the path", *req.IndexName, name)
 	}
 	if req.PageToken != nil || req.Limit != nil {
-		fail(c, badInput("page_token, limit: not fields of index stats"))
-		return
+		return badInput("page_token, limit: not fields of index stats")
 	}
-	im, err := index.Load(c, t, name)
+	im, err := index.Load(c.Request.Context(), t, name)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	indexed, unindexed := im.Coverage(m)
 	resp := gin.H{"index_type": im.Type, "num_indexed_rows": indexed, "num_unindexed_rows": unindexed, "num_indices": 1}
@@ -282,22 +265,23 @@ func (s *Server) indexStats(c *gin.Context) {
 		resp["distance_type"] = im.Metric
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
-func (s *Server) dropIndex(c *gin.Context) {
+func (s *Server) dropIndex(c *gin.Context) error {
 	var req struct {
 		ID     []string `json:"id"`
 		Branch *string  `json:"branch"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
-	if err := index.Drop(c, t, c.Param("index_name")); err != nil {
-		fail(c, err)
-		return
+	if err := index.Drop(c.Request.Context(), t, c.Param("index_name")); err != nil {
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{})
+	return nil
 }
 
 // vectorIndex picks the IVF index for a vector search unless

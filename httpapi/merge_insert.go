@@ -15,62 +15,55 @@ import (
 // mergeInsert serves POST /v1/table/{id}/merge_insert: the body holds the
 // rows (Arrow IPC; JSON rows as an extension), the query the options.
 // A table declared without data is created from the body.
-func (s *Server) mergeInsert(c *gin.Context) {
+func (s *Server) mergeInsert(c *gin.Context) error {
 	id, err := pathID(c)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	o, timeout, err := mergeOptions(c)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	ctx := context.Context(c)
+	ctx := c.Request.Context()
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	if declared, err := s.cat.Declared(ctx, id); err != nil {
-		fail(c, err)
-		return
+		return err
 	} else if declared {
 		rdr, err := s.bodyRecords(c, nil)
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 		defer rdr.Release()
 		_, m, r, err := s.cat.MergeCreate(ctx, id, rdr, o)
 		if err != nil {
-			fail(c, mergeTimeout(ctx, err))
-			return
+			return mergeTimeout(ctx, err)
 		}
 		c.JSON(http.StatusOK, mergeResponse(m, r))
-		return
+		return nil
 	}
 	t, err := s.cat.OpenTable(ctx, id)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	t, ok := onBranch(c, t, nil)
-	if !ok {
-		return
+	t, err = onBranch(c, t, nil)
+	if err != nil {
+		return err
 	}
 	rdr, err := s.latestBodyRecords(ctx, c, t)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	defer rdr.Release()
 	nm, r, err := t.MergeInsert(ctx, rdr, o)
 	if err != nil {
-		fail(c, mergeTimeout(ctx, err))
-		return
+		return mergeTimeout(ctx, err)
 	}
 	c.JSON(http.StatusOK, mergeResponse(nm, r))
+	return nil
 }
 
 func mergeResponse(m *table.Manifest, r table.MergeResult) gin.H {

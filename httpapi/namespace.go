@@ -17,25 +17,25 @@ func fmtAny(v any) string { return fmt.Sprint(v) }
 // MaxPageLimit caps list page sizes.
 const MaxPageLimit = 10000
 
-func (s *Server) createNamespace(c *gin.Context) {
+func (s *Server) createNamespace(c *gin.Context) error {
 	var req struct {
 		ID         []string          `json:"id"`
 		Mode       string            `json:"mode"`
 		Properties map[string]string `json:"properties"`
 	}
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
-	if err := s.cat.CreateNamespace(c, id, req.Mode, req.Properties); err != nil {
-		fail(c, err)
-		return
+	if err := s.cat.CreateNamespace(c.Request.Context(), id, req.Mode, req.Properties); err != nil {
+		return err
 	}
 	props := req.Properties
 	if props == nil {
 		props = map[string]string{}
 	}
 	c.JSON(http.StatusOK, gin.H{"properties": props})
+	return nil
 }
 
 // page reads page_token and limit from the query string or the body.
@@ -63,36 +63,32 @@ type listBody struct {
 	Limit     *int64   `json:"limit"`
 }
 
-func (s *Server) listNamespaces(c *gin.Context) {
-	s.list(c, "namespaces", s.cat.ListNamespaces)
+func (s *Server) listNamespaces(c *gin.Context) error {
+	return s.list(c, "namespaces", s.cat.ListNamespaces)
 }
 
-func (s *Server) listTables(c *gin.Context) {
-	s.list(c, "tables", s.cat.ListTables)
+func (s *Server) listTables(c *gin.Context) error {
+	return s.list(c, "tables", s.cat.ListTables)
 }
 
-func (s *Server) list(c *gin.Context, key string, fn func(ctx context.Context, id []string) ([]string, error)) {
+func (s *Server) list(c *gin.Context, key string, fn func(ctx context.Context, id []string) ([]string, error)) error {
 	id, err := pathID(c)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	var body listBody
 	if c.Request.Method == http.MethodPost {
 		if err := bindJSON(c, &body); err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 	}
 	token, limit, err := page(c, body.PageToken, body.Limit)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	names, err := fn(c, id)
+	names, err := fn(c.Request.Context(), id)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	out, next := table.Page(names, token, limit)
 	resp := gin.H{key: out}
@@ -100,40 +96,42 @@ func (s *Server) list(c *gin.Context, key string, fn func(ctx context.Context, i
 		resp["page_token"] = next
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
-func (s *Server) describeNamespace(c *gin.Context) {
+func (s *Server) describeNamespace(c *gin.Context) error {
 	var req struct {
 		ID []string `json:"id"`
 	}
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
-	}
-	props, err := s.cat.DescribeNamespace(c, id)
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
 	if err != nil {
-		fail(c, err)
-		return
+		return err
+	}
+	props, err := s.cat.DescribeNamespace(c.Request.Context(), id)
+	if err != nil {
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"properties": props})
+	return nil
 }
 
-func (s *Server) namespaceExists(c *gin.Context) {
+func (s *Server) namespaceExists(c *gin.Context) error {
 	var req struct {
 		ID []string `json:"id"`
 	}
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
-	if _, err := s.cat.DescribeNamespace(c, id); err != nil {
-		fail(c, err)
-		return
+	if _, err := s.cat.DescribeNamespace(c.Request.Context(), id); err != nil {
+		return err
 	}
 	c.Status(http.StatusOK)
+	return nil
 }
 
-func (s *Server) dropNamespace(c *gin.Context) {
+func (s *Server) dropNamespace(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req struct {
 		ID       []string          `json:"id"`
 		Mode     string            `json:"mode"`
@@ -141,36 +139,32 @@ func (s *Server) dropNamespace(c *gin.Context) {
 		Cascade  *bool             `json:"cascade"`
 		Context  map[string]string `json:"context"`
 	}
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	// Views elsewhere that read its tables: 409, or dropped with cascade
 	// (namespace_drop.go).
 	cascade, err := dropRequest{Cascade: req.Cascade, Context: req.Context}.cascade()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if strings.EqualFold(req.Behavior, "cascade") {
-		views, err := s.viewsOutside(c, id)
+		views, err := s.viewsOutside(ctx, id)
 		if err != nil && errs.CodeOf(err) != errs.CodeNamespaceNotFound {
-			fail(c, err)
-			return
+			return err
 		}
 		if len(views) > 0 && !cascade {
-			fail(c, errs.Errorf(errs.CodeInvalidTableState, "namespace %s has tables that views outside it read: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), sortedIDs(views)))
-			return
+			return errs.Errorf(errs.CodeInvalidTableState, "namespace %s has tables that views outside it read: %s; drop them first, or send \"cascade\": true to drop them too", table.JoinID(id), sortedIDs(views))
 		}
 		if err := s.dropDependents(c, views); err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 	}
-	if err := s.cat.DropNamespace(c, id, req.Mode, req.Behavior); err != nil {
-		fail(c, err)
-		return
+	if err := s.cat.DropNamespace(ctx, id, req.Mode, req.Behavior); err != nil {
+		return err
 	}
 	s.dropped(c, id, true)
 	c.JSON(http.StatusOK, gin.H{"properties": gin.H{}})
+	return nil
 }

@@ -27,10 +27,6 @@ const (
 	DefaultCatalogPrefix = "mvq"
 )
 
-func (s *Server) catalogRoutes(r gin.IRouter) {
-	r.POST(notificationRoute, s.sendNotification)
-}
-
 // catalogTarget is the table a catalog route names: the namespace parts
 // (separated by 0x1F) and the table. A wrong prefix is CodeTableNotFound.
 func (s *Server) catalogTarget(c *gin.Context) ([]string, error) {
@@ -60,22 +56,20 @@ func (s *Server) catalogTarget(c *gin.Context) ([]string, error) {
 }
 
 // sendNotification is sendNotification of the spec: 204 on success.
-func (s *Server) sendNotification(c *gin.Context) {
+func (s *Server) sendNotification(c *gin.Context) error {
 	id, err := s.catalogTarget(c)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	var req iceberg.Request
 	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if err := s.notifier.Notify(c.Request.Context(), id, req); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.Status(http.StatusNoContent)
+	return nil
 }
 
 // IcebergError is the Iceberg REST catalog's error body,

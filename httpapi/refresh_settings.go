@@ -49,40 +49,34 @@ func settingsOf(s *jobs.Schedule) refreshSettings {
 	return refreshSettings{RefreshEvery: s.Every.String(), NextRefreshAt: &next}
 }
 
-func (v *ViewRoutes) settingsRoutes(r gin.IRouter) {
-	r.POST("/materialized_view/:id/refresh_settings", v.updateRefreshSettings)
-}
-
 // updateRefreshSettings sets or stops a view's schedule; the next
 // scheduled refresh is one period from now. It answers the settings.
-func (v *ViewRoutes) updateRefreshSettings(c *gin.Context) {
+func (v *ViewRoutes) updateRefreshSettings(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req struct {
 		ID           []string `json:"id"`
 		RefreshEvery *string  `json:"refresh_every"`
 	}
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	if req.RefreshEvery == nil {
-		fail(c, badInput(`refresh_every: required (a duration such as "15m", or "" to stop the schedule)`))
-		return
+		return badInput(`refresh_every: required (a duration such as "15m", or "" to stop the schedule)`)
 	}
 	every, err := refreshEvery(req.RefreshEvery, true)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	if err := v.setSchedule(c, id, every); err != nil {
-		fail(c, err)
-		return
+	if err := v.setSchedule(ctx, id, every); err != nil {
+		return err
 	}
-	s, err := v.Jobs.Schedule(c, id)
+	s, err := v.Jobs.Schedule(ctx, id)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, settingsOf(s))
+	return nil
 }
 
 // setSchedule sets view id's schedule, registering the view first when

@@ -18,14 +18,6 @@ import (
 // commits one new version that changes only the manifest, on the line the
 // request's branch names (schema_metadata/update: the query parameter).
 
-func (s *Server) schemaRoutes(v1 gin.IRouter) {
-	t := v1.Group("/table/:id")
-	t.POST("/alter_columns", s.alterColumns)
-	t.POST("/drop_columns", s.dropColumns)
-	t.POST("/update_field_metadata", s.updateFieldMetadata)
-	t.POST("/schema_metadata/update", s.updateSchemaMetadata)
-}
-
 type alterColumnsEntry struct {
 	Path          *string         `json:"path"`
 	DataType      json.RawMessage `json:"data_type"`
@@ -34,27 +26,26 @@ type alterColumnsEntry struct {
 	VirtualColumn json.RawMessage `json:"virtual_column"`
 }
 
-func (s *Server) alterColumns(c *gin.Context) {
+func (s *Server) alterColumns(c *gin.Context) error {
 	var req struct {
 		ID          []string             `json:"id"`
 		Branch      *string              `json:"branch"`
 		Alterations *[]alterColumnsEntry `json:"alterations"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	alts, err := alterations(req.Alterations)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	m, err := t.AlterColumns(c, alts)
+	m, err := t.AlterColumns(c.Request.Context(), alts)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"version": m.Version})
+	return nil
 }
 
 // alterations checks the request's entries and converts them.
@@ -99,29 +90,28 @@ func jsonDataType(raw json.RawMessage, name string) (arrow.DataType, error) {
 	return sch.Field(0).Type, nil
 }
 
-func (s *Server) dropColumns(c *gin.Context) {
+func (s *Server) dropColumns(c *gin.Context) error {
 	var req struct {
 		ID      []string  `json:"id"`
 		Branch  *string   `json:"branch"`
 		Columns *[]string `json:"columns"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	if req.Columns == nil {
-		fail(c, badInput("columns: required"))
-		return
+		return badInput("columns: required")
 	}
-	m, err := t.DropColumns(c, *req.Columns)
+	m, err := t.DropColumns(c.Request.Context(), *req.Columns)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"version": m.Version})
+	return nil
 }
 
-func (s *Server) updateFieldMetadata(c *gin.Context) {
+func (s *Server) updateFieldMetadata(c *gin.Context) error {
 	var req struct {
 		ID      []string `json:"id"`
 		Branch  *string  `json:"branch"`
@@ -131,69 +121,62 @@ func (s *Server) updateFieldMetadata(c *gin.Context) {
 			Replace  *bool               `json:"replace"`
 		} `json:"updates"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	if req.Updates == nil {
-		fail(c, badInput("updates: required"))
-		return
+		return badInput("updates: required")
 	}
 	ups := make([]table.FieldMetadataUpdate, 0, len(*req.Updates))
 	for i, u := range *req.Updates {
 		field := fmt.Sprintf("updates[%d]", i)
 		if u.Path == nil {
-			fail(c, badInput("%s.path: required", field))
-			return
+			return badInput("%s.path: required", field)
 		}
 		if u.Metadata == nil {
-			fail(c, badInput("%s.metadata: required", field))
-			return
+			return badInput("%s.metadata: required", field)
 		}
 		ups = append(ups, table.FieldMetadataUpdate{Field: field, Path: *u.Path, Metadata: *u.Metadata, Replace: u.Replace != nil && *u.Replace})
 	}
-	m, fields, err := t.UpdateFieldMetadata(c, ups)
+	m, fields, err := t.UpdateFieldMetadata(c.Request.Context(), ups)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"version": m.Version, "fields": fields})
+	return nil
 }
 
 // updateSchemaMetadata replaces the schema metadata. The REST body is the
 // map itself, and so is the answer.
-func (s *Server) updateSchemaMetadata(c *gin.Context) {
+func (s *Server) updateSchemaMetadata(c *gin.Context) error {
+	ctx := c.Request.Context()
 	id, err := pathID(c)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	body, err := readBody(c)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if err := checkJSON(body); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	var md map[string]string
 	if err := json.Unmarshal(body, &md); err != nil || md == nil {
-		fail(c, badInput("body: expected a JSON object of string values (the schema metadata)"))
-		return
+		return badInput("body: expected a JSON object of string values (the schema metadata)")
 	}
-	t, err := s.cat.OpenTable(c, id)
+	t, err := s.cat.OpenTable(ctx, id)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	t, ok := onBranch(c, t, nil)
-	if !ok {
-		return
+	t, err = onBranch(c, t, nil)
+	if err != nil {
+		return err
 	}
-	if _, err := t.UpdateSchemaMetadata(c, md); err != nil {
-		fail(c, err)
-		return
+	if _, err := t.UpdateSchemaMetadata(ctx, md); err != nil {
+		return err
 	}
 	c.JSON(http.StatusOK, md)
+	return nil
 }

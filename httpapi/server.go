@@ -1,7 +1,11 @@
 // Package httpapi is the HTTP surface of mvq: the Lance Namespace REST
 // operations on namespaces and tables, materialized views and refresh
-// jobs. Handlers decode, call the domain packages and map their coded
-// errors to problem bodies through one table (errors.go).
+// jobs. Every route is one entry of the route table (routes.go): method,
+// path, the grant it needs (read by the auth middleware) and a handler
+// that decodes, calls the domain packages (the view use cases: package
+// views) with the request's context, encodes, and returns an error that
+// one adapter (handle) maps to a problem body through one table
+// (errors.go).
 package httpapi
 
 import (
@@ -69,13 +73,31 @@ type Config struct {
 	AllowedLocations iceberg.Allowed
 }
 
-// Views is what the API needs of the view and job layer; nil disables
-// the materialized view and job routes.
+// Views is what the API needs of the view and job layer: the view and job
+// routes, and what the table routes, the auth middleware and readiness ask
+// of it. nil disables the materialized view and job routes (a table drop
+// then has no dependents, a describe no view status, and the
+// Idempotency-Key header is refused). ViewRoutes is the implementation.
 type Views interface {
-	routes(r gin.IRouter)
-	ping(ctx context.Context) error
-	// jobView returns the identifier of the view a job refreshes.
-	jobView(ctx context.Context, jobID string) ([]string, error)
+	// routes are the view and job routes, in the route table's form
+	// (routes.go).
+	routes() []route
+	// Ping reports whether the job store answers (readyz).
+	Ping(ctx context.Context) error
+	// JobView returns the identifier of the view a job refreshes.
+	JobView(ctx context.Context, jobID string) ([]string, error)
+	// ToDrop returns the views that read table id, transitively, deepest
+	// first, and the direct ones: what a table drop refuses, or with
+	// cascade drops first.
+	ToDrop(ctx context.Context, id []string) (all, direct [][]string, err error)
+	// Dropped cancels the jobs of a dropped table (a view's) or, with ns,
+	// of every view under a dropped namespace.
+	Dropped(ctx context.Context, id []string, ns bool) error
+	// DescribeView is the status a table describe shows for a view: nil
+	// when m is not a view's.
+	DescribeView(ctx context.Context, t *table.Table, m *table.Manifest) (any, error)
+	// IdempotencyStore keeps the records of the Idempotency-Key header.
+	IdempotencyStore() IdempotencyStore
 }
 
 // Server serves the API.
@@ -88,6 +110,9 @@ type Server struct {
 	notifier *iceberg.Registrar
 	// spoolBudget is the memory spooled query results share (spool.go).
 	spoolBudget *quota
+	// rules is each route's rule by "METHOD path", read from the route
+	// table (routes.go) by the auth middleware.
+	rules map[string]routeRule
 }
 
 // New returns a server over the catalog; views may be nil.
@@ -113,6 +138,10 @@ func New(cfg Config, cat *table.Catalog, views Views) *Server {
 	}
 	s := &Server{cfg: cfg, cat: cat, views: views, spoolBudget: newSpoolBudget(cfg.SpoolBudgetBytes, cfg.SpoolPrincipalBytes)}
 	s.notifier = iceberg.NewRegistrar(cat, cfg.AllowedLocations)
+	s.rules = map[string]routeRule{}
+	for _, rt := range s.routes() {
+		s.rules[rt.method+" "+rt.path] = rt.rule
+	}
 	s.ready.Store(true)
 	return s
 }
@@ -140,62 +169,24 @@ func (s *Server) Handler() http.Handler {
 		routerProblem(c, methodNotAllowed, errs.CodeUnsupported, "method "+c.Request.Method+" not allowed on "+c.Request.URL.Path)
 	})
 
-	// The jobs console: static files, no tenant data (openRoutes); what it
-	// shows comes from API calls made with the user's token.
-	console := ui.Handler(ui.Config{TraceURLTemplate: s.cfg.TraceURLTemplate, NotFound: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	idem := s.idempotent()
+	for _, rt := range s.routes() {
+		h := []gin.HandlerFunc{handle(rt.handler)}
+		if rt.idempotent {
+			h = []gin.HandlerFunc{idem, handle(rt.handler)}
+		}
+		r.Handle(rt.method, rt.path, h...)
+	}
+	return r
+}
+
+// console serves the jobs console's static files.
+func (s *Server) console() http.Handler {
+	return ui.Handler(ui.Config{TraceURLTemplate: s.cfg.TraceURLTemplate, NotFound: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _ := gin.CreateTestContext(w)
 		c.Request = r
 		routerProblem(c, routeNotFound, errs.CodeUnsupported, "no file "+r.URL.Path)
 	})})
-	r.GET("/ui", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, ui.Prefix) })
-	r.GET(ui.Prefix+"*file", gin.WrapH(console))
-
-	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
-	r.GET("/readyz", s.readyz)
-	if s.cfg.Metrics != nil {
-		r.GET("/metrics", gin.WrapH(s.cfg.Metrics))
-	}
-
-	v1 := r.Group("/v1")
-	ns := v1.Group("/namespace/:id")
-	ns.POST("/create", s.createNamespace)
-	ns.GET("/list", s.listNamespaces)
-	ns.POST("/list", s.listNamespaces)
-	ns.POST("/describe", s.describeNamespace)
-	ns.POST("/drop", s.dropNamespace)
-	ns.POST("/exists", s.namespaceExists)
-	ns.GET("/table/list", s.listTables)
-	ns.POST("/table/list", s.listTables)
-
-	t := v1.Group("/table/:id")
-	t.POST("/create", s.idempotent(), s.createTable)
-	t.POST("/insert", s.insertIntoTable)
-	t.POST("/describe", s.describeTable)
-	t.POST("/exists", s.tableExists)
-	t.POST("/count_rows", s.countRows)
-	t.POST("/query", s.queryTable)
-	t.POST("/delete", s.deleteFromTable)
-	t.POST("/update", s.updateTable)
-	t.POST("/drop", s.dropTable)
-	t.POST("/restore", s.restoreTable)
-	t.POST("/stats", s.tableStats)
-	t.GET("/version/list", s.listVersions)
-	t.POST("/version/list", s.listVersions)
-	t.POST("/version/describe", s.describeVersion)
-	t.POST("/version/create", s.createVersion)
-	t.POST("/merge_insert", s.mergeInsert)
-
-	s.tableOps2Routes(v1)
-	s.versionTagRoutes(v1)
-	s.txnRoutes(v1)
-	s.branchRoutes(v1)
-	s.schemaRoutes(v1)
-	s.indexRoutes(v1)
-	if s.views != nil {
-		s.views.routes(v1)
-	}
-	s.catalogRoutes(r)
-	return r
 }
 
 // Answers of the router itself: no route, or a route without this method.
@@ -243,26 +234,27 @@ func routeMatches(pattern, path string) bool {
 	return len(ps) == len(xs)
 }
 
-func (s *Server) readyz(c *gin.Context) {
+func (s *Server) readyz(c *gin.Context) error {
 	if !s.ready.Load() {
 		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "draining"})
-		return
+		return nil
 	}
 	if db := s.cat.SQL(); db != nil {
 		if busy, why := db.Saturated(); busy {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "saturated", "reason": why})
-			return
+			return nil
 		}
 	}
 	if s.views != nil {
-		if err := s.views.ping(c.Request.Context()); err != nil {
+		if err := s.views.Ping(c.Request.Context()); err != nil {
 			// The cause names Redis's address: logged, not shown.
 			slog.WarnContext(c.Request.Context(), "readyz: redis unreachable", "err", err)
 			c.JSON(http.StatusServiceUnavailable, gin.H{"status": "redis unavailable", "error": "redis unreachable"})
-			return
+			return nil
 		}
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	return nil
 }
 
 // recovery turns a panic into a 500 problem body; it is logged, never

@@ -32,18 +32,16 @@ const (
 	mimeJSON        = "application/json"
 )
 
-func (s *Server) openTable(c *gin.Context) (*table.Table, bool) {
+func (s *Server) openTable(c *gin.Context) (*table.Table, error) {
 	id, err := pathID(c)
 	if err != nil {
-		fail(c, err)
-		return nil, false
+		return nil, err
 	}
-	t, err := s.cat.OpenTable(c, id)
+	t, err := s.cat.OpenTable(c.Request.Context(), id)
 	if err != nil {
-		fail(c, err)
-		return nil, false
+		return nil, err
 	}
-	return t, true
+	return t, nil
 }
 
 // bodyRecords reads a create/insert body: an Arrow IPC stream (the
@@ -123,54 +121,53 @@ func (r *ipcInput) Err() error {
 	return nil
 }
 
-func (s *Server) createTable(c *gin.Context) {
+func (s *Server) createTable(c *gin.Context) error {
 	id, err := pathID(c)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	rdr, err := s.bodyRecords(c, nil)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	defer rdr.Release()
 	props, err := createParams(c)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	t, m, err := s.cat.CreateTable(c, id, rdr.Schema(), rdr, c.Query("mode"), props.raw())
+	t, m, err := s.cat.CreateTable(c.Request.Context(), id, rdr.Schema(), rdr, c.Query("mode"), props.raw())
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"version": m.Version, "location": t.Location(), "properties": userProperties(m)})
+	return nil
 }
 
-func (s *Server) insertIntoTable(c *gin.Context) {
-	if b := c.Query("branch"); (b == "" || b == table.MainBranch) && s.insertDeclared(c) {
-		return
+func (s *Server) insertIntoTable(c *gin.Context) error {
+	ctx := c.Request.Context()
+	if b := c.Query("branch"); b == "" || b == table.MainBranch {
+		if done, err := s.insertDeclared(c); done || err != nil {
+			return err
+		}
 	}
-	t, ok := s.openTable(c)
-	if ok {
-		t, ok = onBranch(c, t, nil)
+	t, err := s.openTable(c)
+	if err == nil {
+		t, err = onBranch(c, t, nil)
 	}
-	if !ok {
-		return
-	}
-	rdr, err := s.latestBodyRecords(c, c, t)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
+	}
+	rdr, err := s.latestBodyRecords(ctx, c, t)
+	if err != nil {
+		return err
 	}
 	defer rdr.Release()
-	nm, n, err := t.Insert(c, rdr, c.Query("mode"))
+	nm, n, err := t.Insert(ctx, rdr, c.Query("mode"))
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"version": nm.Version, "num_inserted_rows": n})
+	return nil
 }
 
 // latestBodyRecords decodes the request body as rows of the schema of
@@ -200,9 +197,8 @@ func (b versionBody) version() (uint64, error) {
 }
 
 // pathAndBody parses the path id and decodes the JSON body into req; a
-// body id (bodyID returns it) must agree with the path. On failure it has
-// written the problem and returns false.
-func pathAndBody(c *gin.Context, req any, bodyID func() []string) ([]string, bool) {
+// body id (bodyID returns it) must agree with the path.
+func pathAndBody(c *gin.Context, req any, bodyID func() []string) ([]string, error) {
 	id, err := pathID(c)
 	if err == nil {
 		err = bindJSON(c, req)
@@ -211,67 +207,62 @@ func pathAndBody(c *gin.Context, req any, bodyID func() []string) ([]string, boo
 		err = checkBodyID(id, bodyID())
 	}
 	if err != nil {
-		fail(c, err)
-		return nil, false
+		return nil, err
 	}
-	return id, true
+	return id, nil
 }
 
 // tableAndBody is pathAndBody plus opening the path's table.
-func (s *Server) tableAndBody(c *gin.Context, req any, bodyID func() []string) (*table.Table, bool) {
-	id, ok := pathAndBody(c, req, bodyID)
-	if !ok {
-		return nil, false
-	}
-	t, err := s.cat.OpenTable(c, id)
+func (s *Server) tableAndBody(c *gin.Context, req any, bodyID func() []string) (*table.Table, error) {
+	id, err := pathAndBody(c, req, bodyID)
 	if err != nil {
-		fail(c, err)
-		return nil, false
+		return nil, err
 	}
-	return t, true
+	t, err := s.cat.OpenTable(c.Request.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
 }
 
-func (s *Server) describeTable(c *gin.Context) {
+func (s *Server) describeTable(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req versionBody
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
-	t, err := s.cat.OpenTable(c, id)
-	if errs.CodeOf(err) == errs.CodeTableNotFound && req.Version == nil && req.Branch == nil && s.describeDeclared(c, id) {
-		return
+	t, err := s.cat.OpenTable(ctx, id)
+	if errs.CodeOf(err) == errs.CodeTableNotFound && req.Version == nil && req.Branch == nil {
+		if done, err := s.describeDeclared(c, id); done || err != nil {
+			return err
+		}
 	}
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	if t, ok = onBranch(c, t, req.Branch); !ok {
-		return
+	if t, err = onBranch(c, t, req.Branch); err != nil {
+		return err
 	}
 	v, err := req.version()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	m, err := t.Load(c, v)
+	m, err := t.Load(ctx, v)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	schema, err := m.ArrowSchema()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	js, err := arrowjson.FromArrow(schema)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	ident, err := t.Identity(c, m)
+	ident, err := t.Identity(ctx, m)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	id = t.ID()
 	resp := gin.H{
@@ -297,59 +288,57 @@ func (s *Server) describeTable(c *gin.Context) {
 			return out
 		}(),
 	}
-	if dv, ok := s.views.(viewDescriber); ok && m.IsView() {
-		st, err := dv.describeView(c, t, m)
+	if s.views != nil && m.IsView() {
+		st, err := s.views.DescribeView(ctx, t, m)
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 		resp["materialized_view"] = st
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
-func (s *Server) tableExists(c *gin.Context) {
+func (s *Server) tableExists(c *gin.Context) error {
 	var req versionBody
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	if req.Version != nil {
 		v, err := req.version()
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
-		if _, err := t.Version(c, v); err != nil {
-			fail(c, err)
-			return
+		if _, err := t.Version(c.Request.Context(), v); err != nil {
+			return err
 		}
 	}
 	c.Status(http.StatusOK)
+	return nil
 }
 
-func (s *Server) countRows(c *gin.Context) {
+func (s *Server) countRows(c *gin.Context) error {
 	var req struct {
 		ID        []string `json:"id"`
 		Version   *int64   `json:"version"`
 		Predicate string   `json:"predicate"`
 		Branch    *string  `json:"branch"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	v, err := versionBody{Version: req.Version}.version()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	n, err := t.CountRows(c, v, req.Predicate)
+	n, err := t.CountRows(c.Request.Context(), v, req.Predicate)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.Data(http.StatusOK, mimeJSON, []byte(strconv.FormatInt(n, 10)))
+	return nil
 }
 
 // MaxQueryLimit bounds k/limit of one query.
@@ -382,48 +371,44 @@ type queryRequest struct {
 	Branch            *string  `json:"branch"`
 }
 
-func (s *Server) queryTable(c *gin.Context) {
+func (s *Server) queryTable(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req queryRequest
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	q, err := req.options()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	vq, isVector, err := req.vectorQuery(q)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	fq, isText, err := req.textQuery(q)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	var rdr array.RecordReader
 	if isText {
-		rdr, err = textSearch(c, t, fq, q)
+		rdr, err = textSearch(ctx, t, fq, q)
 	} else if isVector {
-		if err = s.vectorIndex(c, t, &vq, req); err == nil {
-			rdr, err = vectorSearch(c, t, vq, q)
+		if err = s.vectorIndex(ctx, t, &vq, req); err == nil {
+			rdr, err = vectorSearch(ctx, t, vq, q)
 		}
 	} else {
-		rdr, err = t.Query(c, q)
+		rdr, err = t.Query(ctx, q)
 	}
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if q.Filter != "" && !isVector && !isText {
 		// A filtered query runs in a DuckDB session: read the whole result
 		// first (memory, then a temporary file) so the session is free
 		// again before a slow client reads the first byte.
 		if rdr, err = spool(rdr, DefaultSpoolMemoryBytes, s.spoolBudget, auth.PrincipalFrom(c.Request.Context())); err != nil {
-			fail(c, queryErr(err))
-			return
+			return queryErr(err)
 		}
 	}
 	defer rdr.Release()
@@ -431,14 +416,13 @@ func (s *Server) queryTable(c *gin.Context) {
 	// evaluating are still a problem body.
 	first := rdr.Next()
 	if err := rdr.Err(); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if strings.Contains(c.GetHeader("Accept"), mimeJSON) {
 		c.Header("Content-Type", mimeJSON)
 		c.Status(http.StatusOK)
 		_ = arrowjson.WriteRows(c.Writer, &peeked{RecordReader: rdr, first: first})
-		return
+		return nil
 	}
 	stream := strings.Contains(c.GetHeader("Accept"), mimeArrowStream)
 	if stream {
@@ -451,6 +435,7 @@ func (s *Server) queryTable(c *gin.Context) {
 	if err := writeIPC(bw, &peeked{RecordReader: rdr, first: first}, stream); err == nil {
 		_ = bw.Flush()
 	}
+	return nil
 }
 
 // queryErr names what failed while a query's result was read: the
@@ -558,48 +543,45 @@ func writeIPC(w io.Writer, rdr array.RecordReader, stream bool) error {
 	return iw.Close()
 }
 
-func (s *Server) deleteFromTable(c *gin.Context) {
+func (s *Server) deleteFromTable(c *gin.Context) error {
 	var req struct {
 		ID        []string `json:"id"`
 		Predicate *string  `json:"predicate"`
 		Branch    *string  `json:"branch"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	if req.Predicate == nil {
-		fail(c, badInput("predicate: required"))
-		return
+		return badInput("predicate: required")
 	}
-	m, n, err := t.Delete(c, *req.Predicate)
+	m, n, err := t.Delete(c.Request.Context(), *req.Predicate)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"version": m.Version, "num_deleted_rows": n})
+	return nil
 }
 
-func (s *Server) updateTable(c *gin.Context) {
+func (s *Server) updateTable(c *gin.Context) error {
 	var req struct {
 		ID        []string   `json:"id"`
 		Predicate *string    `json:"predicate"`
 		Updates   [][]string `json:"updates"`
 		Branch    *string    `json:"branch"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	if len(req.Updates) == 0 {
-		fail(c, badInput("updates: required, a list of [column, sql_expression] pairs"))
-		return
+		return badInput("updates: required, a list of [column, sql_expression] pairs")
 	}
 	ups := make([][2]string, len(req.Updates))
 	for i, u := range req.Updates {
 		if len(u) != 2 {
-			fail(c, badInput("updates[%d]: want [column, sql_expression], got %d elements", i, len(u)))
-			return
+			return badInput("updates[%d]: want [column, sql_expression], got %d elements", i, len(u))
 		}
 		ups[i] = [2]string{u[0], u[1]}
 	}
@@ -607,72 +589,67 @@ func (s *Server) updateTable(c *gin.Context) {
 	if req.Predicate != nil {
 		pred = *req.Predicate
 	}
-	m, n, err := t.Update(c, pred, ups)
+	m, n, err := t.Update(c.Request.Context(), pred, ups)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"updated_rows": n, "version": m.Version})
+	return nil
 }
 
-func (s *Server) dropTable(c *gin.Context) {
+func (s *Server) dropTable(c *gin.Context) error {
 	var req dropRequest
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	t, err := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	id := t.ID()
 	cascade, err := req.cascade()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if err := s.dropViewsFirst(c, id, cascade); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	loc := t.Location()
-	if err := s.cat.DropTable(c, id); err != nil {
-		fail(c, err)
-		return
+	if err := s.cat.DropTable(c.Request.Context(), id); err != nil {
+		return err
 	}
 	s.dropped(c, id, false)
 	c.JSON(http.StatusOK, gin.H{"id": id, "location": loc, "properties": gin.H{}})
+	return nil
 }
 
-func (s *Server) restoreTable(c *gin.Context) {
+func (s *Server) restoreTable(c *gin.Context) error {
 	var req versionBody
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	if req.Version == nil {
-		fail(c, badInput("version: required"))
-		return
+		return badInput("version: required")
 	}
 	v, err := req.version()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	m, err := t.Restore(c, v)
+	m, err := t.Restore(c.Request.Context(), v)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"version": m.Version})
+	return nil
 }
 
-func (s *Server) tableStats(c *gin.Context) {
+func (s *Server) tableStats(c *gin.Context) error {
 	var req versionBody
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
-	}
-	st, err := t.Stats(c)
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
 	if err != nil {
-		fail(c, err)
-		return
+		return err
+	}
+	st, err := t.Stats(c.Request.Context())
+	if err != nil {
+		return err
 	}
 	l := st.Lengths
 	c.JSON(http.StatusOK, gin.H{
@@ -682,6 +659,7 @@ func (s *Server) tableStats(c *gin.Context) {
 			"lengths": gin.H{"min": l.Min, "max": l.Max, "mean": l.Mean, "p25": l.P25, "p50": l.P50, "p75": l.P75, "p99": l.P99},
 		},
 	})
+	return nil
 }
 
 type tableVersion struct {
@@ -704,7 +682,8 @@ func versionOf(t *table.Table, vf table.VersionFile, m *table.Manifest, etag str
 	}
 }
 
-func (s *Server) listVersions(c *gin.Context) {
+func (s *Server) listVersions(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req struct {
 		ID         []string `json:"id"`
 		PageToken  *string  `json:"page_token"`
@@ -713,28 +692,26 @@ func (s *Server) listVersions(c *gin.Context) {
 		Branch     *string  `json:"branch"`
 	}
 	var t *table.Table
-	var ok bool
+	var err error
 	if c.Request.Method == http.MethodGet {
-		t, ok = s.openTable(c)
+		t, err = s.openTable(c)
 	} else {
-		t, ok = s.tableAndBody(c, &req, func() []string { return req.ID })
+		t, err = s.tableAndBody(c, &req, func() []string { return req.ID })
 	}
-	if ok {
-		t, ok = onBranch(c, t, req.Branch)
+	if err == nil {
+		t, err = onBranch(c, t, req.Branch)
 	}
-	if !ok {
-		return
+	if err != nil {
+		return err
 	}
 	token, limit, err := page(c, req.PageToken, req.Limit)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	desc := c.Query("descending") == "true" || (req.Descending != nil && *req.Descending)
-	vs, err := t.Versions(c)
+	vs, err := t.Versions(ctx)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if desc {
 		for i, j := 0, len(vs)-1; i < j; i, j = i+1, j-1 {
@@ -745,8 +722,7 @@ func (s *Server) listVersions(c *gin.Context) {
 	if token != "" {
 		after, err := strconv.ParseUint(token, 10, 64)
 		if err != nil {
-			fail(c, badInput("page_token: %q is not a token this server issued", token))
-			return
+			return badInput("page_token: %q is not a token this server issued", token)
 		}
 		for start < len(vs) && vs[start].Version != after {
 			start++
@@ -764,10 +740,9 @@ func (s *Server) listVersions(c *gin.Context) {
 	}
 	out := make([]tableVersion, 0, len(vs))
 	for _, vf := range vs {
-		m, err := t.Load(c, vf.Version)
+		m, err := t.Load(ctx, vf.Version)
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 		out = append(out, versionOf(t, vf, m, ""))
 	}
@@ -776,38 +751,39 @@ func (s *Server) listVersions(c *gin.Context) {
 		resp["page_token"] = next
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
-func (s *Server) describeVersion(c *gin.Context) {
+func (s *Server) describeVersion(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req versionBody
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	v, err := req.version()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	var vf table.VersionFile
 	if v == 0 {
-		vf, err = t.LatestVersion(c)
+		vf, err = t.LatestVersion(ctx)
 	} else {
-		vf, err = t.Version(c, v)
+		vf, err = t.Version(ctx, v)
 	}
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	m, err := t.Load(c, vf.Version)
+	m, err := t.Load(ctx, vf.Version)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"version": versionOf(t, vf, m, "")})
+	return nil
 }
 
-func (s *Server) createVersion(c *gin.Context) {
+func (s *Server) createVersion(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req struct {
 		ID           []string          `json:"id"`
 		Version      *int64            `json:"version"`
@@ -818,40 +794,35 @@ func (s *Server) createVersion(c *gin.Context) {
 		NamingScheme string            `json:"naming_scheme"`
 		Branch       *string           `json:"branch"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	if req.Version == nil {
-		fail(c, badInput("version: required"))
-		return
+		return badInput("version: required")
 	}
 	if err := nonNegative("version", req.Version); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	// An existing version is a 409 whatever else is wrong (put-if-not-exists).
-	if _, err := t.Version(c, uint64(*req.Version)); err == nil {
-		fail(c, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", *req.Version))
-		return
+	if _, err := t.Version(ctx, uint64(*req.Version)); err == nil {
+		return errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", *req.Version)
 	}
 	if req.ManifestPath == nil || *req.ManifestPath == "" {
-		fail(c, badInput("manifest_path: required"))
-		return
+		return badInput("manifest_path: required")
 	}
 	if err := nonNegative("manifest_size", req.ManifestSize); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	scheme := table.NamingScheme(strings.ToUpper(req.NamingScheme))
 	if scheme == "" {
 		scheme = table.NamingV2
 	}
-	vf, m, data, err := t.CreateVersionIf(c, uint64(*req.Version), *req.ManifestPath, scheme, req.Metadata, req.ManifestSize, req.ETag)
+	vf, m, data, err := t.CreateVersionIf(ctx, uint64(*req.Version), *req.ManifestPath, scheme, req.Metadata, req.ManifestSize, req.ETag)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	sum := sha256.Sum256(data)
 	c.JSON(http.StatusOK, gin.H{"version": versionOf(t, vf, m, `"`+hex.EncodeToString(sum[:16])+`"`)})
+	return nil
 }

@@ -15,34 +15,22 @@ import (
 // Catalog operations beyond create/drop: list all, declare, register,
 // deregister, rename (routes added by tableOps2Routes).
 
-func (s *Server) tableOps2Routes(v1 gin.IRouter) {
-	v1.GET("/table", s.listAllTables)
-	t := v1.Group("/table/:id")
-	t.POST("/declare", s.declareTable)
-	t.POST("/register", s.registerTable)
-	t.POST("/deregister", s.deregisterTable)
-	t.POST("/rename", s.renameTable)
-}
-
 // listAllTables lists every table of every namespace (GET /v1/table).
-func (s *Server) listAllTables(c *gin.Context) {
+func (s *Server) listAllTables(c *gin.Context) error {
 	token, limit, err := page(c, nil, nil)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	include := true
 	if v := c.Query("include_declared"); v != "" {
 		if include, err = strconv.ParseBool(v); err != nil {
-			fail(c, badInput("include_declared: %q is not true or false", v))
-			return
+			return badInput("include_declared: %q is not true or false", v)
 		}
 	}
 	delim := c.Query("delimiter")
-	names, err := s.cat.ListAllTables(c, delim, include)
+	names, err := s.cat.ListAllTables(c.Request.Context(), delim, include)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	out, next := table.Page(names, token, limit)
 	resp := gin.H{"tables": out}
@@ -50,66 +38,63 @@ func (s *Server) listAllTables(c *gin.Context) {
 		resp["page_token"] = next
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
-func (s *Server) declareTable(c *gin.Context) {
+func (s *Server) declareTable(c *gin.Context) error {
 	var req struct {
 		ID              []string          `json:"id"`
 		Location        *string           `json:"location"`
 		VendCredentials *bool             `json:"vend_credentials"`
 		Properties      map[string]string `json:"properties"`
 	}
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	if req.VendCredentials != nil && *req.VendCredentials {
-		fail(c, errs.Errorf(errs.CodeUnsupported, "vend_credentials: this server vends no storage credentials; read and write through the API"))
-		return
+		return errs.Errorf(errs.CodeUnsupported, "vend_credentials: this server vends no storage credentials; read and write through the API")
 	}
 	if req.Location != nil && *req.Location != s.cat.TableLocation(id) {
-		fail(c, badInput("location: the directory catalog places table %s at %s, not %q", table.JoinID(id), s.cat.TableLocation(id), *req.Location))
-		return
+		return badInput("location: the directory catalog places table %s at %s, not %q", table.JoinID(id), s.cat.TableLocation(id), *req.Location)
 	}
-	loc, err := s.cat.DeclareTable(c, id, req.Properties)
+	loc, err := s.cat.DeclareTable(c.Request.Context(), id, req.Properties)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	props := req.Properties
 	if props == nil {
 		props = map[string]string{}
 	}
 	c.JSON(http.StatusOK, gin.H{"location": loc, "properties": props})
+	return nil
 }
 
-func (s *Server) registerTable(c *gin.Context) {
+func (s *Server) registerTable(c *gin.Context) error {
 	var req struct {
 		ID         []string          `json:"id"`
 		Location   *string           `json:"location"`
 		Mode       string            `json:"mode"`
 		Properties map[string]string `json:"properties"`
 	}
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	if req.Location == nil || *req.Location == "" {
-		fail(c, badInput("location: required"))
-		return
+		return badInput("location: required")
 	}
 	if len(req.Properties) > 0 {
-		fail(c, badInput("properties: register keeps the properties the table's manifest has; set none here"))
-		return
+		return badInput("properties: register keeps the properties the table's manifest has; set none here")
 	}
-	t, err := s.cat.RegisterTable(c, id, *req.Location, req.Mode, func(src table.RegisterSource) error {
+	t, err := s.cat.RegisterTable(c.Request.Context(), id, *req.Location, req.Mode, func(src table.RegisterSource) error {
 		return allowRegister(c, src)
 	})
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"location": t.Location(), "properties": gin.H{}})
+	return nil
 }
 
 // allowRegister checks the caller may adopt src (the route's rule checked
@@ -151,60 +136,55 @@ func nsName(ns []string) string {
 
 // deregisterTable deregisters a table; views reading it make it a 409
 // listing them, as for drop, unless cascade (dropRequest) drops them.
-func (s *Server) deregisterTable(c *gin.Context) {
+func (s *Server) deregisterTable(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req dropRequest
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	cascade, err := req.cascade()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	if t, err := s.cat.OpenTable(c, id); err == nil {
-		if m, err := t.Load(c, 0); err == nil && m.IsView() {
-			fail(c, badInput("%s is a materialized view: deregister is not allowed (its jobs know it by name); drop it instead", table.JoinID(id)))
-			return
+	if t, err := s.cat.OpenTable(ctx, id); err == nil {
+		if m, err := t.Load(ctx, 0); err == nil && m.IsView() {
+			return badInput("%s is a materialized view: deregister is not allowed (its jobs know it by name); drop it instead", table.JoinID(id))
 		}
 	}
 	if err := s.dropViewsFirst(c, id, cascade); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	loc, err := s.cat.DeregisterTable(c, id)
+	loc, err := s.cat.DeregisterTable(ctx, id)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"id": id, "location": loc, "properties": gin.H{}})
+	return nil
 }
 
-func (s *Server) renameTable(c *gin.Context) {
+func (s *Server) renameTable(c *gin.Context) error {
 	var req struct {
 		ID             []string `json:"id"`
 		NewTableName   *string  `json:"new_table_name"`
 		NewNamespaceID []string `json:"new_namespace_id"`
 	}
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	if req.NewTableName == nil {
-		fail(c, badInput("new_table_name: required"))
-		return
+		return badInput("new_table_name: required")
 	}
 	if err := table.ValidatePart(*req.NewTableName); err != nil {
-		fail(c, badInput("new_table_name: %v", err))
-		return
+		return badInput("new_table_name: %v", err)
 	}
 	ns := id[:len(id)-1]
 	if req.NewNamespaceID != nil {
 		ns = req.NewNamespaceID
 		for i, p := range ns {
 			if err := table.ValidatePart(p); err != nil {
-				fail(c, badInput("new_namespace_id[%d]: %v", i, err))
-				return
+				return badInput("new_namespace_id[%d]: %v", i, err)
 			}
 		}
 	}
@@ -213,47 +193,44 @@ func (s *Server) renameTable(c *gin.Context) {
 	// write where it lands.
 	if v, ok := c.Get(identityKey); ok {
 		if who, ok := v.(*auth.Identity); ok && who != nil && !who.AllowsTable(auth.Write, newID) {
-			fail(c, denied(who, auth.Write, newID))
-			return
+			return denied(who, auth.Write, newID)
 		}
 	}
-	if err := s.cat.RenameTable(c, id, newID); err != nil {
-		fail(c, err)
-		return
+	if err := s.cat.RenameTable(c.Request.Context(), id, newID); err != nil {
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{})
+	return nil
 }
 
 // insertDeclared answers an insert into a declared table without data: it
 // creates the table from the body (its schema from the body). It reports
-// whether it answered.
-func (s *Server) insertDeclared(c *gin.Context) bool {
+// whether it answered, or the error to answer.
+func (s *Server) insertDeclared(c *gin.Context) (bool, error) {
+	ctx := c.Request.Context()
 	id, err := pathID(c)
 	if err != nil {
-		return false // insertIntoTable answers
+		return false, nil // insertIntoTable answers
 	}
-	if ok, err := s.cat.Declared(c, id); err != nil || !ok {
-		return false
+	if ok, err := s.cat.Declared(ctx, id); err != nil || !ok {
+		return false, nil
 	}
 	switch m := strings.ToLower(c.Query("mode")); m {
 	case "", "append", "overwrite":
 	default:
-		fail(c, badInput("mode %q: want append or overwrite", m))
-		return true
+		return false, badInput("mode %q: want append or overwrite", m)
 	}
 	rdr, err := s.bodyRecords(c, nil)
 	if err != nil {
-		fail(c, err)
-		return true
+		return false, err
 	}
 	defer rdr.Release()
-	_, m, err := s.cat.CreateDeclared(c, id, func() (*table.Table, *table.Manifest, error) {
-		return s.cat.CreateTable(c, id, rdr.Schema(), rdr, "", nil)
+	_, m, err := s.cat.CreateDeclared(ctx, id, func() (*table.Table, *table.Manifest, error) {
+		return s.cat.CreateTable(ctx, id, rdr.Schema(), rdr, "", nil)
 	})
 	if err != nil {
-		fail(c, err)
-		return true
+		return false, err
 	}
 	c.JSON(http.StatusOK, gin.H{"version": m.Version, "num_inserted_rows": m.NumRows()})
-	return true
+	return true, nil
 }

@@ -20,16 +20,9 @@ import (
 // table/txn.go). Their routes' rule is targetTables: the handlers check
 // the grant on every table involved.
 
-func (s *Server) txnRoutes(v1 gin.IRouter) {
-	v1.POST("/table/version/batch-create", s.batchCreateVersions)
-	v1.POST("/table/batch-commit", s.batchCommitTables)
-	v1.POST("/transaction/:id/describe", s.describeTransaction)
-	v1.POST("/transaction/:id/alter", s.alterTransaction)
-}
-
 // batchOpRoutes names, per batch operation, the single route that does
 // the same to one table: an operation needs the grant that route's rule in
-// routeRules asks for, on its table (one table of rules for both;
+// in the route table asks for, on its table (one table of rules for both;
 // TestBatchOperationsFollowTheirRoutes keeps them paired).
 var batchOpRoutes = map[string]string{
 	"create_table_version":  "POST /v1/table/:id/version/create",
@@ -41,8 +34,8 @@ var batchOpRoutes = map[string]string{
 // batchAction is the action batch operation op needs on its table: its
 // single route's; admin for an operation without one (closed until
 // mapped).
-func batchAction(op string) auth.Action {
-	if r, ok := routeRules[batchOpRoutes[op]]; ok {
+func (s *Server) batchAction(op string) auth.Action {
+	if r, ok := s.rules[batchOpRoutes[op]]; ok {
 		return r.action
 	}
 	return auth.Admin
@@ -76,7 +69,7 @@ type versionEntry struct {
 
 // batchVersion checks an entry (field names it in errors) and the
 // identity's grant on its table (version/create's).
-func batchVersion(c *gin.Context, field string, e versionEntry) (table.BatchVersion, error) {
+func (s *Server) batchVersion(c *gin.Context, field string, e versionEntry) (table.BatchVersion, error) {
 	if len(e.ID) == 0 {
 		return table.BatchVersion{}, badInput("%s.id: required (the table identifier)", field)
 	}
@@ -105,7 +98,7 @@ func batchVersion(c *gin.Context, field string, e versionEntry) (table.BatchVers
 	if e.NamingScheme != nil && *e.NamingScheme != "" {
 		scheme = table.NamingScheme(strings.ToUpper(*e.NamingScheme))
 	}
-	if err := allowTable(c, batchAction("create_table_version"), e.ID); err != nil {
+	if err := allowTable(c, s.batchAction("create_table_version"), e.ID); err != nil {
 		return table.BatchVersion{}, err
 	}
 	return table.BatchVersion{
@@ -124,41 +117,38 @@ func batchVersions(res []table.BatchResult) []tableVersion {
 	return out
 }
 
-// txnFail answers err, naming the transaction when one was recorded.
-func txnFail(c *gin.Context, txnID string, err error) {
+// txnErr is err naming the transaction when one was recorded.
+func txnErr(txnID string, err error) error {
 	if txnID != "" && !strings.Contains(err.Error(), txnID) {
 		err = fmt.Errorf("transaction %s: %w", txnID, err)
 	}
-	fail(c, err)
+	return err
 }
 
-func (s *Server) batchCreateVersions(c *gin.Context) {
+func (s *Server) batchCreateVersions(c *gin.Context) error {
 	var req struct {
 		Entries *[]versionEntry `json:"entries"`
 	}
 	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if req.Entries == nil || len(*req.Entries) == 0 {
-		fail(c, badInput("entries: required, at least one"))
-		return
+		return badInput("entries: required, at least one")
 	}
 	entries := make([]table.BatchVersion, len(*req.Entries))
 	for i, e := range *req.Entries {
-		bv, err := batchVersion(c, fmt.Sprintf("entries[%d]", i), e)
+		bv, err := s.batchVersion(c, fmt.Sprintf("entries[%d]", i), e)
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 		entries[i] = bv
 	}
-	id, res, err := s.cat.CommitBatch(c, "batch-create", entries)
+	id, res, err := s.cat.CommitBatch(c.Request.Context(), "batch-create", entries)
 	if err != nil {
-		txnFail(c, id, err)
-		return
+		return txnErr(id, err)
 	}
 	c.JSON(http.StatusOK, gin.H{"transaction_id": id, "versions": batchVersions(res)})
+	return nil
 }
 
 // commitOperation is the spec's CommitTableOperation.
@@ -229,6 +219,7 @@ func noIdentity(field string, raw json.RawMessage) error {
 // deregister_table operation (field names the operation) and the
 // identity's grant on its table.
 func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (table.BatchVersion, error) {
+	ctx := c.Request.Context()
 	switch {
 	case op.DeclareTable != nil:
 		d := op.DeclareTable
@@ -245,7 +236,7 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 		if d.Location != nil && *d.Location != s.cat.TableLocation(d.ID) {
 			return table.BatchVersion{}, badInput("%s.location: the directory catalog places table %s at %s, not %q", field, table.JoinID(d.ID), s.cat.TableLocation(d.ID), *d.Location)
 		}
-		if err := allowTable(c, batchAction("declare_table"), d.ID); err != nil {
+		if err := allowTable(c, s.batchAction("declare_table"), d.ID); err != nil {
 			return table.BatchVersion{}, err
 		}
 		return table.BatchVersion{Field: field, ID: d.ID, Kind: table.BatchDeclare, Properties: d.Properties}, nil
@@ -272,7 +263,7 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 			}
 			ranges[i] = table.VersionRange{Start: *r.Start, End: *r.End}
 		}
-		if err := allowTable(c, batchAction("delete_table_versions"), d.ID); err != nil {
+		if err := allowTable(c, s.batchAction("delete_table_versions"), d.ID); err != nil {
 			return table.BatchVersion{}, err
 		}
 		return table.BatchVersion{Field: field, ID: d.ID, Kind: table.BatchDeleteVersions, Ranges: ranges, Branch: branch}, nil
@@ -285,11 +276,11 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 		if err := noIdentity(field, d.Identity); err != nil {
 			return table.BatchVersion{}, err
 		}
-		if err := allowTable(c, batchAction("deregister_table"), d.ID); err != nil {
+		if err := allowTable(c, s.batchAction("deregister_table"), d.ID); err != nil {
 			return table.BatchVersion{}, err
 		}
-		if t, err := s.cat.OpenTable(c, d.ID); err == nil {
-			if m, err := t.Load(c, 0); err == nil && m.IsView() {
+		if t, err := s.cat.OpenTable(ctx, d.ID); err == nil {
+			if m, err := t.Load(ctx, 0); err == nil && m.IsView() {
 				return table.BatchVersion{}, badInput("%s: %s is a materialized view: deregister is not allowed (its jobs know it by name); drop it instead", field, table.JoinID(d.ID))
 			}
 		}
@@ -299,7 +290,7 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 		if v, ok := d.Context["cascade"]; ok && strings.EqualFold(v, "true") {
 			return table.BatchVersion{}, badInput("%s.context.cascade: a batch cannot drop the views that read a table; drop them first, or deregister the table alone with cascade", field)
 		}
-		if _, direct, err := s.viewsToDrop(c, d.ID); err != nil {
+		if _, direct, err := s.viewsToDrop(ctx, d.ID); err != nil {
 			return table.BatchVersion{}, err
 		} else if len(direct) > 0 {
 			return table.BatchVersion{}, errs.Errorf(errs.CodeInvalidTableState, "%s: table %s has views that read it: %s; drop them first", field, table.JoinID(d.ID), joinIDs(direct))
@@ -308,17 +299,15 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 	}
 }
 
-func (s *Server) batchCommitTables(c *gin.Context) {
+func (s *Server) batchCommitTables(c *gin.Context) error {
 	var req struct {
 		Operations *[]commitOperation `json:"operations"`
 	}
 	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if req.Operations == nil || len(*req.Operations) == 0 {
-		fail(c, badInput("operations: required, at least one"))
-		return
+		return badInput("operations: required, at least one")
 	}
 	entries := make([]table.BatchVersion, len(*req.Operations))
 	for i, op := range *req.Operations {
@@ -330,34 +319,29 @@ func (s *Server) batchCommitTables(c *gin.Context) {
 			}
 		}
 		if set != 1 {
-			fail(c, badInput("%s: exactly one of create_table_version, declare_table, delete_table_versions, deregister_table", field))
-			return
+			return badInput("%s: exactly one of create_table_version, declare_table, delete_table_versions, deregister_table", field)
 		}
 		if op.CreateTableVersion == nil {
 			bv, err := s.batchOther(c, field, op)
 			if err != nil {
-				fail(c, err)
-				return
+				return err
 			}
 			entries[i] = bv
 			continue
 		}
 		cv := op.CreateTableVersion
 		if cv.Identity != nil && string(cv.Identity) != "null" {
-			fail(c, badInput("%s.create_table_version.identity: send credentials once, in the request's identity or its headers", field))
-			return
+			return badInput("%s.create_table_version.identity: send credentials once, in the request's identity or its headers", field)
 		}
-		bv, err := batchVersion(c, field+".create_table_version", cv.versionEntry)
+		bv, err := s.batchVersion(c, field+".create_table_version", cv.versionEntry)
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 		entries[i] = bv
 	}
-	id, res, err := s.cat.CommitBatch(c, "batch-commit", entries)
+	id, res, err := s.cat.CommitBatch(c.Request.Context(), "batch-commit", entries)
 	if err != nil {
-		txnFail(c, id, err)
-		return
+		return txnErr(id, err)
 	}
 	results := make([]gin.H, len(res))
 	for i, r := range res {
@@ -373,21 +357,21 @@ func (s *Server) batchCommitTables(c *gin.Context) {
 		}
 	}
 	c.JSON(http.StatusOK, gin.H{"transaction_id": id, "results": results})
+	return nil
 }
 
 // transaction reads the path's transaction (its id is one identifier
 // part; a body id must agree) after decoding the body into req, and checks
 // action on each of its tables.
-func (s *Server) transaction(c *gin.Context, req any, bodyID func() []string, action auth.Action) (*table.Transaction, bool) {
-	id, ok := pathAndBody(c, req, bodyID)
-	if !ok {
-		return nil, false
+func (s *Server) transaction(c *gin.Context, req any, bodyID func() []string, action auth.Action) (*table.Transaction, error) {
+	id, err := pathAndBody(c, req, bodyID)
+	if err != nil {
+		return nil, err
 	}
 	if len(id) != 1 {
-		fail(c, badInput("id: a transaction id is one part, got %d", len(id)))
-		return nil, false
+		return nil, badInput("id: a transaction id is one part, got %d", len(id))
 	}
-	tx, err := s.cat.Transaction(c, id[0])
+	tx, err := s.cat.Transaction(c.Request.Context(), id[0])
 	if err == nil {
 		for _, e := range tx.Entries {
 			if err = allowTable(c, action, e.Table); err != nil {
@@ -396,10 +380,9 @@ func (s *Server) transaction(c *gin.Context, req any, bodyID func() []string, ac
 		}
 	}
 	if err != nil {
-		fail(c, err)
-		return nil, false
+		return nil, err
 	}
-	return tx, true
+	return tx, nil
 }
 
 // txnProperties are what describe and alter show: the transaction's own
@@ -426,18 +409,19 @@ func txnProperties(tx *table.Transaction) map[string]string {
 	return out
 }
 
-func (s *Server) describeTransaction(c *gin.Context) {
+func (s *Server) describeTransaction(c *gin.Context) error {
 	var req struct {
 		ID []string `json:"id"`
 	}
-	tx, ok := s.transaction(c, &req, func() []string { return req.ID }, auth.Read)
-	if !ok {
-		return
+	tx, err := s.transaction(c, &req, func() []string { return req.ID }, auth.Read)
+	if err != nil {
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"status": tx.Status, "properties": txnProperties(tx)})
+	return nil
 }
 
-func (s *Server) alterTransaction(c *gin.Context) {
+func (s *Server) alterTransaction(c *gin.Context) error {
 	var req struct {
 		ID      []string `json:"id"`
 		Actions *[]struct {
@@ -455,13 +439,12 @@ func (s *Server) alterTransaction(c *gin.Context) {
 			} `json:"unsetPropertyAction"`
 		} `json:"actions"`
 	}
-	tx, ok := s.transaction(c, &req, func() []string { return req.ID }, auth.Write)
-	if !ok {
-		return
+	tx, err := s.transaction(c, &req, func() []string { return req.ID }, auth.Write)
+	if err != nil {
+		return err
 	}
 	if req.Actions == nil || len(*req.Actions) == 0 {
-		fail(c, badInput("actions: required, at least one"))
-		return
+		return badInput("actions: required, at least one")
 	}
 	mode := func(field string, m *string, def string, allowed ...string) (string, error) {
 		if m == nil || *m == "" {
@@ -494,8 +477,7 @@ func (s *Server) alterTransaction(c *gin.Context) {
 			}
 		}
 		if n != 1 {
-			fail(c, badInput("%s: exactly one of setStatusAction, setPropertyAction, unsetPropertyAction", field))
-			return
+			return badInput("%s: exactly one of setStatusAction, setPropertyAction, unsetPropertyAction", field)
 		}
 		var err error
 		switch {
@@ -539,16 +521,15 @@ func (s *Server) alterTransaction(c *gin.Context) {
 			actions[i] = table.TxnAction{Field: field, Key: k, Unset: true, Mode: m}
 		}
 		if err != nil {
-			fail(c, err)
-			return
+			return err
 		}
 	}
-	tx, err := s.cat.AlterTransaction(c, tx.ID, actions)
+	tx, err = s.cat.AlterTransaction(c.Request.Context(), tx.ID, actions)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"status": tx.Status, "properties": txnProperties(tx)})
+	return nil
 }
 
 func deref(s *string) string {

@@ -15,19 +15,7 @@ import (
 // Version deletion, tags and query plans (routes added by
 // versionTagRoutes).
 
-func (s *Server) versionTagRoutes(v1 gin.IRouter) {
-	t := v1.Group("/table/:id")
-	t.POST("/version/delete", s.deleteVersions)
-	t.POST("/tags/create", s.createTag)
-	t.POST("/tags/list", s.listTags)
-	t.POST("/tags/version", s.tagVersion)
-	t.POST("/tags/update", s.updateTag)
-	t.POST("/tags/delete", s.deleteTag)
-	t.POST("/explain_plan", s.explainPlan)
-	t.POST("/analyze_plan", s.analyzePlan)
-}
-
-func (s *Server) deleteVersions(c *gin.Context) {
+func (s *Server) deleteVersions(c *gin.Context) error {
 	var req struct {
 		ID     []string `json:"id"`
 		Branch *string  `json:"branch"`
@@ -36,28 +24,26 @@ func (s *Server) deleteVersions(c *gin.Context) {
 			End   *int64 `json:"end_version"`
 		} `json:"ranges"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
 	if req.Ranges == nil {
-		fail(c, badInput("ranges: required"))
-		return
+		return badInput("ranges: required")
 	}
 	ranges := make([]table.VersionRange, len(*req.Ranges))
 	for i, r := range *req.Ranges {
 		if r.Start == nil || r.End == nil {
-			fail(c, badInput("ranges[%d]: start_version and end_version are required", i))
-			return
+			return badInput("ranges[%d]: start_version and end_version are required", i)
 		}
 		ranges[i] = table.VersionRange{Start: *r.Start, End: *r.End}
 	}
-	n, err := t.DeleteVersions(c, ranges)
+	n, err := t.DeleteVersions(c.Request.Context(), ranges)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, gin.H{"deleted_count": n})
+	return nil
 }
 
 type tagRequest struct {
@@ -68,13 +54,12 @@ type tagRequest struct {
 }
 
 // tagArgs decodes a tag request; withVersion says version is required.
-func (s *Server) tagArgs(c *gin.Context, withVersion bool) (*table.Table, string, uint64, bool) {
+func (s *Server) tagArgs(c *gin.Context, withVersion bool) (*table.Table, string, uint64, error) {
 	var req tagRequest
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return nil, "", 0, false
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return nil, "", 0, err
 	}
-	var err error
 	if req.Tag == nil {
 		err = badInput("tag: required")
 	}
@@ -88,71 +73,70 @@ func (s *Server) tagArgs(c *gin.Context, withVersion bool) (*table.Table, string
 		err = badInput("version: not taken by this operation")
 	}
 	if err != nil {
-		fail(c, err)
-		return nil, "", 0, false
+		return nil, "", 0, err
 	}
 	var v uint64
 	if req.Version != nil {
 		v = uint64(*req.Version)
 	}
-	return t, *req.Tag, v, true
+	return t, *req.Tag, v, nil
 }
 
-func (s *Server) createTag(c *gin.Context) {
-	t, tag, v, ok := s.tagArgs(c, true)
-	if !ok {
-		return
-	}
-	if err := t.CreateTag(c, tag, v); err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{})
-}
-
-func (s *Server) updateTag(c *gin.Context) {
-	t, tag, v, ok := s.tagArgs(c, true)
-	if !ok {
-		return
-	}
-	if err := t.UpdateTag(c, tag, v); err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{})
-}
-
-func (s *Server) deleteTag(c *gin.Context) {
-	t, tag, _, ok := s.tagArgs(c, false)
-	if !ok {
-		return
-	}
-	if err := t.DeleteTag(c, tag); err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{})
-}
-
-func (s *Server) tagVersion(c *gin.Context) {
-	t, tag, _, ok := s.tagArgs(c, false)
-	if !ok {
-		return
-	}
-	tg, err := t.TagVersion(c, tag)
+func (s *Server) createTag(c *gin.Context) error {
+	t, tag, v, err := s.tagArgs(c, true)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
+	}
+	if err := t.CreateTag(c.Request.Context(), tag, v); err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, gin.H{})
+	return nil
+}
+
+func (s *Server) updateTag(c *gin.Context) error {
+	t, tag, v, err := s.tagArgs(c, true)
+	if err != nil {
+		return err
+	}
+	if err := t.UpdateTag(c.Request.Context(), tag, v); err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, gin.H{})
+	return nil
+}
+
+func (s *Server) deleteTag(c *gin.Context) error {
+	t, tag, _, err := s.tagArgs(c, false)
+	if err != nil {
+		return err
+	}
+	if err := t.DeleteTag(c.Request.Context(), tag); err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, gin.H{})
+	return nil
+}
+
+func (s *Server) tagVersion(c *gin.Context) error {
+	t, tag, _, err := s.tagArgs(c, false)
+	if err != nil {
+		return err
+	}
+	tg, err := t.TagVersion(c.Request.Context(), tag)
+	if err != nil {
+		return err
 	}
 	resp := gin.H{"version": tg.Version}
 	if tg.Branch != "" {
 		resp["branch"] = tg.Branch
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
-func (s *Server) listTags(c *gin.Context) {
-	listRefs(s, c, "tags", (*table.Table).Tags, table.TagNames, func(tg table.Tag) gin.H {
+func (s *Server) listTags(c *gin.Context) error {
+	return listRefs(s, c, "tags", (*table.Table).Tags, table.TagNames, func(tg table.Tag) gin.H {
 		e := gin.H{"version": tg.Version, "manifestSize": tg.ManifestSize}
 		if tg.Branch != "" {
 			e["branch"] = tg.Branch
@@ -163,25 +147,23 @@ func (s *Server) listTags(c *gin.Context) {
 
 // listRefs answers a paged list of a table's refs (tags, branches) under
 // field: read reads them all, names sorts their names, entry shapes one.
-func listRefs[V any](s *Server, c *gin.Context, field string, read func(*table.Table, context.Context) (map[string]V, error), names func(map[string]V) []string, entry func(V) gin.H) {
+func listRefs[V any](s *Server, c *gin.Context, field string, read func(*table.Table, context.Context) (map[string]V, error), names func(map[string]V) []string, entry func(V) gin.H) error {
 	var req struct {
 		ID        []string `json:"id"`
 		PageToken *string  `json:"page_token"`
 		Limit     *int64   `json:"limit"`
 	}
-	t, ok := s.tableAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	t, err := s.tableAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	token, limit, err := page(c, req.PageToken, req.Limit)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	refs, err := read(t, c)
+	refs, err := read(t, c.Request.Context())
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	shown, next := table.Page(names(refs), token, limit)
 	out := make(map[string]any, len(shown))
@@ -193,20 +175,20 @@ func listRefs[V any](s *Server, c *gin.Context, field string, read func(*table.T
 		resp["page_token"] = next
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
-func (s *Server) explainPlan(c *gin.Context) {
+func (s *Server) explainPlan(c *gin.Context) error {
 	var req struct {
 		ID      []string      `json:"id"`
 		Branch  *string       `json:"branch"`
 		Query   *queryRequest `json:"query"`
 		Verbose *bool         `json:"verbose"`
 	}
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
-	var err error
 	if req.Query == nil {
 		err = badInput("query: required")
 	}
@@ -220,35 +202,33 @@ func (s *Server) explainPlan(c *gin.Context) {
 		err = badInput("query.branch: %q is not the request's branch", *req.Query.Branch)
 	}
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	s.plan(c, t, *req.Query, false)
+	return s.plan(c, t, *req.Query, false)
 }
 
-func (s *Server) analyzePlan(c *gin.Context) {
+func (s *Server) analyzePlan(c *gin.Context) error {
 	var req queryRequest
-	t, ok := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
-	if !ok {
-		return
+	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if err != nil {
+		return err
 	}
-	s.plan(c, t, req, true)
+	return s.plan(c, t, req, true)
 }
 
 // plan answers explain_plan (analyze false) and analyze_plan.
-func (s *Server) plan(c *gin.Context, t *table.Table, req queryRequest, analyze bool) {
+func (s *Server) plan(c *gin.Context, t *table.Table, req queryRequest, analyze bool) error {
 	q, err := req.options()
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	plan, err := t.Explain(c, q, analyze)
+	plan, err := t.Explain(c.Request.Context(), q, analyze)
 	if err != nil {
-		fail(c, queryErr(err))
-		return
+		return queryErr(err)
 	}
 	// The REST form of both answers is the plan as a JSON string.
 	c.JSON(http.StatusOK, strings.TrimRight(plan, "\n"))
+	return nil
 }
 
 // versionRef is a refresh's src_version: a version number, or (an

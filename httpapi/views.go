@@ -3,19 +3,18 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/mvq-dev/mvq/auth"
-	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
+	"github.com/mvq-dev/mvq/views"
 )
 
 // ViewRoutes serves materialized views and refresh jobs.
@@ -33,74 +32,36 @@ type ViewRoutes struct {
 	MaxStreams             int
 	MaxStreamsPerPrincipal int
 	streams                streamSlots
+	appOnce                sync.Once
+	uses                   *views.Service // app
 }
 
 var _ Views = (*ViewRoutes)(nil)
 
-func (v *ViewRoutes) ping(ctx context.Context) error { return v.Jobs.Ping(ctx) }
+// The capabilities of Views (server.go); the use cases are the views
+// package's.
 
-func (v *ViewRoutes) idempotencyStore() idemStore { return v.Jobs }
+func (v *ViewRoutes) Ping(ctx context.Context) error { return v.Jobs.Ping(ctx) }
 
-// dropped cancels the jobs of a dropped table (a view's; a plain table has
-// none) or, with ns set, of every view under a dropped namespace.
-func (v *ViewRoutes) dropped(ctx context.Context, id []string, ns bool) error {
-	const reason = "the view was dropped"
-	var err, ferr error
-	if ns {
-		_, err = v.Jobs.CancelViewsUnder(ctx, id, reason)
-		ferr = v.Jobs.ForgetViewsUnder(ctx, id)
-	} else {
-		_, err = v.Jobs.CancelView(ctx, id, reason)
-		ferr = v.Jobs.ForgetView(ctx, id)
-	}
-	return errors.Join(err, ferr)
+func (v *ViewRoutes) IdempotencyStore() IdempotencyStore { return v.Jobs }
+
+// app returns the view use cases over v's engine, job client and catalog,
+// made on first use.
+func (v *ViewRoutes) app() *views.Service {
+	v.appOnce.Do(func() { v.uses = views.New(v.Engine, v.Jobs, v.Catalog) })
+	return v.uses
 }
 
-// dependents are the views that read table id now: registered for it
-// and, read from the warehouse, still defined over it (a stale registry
-// entry is dropped).
-func (v *ViewRoutes) dependents(ctx context.Context, id []string) ([][]string, error) {
-	reg, err := v.Jobs.Dependents(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	var out [][]string
-	for _, d := range reg {
-		vw, err := v.Engine.View(ctx, d)
-		switch {
-		case errs.CodeOf(err) == errs.CodeTableNotFound:
-			_ = v.Jobs.ForgetView(ctx, d)
-			continue
-		case err == nil && table.JoinID(vw.Def.Source) != table.JoinID(id):
-			_ = v.Jobs.Unlink(ctx, id, d) // created again over another table
-			continue
-		case errs.CodeOf(err) == errs.CodeInvalidInput:
-			continue // no longer a view (dropped and created as a table)
-		case err != nil:
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, nil
+func (v *ViewRoutes) ToDrop(ctx context.Context, id []string) (all, direct [][]string, err error) {
+	return v.app().ToDrop(ctx, id)
 }
 
-func (v *ViewRoutes) jobView(ctx context.Context, jobID string) ([]string, error) {
+func (v *ViewRoutes) Dropped(ctx context.Context, id []string, ns bool) error {
+	return v.app().Dropped(ctx, id, ns)
+}
+
+func (v *ViewRoutes) JobView(ctx context.Context, jobID string) ([]string, error) {
 	return v.Jobs.JobView(ctx, jobID)
-}
-
-func (v *ViewRoutes) routes(r gin.IRouter) {
-	idem := idempotent(v.Jobs)
-	r.POST("/materialized_view/:id/create", idem, v.createView)
-	r.POST("/materialized_view/:id/refresh", idem, v.refreshView)
-	r.GET("/materialized_view/:id/status", v.viewStatus)
-	r.POST("/materialized_view/list", v.listViews)
-	r.GET("/job/:job_id", v.getJob)
-	r.GET("/job/:job_id/events", v.jobEvents)
-	r.POST("/jobs/describe", v.describeJob)
-	r.POST("/jobs/list", v.listJobs)
-	r.POST("/jobs/cancel", v.cancelJob)
-	v.columnRoutes(r, idem)
-	v.settingsRoutes(r)
 }
 
 type createViewRequest struct {
@@ -117,102 +78,47 @@ type createViewRequest struct {
 	Refresh      *refreshViewRequest `json:"refresh"`
 }
 
-func (v *ViewRoutes) createView(c *gin.Context) {
+func (v *ViewRoutes) createView(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req createViewRequest
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
 	switch {
 	case req.Kind == nil || *req.Kind == "":
-		fail(c, badInput("kind: required (%s)", strings.Join(refresh.KindNames(), ", ")))
-		return
+		return badInput("kind: required (%s)", strings.Join(refresh.KindNames(), ", "))
 	case req.SourceQuery == nil || strings.TrimSpace(*req.SourceQuery) == "":
-		fail(c, badInput("source_query: required"))
-		return
+		return badInput("source_query: required")
 	case req.OutputSchema == nil:
-		fail(c, badInput("output_schema: required (an empty string derives it)"))
-		return
+		return badInput("output_schema: required (an empty string derives it)")
 	}
 	every, err := refreshEvery(req.RefreshEvery, false)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	cr := refresh.CreateRequest{Kind: *req.Kind, SourceQuery: *req.SourceQuery, OutputSchema: *req.OutputSchema, UDTFSpec: req.UDTFSpec}
 	if req.AutoRefresh != nil {
 		cr.AutoRefresh = *req.AutoRefresh
 	}
 	withData := req.WithNoData == nil || !*req.WithNoData
-	var opts refresh.Options
+	create := views.CreateRequest{View: cr, Every: every, WithNoData: !withData}
 	if withData {
-		if opts, err = refreshOptions(req.Refresh); err != nil {
-			fail(c, err)
-			return
-		}
-		// A full backlog refuses the whole request before the view exists.
-		if err := v.Jobs.Admit(c, opts.Cluster); err != nil {
-			retryAfter(c, err)
-			fail(c, err)
-			return
+		if create.Refresh, err = refreshOptions(req.Refresh); err != nil {
+			return err
 		}
 	}
-	m, err := v.Engine.CreateView(c, id, cr)
+	made, err := v.app().Create(ctx, id, create)
 	if err != nil {
-		fail(c, err)
-		return
+		retryAfter(c, err)
+		return err
 	}
-	if err := v.register(c, id, m); err != nil {
-		v.undoCreate(c, id)
-		fail(c, err)
-		return
-	}
-	if every > 0 {
-		if err := v.Jobs.SetSchedule(c, id, every); err != nil {
-			v.undoCreate(c, id)
-			fail(c, err)
-			return
-		}
-	}
-	resp := gin.H{"version": m.Version}
-	if withData {
-		job, err := v.Jobs.Submit(c, id, opts)
-		if errors.Is(err, jobs.ErrBacklogFull) {
-			// Filled up since Admit: undo the create, so nothing is
-			// half-accepted.
-			v.undoCreate(c, id)
-			retryAfter(c, err)
-		}
-		if err != nil {
-			fail(c, err)
-			return
-		}
-		resp["job_id"] = job.ID
+	resp := gin.H{"version": made.Manifest.Version}
+	if made.Job != nil {
+		resp["job_id"] = made.Job.ID
 	}
 	c.JSON(http.StatusCreated, resp)
-}
-
-// register records a new view in the dependency registry (what
-// auto-refresh and drop checks read).
-func (v *ViewRoutes) register(ctx context.Context, id []string, m *table.Manifest) error {
-	var def refresh.Definition
-	if err := json.Unmarshal(m.Properties[table.ViewProperty], &def); err != nil {
-		return &errs.Error{Code: errs.CodeInternal, Message: "read the new view's definition", Err: err}
-	}
-	return v.Jobs.RegisterView(ctx, id, def.Source, def.AutoRefresh)
-}
-
-// undoCreate drops a view whose create cannot complete, so nothing is
-// half-accepted.
-func (v *ViewRoutes) undoCreate(c *gin.Context, id []string) {
-	if v.Catalog == nil {
-		return
-	}
-	ctx := context.WithoutCancel(c.Request.Context())
-	if err := v.Catalog.DropTable(ctx, id); err != nil {
-		slog.WarnContext(ctx, "drop a view whose create could not complete", "view", table.JoinID(id), "err", err)
-	}
-	_ = v.Jobs.ForgetView(ctx, id)
+	return nil
 }
 
 type refreshViewRequest struct {
@@ -299,26 +205,24 @@ func refreshOptions(req *refreshViewRequest) (refresh.Options, error) {
 	return o, nil
 }
 
-func (v *ViewRoutes) refreshView(c *gin.Context) {
+func (v *ViewRoutes) refreshView(c *gin.Context) error {
+	ctx := c.Request.Context()
 	var req refreshViewRequest
-	id, ok := pathAndBody(c, &req, func() []string { return req.ID })
-	if !ok {
-		return
+	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
 	}
-	if err := v.resolveSrcTag(c, id, req.SrcVersion); err != nil {
-		fail(c, err)
-		return
+	if err := v.resolveSrcTag(ctx, id, req.SrcVersion); err != nil {
+		return err
 	}
 	opts, err := refreshOptions(&req)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	job, err := v.Jobs.Submit(c, id, opts)
+	job, err := v.Jobs.Submit(ctx, id, opts)
 	if err != nil {
 		retryAfter(c, err)
-		fail(c, err)
-		return
+		return err
 	}
 	resp := gin.H{"job_id": job.ID}
 	if job.Coalesced {
@@ -326,24 +230,26 @@ func (v *ViewRoutes) refreshView(c *gin.Context) {
 		resp["coalesced"] = true
 	}
 	c.JSON(http.StatusAccepted, resp)
+	return nil
 }
 
-func (v *ViewRoutes) getJob(c *gin.Context) {
+func (v *ViewRoutes) getJob(c *gin.Context) error {
+	ctx := c.Request.Context()
 	// Polled by dashboards: concurrent reads of one job share a read that
 	// started after each of them arrived, encoded once (jobs/jobread.go).
 	id := c.Param("job_id")
-	b, err := v.Jobs.GetJSON(c, id)
+	b, err := v.Jobs.GetJSON(ctx, id)
 	if err == nil && requestIdentity(c) != nil {
 		var view []string
-		if view, err = v.Jobs.JobView(c, id); err == nil {
+		if view, err = v.Jobs.JobView(ctx, id); err == nil {
 			b, err = shownJobJSON(c, view, b)
 		}
 	}
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.Data(http.StatusOK, "application/json; charset=utf-8", b)
+	return nil
 }
 
 type jobIDRequest struct {
@@ -357,30 +263,28 @@ func (r jobIDRequest) check() error {
 	return nil
 }
 
-func (v *ViewRoutes) describeJob(c *gin.Context) { v.jobByBody(c, v.Jobs.Get) }
+func (v *ViewRoutes) describeJob(c *gin.Context) error { return v.jobByBody(c, v.Jobs.Get) }
 
-func (v *ViewRoutes) cancelJob(c *gin.Context) { v.jobByBody(c, v.Jobs.Cancel) }
+func (v *ViewRoutes) cancelJob(c *gin.Context) error { return v.jobByBody(c, v.Jobs.Cancel) }
 
 // jobByBody decodes {job_id} and answers the job fn returns for it.
-func (v *ViewRoutes) jobByBody(c *gin.Context, fn func(context.Context, string) (*jobs.Job, error)) {
+func (v *ViewRoutes) jobByBody(c *gin.Context, fn func(context.Context, string) (*jobs.Job, error)) error {
 	var req jobIDRequest
 	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	if err := req.check(); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
-	job, err := fn(c, req.JobID)
+	job, err := fn(c.Request.Context(), req.JobID)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	c.JSON(http.StatusOK, shownJob(c, job))
+	return nil
 }
 
-func (v *ViewRoutes) listJobs(c *gin.Context) {
+func (v *ViewRoutes) listJobs(c *gin.Context) error {
 	var req struct {
 		View      string `json:"view"`
 		State     string `json:"state"`
@@ -388,51 +292,47 @@ func (v *ViewRoutes) listJobs(c *gin.Context) {
 		Limit     *int64 `json:"limit"`
 	}
 	if err := bindJSON(c, &req); err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	f := jobs.ListFilter{State: strings.ToUpper(req.State), PageToken: req.PageToken}
 	if req.View != "" {
 		id, err := table.ParseID(req.View, c.Query("delimiter"))
 		if err != nil {
-			fail(c, badInput("view: %v", err))
-			return
+			return badInput("view: %v", err)
 		}
 		f.View = id
 	}
 	if req.Limit != nil {
 		if *req.Limit <= 0 || *req.Limit > 1000 {
-			fail(c, badInput("limit: must be between 1 and 1000 (got %d)", *req.Limit))
-			return
+			return badInput("limit: must be between 1 and 1000 (got %d)", *req.Limit)
 		}
 		f.Limit = int(*req.Limit)
 	}
-	list, next, err := v.Jobs.List(c, f)
+	list, next, err := v.Jobs.List(c.Request.Context(), f)
 	if err != nil {
-		fail(c, err)
-		return
+		return err
 	}
 	resp := gin.H{"jobs": visibleJobs(c, list)}
 	if next != "" {
 		resp["page_token"] = next
 	}
 	c.JSON(http.StatusOK, resp)
+	return nil
 }
 
 // jobEvents streams the job's events as server-sent events, ending after
 // a terminal state. Last-Event-ID resumes. Streams are capped in all and
 // per principal (streams.go).
-func (v *ViewRoutes) jobEvents(c *gin.Context) {
+func (v *ViewRoutes) jobEvents(c *gin.Context) error {
 	release, why := v.slots().acquire(auth.PrincipalFrom(c.Request.Context()))
 	if release == nil {
 		tooManyStreams(c, why)
-		return
+		return nil
 	}
 	defer release()
 	id := c.Param("job_id")
-	if _, err := v.Jobs.Get(c, id); err != nil {
-		fail(c, err)
-		return
+	if _, err := v.Jobs.Get(c.Request.Context(), id); err != nil {
+		return err
 	}
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
@@ -454,4 +354,5 @@ func (v *ViewRoutes) jobEvents(c *gin.Context) {
 		c.Writer.Flush()
 		return nil
 	})
+	return nil
 }
