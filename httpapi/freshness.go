@@ -30,7 +30,7 @@ type ViewStatus struct {
 // JobSummary names a job and where it stands.
 type JobSummary struct {
 	JobID string `json:"job_id"`
-	State string `json:"state"`
+	State jobs.State `json:"state"`
 	Cause string `json:"cause"`
 }
 

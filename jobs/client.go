@@ -272,7 +272,7 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]*Job, string, error)
 	case limit > MaxListLimit:
 		limit = MaxListLimit
 	}
-	state := strings.ToUpper(f.State)
+	state := State(strings.ToUpper(f.State))
 	switch state {
 	case "", StatePending, StateRunning, StateDone, StateFailed, StateCancelled:
 	default:

@@ -169,7 +169,7 @@ func (b *bundle) waitTerminal(t *testing.T, id string) *Job {
 	return j
 }
 
-func (b *bundle) waitState(t *testing.T, id, state string) *Job {
+func (b *bundle) waitState(t *testing.T, id string, state State) *Job {
 	t.Helper()
 	j := b.waitTerminal(t, id)
 	if j.State != state {
@@ -194,7 +194,7 @@ func (b *bundle) events(t *testing.T, id string) []Event {
 func eventSummary(evs []Event) string {
 	var parts []string
 	for _, e := range evs {
-		parts = append(parts, e.Type+":"+e.State+"/"+e.Phase)
+		parts = append(parts, e.Type+":"+string(e.State)+"/"+e.Phase)
 	}
 	return strings.Join(parts, " ")
 }

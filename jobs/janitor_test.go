@@ -102,7 +102,7 @@ func TestJanitorCleansOrphansAndCompacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.client.st.transition(ctx, live, transition{from: []State{StatePending}, set: []string{fState, StateRunning}}); err != nil {
+	if _, err := b.client.st.transition(ctx, live, transition{from: []State{StatePending}, set: []string{fState, string(StateRunning)}}); err != nil {
 		t.Fatal(err)
 	}
 	view, err := w.cat.OpenTable(ctx, w.view)

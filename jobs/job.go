@@ -13,7 +13,7 @@ import (
 // State is a job's state: one of the State constants. It is an alias of
 // string so that callers holding states as strings keep compiling; the
 // scripts name the states through the same constants (scripts.go).
-type State = string
+type State string
 
 // Job states.
 const (
@@ -174,7 +174,7 @@ func decodeJob(m map[string]string) (*Job, error) {
 		ID:               m[fID],
 		Type:             m[fType],
 		View:             m[fView],
-		State:            m[fState],
+		State:            State(m[fState]),
 		Phase:            m[fPhase],
 		Cluster:          m[fCluster],
 		ManifestChecksum: m[fChecksum],
@@ -251,7 +251,7 @@ func decodeEvent(jobID, id string, v map[string]any) Event {
 		JobID:   jobID,
 		Time:    t,
 		Type:    s("type"),
-		State:   s("state"),
+		State:   State(s("state")),
 		Phase:   s("phase"),
 		Message: s("message"),
 		Progress: Progress{

@@ -105,7 +105,7 @@ func TestJobCacheSeesEveryWriter(t *testing.T) {
 	}{
 		{"a transition with an event", func() error {
 			_, err := st.transition(ctx, j, transition{from: []State{StatePending}, event: EventState, message: "started",
-				set: []string{fState, StateRunning, fPhase, PhasePlanning}})
+				set: []string{fState, string(StateRunning), fPhase, PhasePlanning}})
 			return err
 		}},
 		{"a transition without an event", func() error {

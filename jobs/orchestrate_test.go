@@ -553,7 +553,7 @@ func TestFakeGetListCancelErrors(t *testing.T) {
 	if err != nil || len(as) != 2 || as[0].ID != ids[4] || as[1].ID != ids[2] {
 		t.Fatalf("list pending of a: %v %v", as, err)
 	}
-	cs, _, err := b.client.List(ctx, ListFilter{State: StateCancelled, Limit: 1})
+	cs, _, err := b.client.List(ctx, ListFilter{State: string(StateCancelled), Limit: 1})
 	if err != nil || len(cs) != 1 || cs[0].ID != ids[0] {
 		t.Fatalf("list cancelled: %v %v", cs, err)
 	}
@@ -633,7 +633,7 @@ func TestFailRefusedWhileCommitting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.client.st.transition(ctx, j, transition{from: []State{StatePending}, set: []string{fState, StateRunning, fPhase, PhaseCommitting}}); err != nil {
+	if _, err := b.client.st.transition(ctx, j, transition{from: []State{StatePending}, set: []string{fState, string(StateRunning), fPhase, PhaseCommitting}}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := b.client.st.fail(ctx, j, Failure{Phase: PhaseExpanding, Message: "straggler"}, 1)

@@ -68,7 +68,7 @@ func (s *Server) handlePlan(ctx context.Context, t *asynq.Task) error {
 	}
 	r, err := s.st.transition(ctx, j, transition{
 		from: []State{StatePending}, event: EventState, message: "started on worker " + s.id,
-		set: []string{fState, StateRunning, fPhase, PhasePlanning, fStarted, formatTime(time.Now())},
+		set: []string{fState, string(StateRunning), fPhase, PhasePlanning, fStarted, formatTime(time.Now())},
 	})
 	if err != nil {
 		return err

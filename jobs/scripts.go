@@ -15,8 +15,8 @@ import (
 // @RUNNING where it means StateRunning, so a state, phase or channel is
 // spelled in one place.
 var luaNames = strings.NewReplacer(
-	"@PENDING", "'"+StatePending+"'",
-	"@RUNNING", "'"+StateRunning+"'",
+	"@PENDING", "'"+string(StatePending)+"'",
+	"@RUNNING", "'"+string(StateRunning)+"'",
 	"@EXPANDING", "'"+PhaseExpanding+"'",
 	"@CHANGED", "'"+ChangedChannel+"'",
 	"@STOPPED", "'"+stoppedChannel+"'",

@@ -76,7 +76,7 @@ func (s *store) state(ctx context.Context, id string) (State, error) {
 	if errors.Is(err, redis.Nil) {
 		return "", nil
 	}
-	return st, err
+	return State(st), err
 }
 
 // transition is one call of scriptTransition.
@@ -129,7 +129,7 @@ func (s *store) transition(ctx context.Context, j *Job, t transition) (transitio
 	if t.terminal {
 		jobTTL, dispTTL = int(JobRetention/time.Second), int(DispatchRetention/time.Second)
 	}
-	args := []any{"|" + strings.Join(t.from, "|") + "|", t.notPhase, t.event, t.message,
+	args := []any{"|" + strings.Join(statesOf(t.from), "|") + "|", t.notPhase, t.event, t.message,
 		formatTime(time.Now()), eventsMaxLen, jobTTL, dispTTL, j.ID}
 	for _, v := range t.set {
 		args = append(args, v)
@@ -147,7 +147,8 @@ func (s *store) transition(ctx context.Context, j *Job, t transition) (transitio
 		return transitionResult{}, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("update job: unexpected answer %v", v)}
 	}
 	r := transitionResult{outcome: out}
-	r.state, _ = v[1].(string)
+	st, _ := v[1].(string)
+	r.state = State(st)
 	r.phase, _ = v[2].(string)
 	if len(v) > 3 {
 		ids, _ := v[3].([]any)
@@ -167,7 +168,7 @@ func (s *store) transition(ctx context.Context, j *Job, t transition) (transitio
 // finish moves a job to a terminal state when it is in one of from (and
 // not in phase notPhase). It reports what the job is in after the call.
 func (s *store) finish(ctx context.Context, j *Job, state State, from []State, notPhase, message string, set ...string) (transitionResult, error) {
-	set = append([]string{fState, state, fPhase, "", fFinished, formatTime(time.Now())}, set...)
+	set = append([]string{fState, string(state), fPhase, "", fFinished, formatTime(time.Now())}, set...)
 	return s.transition(ctx, j, transition{
 		from: from, notPhase: notPhase, event: EventState, message: message, terminal: true, set: set,
 	})
@@ -186,7 +187,7 @@ func (s *store) fail(ctx context.Context, j *Job, f Failure, failedItems int64) 
 	t := transition{
 		from: []State{StatePending, StateRunning}, notPhase: notPhase, event: EventState, terminal: true,
 		message: fmt.Sprintf("failed while %s: %s", orDash(f.Phase), f.Message),
-		set:     []string{fState, StateFailed, fPhase, "", fFinished, formatTime(time.Now()), fFailure, string(b)},
+		set:     []string{fState, string(StateFailed), fPhase, "", fFinished, formatTime(time.Now()), fFailure, string(b)},
 	}
 	if failedItems > 0 {
 		t.incrBy = map[string]int64{fFailed: failedItems}
@@ -653,7 +654,7 @@ func (s *store) states(ctx context.Context, ids []string) (map[string]State, err
 		if err != nil && !isNil(err) {
 			continue
 		}
-		out[id] = st
+		out[id] = State(st)
 	}
 	return out, nil
 }
@@ -810,4 +811,13 @@ func (s *store) logLine(ctx context.Context, id, line string) error {
 		return redisErr("log line", err)
 	}
 	return nil
+}
+
+// statesOf spells states as the strings the scripts compare.
+func statesOf(states []State) []string {
+	out := make([]string, len(states))
+	for i, st := range states {
+		out[i] = string(st)
+	}
+	return out
 }

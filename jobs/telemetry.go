@@ -122,12 +122,12 @@ func clusterOf(queue string) string {
 
 // jobEnded records a job reaching a terminal state: mvq_refresh_jobs_total
 // and mvq_refresh_job_duration_seconds by state and view kind.
-func jobEnded(ctx context.Context, j *Job, state string) {
+func jobEnded(ctx context.Context, j *Job, state State) {
 	kind := j.Kind
 	if kind == "" {
 		kind = "unknown" // ended before it was planned
 	}
-	a := telemetry.Attrs(attribute.String("state", state), attribute.String("kind", kind))
+	a := telemetry.Attrs(attribute.String("state", string(state)), attribute.String("kind", kind))
 	telemetry.RefreshJobs.Add(ctx, 1, a)
 	if !j.CreatedAt.IsZero() {
 		telemetry.JobDuration.Record(ctx, time.Since(j.CreatedAt).Seconds(), a)

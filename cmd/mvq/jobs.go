@@ -166,7 +166,7 @@ func (a *app) jobsCmd() *cobra.Command {
 			rows := [][]string{}
 			for _, j := range resp.Jobs {
 				p := j.Progress
-				rows = append(rows, []string{j.ID, j.View, j.State, dash(j.Phase), fmt.Sprintf("%d/%d", p.WorkItemsDone, p.WorkItemsTotal),
+				rows = append(rows, []string{j.ID, j.View, string(j.State), dash(j.Phase), fmt.Sprintf("%d/%d", p.WorkItemsDone, p.WorkItemsTotal),
 					fmt.Sprint(p.RowsWritten), ago(j.CreatedAt)})
 			}
 			printTable(a.stdout, []string{"JOB", "VIEW", "STATE", "PHASE", "ITEMS", "ROWS WRITTEN", "CREATED"}, rows)

@@ -17,7 +17,7 @@ type progress struct {
 	tty     bool
 	width   int
 	id      string
-	state   string
+	state   jobs.State
 	phase   string
 	p       jobs.Progress
 	start   time.Time // when this command started following
@@ -83,7 +83,7 @@ func (p *progress) line() string {
 	}
 	phase := p.phase
 	if phase == "" {
-		phase = strings.ToLower(p.state)
+		phase = strings.ToLower(string(p.state))
 	}
 	stats := fmt.Sprintf(" %d/%d items  %s read  %s written  %s rows/s  %s  ETA %s",
 		done, total, human(float64(p.p.RowsRead)), human(float64(p.p.RowsWritten)), human(rate), clock(elapsed), eta)

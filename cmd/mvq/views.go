@@ -201,7 +201,7 @@ else the number of source versions added since (or "never").`,
 					when = ago(*r.RefreshedAt)
 				}
 				if r.LastJob != nil {
-					last = r.LastJob.State
+					last = string(r.LastJob.State)
 				}
 				rows = append(rows, []string{r.View, r.Kind, r.Source, fmt.Sprint(r.Version), fmt.Sprint(r.Rows), when, fresh, last})
 			}
@@ -261,7 +261,7 @@ func (a *app) allTables(ns string) ([]string, error) {
 }
 
 // latestJob is the newest job of view in state ("": any), nil when none.
-func (a *app) latestJob(view, state string) (*jobs.Job, error) {
+func (a *app) latestJob(view string, state jobs.State) (*jobs.Job, error) {
 	var resp struct {
 		Jobs []*jobs.Job `json:"jobs"`
 	}
