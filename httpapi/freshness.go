@@ -29,9 +29,9 @@ type ViewStatus struct {
 
 // JobSummary names a job and where it stands.
 type JobSummary struct {
-	JobID string `json:"job_id"`
+	JobID string     `json:"job_id"`
 	State jobs.State `json:"state"`
-	Cause string `json:"cause"`
+	Cause string     `json:"cause"`
 }
 
 // status builds a view's status from its freshness.
