@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/mvq-dev/mvq/table"
 )
 
 // This file is the one seam through which the engine applies a view: a
@@ -188,34 +190,19 @@ func releaseAll(bs []arrow.RecordBatch) {
 // concatAll joins recs of schema s into one batch (recs[0] itself,
 // retained, when there is one); recs, at least one, stay the caller's.
 func (e *Engine) concatAll(s *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if len(recs) == 1 {
+	switch len(recs) {
+	case 0:
+		return nil, fmt.Errorf("concatenate: no record batches")
+	case 1:
 		recs[0].Retain()
 		return recs[0], nil
 	}
-	cols := make([]arrow.Array, s.NumFields())
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
+	all, err := table.ConcatBatches(recs, e.mem)
+	if err != nil {
+		return nil, err
 	}
-	for i := range cols {
-		parts := make([]arrow.Array, len(recs))
-		for j, r := range recs {
-			parts[j] = r.Column(i)
-		}
-		c, err := array.Concatenate(parts, e.mem)
-		if err != nil {
-			for _, c := range cols[:i] {
-				c.Release()
-			}
-			return nil, err
-		}
-		cols[i] = c
-	}
-	rec := array.NewRecordBatch(s, cols, n)
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec, nil
+	defer all.Release()
+	return array.NewRecordBatch(s, all.Columns(), all.NumRows()), nil
 }
 
 // runApplier feeds in to a new applier of env and returns all its output
