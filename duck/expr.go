@@ -21,17 +21,8 @@ func CheckExpressionText(s string) error {
 		}
 		switch c := s[i]; c {
 		case '\'', '"':
-			j := i + 1
-			for ; j < len(s); j++ {
-				if s[j] == c {
-					if j+1 < len(s) && s[j+1] == c { // doubled quote
-						j++
-						continue
-					}
-					break
-				}
-			}
-			if j >= len(s) {
+			j := QuoteEnd(s, i)
+			if j < 0 {
 				return fmt.Errorf("unterminated %c quote at offset %d", c, i)
 			}
 			i = j
@@ -61,6 +52,26 @@ func CheckExpressionText(s string) error {
 		return fmt.Errorf("unbalanced '(': %d not closed", depth)
 	}
 	return nil
+}
+
+// QuoteEnd returns the index of the quote that closes the string literal
+// or quoted identifier opened by the quote s[i] (' or "), a doubled quote
+// being part of the text; -1 when it never closes. Both of mvq's SQL
+// checkers (this package's CheckExpressionText and the query lexer in
+// refresh) end quotes with it, so they cannot disagree on where one ends.
+// Escape strings (E'…') must be refused first: see EscapeStringAt.
+func QuoteEnd(s string, i int) int {
+	c := s[i]
+	for j := i + 1; j < len(s); j++ {
+		if s[j] == c {
+			if j+1 < len(s) && s[j+1] == c { // doubled quote
+				j++
+				continue
+			}
+			return j
+		}
+	}
+	return -1
 }
 
 // EscapeStringAt reports whether s[i] opens an escape string (E'…'), in

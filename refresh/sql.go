@@ -79,27 +79,16 @@ func lexSQL(q string) ([]token, error) {
 		case c == '\'' && duck.EscapeStringAt(q, i):
 			return nil, fmt.Errorf("escape strings (E'…') are not supported at offset %d; use '…' with doubled quotes", i-1)
 		case c == '\'' || c == '"':
-			j := i + 1
-			var sb strings.Builder
-			for ; j < len(q); j++ {
-				if q[j] == c {
-					if j+1 < len(q) && q[j+1] == c { // doubled quote
-						sb.WriteByte(c)
-						j++
-						continue
-					}
-					break
-				}
-				sb.WriteByte(q[j])
-			}
-			if j >= len(q) {
+			j := duck.QuoteEnd(q, i)
+			if j < 0 {
 				return nil, fmt.Errorf("unterminated %c quote at offset %d", c, i)
 			}
 			k := tokString
 			if c == '"' {
 				k = tokQuoted
 			}
-			out = append(out, token{kind: k, text: sb.String(), pos: i, end: j + 1, depth: depth})
+			text := strings.ReplaceAll(q[i+1:j], string([]byte{c, c}), string(c))
+			out = append(out, token{kind: k, text: text, pos: i, end: j + 1, depth: depth})
 			i = j + 1
 		case isWordStart(c):
 			j := i
