@@ -10,10 +10,13 @@ import (
 	"github.com/mvq-dev/mvq/refresh"
 )
 
-// State is a job's state: one of the State constants. It is an alias of
-// string so that callers holding states as strings keep compiling; the
-// scripts name the states through the same constants (scripts.go).
+// State is a job's state: one of the State constants. The scripts name
+// the states through the same constants (scripts.go).
 type State string
+
+// MarshalBinary lets a State go to Redis as a command argument as it is
+// (go-redis refuses named string types that do not implement it).
+func (s State) MarshalBinary() ([]byte, error) { return []byte(s), nil }
 
 // Job states.
 const (

@@ -45,7 +45,7 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", n.backlog, now.UnixMilli(),
 		n.fingerprint, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
 		string(n.plan.msg), n.plan.taskID, now.UnixNano(), n.plan.queue, n.plan.runAt,
-		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, j.State, fPhase, "",
+		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, string(j.State), fPhase, "",
 		fCreated, formatTime(now), fRequest, string(n.request), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
 		fTraceID, j.TraceID, fCause, j.Cause, fTrigger, trig, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0,
 		fProgressAt, formatTime(now)}
