@@ -3,6 +3,7 @@ package table
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -94,8 +95,17 @@ func (t *Table) OpenFragment(ctx context.Context, f Fragment, o FragmentReadOpti
 	return r, nil
 }
 
+// A file that is not Parquet ("corrupt") is an invalid table state, which
+// no retry mends. Any other failure (the store's, a cancelled context, a
+// decode that stopped half way) keeps the code it has, or none: a worker
+// retries it.
 func (r *FragmentReader) fail(what string, err error) error {
-	return &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("%sfragment %d (%s) %s", r.o.Label, r.f.ID, r.f.Path, what), Err: err}
+	msg := fmt.Sprintf("%sfragment %d (%s) %s", r.o.Label, r.f.ID, r.f.Path, what)
+	var coded *errs.Error
+	if what != "corrupt" || errors.As(err, &coded) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", msg, err)
+	}
+	return &errs.Error{Code: errs.CodeInvalidTableState, Message: msg, Err: err}
 }
 
 // Close releases the file.

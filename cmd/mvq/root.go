@@ -181,7 +181,7 @@ func shellHint(w io.Writer, cmd *cobra.Command) {
 	}
 	for _, n := range names {
 		if n != "" && !strings.Contains(n, "$") {
-			fmt.Fprintf(w, "hint: %q has no $: names are NAMESPACE$NAME, and a shell turns an unquoted docs$articles into \"docs\"; quote them: 'docs$articles'\n", n)
+			fmt.Fprintf(w, "hint: %q has no $; if you meant NAMESPACE$NAME, quote it ('docs$articles'): a shell turns an unquoted docs$articles into \"docs\"\n", n)
 			return
 		}
 	}
