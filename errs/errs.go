@@ -47,6 +47,9 @@ const (
 const (
 	// CodeJobNotFound: no refresh job has the id (or its record expired).
 	CodeJobNotFound Code = 100
+	// CodeJobFinished: the job is past the point the request needs (a
+	// cancel of a job that is done, failed or committing).
+	CodeJobFinished Code = 101
 )
 
 // titles say in a few words what happened, per code.
@@ -76,6 +79,7 @@ var titles = map[Code]string{
 	CodeTableBranchNotFound:      "Branch not found",
 	CodeTableBranchAlreadyExists: "Branch already exists",
 	CodeJobNotFound:              "Job not found",
+	CodeJobFinished:              "Job already finished",
 }
 
 // Title is a short statement of what happened for errors of code c.

@@ -67,6 +67,7 @@ var statusOf = map[errs.Code]statusInfo{
 	errs.CodeTableAlreadyExists:       conflict,
 	errs.CodeTransactionNotFound:      notFound,
 	errs.CodeJobNotFound:              notFound,
+	errs.CodeJobFinished:              conflict,
 	errs.CodeTableVersionNotFound:     notFound,
 	errs.CodeTableColumnNotFound:      notFound,
 	errs.CodeInvalidInput:             badRequest,

@@ -325,7 +325,7 @@ func (c *Client) List(ctx context.Context, f ListFilter) ([]*Job, string, error)
 // Cancel stops a job that is PENDING or RUNNING and not yet committing: it
 // flips the record to CANCELLED, leaves the view's queue and discards
 // staged output (workers discard again as they notice). A terminal or
-// committing job is CodeInvalidTableState (409).
+// committing job is CodeJobFinished (409).
 func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {
 	j, err := c.st.job(ctx, jobID)
 	if err != nil {
@@ -340,9 +340,9 @@ func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {
 	case r.outcome == transitionNoJob:
 		return nil, notFound(jobID)
 	case r.outcome == transitionRefused && Terminal(r.state):
-		return nil, errs.Errorf(errs.CodeInvalidTableState, "job %s is %s and can no longer be cancelled", jobID, r.state)
+		return nil, errs.Errorf(errs.CodeJobFinished, "job %s is %s and can no longer be cancelled", jobID, r.state)
 	case r.outcome == transitionRefused:
-		return nil, errs.Errorf(errs.CodeInvalidTableState, "job %s is committing and can no longer be cancelled", jobID)
+		return nil, errs.Errorf(errs.CodeJobFinished, "job %s is committing and can no longer be cancelled", jobID)
 	}
 	if plan, err := c.st.plan(ctx, jobID); err == nil && plan != nil {
 		if err := c.eng.Discard(ctx, plan); err != nil {

@@ -404,7 +404,7 @@ func TestRefreshCancelWhileItemsRun(t *testing.T) {
 		t.Fatalf("cancelled job moved the view from version %d to %d", before, v)
 	}
 	eqRows(t, "view", w.rows(t), []string{})
-	if _, err := b.client.Cancel(ctx, j.ID); errs.CodeOf(err) != errs.CodeInvalidTableState {
+	if _, err := b.client.Cancel(ctx, j.ID); errs.CodeOf(err) != errs.CodeJobFinished {
 		t.Fatalf("cancel of a cancelled job: %v", err)
 	}
 }

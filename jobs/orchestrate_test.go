@@ -247,8 +247,8 @@ func TestFakeCancelWhileItemsRun(t *testing.T) {
 	if j.State != StateCancelled || j.Progress.WorkItemsDone != 0 || j.Result != nil {
 		t.Fatalf("job after cancel = %+v", j)
 	}
-	if _, err := b.client.Cancel(ctx, j.ID); errs.CodeOf(err) != errs.CodeInvalidTableState {
-		t.Fatalf("second cancel: %v, want CodeInvalidTableState", err)
+	if _, err := b.client.Cancel(ctx, j.ID); errs.CodeOf(err) != errs.CodeJobFinished {
+		t.Fatalf("second cancel: %v, want CodeJobFinished", err)
 	}
 	evs := b.events(t, j.ID)
 	if last := evs[len(evs)-1]; last.State != StateCancelled {
