@@ -95,17 +95,22 @@ func (t *Table) OpenFragment(ctx context.Context, f Fragment, o FragmentReadOpti
 	return r, nil
 }
 
-// A file that is not Parquet ("corrupt") is an invalid table state, which
-// no retry mends. Any other failure (the store's, a cancelled context, a
-// decode that stopped half way) keeps the code it has, or none: a worker
-// retries it.
+// fail is an error of opening the file: one the store cannot read, or that
+// is not Parquet, leaves the table in an invalid state (no retry mends a
+// missing or torn file); a cancelled context stays what it is.
 func (r *FragmentReader) fail(what string, err error) error {
 	msg := fmt.Sprintf("%sfragment %d (%s) %s", r.o.Label, r.f.ID, r.f.Path, what)
-	var coded *errs.Error
-	if what != "corrupt" || errors.As(err, &coded) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("%s: %w", msg, err)
 	}
 	return &errs.Error{Code: errs.CodeInvalidTableState, Message: msg, Err: err}
+}
+
+// decodeFail is an error while decoding an opened file: it keeps the code
+// it has, or none (the worker retries it), as a decode that stopped half
+// way may be the store's passing trouble.
+func (r *FragmentReader) decodeFail(err error) error {
+	return fmt.Errorf("%sfragment %d (%s) unreadable: %w", r.o.Label, r.f.ID, r.f.Path, err)
 }
 
 // Close releases the file.
@@ -141,11 +146,11 @@ func (r *FragmentReader) records(ctx context.Context, fields, groups []int, batc
 	}
 	fr, err := pqarrow.NewFileReader(r.pf, pqarrow.ArrowReadProperties{Parallel: r.o.Parallel, BatchSize: max(batch, 1)}, r.o.Mem)
 	if err != nil {
-		return nil, r.fail("unreadable", err)
+		return nil, r.decodeFail(err)
 	}
 	rr, err := fr.GetRecordReader(ctx, leafIndices(fr, cols), groups)
 	if err != nil {
-		return nil, r.fail("unreadable", err)
+		return nil, r.decodeFail(err)
 	}
 	return rr, nil
 }
@@ -178,7 +183,7 @@ func (r *FragmentReader) Read(ctx context.Context, fields, groups []int, batch i
 		for _, rec := range out {
 			rec.Release()
 		}
-		return nil, r.fail("unreadable", err)
+		return nil, r.decodeFail(err)
 	}
 	return out, nil
 }
@@ -212,7 +217,7 @@ func (r *FragmentReader) ReadRange(ctx context.Context, fields []int, start, end
 	defer rr.Release()
 	if start > first {
 		if err := rr.SeekToRow(start - first); err != nil {
-			return nil, r.fail("unreadable", err)
+			return nil, r.decodeFail(err)
 		}
 	}
 	var out []arrow.RecordBatch
@@ -222,7 +227,7 @@ func (r *FragmentReader) ReadRange(ctx context.Context, fields []int, start, end
 				rec.Release()
 			}
 			if err := rr.Err(); err != nil && err != io.EOF {
-				return nil, r.fail("unreadable", err)
+				return nil, r.decodeFail(err)
 			}
 			return nil, r.fail("unreadable", fmt.Errorf("short read of rows [%d, %d)", start, end))
 		}
