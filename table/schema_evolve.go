@@ -282,23 +282,33 @@ type SchemaChange struct {
 // properties. It runs again on every rebase.
 type SchemaHook func(next *Manifest, ch SchemaChange) error
 
-var (
-	schemaHooksMu sync.Mutex
-	schemaHooks   []SchemaHook
-)
-
-// RegisterSchemaHook adds a hook run by every schema-evolution commit.
-func RegisterSchemaHook(h SchemaHook) {
-	schemaHooksMu.Lock()
-	defer schemaHooksMu.Unlock()
-	schemaHooks = append(schemaHooks, h)
+// hookList is a registry of hooks that other packages add to (in their
+// init) and commits run, in order of registration.
+type hookList[F any] struct {
+	mu   sync.Mutex
+	list []F
 }
 
+func (h *hookList[F]) add(f F) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.list = append(h.list, f)
+}
+
+// all is a copy of the hooks, for running them without the lock.
+func (h *hookList[F]) all() []F {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.list)
+}
+
+var schemaHooks hookList[SchemaHook]
+
+// RegisterSchemaHook adds a hook run by every schema-evolution commit.
+func RegisterSchemaHook(h SchemaHook) { schemaHooks.add(h) }
+
 func runSchemaHooks(next *Manifest, ch SchemaChange) error {
-	schemaHooksMu.Lock()
-	hs := slices.Clone(schemaHooks)
-	schemaHooksMu.Unlock()
-	for _, h := range hs {
+	for _, h := range schemaHooks.all() {
 		if err := h(next, ch); err != nil {
 			return err
 		}
@@ -314,24 +324,14 @@ func runSchemaHooks(next *Manifest, ch SchemaChange) error {
 // Refreshes and backfills are not direct writes and are never guarded.
 type WriteGuard func(id []string, m *Manifest, op string) error
 
-var (
-	writeGuardsMu sync.Mutex
-	writeGuards   []WriteGuard
-)
+var writeGuards hookList[WriteGuard]
 
 // RegisterWriteGuard adds a guard run before every direct write.
-func RegisterWriteGuard(g WriteGuard) {
-	writeGuardsMu.Lock()
-	defer writeGuardsMu.Unlock()
-	writeGuards = append(writeGuards, g)
-}
+func RegisterWriteGuard(g WriteGuard) { writeGuards.add(g) }
 
 // guardWrite runs the write guards for op on table id at version m.
 func guardWrite(id []string, m *Manifest, op string) error {
-	writeGuardsMu.Lock()
-	gs := slices.Clone(writeGuards)
-	writeGuardsMu.Unlock()
-	for _, g := range gs {
+	for _, g := range writeGuards.all() {
 		if err := g(id, m, op); err != nil {
 			return err
 		}
