@@ -2,9 +2,7 @@ package file
 
 import (
 	"encoding/binary"
-	"fmt"
 
-	"github.com/mvq-dev/mvq/lance/internal/fsst"
 	"github.com/mvq-dev/mvq/lance/pb/enc21pb"
 )
 
@@ -325,15 +323,7 @@ func perValueVariable(enc *enc21pb.CompressiveEncoding, in *vblock) (*vblock, er
 	case *enc21pb.CompressiveEncoding_Variable:
 		return in, nil
 	case *enc21pb.CompressiveEncoding_Fsst:
-		t, err := fsst.ParseTable(c.Fsst.GetSymbolTable())
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-		data, offs, err := t.DecodeAll(in.data, in.offs)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-		return &vblock{kind: vVar, n: in.n, data: data, offs: offs}, nil
+		return fsstBlock(c.Fsst.GetSymbolTable(), in)
 	case *enc21pb.CompressiveEncoding_General:
 		var data []byte
 		offs := make([]uint64, in.n+1)
