@@ -130,15 +130,9 @@ func (d *decoder20) packedStruct(ps *enc20pb.PackedStruct, pageRows, skip, take 
 	if len(ps.GetInner()) != st.NumFields() {
 		return nil, fmt.Errorf("%w: packed struct of %d encodings for %d fields", errCorrupt20, len(ps.GetInner()), st.NumFields())
 	}
-	widths := make([]int, st.NumFields())
-	row := 0
-	for i, f := range st.Fields() {
-		w := packedWidth20(f.Type)
-		if w <= 0 {
-			return nil, unsupportedf("2.0 packed struct field %q of type %s", f.Name, f.Type)
-		}
-		widths[i] = w
-		row += w
+	widths, row, err := packedWidths(st)
+	if err != nil {
+		return nil, err
 	}
 	hi, lo := bits.Mul64(skip, uint64(row))
 	hi2, n := bits.Mul64(take, uint64(row))
@@ -163,18 +157,34 @@ func (d *decoder20) packedStruct(ps *enc20pb.PackedStruct, pageRows, skip, take 
 			copy(col[r*w:(r+1)*w], raw[r*row+at:])
 		}
 		at += w
-		children = append(children, packedChild20(f.Type, int(take), col))
+		children = append(children, packedChild(f.Type, int(take), col))
 	}
 	nd := array.NewData(dt, int(take), []*memory.Buffer{nil}, children, 0, 0)
 	defer nd.Release()
 	return array.MakeFromData(nd), nil
 }
 
-// packedWidth20 is the bytes a value of t takes in a packed struct row, or
+// packedWidths are the bytes each field of a packed struct takes in a row,
+// and their sum; a field that cannot be packed is ErrUnsupported.
+func packedWidths(st *arrow.StructType) ([]int, int, error) {
+	widths := make([]int, st.NumFields())
+	row := 0
+	for i, f := range st.Fields() {
+		w := packedWidth(f.Type)
+		if w <= 0 {
+			return nil, 0, unsupportedf("packed struct field %q of type %v", f.Name, f.Type)
+		}
+		widths[i] = w
+		row += w
+	}
+	return widths, row, nil
+}
+
+// packedWidth is the bytes a value of t takes in a packed struct row, or
 // 0 when t cannot be packed.
-func packedWidth20(t arrow.DataType) int {
+func packedWidth(t arrow.DataType) int {
 	if fl, ok := t.(*arrow.FixedSizeListType); ok {
-		w := packedWidth20(fl.Elem())
+		w := packedWidth(fl.Elem())
 		if _, nested := fl.Elem().(*arrow.FixedSizeListType); nested || w <= 0 {
 			return 0
 		}
@@ -187,10 +197,10 @@ func packedWidth20(t arrow.DataType) int {
 	return int(b / 8)
 }
 
-// packedChild20 builds the array data of n values of t from their bytes.
-func packedChild20(t arrow.DataType, n int, b []byte) arrow.ArrayData {
+// packedChild builds the array data of n values of t from their bytes.
+func packedChild(t arrow.DataType, n int, b []byte) arrow.ArrayData {
 	if fl, ok := t.(*arrow.FixedSizeListType); ok {
-		items := packedChild20(fl.Elem(), n*int(fl.Len()), b)
+		items := packedChild(fl.Elem(), n*int(fl.Len()), b)
 		defer items.Release()
 		return array.NewData(t, n, []*memory.Buffer{nil}, []arrow.ArrayData{items}, 0, 0)
 	}

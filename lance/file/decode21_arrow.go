@@ -325,15 +325,9 @@ func (b *arrowBuilder) leaf(dt arrow.DataType, pieces []piece, count int, bitmap
 // packedStruct splits row-major struct values (each row the fields' bytes
 // one after the other) into the struct's children.
 func (b *arrowBuilder) packedStruct(st *arrow.StructType, pieces []piece, count int, bitmap *memory.Buffer, nulls int) (arrow.Array, error) {
-	widths := make([]int, st.NumFields())
-	row := 0
-	for i, f := range st.Fields() {
-		w := fixedByteWidth(f.Type)
-		if w <= 0 {
-			return nil, unsupportedf("packed struct field %q of type %v", f.Name, f.Type)
-		}
-		widths[i] = w
-		row += w
+	widths, row, err := packedWidths(st)
+	if err != nil {
+		return nil, err
 	}
 	kids := make([]arrow.ArrayData, len(widths))
 	defer func() {
@@ -358,7 +352,7 @@ func (b *arrowBuilder) packedStruct(st *arrow.StructType, pieces []piece, count 
 				buf = append(buf, p.b.data[r*row+at:r*row+at+w]...)
 			}
 		}
-		kids[i] = array.NewData(st.Field(i).Type, count, []*memory.Buffer{nil, memory.NewBufferBytes(buf)}, nil, 0, 0)
+		kids[i] = packedChild(st.Field(i).Type, count, buf)
 		at += w
 	}
 	data := array.NewData(st, count, []*memory.Buffer{bitmap}, kids, nulls, 0)
