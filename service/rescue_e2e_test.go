@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -145,6 +146,10 @@ func TestKilledWorkerAnyMoment(t *testing.T) {
 				t.Fatalf("round %d: insert: %d", round, st)
 			}
 		}
+		var th *thief
+		if moment == "dequeue" {
+			th = e.newThief()
+		}
 		id := e.refresh("v", `{"source_task_size": 5, "concurrency": 8}`)
 		key := func(s string) string { return jobs.RedisKey("job:" + id + s) }
 		pids := map[int]int{}
@@ -183,8 +188,11 @@ func TestKilledWorkerAnyMoment(t *testing.T) {
 			switch moment {
 			case "dequeue":
 				if total > 60 && done >= 20 {
-					var stolen string
-					thief, stolen = e.steal()
+					stolen := th.steal(t, func() bool {
+						st, _ := rdb.HGet(ctx, key(""), "state").Result()
+						return st == "DONE" || st == "FAILED" || st == "CANCELLED"
+					})
+					thief = th.cmd
 					if !strings.HasPrefix(stolen, "item:"+id) {
 						t.Fatalf("round %d: the thief took %s, not an item of job %s", round, stolen, id)
 					}
@@ -264,6 +272,15 @@ func runThiefProcess() {
 		os.Exit(2)
 	}
 	ready := os.Getenv("MVQ_READY_FILE")
+	// The process is started ahead of the moment and waits for the go
+	// file, so that what the test times is one dequeue, not the start of
+	// a large binary on a loaded machine (a job can end meanwhile).
+	for {
+		if _, err := os.Stat(os.Getenv("MVQ_GO_FILE")); err == nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	srv := asynq.NewServer(opt, asynq.Config{Concurrency: 1, Queues: map[string]int{jobs.QueueName("default"): 1},
 		TaskCheckInterval: time.Millisecond, LogLevel: asynq.FatalLevel})
 	err = srv.Run(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
@@ -278,20 +295,46 @@ func runThiefProcess() {
 	}
 }
 
-// steal starts a thief process and returns it once it took a task.
-func (e *env) steal() (*exec.Cmd, string) {
+// thief is a thief process started ahead of its moment.
+type thief struct {
+	cmd           *exec.Cmd
+	ready, goFile string
+	stderr        *bytes.Buffer
+}
+
+// newThief starts a thief process that waits for steal.
+func (e *env) newThief() *thief {
 	e.t.Helper()
-	ready := filepath.Join(e.t.TempDir(), "stolen")
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "MVQ_TEST_THIEF=1", "MVQ_READY_FILE="+ready, "MVQ_REDIS_URL="+e.redisURL)
-	if err := cmd.Start(); err != nil {
+	dir := e.t.TempDir()
+	th := &thief{ready: filepath.Join(dir, "stolen"), goFile: filepath.Join(dir, "go"), stderr: new(bytes.Buffer)}
+	th.cmd = exec.Command(os.Args[0])
+	th.cmd.Env = append(os.Environ(), "MVQ_TEST_THIEF=1", "MVQ_READY_FILE="+th.ready, "MVQ_GO_FILE="+th.goFile, "MVQ_REDIS_URL="+e.redisURL)
+	th.cmd.Stderr = th.stderr
+	if err := th.cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	e.t.Cleanup(func() { th.cmd.Process.Kill(); th.cmd.Wait() })
+	return th
+}
+
+// steal lets the thief dequeue and returns the id of the task it took.
+// jobEnded reports whether the job the thief should steal from is over:
+// then there is nothing left to take and the round proves nothing.
+func (th *thief) steal(t *testing.T, jobEnded func() bool) string {
+	t.Helper()
+	if err := os.WriteFile(th.goFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	var id []byte
-	waitFor(e.t, 60*time.Second, "the thief to take a task", func() bool {
-		id, _ = os.ReadFile(ready)
-		return len(id) > 0
+	waitFor(t, 60*time.Second, "the thief to take a task", func() bool {
+		id, _ = os.ReadFile(th.ready)
+		if len(id) > 0 {
+			return true
+		}
+		if jobEnded() {
+			t.Fatalf("the job ended before the thief took a task; thief stderr: %s", th.stderr)
+		}
+		return false
 	})
-	return cmd, string(id)
+	return string(id)
 }
