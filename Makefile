@@ -27,10 +27,21 @@ tools: ## Check that the tools the build and tests need are installed
 	@command -v redis-server >/dev/null || { echo "redis-server not found: the tests start their own (apt-get install redis-server)"; exit 1; }
 	@command -v redis-cli >/dev/null || { echo "redis-cli not found: the Redis Cluster test needs it (apt-get install redis-tools)"; exit 1; }
 
+# Binaries are stripped of debug info (a third of their size) unless
+# DEBUG=1. bin/api and bin/worker are hard links to bin/mvq, which runs as
+# the service its name says: one link of DuckDB instead of three. go build
+# -v names each package it compiles, so a first build shows its progress.
+DEBUG   ?=
+STRIP   := $(if $(DEBUG),,-s -w)
+
 .PHONY: build
-build: ## Build bin/api, bin/worker and bin/mvq
+build: ## Build bin/mvq and link bin/api and bin/worker to it (stripped; DEBUG=1 keeps debug info)
 	@command -v $(GO) >/dev/null || { echo "go not found: install Go 1.26+"; exit 1; }
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+	@echo "building $(BIN)/mvq (a first build compiles DuckDB: a few minutes; later ones take seconds)"
+	@bash -o pipefail -c "$(GO) build -v -ldflags '$(STRIP) $(LDFLAGS)' -o $(BIN)/mvq ./cmd/mvq 2>&1 | \
+		awk '/^[a-z0-9.]+\// { n++; printf \"\r  compiled %4d packages  %-60.60s\", n, \$$0; fflush(); next } { print }; END { if (n) print \"\" }'"
+	@ln -f $(BIN)/mvq $(BIN)/api && ln -f $(BIN)/mvq $(BIN)/worker
+	@ls -lh $(BIN)/mvq | awk '{ print "built $(BIN)/mvq (" $$5 "), $(BIN)/api and $(BIN)/worker (links to it)" }'
 
 .PHONY: proto
 proto: ## Regenerate the Go code of the Lance protobuf definitions (needs protoc and protoc-gen-go)
@@ -41,12 +52,12 @@ version: ## Print the version and commit make build stamps into the binaries
 	@echo "$(VERSION) (commit $(COMMIT))"
 
 .PHONY: run
-run: ## Run `mvq dev`: API + worker + a local Redis, warehouse and job records in ./warehouse
-	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mvq dev
+run: build ## Run `mvq dev`: API + worker + a local Redis, warehouse and job records in ./warehouse
+	$(BIN)/mvq dev
 
 .PHONY: demo
-demo: ## Create a text table and a chunker view, refresh it, print the rows
-	$(GO) run -ldflags '$(LDFLAGS)' ./cmd/mvq demo
+demo: build ## Create a text table and a chunker view, refresh it, print the rows (on the running make run, else on ./warehouse)
+	$(BIN)/mvq demo
 
 # The Lance tests drive LanceDB (lance/oracle, pinned by its package-lock.json)
 # with node. npm ci runs only when the lock file is newer than the install

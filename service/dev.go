@@ -24,7 +24,7 @@ import (
 const DevStateDir = ".mvq-dev"
 
 // RunDev runs the API and a worker in one process on a Redis of its own;
-// cfg.RedisURL is ignored. ready gets the API address. Authentication
+// cfg.RedisURL is ignored. ready gets the addresses it serves. Authentication
 // defaults to none, which needs a loopback listen address (the default)
 // unless unauthenticated access is allowed explicitly.
 //
@@ -35,25 +35,34 @@ const DevStateDir = ".mvq-dev"
 // (no redis-server, or a mem:// or object-store warehouse) an embedded
 // in-memory Redis (miniredis) is used and jobs are lost on exit, which is
 // logged; tables and views are in the warehouse either way.
-func RunDev(ctx context.Context, cfg Config, ready func(addr string)) error {
+func RunDev(ctx context.Context, cfg Config, ready func(DevAddrs)) error {
 	return runDev(ctx, cfg, ready, true)
+}
+
+// DevAddrs is what a dev server serves, for its banner.
+type DevAddrs struct {
+	API   string // host:port of the API, the console (/ui/) and /metrics
+	Redis string // redis:// URL of its job records and queues
+	// RedisKept: the records persist across restarts (a redis-server
+	// with AOF in the warehouse), not an in-memory Redis.
+	RedisKept bool
 }
 
 // RunDevInMemory is RunDev on an embedded in-memory Redis always (mvq
 // demo: nothing to keep, and it may run beside an mvq dev on the same
 // warehouse).
-func RunDevInMemory(ctx context.Context, cfg Config, ready func(addr string)) error {
+func RunDevInMemory(ctx context.Context, cfg Config, ready func(DevAddrs)) error {
 	return runDev(ctx, cfg, ready, false)
 }
 
-func runDev(ctx context.Context, cfg Config, ready func(addr string), persist bool) error {
+func runDev(ctx context.Context, cfg Config, ready func(DevAddrs), persist bool) error {
 	if cfg.Auth.Mode == "" {
 		cfg.Auth.Mode = auth.ModeNone
 	}
 	if err := cfg.Auth.Check(cfg.Listen); err != nil {
 		return err
 	}
-	url, stopRedis, err := devRedis(ctx, cfg.Warehouse, persist)
+	url, kept, stopRedis, err := devRedis(ctx, cfg.Warehouse, persist)
 	if err != nil {
 		return err
 	}
@@ -70,38 +79,42 @@ func runDev(ctx context.Context, cfg Config, ready func(addr string), persist bo
 		return err
 	}
 	defer stop()
-	return serveAPI(ctx, cfg, core, tel, ready)
+	return serveAPI(ctx, cfg, core, tel, func(addr string) {
+		if ready != nil {
+			ready(DevAddrs{API: addr, Redis: url, RedisKept: kept})
+		}
+	})
 }
 
-// devRedis starts the dev server's Redis and returns its URL and a stop
-// function.
-func devRedis(ctx context.Context, warehouse string, persist bool) (string, func(), error) {
+// devRedis starts the dev server's Redis and returns its URL, whether its
+// records persist, and a stop function.
+func devRedis(ctx context.Context, warehouse string, persist bool) (string, bool, func(), error) {
 	mr := miniredis.NewMiniRedis()
 	if !persist {
 		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return "", nil, fmt.Errorf("embedded redis: %w", err)
+			return "", false, nil, fmt.Errorf("embedded redis: %w", err)
 		}
-		return "redis://" + mr.Addr() + "/0", mr.Close, nil
+		return "redis://" + mr.Addr() + "/0", false, mr.Close, nil
 	}
 	dir, persistent := devRedisDir(warehouse)
 	bin, lookErr := exec.LookPath("redis-server")
 	if persistent && lookErr == nil {
 		url, stop, err := startDevRedis(ctx, bin, dir)
 		if err != nil {
-			return "", nil, err
+			return "", false, nil, err
 		}
 		slog.Info("mvq dev: redis-server with AOF, jobs persist", "dir", dir)
-		return url, stop, nil
+		return url, true, stop, nil
 	}
 	if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-		return "", nil, fmt.Errorf("embedded redis: %w", err)
+		return "", false, nil, fmt.Errorf("embedded redis: %w", err)
 	}
 	why := "redis-server is not on PATH"
 	if !persistent {
 		why = "the warehouse is not a file:// folder"
 	}
 	slog.Warn("mvq dev: embedded in-memory Redis; job records are lost on exit (install redis-server to keep them)", "reason", why, "addr", mr.Addr())
-	return "redis://" + mr.Addr() + "/0", mr.Close, nil
+	return "redis://" + mr.Addr() + "/0", false, mr.Close, nil
 }
 
 // devRedisDir is <warehouse>/.mvq-dev/redis for a file:// warehouse.

@@ -59,7 +59,7 @@ func startDev(t *testing.T) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan string, 1)
 	errc := make(chan error, 1)
-	go func() { errc <- service.RunDev(ctx, cfg, func(a string) { addr <- a }) }()
+	go func() { errc <- service.RunDev(ctx, cfg, func(d service.DevAddrs) { addr <- d.API }) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -23,26 +23,36 @@ var articles []byte
 
 const chunkSpec = `{"chunker": "fixed", "input_column": "body", "output_column": "chunk", "chunk_size": 12, "chunk_overlap": 3, "unit": "words"}`
 
-// demo starts the dev server in-process and drives it over HTTP as a user
-// would.
-func demo(ctx context.Context, cfg service.Config, out io.Writer) error {
+// demo drives an mvq API over HTTP as a user would: the server at MVQ_URL
+// (the running `mvq dev`) when one answers and no -warehouse was given,
+// else a dev server of its own on cfg.Warehouse with the same Redis a
+// later `mvq dev` there uses, so that the demo's table, view and job show
+// up wherever tables, views and jobs do (mvq view ls, the console).
+func demo(ctx context.Context, a *app, cfg service.Config, ownWarehouse bool, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	addrc := make(chan string, 1)
-	errc := make(chan error, 1)
-	go func() { errc <- service.RunDevInMemory(ctx, cfg, func(a string) { addrc <- a }) }()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a
-	case err := <-errc:
-		return err
-	case <-time.After(60 * time.Second):
-		return fmt.Errorf("dev server did not start")
+	var c *demoClient
+	running := false
+	if !ownWarehouse && serverAnswers(ctx, a.url) {
+		c = &demoClient{base: a.url, token: a.token}
+		running = true
+		fmt.Fprintf(out, "using the mvq API at %s (its warehouse)\n\n", a.url)
+	} else {
+		addrc := make(chan string, 1)
+		errc := make(chan error, 1)
+		go func() { errc <- service.RunDev(ctx, cfg, func(d service.DevAddrs) { addrc <- d.API }) }()
+		select {
+		case addr := <-addrc:
+			c = &demoClient{base: "http://" + addr}
+		case err := <-errc:
+			return err
+		case <-time.After(60 * time.Second):
+			return fmt.Errorf("dev server did not start")
+		}
+		fmt.Fprintf(out, "no mvq API answers at %s: started one for the demo on warehouse %s (API %s)\n\n", a.url, cfg.Warehouse, c.base)
 	}
-	c := &demoClient{base: base}
+	base := c.base
 
-	fmt.Fprintf(out, "warehouse %s, API %s\n\n", cfg.Warehouse, base)
 	c.post("/v1/namespace/demo/create", `{"mode": "exist_ok"}`, nil)
 	c.post("/v1/table/demo$article_chunks/drop", `{}`, nil) // a rerun starts fresh
 	c.post("/v1/table/demo$articles/drop", `{}`, nil)
@@ -93,17 +103,47 @@ func demo(ctx context.Context, cfg service.Config, out io.Writer) error {
 	for _, r := range rows {
 		fmt.Fprintf(out, "  source %-14v chunk %v  %-24q %q\n", r["__source_row_id"], r["__chunk_index"], r["title"], r["chunk"])
 	}
-	fmt.Fprintf(out, "\n%d rows. Run `make run` to keep the server up and use the API yourself.\n", len(rows))
+	fmt.Fprintf(out, "\n%d rows.\n", len(rows))
+	if running {
+		fmt.Fprintf(out, "See it with: mvq view show 'demo$article_chunks', mvq jobs show %s, or the console at %s/ui/\n", id, base)
+	} else {
+		fmt.Fprintf(out, "The table, the view and its job stay in %s: run `make run` (mvq dev) to keep a server up on it,\nthen mvq view show 'demo$article_chunks' or open the console.\n", cfg.Warehouse)
+	}
 	return nil
 }
 
-type demoClient struct{ base string }
+// serverAnswers reports whether an mvq API answers /healthz at base
+// within a second.
+func serverAnswers(ctx context.Context, base string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// demoClient calls the API with the command line's token, if any.
+type demoClient struct{ base, token string }
+
+func (c *demoClient) auth(req *http.Request) *http.Request {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req
+}
 
 func (c *demoClient) post(path, body string, out any) (int, error) {
 	req, _ := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(c.auth(req))
 	if err != nil {
 		return 0, err
 	}
@@ -124,7 +164,8 @@ func (c *demoClient) postJSON(path, body string, out any) error {
 }
 
 func (c *demoClient) get(path string, out any) error {
-	resp, err := http.Get(c.base + path)
+	req, _ := http.NewRequest(http.MethodGet, c.base+path, nil)
+	resp, err := http.DefaultClient.Do(c.auth(req))
 	if err != nil {
 		return err
 	}
@@ -135,7 +176,7 @@ func (c *demoClient) get(path string, out any) error {
 // follow prints the job's server-sent events until the stream ends.
 func (c *demoClient) follow(ctx context.Context, id string, out io.Writer) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/job/"+id+"/events", nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(c.auth(req))
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -35,18 +37,39 @@ MVQ_* variables of the same name.`,
 			service.SetupLogging(cfg)
 			ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return service.RunDev(ctx, cfg, func(addr string) {
-				fmt.Fprintf(a.stdout, "mvq dev: API on http://%s, jobs console http://%s/ui/ (warehouse %s)\n", addr, addr, cfg.Warehouse)
-				service.ReadyFile(a.getenv)(addr)
+			return service.RunDev(ctx, cfg, func(d service.DevAddrs) {
+				devBanner(a.stdout, d, cfg.Warehouse)
+				service.ReadyFile(a.getenv)(d.API)
 			})
 		},
 	}
 }
 
+// devBanner prints every address a dev server serves.
+func devBanner(w io.Writer, d service.DevAddrs, warehouse string) {
+	jobs := "in memory: lost on exit"
+	if d.RedisKept {
+		jobs = "kept across restarts"
+	}
+	fmt.Fprintf(w, `mvq dev is up (Ctrl-C stops it)
+  API        http://%[1]s   (mvq commands use it: MVQ_URL)
+  console    http://%[1]s/ui/
+  metrics    http://%[1]s/metrics
+  redis      %[2]s   (job records and queues, %[3]s; asynq tools connect here)
+  warehouse  %[4]s
+`, d.API, d.Redis, jobs, warehouse)
+}
+
 func (a *app) demoCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:                "demo [flags]",
-		Short:              "Start a dev server, create a table and a chunker view, refresh it and print the rows",
+		Use:   "demo [flags]",
+		Short: "Create a table and a chunker view, refresh it and print the rows (on the running mvq dev, or a server of its own)",
+		Long: `Creates the table demo$articles (five short articles) and the chunker view
+demo$article_chunks over it (dropping earlier ones), refreshes the view while
+printing the job's events, and prints its rows. It uses the mvq API at MVQ_URL
+(default ` + DefaultURL + `) when one answers there; otherwise, or with -warehouse,
+it starts a dev server of its own on the warehouse (default file://./warehouse)
+for the length of the demo, keeping its job records where mvq dev keeps them.`,
 		Example:            "  mvq demo\n  mvq demo -warehouse file:///tmp/demo",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,14 +79,28 @@ func (a *app) demoCmd() *cobra.Command {
 			}
 			cfg.Listen = "127.0.0.1:0"
 			cfg.LogLevel = "warn"
-			// The demo's client sends no credentials; it listens on loopback.
+			// Its own server's client sends no credentials; it listens on loopback.
 			cfg.Auth = auth.Config{Mode: auth.ModeNone}
 			service.SetupLogging(cfg)
 			ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return demo(ctx, cfg, a.stdout)
+			return demo(ctx, a, cfg, hasFlag(args, "warehouse"), a.stdout)
 		},
 	}
+}
+
+// hasFlag reports whether args set flag name (-name, --name, with =value or not).
+func hasFlag(args []string, name string) bool {
+	for _, arg := range args {
+		if arg == "--" {
+			return false
+		}
+		f := strings.TrimLeft(arg, "-")
+		if len(f) < len(arg) && (f == name || strings.HasPrefix(f, name+"=")) {
+			return true
+		}
+	}
+	return false
 }
 
 // configDone handles LoadConfig's -h and -version answers: done is true

@@ -361,7 +361,7 @@ func (a *app) wait(id string, wf waitFlags) error {
 			if cancelled {
 				p.clear()
 				fmt.Fprintf(a.stderr, "stopped waiting; job %s is being cancelled\n", id)
-				return &exitError{code: 130}
+				return &exitError{code: exitInterrupted}
 			}
 			p.clear()
 			yes := wf.cancelOnInterrupt
@@ -370,7 +370,7 @@ func (a *app) wait(id string, wf waitFlags) error {
 				yes, answered = a.ask(fmt.Sprintf("Cancel job %s? [y/N] ", id), sigc)
 				if !answered || !yes {
 					fmt.Fprintf(a.stderr, "stopped waiting; job %s keeps running (mvq jobs watch %s, mvq jobs cancel %s)\n", id, id, id)
-					return &exitError{code: 130}
+					return &exitError{code: exitInterrupted}
 				}
 			}
 			if err := a.client().call(a.ctx, "POST", "/v1/jobs/cancel", map[string]any{"job_id": id}, nil); err != nil {

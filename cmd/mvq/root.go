@@ -20,6 +20,9 @@ const (
 	exitOK        = 0
 	exitFailed    = 1 // an error, or the job FAILED
 	exitCancelled = 2 // the job was CANCELLED, or the command line is wrong
+	// exitInterrupted: Ctrl-C while waiting for a job, which was left
+	// running (or is being cancelled): 128 + SIGINT, as shells report it.
+	exitInterrupted = 130
 )
 
 // DefaultURL is the API mvq talks to without --url or MVQ_URL: the one
@@ -90,7 +93,8 @@ func (a *app) rootCmd() *cobra.Command {
 with the token in --token or MVQ_TOKEN when the API needs one.
 
 Exit codes: 0 success (a waited-for job is DONE), 1 an error (or the job FAILED),
-2 the job was CANCELLED or the command line is wrong.`,
+2 the job was CANCELLED or the command line is wrong, 130 Ctrl-C while waiting
+for a job (which keeps running unless you answered y to cancel it).`,
 		Example: `  mvq dev &                                   # API + worker on 127.0.0.1:2333
   mvq ns create docs
   mvq table create 'docs$articles' --from articles.ndjson
@@ -171,7 +175,7 @@ func shellHint(w io.Writer, cmd *cobra.Command) {
 	}
 	switch cmd.CommandPath() {
 	case "mvq table create", "mvq table insert", "mvq table describe", "mvq table versions", "mvq table rm",
-		"mvq view create", "mvq view rm", "mvq view show", "mvq query", "mvq refresh":
+		"mvq view create", "mvq view rm", "mvq view show", "mvq view schedule", "mvq table update", "mvq table delete", "mvq query", "mvq refresh":
 	default:
 		return
 	}

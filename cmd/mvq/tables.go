@@ -71,7 +71,7 @@ func (a *app) nsCmd() *cobra.Command {
 }
 
 func (a *app) tableCmd() *cobra.Command {
-	t := &cobra.Command{Use: "table", Short: "Create, load, inspect and drop tables",
+	t := &cobra.Command{Use: "table", Short: "Create, load, update, inspect and drop tables",
 		Example: "  mvq table create 'docs$articles' --from articles.csv\n  mvq table insert 'docs$articles' --from more.parquet\n  mvq table describe 'docs$articles'"}
 	load := func(verb string) *cobra.Command {
 		var from, format, mode string
@@ -194,7 +194,7 @@ columns by their values, JSON by the API's inference, Parquet and Arrow as store
 			return nil
 		},
 	}
-	t.AddCommand(load("create"), load("insert"), ls, describe, versions, a.dropCmd("table"))
+	t.AddCommand(load("create"), load("insert"), a.tableUpdateCmd(), a.tableDeleteCmd(), ls, describe, versions, a.dropCmd("table"))
 	return t
 }
 

@@ -18,12 +18,12 @@ import (
 )
 
 func (a *app) viewCmd() *cobra.Command {
-	v := &cobra.Command{Use: "view", Short: "Create, list and drop materialized views",
-		Example: "  mvq view create 'docs$chunks' --source 'docs$articles' --chunker fixed --input body --size 200\n  mvq view ls docs"}
+	v := &cobra.Command{Use: "view", Short: "Create, list, show, schedule and drop materialized views",
+		Example: "  mvq view create 'docs$chunks' --source 'docs$articles' --chunker fixed --input body --size 200\n  mvq view ls docs\n  mvq view show 'docs$chunks'"}
 	var (
-		source, query, kind, chunkerName, input, output, unit, manifest string
-		size, overlap                                                   int
-		keepInput, autoRefresh, noData                                  bool
+		source, query, kind, chunkerName, input, output, unit, manifest, every string
+		size, overlap                                                          int
+		keepInput, autoRefresh, noData                                         bool
 	)
 	create := &cobra.Command{
 		Use:   "create NAME (--source TABLE | --query SQL) [--chunker fixed --input COL ...]",
@@ -95,6 +95,9 @@ The first refresh starts at once and its job id is printed (--no-data: none).`,
 			if noData {
 				body["with_no_data"] = true
 			}
+			if every != "" {
+				body["refresh_every"] = every
+			}
 			var resp struct {
 				Version uint64 `json:"version"`
 				JobID   string `json:"job_id"`
@@ -125,6 +128,7 @@ The first refresh starts at once and its job id is printed (--no-data: none).`,
 	f.StringVar(&manifest, "manifest", "", "chunker: a JSON manifest file stored with the view")
 	f.BoolVar(&autoRefresh, "auto-refresh", false, "mark the view for refresh when its source changes")
 	f.BoolVar(&noData, "no-data", false, "create it empty, without the first refresh")
+	f.StringVar(&every, "refresh-every", "", "also refresh it on a schedule, e.g. 15m or 1h (mvq view schedule changes it)")
 
 	var outFmt string
 	ls := &cobra.Command{
@@ -210,7 +214,7 @@ else the number of source versions added since (or "never").`,
 		},
 	}
 	ls.Flags().StringVarP(&outFmt, "output", "o", "table", "table or json")
-	v.AddCommand(create, ls, a.dropCmd("view"))
+	v.AddCommand(create, ls, a.viewShowCmd(), a.viewScheduleCmd(), a.dropCmd("view"))
 	return v
 }
 
