@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -39,6 +40,10 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv("MVQ_TEST_THIEF") != "" {
 		runThiefProcess()
+		return
+	}
+	if os.Getenv("MVQ_TEST_PEER") != "" {
+		runPeerProcess()
 		return
 	}
 	// In S3 mode (make test-s3) one SeaweedFS serves the whole run.
@@ -74,7 +79,16 @@ func runAPIProcess() {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := service.RunAPI(ctx, cfg, service.ReadyFile(os.Getenv)); err != nil {
+	stopProfile := func() {}
+	if p := os.Getenv("MVQ_TEST_CPUPROFILE"); p != "" { // benchmarks: where the API's time goes
+		f, err := os.Create(p)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+		}
+	}
+	err = service.RunAPI(ctx, cfg, service.ReadyFile(os.Getenv))
+	stopProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

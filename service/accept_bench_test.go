@@ -1,0 +1,196 @@
+package service_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/google/uuid"
+	"github.com/hibiken/asynq"
+)
+
+// The accept peer is what a user of the same packages would write instead
+// of mvq's accept: a gin handler that decodes the refresh body and calls
+// asynq's Client.EnqueueContext with a retained (durable) task, answering
+// 202 with its id. It runs in a process of its own, like mvq's API in
+// BenchmarkAcceptVsPeer, on the same Redis.
+
+// peerRefresh is the refresh request body of the seed.
+type peerRefresh struct {
+	ID                      []string          `json:"id"`
+	SrcVersion              *int64            `json:"src_version"`
+	MaxRowsPerFragment      *int64            `json:"max_rows_per_fragment"`
+	Concurrency             *int64            `json:"concurrency"`
+	IntraApplierConcurrency *int64            `json:"intra_applier_concurrency"`
+	SourceTaskSize          *int64            `json:"source_task_size"`
+	Cluster                 *string           `json:"cluster"`
+	OutputLimit             *int64            `json:"output_limit"`
+	Manifest                *string           `json:"manifest"`
+	Context                 map[string]string `json:"context"`
+}
+
+// runPeerProcess serves the peer until killed (MVQ_TEST_PEER).
+func runPeerProcess() {
+	opt, err := asynq.ParseRedisURI(os.Getenv("MVQ_REDIS_URL"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	client := asynq.NewClient(opt)
+	defer client.Close()
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.POST("/v1/materialized_view/:id/refresh", func(c *gin.Context) {
+		var body peerRefresh
+		if err := c.ShouldBindJSON(&body); err != nil {
+			c.JSON(http.StatusBadRequest, gin.H{"error": err.Error()})
+			return
+		}
+		body.ID = strings.Split(c.Param("id"), "$")
+		payload, _ := json.Marshal(body)
+		id, _ := uuid.NewV7()
+		info, err := client.EnqueueContext(c.Request.Context(), asynq.NewTask("refresh", payload),
+			asynq.TaskID(id.String()), asynq.Queue("peer"), asynq.Retention(24*time.Hour))
+		if err != nil {
+			c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
+			return
+		}
+		c.JSON(http.StatusAccepted, gin.H{"job_id": info.ID})
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ready := os.Getenv("MVQ_READY_FILE")
+	os.WriteFile(ready+".tmp", []byte(ln.Addr().String()), 0o644)
+	os.Rename(ready+".tmp", ready)
+	if err := http.Serve(ln, r); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// serverProcess re-executes the test binary with env and returns the
+// address it wrote to its ready file; it is killed at cleanup.
+func serverProcess(b *testing.B, env ...string) string {
+	ready := filepath.Join(b.TempDir(), "ready")
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), "MVQ_READY_FILE="+ready, "MVQ_LOG_LEVEL=warn", "MVQ_AUTH=none"), env...)
+	logs := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	b.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if addr, err := os.ReadFile(ready); err == nil && len(addr) > 0 {
+			return string(addr)
+		}
+		select {
+		case <-exited:
+			b.Fatalf("server process exited: %s", logs.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("server process did not start: %s", logs.String())
+		}
+	}
+}
+
+// BenchmarkAcceptVsPeer: refresh accepts per second and their p99 on
+// mvq's API (a process of its own, as bin/api runs) next to the accept
+// peer (runPeerProcess) on the same Redis, 32 concurrent clients, the
+// phases interleaved in short slices. Two mvq paths: a new job for the
+// view (every request has its own options, so none coalesces) and a
+// request that joins the view's pending job (coalescing). Targets: each
+// >= 0.8x the peer's rate with p99 <= 1.2x the peer's.
+// MVQ_BENCH_API_CPUPROFILE=FILE writes the API process's CPU profile.
+func BenchmarkAcceptVsPeer(b *testing.B) {
+	o := newOrchestratorWith(b, 200, false)
+	e := &apiEnv{rdb: o.rdb}
+	e.registerIdleWorker(b)
+	const views = 64
+	for i := range views {
+		o.view(b, fmt.Sprintf("v%d", i))
+	}
+	apiEnv := []string{"MVQ_TEST_API=1", "MVQ_LISTEN=127.0.0.1:0", "MVQ_REDIS_URL=" + o.redisURL, "MVQ_WAREHOUSE=file://" + o.dir}
+	if p := os.Getenv("MVQ_BENCH_API_CPUPROFILE"); p != "" {
+		apiEnv = append(apiEnv, "MVQ_TEST_CPUPROFILE="+p)
+	}
+	api := "http://" + serverProcess(b, apiEnv...)
+	peer := "http://" + serverProcess(b, "MVQ_TEST_PEER=1", "MVQ_REDIS_URL="+o.redisURL)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
+	defer hc.CloseIdleConnections()
+
+	created := func(i int, status int, body []byte) error {
+		var r struct {
+			JobID     string `json:"job_id"`
+			Coalesced bool   `json:"coalesced"`
+		}
+		if status != http.StatusAccepted || json.Unmarshal(body, &r) != nil || r.JobID == "" || r.Coalesced {
+			return fmt.Errorf("status %d: %s", status, body)
+		}
+		return nil
+	}
+	joined := func(i int, status int, body []byte) error {
+		var r struct {
+			Coalesced bool `json:"coalesced"`
+		}
+		if status != http.StatusAccepted || json.Unmarshal(body, &r) != nil || !r.Coalesced {
+			return fmt.Errorf("status %d: %s", status, body)
+		}
+		return nil
+	}
+	// One pending job per view for the joins to find.
+	for i := range views {
+		resp, err := hc.Post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i), "application/json", strings.NewReader(`{"concurrency":3}`))
+		if err != nil || resp.StatusCode != http.StatusAccepted {
+			b.Fatalf("first refresh of v%d: %v %v", i, resp, err)
+		}
+		resp.Body.Close()
+	}
+	const rounds, slice = 8, 300 * time.Millisecond
+	for it := 0; it < b.N; it++ {
+		var peerP, fresh, coalesce phase
+		base := it * 10_000_000
+		for range rounds {
+			load(b, &peerP, hc, benchClients, slice, func(i int) *http.Request {
+				return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", peer, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
+			}, wantStatus(http.StatusAccepted))
+			load(b, &fresh, hc, benchClients, slice, func(i int) *http.Request {
+				return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
+			}, created)
+			load(b, &coalesce, hc, benchClients, slice, func(i int) *http.Request {
+				return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(`{"concurrency":3}`))
+			}, joined)
+		}
+		b.Logf("run %d, %d clients, phases interleaved:\n  peer (gin + asynq.Enqueue)  %s\n  mvq accept, new job         %s  rate %.2fx, p99 %.2fx the peer's (target >= 0.8x, <= 1.2x)\n  mvq accept, joins pending   %s  rate %.2fx, p99 %.2fx the peer's",
+			it, benchClients, &peerP, &fresh, fresh.rate()/peerP.rate(), ms(fresh.q(0.99))/ms(peerP.q(0.99)),
+			&coalesce, coalesce.rate()/peerP.rate(), ms(coalesce.q(0.99))/ms(peerP.q(0.99)))
+		b.ReportMetric(fresh.rate()/peerP.rate(), "new/peer")
+		b.ReportMetric(ms(fresh.q(0.99))/ms(peerP.q(0.99)), "new_p99/peer_p99")
+		b.ReportMetric(coalesce.rate()/peerP.rate(), "joined/peer")
+		b.ReportMetric(ms(coalesce.q(0.99))/ms(peerP.q(0.99)), "joined_p99/peer_p99")
+		b.ReportMetric(peerP.rate(), "peer_req/s")
+	}
+}
