@@ -2,12 +2,8 @@ package table
 
 import (
 	"context"
-	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/mvq-dev/mvq/errs"
 )
@@ -100,14 +96,11 @@ func (t *Table) statVersion(vf VersionFile) (VersionFile, bool, error) {
 	if t.c.wh.dir == "" {
 		return vf, true, nil
 	}
-	fi, err := os.Lstat(t.c.wh.path(t.versionsKey() + vf.Name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return vf, false, nil
-	}
-	if err != nil {
+	st, ok, err := t.c.wh.dirs.stat(t.c.wh.path(t.versionsKey()), vf.Name)
+	if !ok || err != nil {
 		return vf, false, t.c.wh.rel(err)
 	}
-	vf.Size, vf.ModTime = fi.Size(), fi.ModTime()
+	vf.Size, vf.ModTime = st.size, st.mtime
 	return vf, true, nil
 }
 
@@ -167,27 +160,12 @@ func (w *Warehouse) path(key string) string {
 // listNames is List for a file:// warehouse from the directory's names
 // alone: entries carry no size or time. As List, it skips hidden names
 // (and fileblob's sidecar attribute files) and answers a missing folder
-// with no entries.
+// with no entries. An unchanged folder is answered from the warehouse's
+// listing cache (dircache.go); callers must not change the entries.
 func (w *Warehouse) listNames(prefix string) ([]Entry, error) {
-	f, err := os.Open(w.path(prefix))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	entries, err := w.dirs.list(w.path(prefix), readNames)
 	if err != nil {
 		return nil, w.rel(err)
 	}
-	des, err := f.ReadDir(-1) // unsorted: callers order what they keep
-	f.Close()
-	if err != nil {
-		return nil, w.rel(err)
-	}
-	out := make([]Entry, 0, len(des))
-	for _, de := range des {
-		name := de.Name()
-		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".attrs") {
-			continue
-		}
-		out = append(out, Entry{Name: name, IsDir: de.IsDir()})
-	}
-	return out, nil
+	return entries, nil
 }

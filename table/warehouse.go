@@ -40,6 +40,9 @@ type Warehouse struct {
 	dir string
 	// lists counts List calls (tests check hot paths make none).
 	lists atomic.Int64
+	// dirs keeps listings of unchanged folders (dircache.go); nil on
+	// other stores and file systems not known to be local.
+	dirs *dirCache
 }
 
 // OpenWarehouse opens a warehouse root: file://path (relative paths are
@@ -75,7 +78,7 @@ func OpenWarehouse(ctx context.Context, uri string) (*Warehouse, error) {
 		if err != nil {
 			return nil, fmt.Errorf("warehouse %q: %w", uri, err)
 		}
-		return &Warehouse{uri: "file://" + abs, bucket: b, dir: abs}, nil
+		return &Warehouse{uri: "file://" + abs, bucket: b, dir: abs, dirs: newDirCache(abs)}, nil
 	case "mem":
 		return &Warehouse{uri: uri, bucket: memblob.OpenBucket(nil)}, nil
 	case "s3", "gs":

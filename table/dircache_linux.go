@@ -1,0 +1,37 @@
+package table
+
+import (
+	"io/fs"
+	"syscall"
+)
+
+// Local file systems by statfs(2) f_type: their folders' mtimes are
+// stamped by this kernel on every change of the folder's names.
+var localFSTypes = map[int64]bool{
+	0xEF53:     true, // ext2, ext3, ext4
+	0x58465342: true, // xfs
+	0x9123683E: true, // btrfs
+	0x01021994: true, // tmpfs
+	0x794C7630: true, // overlayfs (container layers)
+	0x2FC12FC1: true, // zfs
+	0xF2F52010: true, // f2fs
+}
+
+func localFileSystem(dir string) bool {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return false
+	}
+	return localFSTypes[int64(st.Type)]
+}
+
+// identityOf is a folder's inode and ctime: the ctime changes with every
+// change of the folder that its mtime shows and cannot be set back (a
+// utimes to an old mtime is itself a change), and a folder made again
+// may reuse the inode but not the ctime.
+func identityOf(fi fs.FileInfo) (uint64, int64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino, st.Ctim.Nano()
+	}
+	return 0, 0
+}
