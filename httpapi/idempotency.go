@@ -15,6 +15,7 @@ import (
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
+	"github.com/mvq-dev/mvq/jobs/idem"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -30,18 +31,18 @@ const maxIdempotencyKey = 255
 const maxReplayBody = 1 << 20
 
 // IdempotencyStore keeps the records of the Idempotency-Key header;
-// *jobs.Client is the one in use.
+// *idem.Store (jobs.Client.Idempotency) is the one in use.
 type IdempotencyStore interface {
-	BeginIdempotent(ctx context.Context, principal, key, fingerprint string) (jobs.IdemRecord, error)
-	FinishIdempotent(ctx context.Context, principal, key, fingerprint string, status int, contentType string, body []byte) error
-	AbandonIdempotent(ctx context.Context, principal, key, fingerprint string) error
+	Begin(ctx context.Context, principal, key, fingerprint string) (idem.Record, error)
+	Finish(ctx context.Context, principal, key, fingerprint string, status int, contentType string, body []byte) error
+	Abandon(ctx context.Context, principal, key, fingerprint string) error
 }
 
-var _ IdempotencyStore = (*jobs.Client)(nil)
+var _ IdempotencyStore = (*idem.Store)(nil)
 
 // idempotent serves the Idempotency-Key header on table create, view
 // create and refresh. A request with the same key from the same principal
-// (auth.PrincipalFrom) within jobs.IdempotencyTTL (24h) gets the first
+// (auth.PrincipalFrom) within idem.TTL (24h) gets the first
 // request's status and body back (header Idempotent-Replayed: true) and
 // does nothing else. The key is bound to the request: method, path, query
 // and body; the same key with a different request is 422. While the first
@@ -86,22 +87,22 @@ func idempotent(st IdempotencyStore) gin.HandlerFunc {
 		fp := fingerprint(c.Request, body)
 		principal := auth.PrincipalFrom(c.Request.Context())
 		ctx := c.Request.Context()
-		rec, err := st.BeginIdempotent(ctx, principal, key, fp)
+		rec, err := st.Begin(ctx, principal, key, fp)
 		if err != nil {
 			fail(c, err)
 			return
 		}
 		switch rec.State {
-		case jobs.IdemDone:
+		case idem.Done:
 			c.Header("Idempotent-Replayed", "true")
 			c.Data(rec.Status, rec.ContentType, rec.Body)
 			c.Abort()
 			return
-		case jobs.IdemInProgress:
+		case idem.InProgress:
 			c.Header("Retry-After", "1")
 			fail(c, errs.Errorf(errs.CodeInvalidTableState, "%s: a request with this key is still in progress; retry later", IdempotencyHeader))
 			return
-		case jobs.IdemMismatch:
+		case idem.Mismatch:
 			problem(c, http.StatusUnprocessableEntity, "/errors/idempotency-key-reused", "Idempotency key reused",
 				IdempotencyHeader+": this key was used for a different request (method, path, query or body)")
 			return
@@ -115,10 +116,10 @@ func idempotent(st IdempotencyStore) gin.HandlerFunc {
 		// fill Redis with refused requests, 24 h each), and a retry with
 		// the key runs again and is refused again.
 		if status >= 400 || rw.buf.Len() > maxReplayBody || rw.over {
-			_ = st.AbandonIdempotent(bg, principal, key, fp)
+			_ = st.Abandon(bg, principal, key, fp)
 			return
 		}
-		_ = st.FinishIdempotent(bg, principal, key, fp, status, c.Writer.Header().Get("Content-Type"), rw.buf.Bytes())
+		_ = st.Finish(bg, principal, key, fp, status, c.Writer.Header().Get("Content-Type"), rw.buf.Bytes())
 	}
 }
 

@@ -43,7 +43,12 @@ var _ Views = (*ViewRoutes)(nil)
 
 func (v *ViewRoutes) Ping(ctx context.Context) error { return v.Jobs.Ping(ctx) }
 
-func (v *ViewRoutes) IdempotencyStore() IdempotencyStore { return v.Jobs }
+func (v *ViewRoutes) IdempotencyStore() IdempotencyStore {
+	if v.Jobs == nil {
+		return nil
+	}
+	return v.Jobs.Idempotency()
+}
 
 // app returns the view use cases over v's engine, job client and catalog,
 // made on first use.

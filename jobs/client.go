@@ -13,6 +13,7 @@ import (
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/bounded"
+	"github.com/mvq-dev/mvq/jobs/idem"
 
 	"github.com/google/uuid"
 	"github.com/hibiken/asynq"
@@ -46,8 +47,8 @@ type Client struct {
 	reads      readGroup                     // coalesced job reads (jobread.go)
 	jobViews   bounded.Map[string, []string] // each job's view, for access checks (jobread.go)
 	cache      jobCache                      // polled jobs answered from memory (jobcache.go)
-	idem       idemStore                     // idempotency records (idempotency.go); st by default
-	idemMax    int                           // idempotency records per principal
+	idem       *idem.Store                   // HTTP idempotency records, over st's Redis
+	idemMax    int                           // idempotency records per principal (IdempotencyMaxKeys)
 	events     *store                        // where Events blocks on streams (EventsRedis); st by default
 }
 
@@ -85,9 +86,17 @@ func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, o
 	if c.events == nil {
 		c.events = c.st
 	}
-	c.idem = c.st
+	c.idem = idem.NewStore(rdb, keyPrefix, c.idemMax)
 	return c
 }
+
+// IdempotencyMaxKeys bounds the HTTP idempotency records one principal
+// keeps (n <= 0: idem.DefaultMaxKeys).
+func IdempotencyMaxKeys(n int) ClientOption { return func(c *Client) { c.idemMax = n } }
+
+// Idempotency is the store of HTTP Idempotency-Key records, kept in the
+// client's Redis under its key prefix (package idem).
+func (c *Client) Idempotency() *idem.Store { return c.idem }
 
 // ErrBacklogFull is wrapped by the error Submit returns when the cluster's
 // backlog is at MaxPendingJobs; nothing was recorded, and the caller should

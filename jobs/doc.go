@@ -75,7 +75,11 @@
 //	                                  creation (unix ms): the backlog
 //	                                  admission counts, the rescuer's work
 //	mvq:idem:{sha256}          hash   an Idempotency-Key's request
-//	                                  fingerprint, state and response
+//	                                  fingerprint, state and response, with
+//	                                  mvq:idem-of:{sha256} (a principal's
+//	                                  records by age); package idem owns
+//	                                  both names and their scripts, under
+//	                                  this package's prefix
 //	mvq:lock:{name}            string a service's lock (janitor,
 //	                                  rescuer:{cluster}, staleness) -> holder
 //	mvq:clusters               set    every cluster a worker ever served

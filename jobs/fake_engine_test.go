@@ -18,6 +18,7 @@ type fakeEngine struct {
 	mu       sync.Mutex
 	views    map[string]*fakeView
 	discards map[string]int // job -> Discard calls
+	staged   map[string]int // job -> items expanded since its last Commit or Discard
 }
 
 type fakeView struct {
@@ -28,7 +29,7 @@ type fakeView struct {
 }
 
 func newFakeEngine() *fakeEngine {
-	return &fakeEngine{views: map[string]*fakeView{}, discards: map[string]int{}}
+	return &fakeEngine{views: map[string]*fakeView{}, discards: map[string]int{}, staged: map[string]int{}}
 }
 
 func (e *fakeEngine) addSource(view []string, rows int64) {
@@ -56,7 +57,7 @@ func (e *fakeEngine) Prepare(_ context.Context, id []string, o *refresh.Options)
 	if _, err := e.view(id); err != nil {
 		return err
 	}
-	if o.SourceTaskSize < 0 || o.Concurrency < 0 {
+	if o.SourceTaskSize < 0 || o.Concurrency < 0 || o.OutputLimit != nil && *o.OutputLimit < 0 {
 		return errs.Errorf(errs.CodeInvalidInput, "negative numbers")
 	}
 	if o.SourceTaskSize == 0 {
@@ -64,6 +65,9 @@ func (e *fakeEngine) Prepare(_ context.Context, id []string, o *refresh.Options)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 8
+	}
+	if o.IntraApplierConcurrency == 0 {
+		o.IntraApplierConcurrency = refresh.DefaultIntraApplierConcurrency
 	}
 	if o.Cluster == "" {
 		o.Cluster = "default"
@@ -96,6 +100,9 @@ func (e *fakeEngine) Expand(ctx context.Context, p *refresh.Plan, i int) (refres
 		return refresh.ItemResult{}, err
 	}
 	it := p.Items[i]
+	e.mu.Lock()
+	e.staged[p.JobID]++
+	e.mu.Unlock()
 	return refresh.ItemResult{Index: i, RowsRead: it.Rows, RowsWritten: 2 * it.Rows,
 		Fragments: []table.Fragment{{Path: fmt.Sprintf("staging/%s/%d.parquet", p.JobID, i)}}}, nil
 }
@@ -126,6 +133,7 @@ func (e *fakeEngine) Commit(_ context.Context, p *refresh.Plan, rs []refresh.Ite
 	v.pending -= read
 	r := refresh.Result{Mode: p.Mode, SourceVersion: p.SourceVersion, ViewVersion: v.version, RowsAdded: added}
 	v.commits[p.JobID] = r
+	e.staged[p.JobID] = 0
 	return r, nil
 }
 
@@ -133,6 +141,7 @@ func (e *fakeEngine) Discard(_ context.Context, p *refresh.Plan) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.discards[p.JobID]++
+	e.staged[p.JobID] = 0
 	return nil
 }
 
@@ -147,4 +156,10 @@ func (e *fakeEngine) discardCount(job string) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.discards[job]
+}
+
+func (e *fakeEngine) stagedCount(job string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.staged[job]
 }

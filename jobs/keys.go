@@ -1,14 +1,12 @@
 package jobs
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"strings"
-)
+import "strings"
 
 // The names of every Redis key mvq keeps (jobs/doc.go has the table). Only
 // the store (store.go) and the scripts it runs (scripts.go) use them; the
-// asynq keys the create script writes are in asynqwire.go.
+// asynq keys the create script writes are in asynqwire.go, and the HTTP
+// idempotency records' keys in package idem (jobs/idem/keys.go), which
+// Client.Idempotency gives keyPrefix.
 
 // keyPrefix starts every mvq key. Its "{mvq}" is a Redis Cluster hash
 // tag: every key hashes to the slot of "mvq", so each Lua script and
@@ -86,13 +84,3 @@ const schedKey = keyPrefix + "sched"
 // by each heartbeat, never expired), so a pool whose last worker is gone
 // is still known and its gauges still have series.
 const clustersKey = keyPrefix + "clusters"
-
-func idemIndexKey(principal string) string {
-	h := sha256.Sum256([]byte(principal))
-	return keyPrefix + "idem-of:" + hex.EncodeToString(h[:])
-}
-
-func idemKey(principal, key string) string {
-	h := sha256.Sum256([]byte(principal + "\x00" + key))
-	return keyPrefix + "idem:" + hex.EncodeToString(h[:])
-}
