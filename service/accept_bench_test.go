@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -80,8 +81,9 @@ func runPeerProcess() {
 }
 
 // serverProcess re-executes the test binary with env and returns the
-// address it wrote to its ready file; it is killed at cleanup.
-func serverProcess(b *testing.B, env ...string) string {
+// address it wrote to its ready file and its pid; it is stopped at
+// cleanup.
+func serverProcess(b *testing.B, env ...string) (string, int) {
 	ready := filepath.Join(b.TempDir(), "ready")
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(append(os.Environ(), "MVQ_READY_FILE="+ready, "MVQ_LOG_LEVEL=warn", "MVQ_AUTH=none"), env...)
@@ -104,7 +106,7 @@ func serverProcess(b *testing.B, env ...string) string {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if addr, err := os.ReadFile(ready); err == nil && len(addr) > 0 {
-			return string(addr)
+			return string(addr), cmd.Process.Pid
 		}
 		select {
 		case <-exited:
@@ -138,8 +140,9 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 	if p := os.Getenv("MVQ_BENCH_API_CPUPROFILE"); p != "" {
 		apiEnv = append(apiEnv, "MVQ_TEST_CPUPROFILE="+p)
 	}
-	api := "http://" + serverProcess(b, apiEnv...)
-	peer := "http://" + serverProcess(b, "MVQ_TEST_PEER=1", "MVQ_REDIS_URL="+o.redisURL)
+	apiAddr, apiPID := serverProcess(b, apiEnv...)
+	peerAddr, peerPID := serverProcess(b, "MVQ_TEST_PEER=1", "MVQ_REDIS_URL="+o.redisURL)
+	api, peer := "http://"+apiAddr, "http://"+peerAddr
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
 	defer hc.CloseIdleConnections()
 
@@ -173,25 +176,80 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 	const rounds, slice = 8, 300 * time.Millisecond
 	for it := 0; it < b.N; it++ {
 		var peerP, fresh, coalesce phase
+		// CPU time of the serving process (and of Redis) per phase: on a
+		// shared machine the rates swing with the neighbours, the CPU a
+		// request costs does not.
+		var peerCPU, freshCPU, coalesceCPU, peerRedis, freshRedis, coalesceRedis time.Duration
+		measure := func(pid int, cpu, redisCPU *time.Duration, run func()) {
+			c0, r0 := procCPU(b, pid), redisCPUTime(b, o)
+			run()
+			*cpu += procCPU(b, pid) - c0
+			*redisCPU += redisCPUTime(b, o) - r0
+		}
 		base := it * 10_000_000
 		for range rounds {
-			load(b, &peerP, hc, benchClients, slice, func(i int) *http.Request {
-				return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", peer, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
-			}, wantStatus(http.StatusAccepted))
-			load(b, &fresh, hc, benchClients, slice, func(i int) *http.Request {
-				return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
-			}, created)
-			load(b, &coalesce, hc, benchClients, slice, func(i int) *http.Request {
-				return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(`{"concurrency":3}`))
-			}, joined)
+			measure(peerPID, &peerCPU, &peerRedis, func() {
+				load(b, &peerP, hc, benchClients, slice, func(i int) *http.Request {
+					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", peer, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
+				}, wantStatus(http.StatusAccepted))
+			})
+			measure(apiPID, &freshCPU, &freshRedis, func() {
+				load(b, &fresh, hc, benchClients, slice, func(i int) *http.Request {
+					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
+				}, created)
+			})
+			measure(apiPID, &coalesceCPU, &coalesceRedis, func() {
+				load(b, &coalesce, hc, benchClients, slice, func(i int) *http.Request {
+					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(`{"concurrency":3}`))
+				}, joined)
+			})
 		}
-		b.Logf("run %d, %d clients, phases interleaved:\n  peer (gin + asynq.Enqueue)  %s\n  mvq accept, new job         %s  rate %.2fx, p99 %.2fx the peer's (target >= 0.8x, <= 1.2x)\n  mvq accept, joins pending   %s  rate %.2fx, p99 %.2fx the peer's",
+		per := func(d time.Duration, p *phase) float64 { return float64(d.Microseconds()) / float64(p.n()) }
+		b.Logf("run %d, %d clients, phases interleaved:\n  peer (gin + asynq.Enqueue)  %s\n  mvq accept, new job         %s  rate %.2fx, p99 %.2fx the peer's (target >= 0.8x, <= 1.2x)\n  mvq accept, joins pending   %s  rate %.2fx, p99 %.2fx the peer's\n"+
+			"  CPU per request, server process / redis-server: peer %.0f / %.0f µs, new job %.0f / %.0f µs, joins %.0f / %.0f µs",
 			it, benchClients, &peerP, &fresh, fresh.rate()/peerP.rate(), ms(fresh.q(0.99))/ms(peerP.q(0.99)),
-			&coalesce, coalesce.rate()/peerP.rate(), ms(coalesce.q(0.99))/ms(peerP.q(0.99)))
+			&coalesce, coalesce.rate()/peerP.rate(), ms(coalesce.q(0.99))/ms(peerP.q(0.99)),
+			per(peerCPU, &peerP), per(peerRedis, &peerP), per(freshCPU, &fresh), per(freshRedis, &fresh), per(coalesceCPU, &coalesce), per(coalesceRedis, &coalesce))
+		b.ReportMetric(per(freshCPU, &fresh)/per(peerCPU, &peerP), "new_cpu/peer_cpu")
 		b.ReportMetric(fresh.rate()/peerP.rate(), "new/peer")
 		b.ReportMetric(ms(fresh.q(0.99))/ms(peerP.q(0.99)), "new_p99/peer_p99")
 		b.ReportMetric(coalesce.rate()/peerP.rate(), "joined/peer")
 		b.ReportMetric(ms(coalesce.q(0.99))/ms(peerP.q(0.99)), "joined_p99/peer_p99")
 		b.ReportMetric(peerP.rate(), "peer_req/s")
 	}
+}
+
+// procCPU is the user and system CPU time process pid has used so far
+// (/proc/PID/stat, in clock ticks of 10 ms).
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command (which may hold spaces) in parentheses.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	var utime, stime int64
+	fmt.Sscan(f[11], &utime)
+	fmt.Sscan(f[12], &stime)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// redisCPUTime is the CPU time the shared redis-server has used so far
+// (INFO cpu).
+func redisCPUTime(b *testing.B, o *orchestrator) time.Duration {
+	info, err := o.rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		for _, k := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), k); ok {
+				var x float64
+				fmt.Sscan(v, &x)
+				total += x
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
