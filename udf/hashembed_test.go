@@ -96,3 +96,24 @@ func TestRegistryWith(t *testing.T) {
 		t.Fatal("an exec runtime without a command accepted")
 	}
 }
+
+// TestExampleRuntimes: the runtimes files in examples/ load.
+func TestExampleRuntimes(t *testing.T) {
+	for file, names := range map[string][]string{
+		"../examples/runtimes-openai.yaml": {"ollama", "openai", "vllm"},
+		"../examples/runtimes-local.yaml":  {"hash-embed", "minilm"},
+	} {
+		reg, err := Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(reg.Names(), ","); got != strings.Join(names, ",") {
+			t.Fatalf("%s: runtimes %s", file, got)
+		}
+		for _, n := range names {
+			if r, _ := reg.Lookup(n); r.Dimensions <= 0 {
+				t.Fatalf("%s: runtime %s declares no dimensions", file, n)
+			}
+		}
+	}
+}
