@@ -194,8 +194,8 @@ func (a *app) searchCmd() *cobra.Command {
 		Short: "Print a table's (or view's) rows nearest to a vector",
 		Long: `Runs a vector search over NAME and prints the k nearest rows, nearest first, with
 their _distance. --vector is the query vector as a JSON array. --text embeds TEXT
-with the built-in hashing embedder (the one the runtime local-embed runs, at
---dims dimensions), so it fits columns local-embed filled; for a column another
+with the built-in hashing embedder (the one the runtime local-embed runs, at the
+vector column's dimensions), so it fits columns local-embed filled; for a column another
 runtime filled, embed the query with the same model and pass --vector.`,
 		Example: `  mvq search 'docs$chunks' --text "solar panels" --vector-column vec -k 3 --columns id,chunk
   mvq search 'docs$chunks' --vector "$(cat query.json)" --vector-column vec`,
@@ -210,6 +210,9 @@ runtime filled, embed the query with the same model and pass --vector.`,
 			case dims <= 0 || dims > udf.MaxHashEmbedDims:
 				return usageErr("--dims %d: want 1 to %d", dims, udf.MaxHashEmbedDims)
 			case text != "":
+				if !cmd.Flags().Changed("dims") {
+					dims = a.vectorDims(args[0], column, dims)
+				}
 				req["vector"] = udf.HashEmbed(text, dims)
 			default:
 				var v []float32
@@ -238,11 +241,44 @@ runtime filled, embed the query with the same model and pass --vector.`,
 	}
 	c.Flags().StringVar(&text, "text", "", "query text, embedded by the built-in hashing embedder (for columns local-embed filled)")
 	c.Flags().StringVar(&vec, "vector", "", "query vector, a JSON array of numbers")
-	c.Flags().IntVar(&dims, "dims", localEmbedDims, "dimensions of the --text embedding (the column's)")
+	c.Flags().IntVar(&dims, "dims", localEmbedDims, "dimensions of the --text embedding (default: the vector column's)")
 	c.Flags().StringVar(&column, "vector-column", "", "the vector column (needed when the table has several)")
 	c.Flags().IntVarP(&k, "k", "k", 10, "how many rows")
 	c.Flags().StringVar(&filter, "filter", "", "SQL predicate the rows must match")
 	c.Flags().StringVar(&columns, "columns", "", "comma-separated columns to return (default: all)")
 	c.Flags().StringVarP(&output, "output", "o", "", "table, json, csv or arrow (default: table on a terminal, json otherwise)")
 	return c
+}
+
+// vectorDims is the length of the vector column of table name (column, or
+// its only fixed_size_list column); def when that cannot be told (the
+// search then answers what is wrong).
+func (a *app) vectorDims(name, column string, def int) int {
+	d, err := a.describe(name)
+	if err != nil {
+		return def
+	}
+	found := 0
+	for _, f := range d.Schema.Fields {
+		var t struct {
+			Type   string `json:"type"`
+			Length int    `json:"length"`
+		}
+		if json.Unmarshal(f.Type, &t) != nil || t.Type != "fixed_size_list" || t.Length <= 0 || t.Length > udf.MaxHashEmbedDims {
+			continue
+		}
+		if f.Name == column {
+			return t.Length
+		}
+		if column == "" {
+			if found != 0 {
+				return def
+			}
+			found = t.Length
+		}
+	}
+	if found == 0 {
+		return def
+	}
+	return found
 }

@@ -175,7 +175,8 @@ func shellHint(w io.Writer, cmd *cobra.Command) {
 	}
 	switch cmd.CommandPath() {
 	case "mvq table create", "mvq table insert", "mvq table describe", "mvq table versions", "mvq table rm",
-		"mvq view create", "mvq view rm", "mvq view show", "mvq view schedule", "mvq table update", "mvq table delete", "mvq query", "mvq refresh":
+		"mvq view create", "mvq view rm", "mvq view show", "mvq view schedule", "mvq table update", "mvq table delete", "mvq query", "mvq refresh",
+		"mvq column add", "mvq column backfill", "mvq search":
 	default:
 		return
 	}
