@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -388,11 +389,20 @@ func (e *Engine) bindColumn(ctx context.Context, field string, ent AddColumnEntr
 	if !ok {
 		return b, nil, invalid("%s.udf: not a runtime reference (want base64 of {\"runtime\": \"<name>\"})", field)
 	}
-	if strings.TrimSpace(vc.UDFName) == "" {
-		return b, nil, invalid("%s.udf_name: required", field)
+	// udf_name and udf_version may be left out: the runtime's name and
+	// "1" (a backfill refills rows filled by another udf_version).
+	udfName, udfVersion := vc.UDFName, vc.UDFVersion
+	if udfName == "" {
+		udfName = d.Runtime
 	}
-	if strings.TrimSpace(vc.UDFVersion) == "" {
-		return b, nil, invalid("%s.udf_version: required", field)
+	if udfVersion == "" {
+		udfVersion = DefaultUDFVersion
+	}
+	if strings.TrimSpace(udfName) == "" {
+		return b, nil, invalid("%s.udf_name: blank", field)
+	}
+	if strings.TrimSpace(udfVersion) == "" {
+		return b, nil, invalid("%s.udf_version: blank", field)
 	}
 	if len(vc.InputColumns) == 0 {
 		return b, nil, invalid("%s.input_columns: at least one input column is required", field)
@@ -402,11 +412,8 @@ func (e *Engine) bindColumn(ctx context.Context, field string, ent AddColumnEntr
 			return b, nil, errs.Errorf(errs.CodeTableColumnNotFound, "%s.input_columns: column %q not found", field, c)
 		}
 	}
-	if len(vc.Outputs) == 0 {
-		return b, nil, invalid("%s.outputs: at least one output is required", field)
-	}
 	b = ColumnBinding{Name: name, Kind: bindingUDF, UDFBackend: UDFBackend, UDF: vc.UDF, Runtime: d.Runtime,
-		InputColumns: slices.Clone(vc.InputColumns), UDFName: vc.UDFName, UDFVersion: vc.UDFVersion}
+		InputColumns: slices.Clone(vc.InputColumns), UDFName: udfName, UDFVersion: udfVersion}
 	if vc.Image != nil {
 		b.Image = *vc.Image
 	}
@@ -471,10 +478,49 @@ func (e *Engine) bindColumn(ctx context.Context, field string, ent AddColumnEntr
 		}
 		return b, nil, invalid("%s.udf: %v", field, tableMessage(err))
 	}
+	if len(vc.Outputs) == 0 {
+		// Left out: one embedding column, for a runtime that declares
+		// its dimensions.
+		if s.Dimensions <= 0 {
+			return b, nil, invalid("%s.outputs: at least one output is required (they may be left out only for a runtime that declares dimensions; runtime %s does not)", field, s.Name)
+		}
+		f, err := embeddingOutput(name, s.Dimensions, vc.FieldMetadata)
+		if err != nil {
+			return b, nil, invalid("%s.outputs: %v", field, err)
+		}
+		if err := claim(name, field+".name"); err != nil {
+			return b, nil, err
+		}
+		fields = append(fields, f)
+		b.Outputs = append(b.Outputs, BoundOutput{Column: name, StructField: udf.HashEmbedField})
+	}
 	if err := checkEmbeddingShape(s, b.InputColumns, schema, fields); err != nil {
 		return b, nil, invalid("%s: %v", field, err)
 	}
 	return b, fields, nil
+}
+
+// DefaultUDFVersion is the udf_version of a virtual column added without
+// one.
+const DefaultUDFVersion = "1"
+
+// embeddingOutput is the column an embeddings runtime of dims dimensions
+// fills when add_columns leaves the outputs out: fixed_size_list<float32>
+// [dims], answered under the key "embedding", with the entry's
+// field_metadata.
+func embeddingOutput(name string, dims int, meta map[string]string) (arrow.Field, error) {
+	if dims > 1<<16 {
+		return arrow.Field{}, fmt.Errorf("%d dimensions: at most %d", dims, 1<<16)
+	}
+	f := arrow.Field{Name: name, Type: arrow.FixedSizeListOf(int32(dims), arrow.PrimitiveTypes.Float32), Nullable: true}
+	if len(meta) > 0 {
+		var keys, vals []string
+		for _, k := range slices.Sorted(maps.Keys(meta)) {
+			keys, vals = append(keys, k), append(vals, meta[k])
+		}
+		f.Metadata = arrow.NewMetadata(keys, vals)
+	}
+	return f, nil
 }
 
 // tableMessage is err's message without the code's decoration.

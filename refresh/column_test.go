@@ -308,3 +308,42 @@ func TestBackfillRacingACompaction(t *testing.T) {
 		}
 	}
 }
+
+// TestAddColumnsDefaults: udf_name, udf_version and outputs may be left
+// out; the outputs only for a runtime that declares dimensions.
+func TestAddColumnsDefaults(t *testing.T) {
+	b := setup(t, table.Options{})
+	dir, _ := filepath.Abs(".")
+	reg, err := udf.Parse([]byte(shoutRuntimes), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg, err = reg.With(udf.LocalEmbedRuntime("emb", "/nonexistent/mvq", 4)); err != nil {
+		t.Fatal(err)
+	}
+	b.e = NewEngineWith(b.cat, EngineOptions{Runtimes: reg})
+	t.Cleanup(func() { b.e.Close() })
+	b.source(t, frag0)
+	ref := func(rt string) string { return base64.StdEncoding.EncodeToString([]byte(`{"runtime": "` + rt + `"}`)) }
+	m, added, err := b.e.AddColumns(b.ctx, srcID, []AddColumnEntry{{Name: "vec", VirtualColumn: &VirtualColumnEntry{
+		InputColumns: []string{"body"}, UDF: ref("emb")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := added[0]
+	if got.UDFName != "emb" || got.UDFVersion != "1" || len(got.Outputs) != 1 || got.Outputs[0] != (BoundOutput{Column: "vec", StructField: "embedding"}) {
+		t.Fatalf("binding %+v", got)
+	}
+	s, err := m.ArrowSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := s.FieldsByName("vec"); len(f) != 1 || f[0].Type.String() != "fixed_size_list<item: float32, nullable>[4]" {
+		t.Fatalf("vec: %v", f)
+	}
+	_, _, err = b.e.AddColumns(b.ctx, srcID, []AddColumnEntry{{Name: "loud", VirtualColumn: &VirtualColumnEntry{
+		InputColumns: []string{"body"}, UDF: ref("shout")}}})
+	if err == nil || !strings.Contains(err.Error(), "outputs: at least one output is required") {
+		t.Fatalf("shout without outputs: %v", err)
+	}
+}

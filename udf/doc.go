@@ -24,6 +24,13 @@
 //     requests per process and runtime; the API key comes from the
 //     environment variable api_key_env names.
 //
+// HashEmbed (hashembed.go) is a built-in embedder for trying the
+// pipeline without a model: feature hashing of words and character
+// trigrams, L2-normalised, not learned. `mvq udf hash-embed` serves it
+// over the ndjson protocol, and mvq dev declares it as the exec runtime
+// local-embed (LocalEmbedRuntime, Registry.With) unless the runtimes file
+// declares that name.
+//
 // A manifest may only lower a runtime's settings and pick a declared
 // model (Runtime.Resolve). Errors caused by the user's code or endpoint
 // are *Error with Permanent set when a retry cannot help (bad output, a

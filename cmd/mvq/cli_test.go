@@ -29,7 +29,9 @@ import (
 // its own signals, terminal and exit code): with MVQ_TEST_AS_MVQ=1 it is
 // mvq's main.
 func TestMain(m *testing.M) {
-	if os.Getenv("MVQ_TEST_AS_MVQ") == "1" {
+	// mvq dev runs its runtime local-embed as `<this binary> udf ...`,
+	// with an environment of its own.
+	if os.Getenv("MVQ_TEST_AS_MVQ") == "1" || len(os.Args) > 1 && os.Args[1] == "udf" {
 		os.Exit(run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

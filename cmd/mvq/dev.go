@@ -26,12 +26,18 @@ and a file:// warehouse, job records persist across restarts in a redis-server
 with AOF under <warehouse>/.mvq-dev/redis; otherwise an in-memory Redis is used
 and jobs are lost on exit. No authentication (MVQ_AUTH=none) unless MVQ_AUTH says
 otherwise; then it listens on loopback only. Flags (-h lists them) override the
-MVQ_* variables of the same name.`,
+MVQ_* variables of the same name. Besides the runtimes of MVQ_RUNTIMES_FILE it
+declares local-embed, a built-in hashing embedder of 64 dimensions (not a learned
+model; see mvq column add).`,
 		Example:            "  mvq dev\n  mvq dev -listen 127.0.0.1:8080 -warehouse file:///tmp/wh\n  MVQ_AUTH=tokens MVQ_AUTH_TOKENS_FILE=tokens.yaml mvq dev",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := service.LoadConfig("mvq dev", args, a.getenv, a.stderr)
 			if done, err := configDone(a, err); done {
+				return err
+			}
+			// The built-in embedder, for trying embeddings without a model.
+			if cfg.Runtimes, err = withLocalEmbed(cfg.Runtimes); err != nil {
 				return err
 			}
 			service.SetupLogging(cfg)

@@ -168,12 +168,6 @@ func (a *app) queryCmd() *cobra.Command {
 		Example: "  mvq query 'docs$articles' --filter \"lang = 'en'\" --columns id,body --limit 10\n  mvq query 'docs$chunks' --output csv > chunks.csv",
 		Args:    exactArgs("TABLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output == "" {
-				output = "json"
-				if isTerminal(a.stdout) {
-					output = "table"
-				}
-			}
 			req := map[string]any{}
 			if filter != "" {
 				req["filter"] = filter
@@ -193,46 +187,7 @@ func (a *app) queryCmd() *cobra.Command {
 				}
 				req["limit"] = limit
 			}
-			accept := mimeArrowStream
-			switch output {
-			case "json":
-				accept = mimeJSON
-			case "csv", "arrow", "table":
-			default:
-				return usageErr("--output %q: want table, json, csv or arrow", output)
-			}
-			b, _ := json.Marshal(req)
-			resp, err := a.client().do(a.ctx, "POST", "/v1/table/"+idPath(args[0])+"/query", bytes.NewReader(b), mimeJSON, accept)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			switch output {
-			case "json", "arrow":
-				_, err := io.Copy(a.stdout, resp.Body)
-				if err == nil && output == "json" {
-					fmt.Fprintln(a.stdout)
-				}
-				return err
-			}
-			rdr, err := ipc.NewReader(resp.Body)
-			if err != nil {
-				return fmt.Errorf("read the answer: %w", err)
-			}
-			defer rdr.Release()
-			if output == "csv" {
-				w := csv.NewWriter(a.stdout, rdr.Schema(), csv.WithHeader(true), csv.WithNullWriter(""))
-				for rdr.Next() {
-					if err := w.Write(rdr.RecordBatch()); err != nil {
-						return err
-					}
-				}
-				if err := rdr.Err(); err != nil {
-					return err
-				}
-				return w.Flush()
-			}
-			return writeAligned(a.stdout, rdr)
+			return a.printQuery(args[0], req, output)
 		},
 	}
 	c.Flags().StringVar(&filter, "filter", "", "SQL predicate the rows must match")
@@ -240,6 +195,57 @@ func (a *app) queryCmd() *cobra.Command {
 	c.Flags().Int64Var(&limit, "limit", 0, "at most this many rows")
 	c.Flags().StringVarP(&output, "output", "o", "", "table, json, csv or arrow (default: table on a terminal, json otherwise)")
 	return c
+}
+
+// printQuery sends the query request req to table name and prints the
+// rows as output says ("" : table on a terminal, json otherwise).
+func (a *app) printQuery(name string, req map[string]any, output string) error {
+	if output == "" {
+		output = "json"
+		if isTerminal(a.stdout) {
+			output = "table"
+		}
+	}
+	accept := mimeArrowStream
+	switch output {
+	case "json":
+		accept = mimeJSON
+	case "csv", "arrow", "table":
+	default:
+		return usageErr("--output %q: want table, json, csv or arrow", output)
+	}
+	b, _ := json.Marshal(req)
+	resp, err := a.client().do(a.ctx, "POST", "/v1/table/"+idPath(name)+"/query", bytes.NewReader(b), mimeJSON, accept)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	switch output {
+	case "json", "arrow":
+		_, err := io.Copy(a.stdout, resp.Body)
+		if err == nil && output == "json" {
+			fmt.Fprintln(a.stdout)
+		}
+		return err
+	}
+	rdr, err := ipc.NewReader(resp.Body)
+	if err != nil {
+		return fmt.Errorf("read the answer: %w", err)
+	}
+	defer rdr.Release()
+	if output == "csv" {
+		w := csv.NewWriter(a.stdout, rdr.Schema(), csv.WithHeader(true), csv.WithNullWriter(""))
+		for rdr.Next() {
+			if err := w.Write(rdr.RecordBatch()); err != nil {
+				return err
+			}
+		}
+		if err := rdr.Err(); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
+	return writeAligned(a.stdout, rdr)
 }
 
 // writeAligned prints the records as an aligned table; long cells are cut

@@ -124,7 +124,7 @@ for a job (which keeps running unless you answered y to cancel it).`,
 	root.PersistentFlags().StringVar(&a.url, "url", url, "the mvq API (MVQ_URL)")
 	root.PersistentFlags().StringVar(&a.token, "token", a.getenv("MVQ_TOKEN"), "API token, sent as Authorization: Bearer (MVQ_TOKEN)")
 	root.AddCommand(a.nsCmd(), a.tableCmd(), a.queryCmd(), a.viewCmd(), a.refreshCmd(), a.jobsCmd(),
-		a.devCmd(), a.demoCmd(), a.versionCmd())
+		a.devCmd(), a.demoCmd(), a.versionCmd(), a.columnCmd(), a.searchCmd(), a.udfCmd())
 	refuseUnknownSubcommands(root)
 	return root
 }
@@ -175,7 +175,8 @@ func shellHint(w io.Writer, cmd *cobra.Command) {
 	}
 	switch cmd.CommandPath() {
 	case "mvq table create", "mvq table insert", "mvq table describe", "mvq table versions", "mvq table rm",
-		"mvq view create", "mvq view rm", "mvq view show", "mvq view schedule", "mvq table update", "mvq table delete", "mvq query", "mvq refresh":
+		"mvq view create", "mvq view rm", "mvq view show", "mvq view schedule", "mvq table update", "mvq table delete", "mvq query", "mvq refresh",
+		"mvq column add", "mvq column backfill", "mvq search":
 	default:
 		return
 	}
