@@ -22,7 +22,7 @@ import (
 )
 
 // notServed are the spec operations this server answers with a 501 (the
-// spec's ErrorResponse, code 0); README.md#lance-namespace-conformance
+// spec's ErrorResponse, code 0); docs/conformance.md
 // says why for each. The conformance test checks they do.
 var notServed = map[string]bool{}
 

@@ -60,7 +60,7 @@ func specOperation(method, path string) string {
 // not served here, a 404 otherwise.
 func noRoute(c *gin.Context) {
 	if op := specOperation(c.Request.Method, c.Request.URL.Path); op != "" {
-		routerProblem(c, notImplemented, errs.CodeUnsupported, "operation "+op+" of the Lance Namespace spec is not implemented by this server (README.md#lance-namespace-conformance)")
+		routerProblem(c, notImplemented, errs.CodeUnsupported, "operation "+op+" of the Lance Namespace spec is not implemented by this server (docs/conformance.md)")
 		return
 	}
 	routerProblem(c, routeNotFound, errs.CodeUnsupported, "no route "+c.Request.Method+" "+c.Request.URL.Path+"; the API is under /v1 (docs/ARCHITECTURE.md#api), the jobs console at /ui/")
