@@ -5,9 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/mvq-dev/mvq/errs"
 )
@@ -31,10 +29,10 @@ import (
 // without their sizes and times on file:// warehouses (stat them with
 // statVersion); other stores list, with them.
 func (t *Table) versionNames(ctx context.Context) ([]VersionFile, error) {
-	if t.c.wh.dir == "" {
+	if t.c.wh.Dir() == "" {
 		return t.Versions(ctx)
 	}
-	entries, err := t.c.wh.listNames(t.versionsKey())
+	entries, err := t.c.wh.ListNames(t.versionsKey())
 	if err != nil {
 		return nil, err
 	}
@@ -97,15 +95,15 @@ func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
 // found on a file:// warehouse (others have them already); ok is false
 // when the file is gone.
 func (t *Table) statVersion(vf VersionFile) (VersionFile, bool, error) {
-	if t.c.wh.dir == "" {
+	if t.c.wh.Dir() == "" {
 		return vf, true, nil
 	}
-	fi, err := os.Lstat(t.c.wh.path(t.versionsKey() + vf.Name))
+	fi, err := os.Lstat(t.c.wh.Path(t.versionsKey() + vf.Name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return vf, false, nil
 	}
 	if err != nil {
-		return vf, false, t.c.wh.rel(err)
+		return vf, false, t.c.wh.Rel(err)
 	}
 	vf.Size, vf.ModTime = fi.Size(), fi.ModTime()
 	return vf, true, nil
@@ -157,37 +155,4 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, seal, nil
-}
-
-// path is the file of key in a file:// warehouse.
-func (w *Warehouse) path(key string) string {
-	return filepath.Join(w.dir, filepath.FromSlash(key))
-}
-
-// listNames is List for a file:// warehouse from the directory's names
-// alone: entries carry no size or time. As List, it skips hidden names
-// (and fileblob's sidecar attribute files) and answers a missing folder
-// with no entries.
-func (w *Warehouse) listNames(prefix string) ([]Entry, error) {
-	f, err := os.Open(w.path(prefix))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, w.rel(err)
-	}
-	des, err := f.ReadDir(-1) // unsorted: callers order what they keep
-	f.Close()
-	if err != nil {
-		return nil, w.rel(err)
-	}
-	out := make([]Entry, 0, len(des))
-	for _, de := range des {
-		name := de.Name()
-		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".attrs") {
-			continue
-		}
-		out = append(out, Entry{Name: name, IsDir: de.IsDir()})
-	}
-	return out, nil
 }

@@ -39,7 +39,7 @@ import (
 //
 // A move stopped after sealing is finished forward when the destination
 // holds the table, else its seals are removed (unseal): the source is
-// writable again (completeMove).
+// writable again (the claim chain completes it: table/internal/claim).
 
 const (
 	sealExt       = ".mov"
@@ -293,7 +293,7 @@ func (c *Catalog) sealFiles(ctx context.Context, files []string) (map[string]boo
 // unseal removes the seals of move id from every line of the folder at
 // key (a stopped move that copied nothing: the source stays).
 func (c *Catalog) unseal(ctx context.Context, key, id string) error {
-	files, err := c.wh.walk(ctx, key)
+	files, err := c.wh.Walk(ctx, key)
 	if err != nil {
 		return err
 	}

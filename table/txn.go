@@ -920,7 +920,7 @@ func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Durati
 		decided.Delete(decidedKey{c.wh, d.Name})
 		res.Removed++
 	}
-	n, err := c.recoverClaims(ctx)
+	n, err := c.claims().Recover(ctx)
 	res.Claims = n
 	errList = append(errList, err)
 	return res, errors.Join(errList...)
