@@ -1,7 +1,6 @@
 package table
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -13,12 +12,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
 	"github.com/mvq-dev/mvq/arrowjson"
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/datafile"
 )
 
 // RowAddrColumn is the name of the row address column Scan can add.
@@ -85,42 +84,9 @@ func storable(t arrow.DataType) error {
 	return fmt.Errorf("type %s is not supported", t)
 }
 
-// writerProps are the properties of every data file. The page index (an
-// offset index per column chunk) lets a reader of a row range, such as a
-// refresh work item, seek straight to its pages instead of decompressing
-// every page before them.
-// Columns in noDict skip the dictionary encoding Parquet would otherwise
-// try first (and abandon, for mostly unique text such as chunks).
+// writerProps are the properties of every data file (datafile.WriterProps).
 func (c *Catalog) writerProps(noDict ...string) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
-	opts := []parquet.WriterProperty{
-		parquet.WithCompression(compress.Codecs.Snappy),
-		parquet.WithMaxRowGroupLength(int64(c.opts.RowGroupRows)),
-		parquet.WithPageIndexEnabled(true),
-		parquet.WithAllocator(c.opts.Mem),
-	}
-	for _, col := range noDict {
-		opts = append(opts, parquet.WithDictionaryFor(col, false))
-	}
-	return parquet.NewWriterProperties(opts...),
-		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(c.opts.Mem))
-}
-
-// fileWriteBuffer is how much of a data file WriteFileAt gathers before
-// handing it to the store.
-const fileWriteBuffer = 256 << 10
-
-// fileBuffers holds WriteFileAt's buffers between files.
-var fileBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fileWriteBuffer) }}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (cw *countingWriter) Write(p []byte) (int, error) {
-	n, err := cw.w.Write(p)
-	cw.n += int64(n)
-	return n, err
+	return datafile.WriterProps(c.opts.RowGroupRows, c.opts.Mem, noDict...)
 }
 
 // WriteFile writes records as one new data file under data/ and returns
@@ -136,45 +102,9 @@ func (t *Table) WriteFile(ctx context.Context, schema *arrow.Schema, recs []arro
 func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, noDict ...string) (Fragment, error) {
 	var rows, size int64
 	props, aprops := t.c.writerProps(noDict...)
-	err := t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) error {
-		// Pages go out in one buffered write each 256 KiB, not one
-		// write(2) per page and footer piece (a small file is then one
-		// write).
-		bw := fileBuffers.Get().(*bufio.Writer)
-		bw.Reset(w)
-		defer func() {
-			bw.Reset(nil)
-			fileBuffers.Put(bw)
-		}()
-		cw := &countingWriter{w: bw}
-		store, convert := storageSchema(schema)
-		fw, err := pqarrow.NewFileWriter(store, cw, props, aprops)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			if r.NumRows() == 0 {
-				continue
-			}
-			if !r.Schema().Equal(schema) {
-				fw.Close()
-				return errs.Errorf(errs.CodeSchemaValidation, "record schema %s does not match table schema %s", r.Schema(), schema)
-			}
-			if convert {
-				r = toStorage(r, store, t.c.opts.Mem)
-				defer r.Release()
-			}
-			if err := fw.WriteBuffered(r); err != nil {
-				fw.Close()
-				return err
-			}
-			rows += r.NumRows()
-		}
-		if err := fw.Close(); err != nil {
-			return err
-		}
-		size = cw.n
-		return bw.Flush()
+	err := t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
+		rows, size, err = datafile.Write(w, schema, recs, props, aprops, t.c.opts.Mem)
+		return err
 	})
 	if err != nil {
 		return Fragment{}, err
