@@ -15,6 +15,7 @@ import (
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/records"
 )
 
 // viewName is what user SQL over one table calls it.
@@ -253,17 +254,17 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	if err := guardWrite(t.id, m, "insert"); err != nil {
 		return nil, 0, err
 	}
-	if n := rdr.Schema().NumFields(); n < schema.NumFields() && n > 0 && nullableFrom(schema, n) {
+	if n := rdr.Schema().NumFields(); n < schema.NumFields() && n > 0 && records.NullableFrom(schema, n) {
 		// Columns added later (add_columns) may be left out: they are null.
-		if err := CheckSameFields(rdr.Schema(), arrow.NewSchema(schema.Fields()[:n], nil)); err != nil {
+		if err := records.CheckSameFields(rdr.Schema(), arrow.NewSchema(schema.Fields()[:n], nil)); err != nil {
 			return nil, 0, err
 		}
-		rdr = PadReader(rdr, schema, t.c.opts.Mem)
+		rdr = records.PadReader(rdr, schema, t.c.opts.Mem)
 		defer rdr.Release()
-	} else if err := CheckSameFields(rdr.Schema(), schema); err != nil {
+	} else if err := records.CheckSameFields(rdr.Schema(), schema); err != nil {
 		return nil, 0, err
 	}
-	in := ConformReader(ctx, rdr, schema, t.c.opts.Mem)
+	in := records.ConformReader(ctx, rdr, schema, t.c.opts.Mem)
 	frags, err := t.WriteFragments(ctx, schema, in, 0)
 	if err != nil {
 		return nil, 0, t.writeGone(ctx, err)
@@ -329,7 +330,7 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 			scan.Release()
 			return sqlErr(operation, err)
 		}
-		recs, err := duck.Collect(ConformReader(ctx, rdr, schema, t.c.opts.Mem))
+		recs, err := duck.Collect(records.ConformReader(ctx, rdr, schema, t.c.opts.Mem))
 		scan.Release()
 		if err != nil {
 			return sqlErr(operation, err)
@@ -496,7 +497,7 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 		scan.Release()
 		return nil, sqlErr("filter", err)
 	}
-	return &releaseAlso{RecordReader: ConformReader(ctx, rdr, out, t.c.opts.Mem), also: scan}, nil
+	return &releaseAlso{RecordReader: records.ConformReader(ctx, rdr, out, t.c.opts.Mem), also: scan}, nil
 }
 
 // filterSQL is the SQL of a query with a filter (checked, and bound to the

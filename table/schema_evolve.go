@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/records"
 )
 
 // Schema evolution: alter_columns (rename, nullability, type widening),
@@ -147,7 +148,7 @@ func conformAll(ctx context.Context, recs []arrow.RecordBatch, schema *arrow.Sch
 		if r.Schema().Equal(schema) {
 			continue
 		}
-		c, err := Conform(ctx, r, schema, mem)
+		c, err := records.Conform(ctx, r, schema, mem)
 		if err != nil {
 			for _, rest := range recs[i:] {
 				rest.Release()
@@ -181,7 +182,7 @@ func checkWritten(next *Manifest) error {
 			schema = s
 		}
 		if !sameLayout(f.written, schema) {
-			return &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: the table's columns changed in a concurrent commit (now %s); retry", next.Operation, fieldNames(schema))}
+			return &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: the table's columns changed in a concurrent commit (now %s); retry", next.Operation, records.FieldNames(schema))}
 		}
 	}
 	return nil

@@ -3,7 +3,6 @@ package table
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -12,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/records"
 )
 
 // Selection narrows a filtered read to the rows that may match its filter
@@ -142,7 +142,7 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 			ib.AppendValues(idx, nil)
 			ia := ib.NewArray()
 			ib.Release()
-			tr, err := TakeRecord(cctx, r, ia)
+			tr, err := records.TakeRecord(cctx, r, ia)
 			ia.Release()
 			if err != nil {
 				return nil, err
@@ -156,7 +156,7 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 		if len(taken) == 1 {
 			recs, taken = taken, nil
 		} else {
-			one, err := ConcatBatches(taken, mem)
+			one, err := records.ConcatBatches(taken, mem)
 			if err != nil {
 				return nil, err
 			}
@@ -180,52 +180,6 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 	res := recs
 	recs = nil
 	return res, nil
-}
-
-// ConcatBatches joins records of one schema into one (a single record is
-// retained and returned). The caller releases the result.
-func ConcatBatches(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
-	if len(recs) == 1 {
-		recs[0].Retain()
-		return recs[0], nil
-	}
-	schema := recs[0].Schema()
-	cols := make([]arrow.Array, schema.NumFields())
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	for i := range cols {
-		chunks := make([]arrow.Array, len(recs))
-		for k, r := range recs {
-			chunks[k] = r.Column(i)
-		}
-		c, err := array.Concatenate(chunks, mem)
-		if err != nil {
-			for _, c := range cols[:i] {
-				c.Release()
-			}
-			return nil, err
-		}
-		cols[i] = c
-	}
-	rec := array.NewRecordBatch(schema, cols, n)
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec, nil
-}
-
-// SortedOffsets sorts and dedups offsets in place.
-func SortedOffsets(offsets []uint32) []uint32 {
-	sort.Slice(offsets, func(i, j int) bool { return offsets[i] < offsets[j] })
-	out := offsets[:0]
-	for i, o := range offsets {
-		if i == 0 || o != offsets[i-1] {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 // IndexMaintainer brings a table's indexes up to date after this process
