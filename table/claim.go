@@ -24,7 +24,7 @@ func (c *Catalog) claims() *claim.Claims {
 // transaction is decided (an overdue Running one is recovered), or without
 // a record until grace.
 func (c *Catalog) batchAlive(ctx context.Context, h claim.Holder, grace time.Time) (bool, error) {
-	rec, cur, err := c.readTxn(ctx, h.ID)
+	rec, cur, err := c.txns().Read(ctx, h.ID)
 	if errs.CodeOf(err) == errs.CodeTransactionNotFound {
 		return time.Now().Before(grace), nil
 	}

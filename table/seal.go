@@ -11,6 +11,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/txnlog"
 )
 
 // Seals: a move (rename, deregister, register) copies the table folder
@@ -62,7 +63,7 @@ func parseSealMarker(name string) (sealMarker, bool) {
 		return sealMarker{}, false
 	}
 	mk := sealMarker{manifest: rest[:i], id: rest[i+1:]}
-	if _, _, ok := ParseManifestName(mk.manifest); !ok || !validTxnID(mk.id) {
+	if _, _, ok := ParseManifestName(mk.manifest); !ok || !txnlog.ValidID(mk.id) {
 		return sealMarker{}, false
 	}
 	return mk, true
