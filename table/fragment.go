@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"runtime/debug"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -123,108 +121,13 @@ func (t *Table) WriteFragments(ctx context.Context, schema *arrow.Schema, rdr ar
 	if rdr == nil {
 		return nil, nil
 	}
-	type job struct {
-		idx  int
-		recs []arrow.RecordBatch
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan job)
-	var (
-		mu       sync.Mutex
-		frags    = map[int]Fragment{}
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-		cancel()
-	}
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				var f Fragment
-				err := Recover("write data file", func() (err error) {
-					f, err = t.WriteFile(ctx, schema, j.recs)
-					return err
-				})
-				for _, r := range j.recs {
-					r.Release()
-				}
-				if err != nil {
-					fail(err)
-					continue
-				}
-				mu.Lock()
-				frags[j.idx] = f
-				mu.Unlock()
-			}
-		}()
-	}
-	var pending []arrow.RecordBatch
-	var pendingRows int64
-	idx := 0
-	flush := func() bool {
-		if pendingRows == 0 {
-			return true
-		}
-		select {
-		case jobs <- job{idx: idx, recs: pending}:
-		case <-ctx.Done():
-			for _, r := range pending {
-				r.Release()
-			}
-			pending, pendingRows = nil, 0
-			return false
-		}
-		idx++
-		pending, pendingRows = nil, 0
-		return true
-	}
-	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		if !rec.Schema().Equal(schema) {
-			fail(errs.Errorf(errs.CodeSchemaValidation, "batch schema does not match the table schema: got %s, want %s", rec.Schema(), schema))
-			break
-		}
-		for off := int64(0); off < rec.NumRows(); {
-			n := min(rec.NumRows()-off, int64(maxRows)-pendingRows)
-			pending = append(pending, rec.NewSlice(off, off+n))
-			pendingRows += n
-			off += n
-			if pendingRows == int64(maxRows) && !flush() {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if err := rdr.Err(); err != nil {
-		fail(errs.Errorf(errs.CodeInvalidInput, "read batches: %v", err))
-	}
-	if ctx.Err() == nil {
-		flush()
-	}
-	for _, r := range pending {
-		r.Release()
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	out := make([]Fragment, 0, len(frags))
-	for i := 0; i < idx; i++ {
-		out = append(out, frags[i])
-	}
-	return out, nil
+	return datafile.WriteAll(ctx, schema, rdr, maxRows, func(ctx context.Context, recs []arrow.RecordBatch) (f Fragment, err error) {
+		err = Recover("write data file", func() (err error) {
+			f, err = t.WriteFile(ctx, schema, recs)
+			return err
+		})
+		return f, err
+	})
 }
 
 // Recover runs fn and turns a panic in it into an internal error (what

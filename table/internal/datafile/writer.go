@@ -2,10 +2,13 @@ package datafile
 
 import (
 	"bufio"
+	"context"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -91,4 +94,109 @@ func Write(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch, props *p
 		return 0, 0, err
 	}
 	return rows, cw.n, bw.Flush()
+}
+
+// WriteAll drains rdr (records of schema) into files of at most maxRows
+// rows each, written in parallel by write (which releases nothing), and
+// answers what write answered, in order. Files written before an error
+// are not undone.
+func WriteAll[T any](ctx context.Context, schema *arrow.Schema, rdr array.RecordReader, maxRows int, write func(ctx context.Context, recs []arrow.RecordBatch) (T, error)) ([]T, error) {
+	type job struct {
+		idx  int
+		recs []arrow.RecordBatch
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan job)
+	var (
+		mu       sync.Mutex
+		frags    = map[int]T{}
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel()
+	}
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				f, err := write(ctx, j.recs)
+				for _, r := range j.recs {
+					r.Release()
+				}
+				if err != nil {
+					fail(err)
+					continue
+				}
+				mu.Lock()
+				frags[j.idx] = f
+				mu.Unlock()
+			}
+		}()
+	}
+	var pending []arrow.RecordBatch
+	var pendingRows int64
+	idx := 0
+	flush := func() bool {
+		if pendingRows == 0 {
+			return true
+		}
+		select {
+		case jobs <- job{idx: idx, recs: pending}:
+		case <-ctx.Done():
+			for _, r := range pending {
+				r.Release()
+			}
+			pending, pendingRows = nil, 0
+			return false
+		}
+		idx++
+		pending, pendingRows = nil, 0
+		return true
+	}
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		if !rec.Schema().Equal(schema) {
+			fail(errs.Errorf(errs.CodeSchemaValidation, "batch schema does not match the table schema: got %s, want %s", rec.Schema(), schema))
+			break
+		}
+		for off := int64(0); off < rec.NumRows(); {
+			n := min(rec.NumRows()-off, int64(maxRows)-pendingRows)
+			pending = append(pending, rec.NewSlice(off, off+n))
+			pendingRows += n
+			off += n
+			if pendingRows == int64(maxRows) && !flush() {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		fail(errs.Errorf(errs.CodeInvalidInput, "read batches: %v", err))
+	}
+	if ctx.Err() == nil {
+		flush()
+	}
+	for _, r := range pending {
+		r.Release()
+	}
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	out := make([]T, 0, len(frags))
+	for i := 0; i < idx; i++ {
+		out = append(out, frags[i])
+	}
+	return out, nil
 }
