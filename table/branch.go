@@ -249,7 +249,7 @@ func (t *Table) DeleteBranch(ctx context.Context, name string) error {
 	// name as a batch does (claim.go), so a move waits for it and a
 	// deletion during a move is a conflict, never a branch deleted here
 	// and alive under the new name.
-	release, err := t.c.claimShared(ctx, newIdentity(), time.Now().Add(t.c.opts.TxnTimeout), []string{t.key})
+	release, err := t.c.claims().Shared(ctx, newIdentity(), time.Now().Add(t.c.opts.TxnTimeout), []string{t.key})
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/testenv"
+	"github.com/mvq-dev/mvq/table/internal/claim"
 )
 
 // tablesIn makes {ns}.a and {ns}.b with 10 rows each (version 1) and
@@ -53,7 +54,7 @@ func versionFiles(t testing.TB, c *Catalog, key string) int {
 // requireClaimFree fails when a holder is left on the claim of key.
 func requireClaimFree(t testing.TB, c *Catalog, key string) {
 	t.Helper()
-	st, err := c.readClaim(context.Background(), claimChain(key))
+	st, err := c.claims().Read(context.Background(), claim.Chain(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestBatchRefusedDuringRename(t *testing.T) {
 	if errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("batch during a move: %v, want a conflict", err)
 	}
-	mc.release(ctx)
+	mc.Release(ctx)
 	if v := latest(t, c.handle([]string{"docs", "b"})); v != 1 {
 		t.Fatalf("b at v%d after the refused batch", v)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/records"
 )
 
 // CompactOptions tune Compact. Zero values take the defaults.
@@ -226,7 +227,7 @@ func (t *Table) mergeRun(ctx context.Context, m *Manifest, schema *arrow.Schema,
 		}
 	}()
 	for scan.Next() {
-		r, err := Conform(ctx, scan.RecordBatch(), schema, t.c.opts.Mem)
+		r, err := records.Conform(ctx, scan.RecordBatch(), schema, t.c.opts.Mem)
 		if err != nil {
 			return Fragment{}, err
 		}

@@ -1,24 +1,21 @@
 package table
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"runtime/debug"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/google/uuid"
 
 	"github.com/mvq-dev/mvq/arrowjson"
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/datafile"
 )
 
 // RowAddrColumn is the name of the row address column Scan can add.
@@ -85,42 +82,9 @@ func storable(t arrow.DataType) error {
 	return fmt.Errorf("type %s is not supported", t)
 }
 
-// writerProps are the properties of every data file. The page index (an
-// offset index per column chunk) lets a reader of a row range, such as a
-// refresh work item, seek straight to its pages instead of decompressing
-// every page before them.
-// Columns in noDict skip the dictionary encoding Parquet would otherwise
-// try first (and abandon, for mostly unique text such as chunks).
+// writerProps are the properties of every data file (datafile.WriterProps).
 func (c *Catalog) writerProps(noDict ...string) (*parquet.WriterProperties, pqarrow.ArrowWriterProperties) {
-	opts := []parquet.WriterProperty{
-		parquet.WithCompression(compress.Codecs.Snappy),
-		parquet.WithMaxRowGroupLength(int64(c.opts.RowGroupRows)),
-		parquet.WithPageIndexEnabled(true),
-		parquet.WithAllocator(c.opts.Mem),
-	}
-	for _, col := range noDict {
-		opts = append(opts, parquet.WithDictionaryFor(col, false))
-	}
-	return parquet.NewWriterProperties(opts...),
-		pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(c.opts.Mem))
-}
-
-// fileWriteBuffer is how much of a data file WriteFileAt gathers before
-// handing it to the store.
-const fileWriteBuffer = 256 << 10
-
-// fileBuffers holds WriteFileAt's buffers between files.
-var fileBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, fileWriteBuffer) }}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (cw *countingWriter) Write(p []byte) (int, error) {
-	n, err := cw.w.Write(p)
-	cw.n += int64(n)
-	return n, err
+	return datafile.WriterProps(c.opts.RowGroupRows, c.opts.Mem, noDict...)
 }
 
 // WriteFile writes records as one new data file under data/ and returns
@@ -136,45 +100,9 @@ func (t *Table) WriteFile(ctx context.Context, schema *arrow.Schema, recs []arro
 func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, noDict ...string) (Fragment, error) {
 	var rows, size int64
 	props, aprops := t.c.writerProps(noDict...)
-	err := t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) error {
-		// Pages go out in one buffered write each 256 KiB, not one
-		// write(2) per page and footer piece (a small file is then one
-		// write).
-		bw := fileBuffers.Get().(*bufio.Writer)
-		bw.Reset(w)
-		defer func() {
-			bw.Reset(nil)
-			fileBuffers.Put(bw)
-		}()
-		cw := &countingWriter{w: bw}
-		store, convert := storageSchema(schema)
-		fw, err := pqarrow.NewFileWriter(store, cw, props, aprops)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			if r.NumRows() == 0 {
-				continue
-			}
-			if !r.Schema().Equal(schema) {
-				fw.Close()
-				return errs.Errorf(errs.CodeSchemaValidation, "record schema %s does not match table schema %s", r.Schema(), schema)
-			}
-			if convert {
-				r = toStorage(r, store, t.c.opts.Mem)
-				defer r.Release()
-			}
-			if err := fw.WriteBuffered(r); err != nil {
-				fw.Close()
-				return err
-			}
-			rows += r.NumRows()
-		}
-		if err := fw.Close(); err != nil {
-			return err
-		}
-		size = cw.n
-		return bw.Flush()
+	err := t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
+		rows, size, err = datafile.Write(w, schema, recs, props, aprops, t.c.opts.Mem)
+		return err
 	})
 	if err != nil {
 		return Fragment{}, err
@@ -193,108 +121,13 @@ func (t *Table) WriteFragments(ctx context.Context, schema *arrow.Schema, rdr ar
 	if rdr == nil {
 		return nil, nil
 	}
-	type job struct {
-		idx  int
-		recs []arrow.RecordBatch
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	jobs := make(chan job)
-	var (
-		mu       sync.Mutex
-		frags    = map[int]Fragment{}
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	fail := func(err error) {
-		mu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		mu.Unlock()
-		cancel()
-	}
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				var f Fragment
-				err := Recover("write data file", func() (err error) {
-					f, err = t.WriteFile(ctx, schema, j.recs)
-					return err
-				})
-				for _, r := range j.recs {
-					r.Release()
-				}
-				if err != nil {
-					fail(err)
-					continue
-				}
-				mu.Lock()
-				frags[j.idx] = f
-				mu.Unlock()
-			}
-		}()
-	}
-	var pending []arrow.RecordBatch
-	var pendingRows int64
-	idx := 0
-	flush := func() bool {
-		if pendingRows == 0 {
-			return true
-		}
-		select {
-		case jobs <- job{idx: idx, recs: pending}:
-		case <-ctx.Done():
-			for _, r := range pending {
-				r.Release()
-			}
-			pending, pendingRows = nil, 0
-			return false
-		}
-		idx++
-		pending, pendingRows = nil, 0
-		return true
-	}
-	for rdr.Next() {
-		rec := rdr.RecordBatch()
-		if !rec.Schema().Equal(schema) {
-			fail(errs.Errorf(errs.CodeSchemaValidation, "batch schema does not match the table schema: got %s, want %s", rec.Schema(), schema))
-			break
-		}
-		for off := int64(0); off < rec.NumRows(); {
-			n := min(rec.NumRows()-off, int64(maxRows)-pendingRows)
-			pending = append(pending, rec.NewSlice(off, off+n))
-			pendingRows += n
-			off += n
-			if pendingRows == int64(maxRows) && !flush() {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	if err := rdr.Err(); err != nil {
-		fail(errs.Errorf(errs.CodeInvalidInput, "read batches: %v", err))
-	}
-	if ctx.Err() == nil {
-		flush()
-	}
-	for _, r := range pending {
-		r.Release()
-	}
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	out := make([]Fragment, 0, len(frags))
-	for i := 0; i < idx; i++ {
-		out = append(out, frags[i])
-	}
-	return out, nil
+	return datafile.WriteAll(ctx, schema, rdr, maxRows, func(ctx context.Context, recs []arrow.RecordBatch) (f Fragment, err error) {
+		err = Recover("write data file", func() (err error) {
+			f, err = t.WriteFile(ctx, schema, recs)
+			return err
+		})
+		return f, err
+	})
 }
 
 // Recover runs fn and turns a panic in it into an internal error (what

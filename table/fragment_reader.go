@@ -3,18 +3,13 @@ package table
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
-	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/datafile"
 )
 
 // DefaultWholeFileBytes is FragmentReadOptions.WholeFileBytes's default.
@@ -42,16 +37,10 @@ type FragmentReadOptions struct {
 
 // FragmentReader reads one data file of a table: its row groups, and the
 // records of chosen columns over chosen row groups or a row range, in the
-// table's (not the file's storage) types. Every error it returns is an
-// invalid-table-state error naming the file. Close it when done; it is
-// not safe for concurrent use.
-type FragmentReader struct {
-	f      Fragment
-	o      FragmentReadOptions
-	pf     *file.Reader
-	closer io.Closer
-	groups []int64 // rows of each row group
-}
+// table's (not the file's storage) types (table/internal/datafile). Every
+// error it returns is an invalid-table-state error naming the file. Close
+// it when done; it is not safe for concurrent use.
+type FragmentReader = datafile.Reader
 
 // OpenFragment opens data file f of t and reads its footer.
 func (t *Table) OpenFragment(ctx context.Context, f Fragment, o FragmentReadOptions) (*FragmentReader, error) {
@@ -61,205 +50,22 @@ func (t *Table) OpenFragment(ctx context.Context, f Fragment, o FragmentReadOpti
 	if o.Mem == nil {
 		o.Mem = t.c.opts.Mem
 	}
-	r := &FragmentReader{f: f, o: o}
+	label := fmt.Sprintf("%sfragment %d (%s)", o.Label, f.ID, f.Path)
 	var src parquet.ReaderAtSeeker
+	var closer io.Closer
 	if o.WholeFileBytes < 0 || (f.Bytes > 0 && f.Bytes <= o.WholeFileBytes) {
 		data, err := t.c.wh.Read(ctx, t.key+f.Path)
 		if err != nil {
-			return nil, r.fail("unreadable", err)
+			return nil, datafile.Fail(label, "unreadable", err)
 		}
 		src = bytes.NewReader(data)
 	} else {
 		obj, err := t.c.wh.Open(ctx, t.key+f.Path)
 		if err != nil {
-			return nil, r.fail("unreadable", err)
+			return nil, datafile.Fail(label, "unreadable", err)
 		}
-		r.closer = obj
-		src = NewReaderAt(obj, obj.Size())
+		closer = obj
+		src = datafile.NewReaderAt(obj, obj.Size())
 	}
-	props := parquet.NewReaderProperties(o.Mem)
-	if o.Buffered {
-		props.BufferedStreamEnabled = true
-		props.BufferSize = 1 << 20
-	}
-	pf, err := file.NewParquetReader(src, file.WithReadProps(props))
-	if err != nil {
-		r.Close()
-		return nil, r.fail("corrupt", err)
-	}
-	r.pf = pf
-	r.groups = make([]int64, pf.NumRowGroups())
-	for i := range r.groups {
-		r.groups[i] = pf.MetaData().RowGroup(i).NumRows()
-	}
-	return r, nil
-}
-
-// fail is an error of opening the file: one the store cannot read, or that
-// is not Parquet, leaves the table in an invalid state (no retry mends a
-// missing or torn file); a cancelled context stays what it is.
-func (r *FragmentReader) fail(what string, err error) error {
-	msg := fmt.Sprintf("%sfragment %d (%s) %s", r.o.Label, r.f.ID, r.f.Path, what)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w", msg, err)
-	}
-	return &errs.Error{Code: errs.CodeInvalidTableState, Message: msg, Err: err}
-}
-
-// decodeFail is an error while decoding an opened file: it keeps the code
-// it has, or none (the worker retries it), as a decode that stopped half
-// way may be the store's passing trouble.
-func (r *FragmentReader) decodeFail(err error) error {
-	return fmt.Errorf("%sfragment %d (%s) unreadable: %w", r.o.Label, r.f.ID, r.f.Path, err)
-}
-
-// Close releases the file.
-func (r *FragmentReader) Close() error {
-	var err error
-	if r.pf != nil {
-		err = r.pf.Close()
-		r.pf = nil
-	}
-	if r.closer != nil {
-		if cerr := r.closer.Close(); err == nil {
-			err = cerr
-		}
-		r.closer = nil
-	}
-	return err
-}
-
-// RowGroups answers the row count of each row group, in file order (the
-// caller must not change it).
-func (r *FragmentReader) RowGroups() []int64 { return r.groups }
-
-// NumRows answers the rows of the file.
-func (r *FragmentReader) NumRows() int64 { return r.pf.NumRows() }
-
-// records answers a reader of the given top-level fields of the table
-// (nil: all; mapped through the fragment's column map) over the given
-// row groups (nil: all), in batches of up to batch rows.
-func (r *FragmentReader) records(ctx context.Context, fields, groups []int, batch int64) (pqarrow.RecordReader, error) {
-	cols, err := r.f.FileFields(fields)
-	if err != nil {
-		return nil, err
-	}
-	fr, err := pqarrow.NewFileReader(r.pf, pqarrow.ArrowReadProperties{Parallel: r.o.Parallel, BatchSize: max(batch, 1)}, r.o.Mem)
-	if err != nil {
-		return nil, r.decodeFail(err)
-	}
-	rr, err := fr.GetRecordReader(ctx, leafIndices(fr, cols), groups)
-	if err != nil {
-		return nil, r.decodeFail(err)
-	}
-	return rr, nil
-}
-
-// Read answers the records of the given top-level fields (nil: all;
-// empty: no columns, one record of the row count) of the given row
-// groups (nil: all), in batches of up to batch rows. The caller releases
-// them.
-func (r *FragmentReader) Read(ctx context.Context, fields, groups []int, batch int64) ([]arrow.RecordBatch, error) {
-	if fields != nil && len(fields) == 0 {
-		n := r.pf.NumRows()
-		if groups != nil {
-			n = 0
-			for _, g := range groups {
-				n += r.groups[g]
-			}
-		}
-		return []arrow.RecordBatch{array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, n)}, nil
-	}
-	rr, err := r.records(ctx, fields, groups, batch)
-	if err != nil {
-		return nil, err
-	}
-	defer rr.Release()
-	var out []arrow.RecordBatch
-	for rr.Next() {
-		out = append(out, FromStorage(rr.RecordBatch(), r.o.Mem))
-	}
-	if err := rr.Err(); err != nil && err != io.EOF {
-		for _, rec := range out {
-			rec.Release()
-		}
-		return nil, r.decodeFail(err)
-	}
-	return out, nil
-}
-
-// ReadRange answers rows [start, end) of the given top-level fields (as
-// Read), decoding only the row groups that hold them and skipping the
-// pages before start, in batches of up to batch rows. The caller releases
-// them.
-func (r *FragmentReader) ReadRange(ctx context.Context, fields []int, start, end, batch int64) ([]arrow.RecordBatch, error) {
-	if end <= start {
-		return nil, nil
-	}
-	var groups []int
-	first, pos := int64(-1), int64(0)
-	for i, n := range r.groups {
-		if pos < end && pos+n > start {
-			if first < 0 {
-				first = pos
-			}
-			groups = append(groups, i)
-		}
-		pos += n
-	}
-	if pos < end {
-		return nil, r.fail("unreadable", fmt.Errorf("file has %d rows, want rows [%d, %d)", pos, start, end))
-	}
-	rr, err := r.records(ctx, fields, groups, batch)
-	if err != nil {
-		return nil, err
-	}
-	defer rr.Release()
-	if start > first {
-		if err := rr.SeekToRow(start - first); err != nil {
-			return nil, r.decodeFail(err)
-		}
-	}
-	var out []arrow.RecordBatch
-	for need := end - start; need > 0; {
-		if !rr.Next() {
-			for _, rec := range out {
-				rec.Release()
-			}
-			if err := rr.Err(); err != nil && err != io.EOF {
-				return nil, r.decodeFail(err)
-			}
-			return nil, r.fail("unreadable", fmt.Errorf("short read of rows [%d, %d)", start, end))
-		}
-		rec := rr.RecordBatch()
-		n := min(rec.NumRows(), need)
-		s := rec.NewSlice(0, n)
-		out = append(out, FromStorage(s, r.o.Mem))
-		s.Release()
-		need -= n
-	}
-	return out, nil
-}
-
-// leafIndices returns the Parquet leaf columns of the given top-level
-// file fields (nil: all), as pqarrow's column selection wants them.
-func leafIndices(fr *pqarrow.FileReader, fields []int) []int {
-	if fields == nil {
-		return nil
-	}
-	var out []int
-	var walk func(f *pqarrow.SchemaField)
-	walk = func(f *pqarrow.SchemaField) {
-		if f.IsLeaf() {
-			out = append(out, f.ColIndex)
-			return
-		}
-		for i := range f.Children {
-			walk(&f.Children[i])
-		}
-	}
-	for _, i := range fields {
-		walk(&fr.Manifest.Fields[i])
-	}
-	return out
+	return datafile.Open(src, closer, datafile.Options{Buffered: o.Buffered, Parallel: o.Parallel, Label: label, Mem: o.Mem, Fields: f.FileFields})
 }

@@ -2,7 +2,6 @@ package table
 
 import (
 	"context"
-	"path/filepath"
 	"sort"
 
 	"github.com/mvq-dev/mvq/errs"
@@ -27,10 +26,10 @@ import (
 // without their sizes and times on file:// warehouses (stat them with
 // statVersion); other stores list, with them.
 func (t *Table) versionNames(ctx context.Context) ([]VersionFile, error) {
-	if t.c.wh.dir == "" {
+	if t.c.wh.Dir() == "" {
 		return t.Versions(ctx)
 	}
-	entries, err := t.c.wh.listNames(t.versionsKey())
+	entries, err := t.c.wh.ListNames(t.versionsKey())
 	if err != nil {
 		return nil, err
 	}
@@ -93,14 +92,14 @@ func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
 // found on a file:// warehouse (others have them already); ok is false
 // when the file is gone.
 func (t *Table) statVersion(vf VersionFile) (VersionFile, bool, error) {
-	if t.c.wh.dir == "" {
+	if t.c.wh.Dir() == "" {
 		return vf, true, nil
 	}
-	st, ok, err := t.c.wh.dirs.stat(t.c.wh.path(t.versionsKey()), vf.Name)
+	size, mtime, ok, err := t.c.wh.StatIn(t.versionsKey(), vf.Name)
 	if !ok || err != nil {
-		return vf, false, t.c.wh.rel(err)
+		return vf, false, err
 	}
-	vf.Size, vf.ModTime = st.size, st.mtime
+	vf.Size, vf.ModTime = size, mtime
 	return vf, true, nil
 }
 
@@ -150,22 +149,4 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, seal, nil
-}
-
-// path is the file of key in a file:// warehouse.
-func (w *Warehouse) path(key string) string {
-	return filepath.Join(w.dir, filepath.FromSlash(key))
-}
-
-// listNames is List for a file:// warehouse from the directory's names
-// alone: entries carry no size or time. As List, it skips hidden names
-// (and fileblob's sidecar attribute files) and answers a missing folder
-// with no entries. An unchanged folder is answered from the warehouse's
-// listing cache (dircache.go); callers must not change the entries.
-func (w *Warehouse) listNames(prefix string) ([]Entry, error) {
-	entries, err := w.dirs.list(w.path(prefix), readNames)
-	if err != nil {
-		return nil, w.rel(err)
-	}
-	return entries, nil
 }

@@ -158,14 +158,14 @@ func TestLatestVersionIgnoresWhatIsNotAVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
-	if c.wh.dir == "" {
+	if c.wh.Dir() == "" {
 		t.Skip("places files in a file:// warehouse")
 	}
 	tb, _, err := c.CreateTable(ctx, []string{"odd"}, testSchema, rows(t, 0, 3), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := c.wh.path(tb.versionsKey())
+	dir := c.wh.Path(tb.versionsKey())
 	for _, name := range []string{
 		ManifestName(9, NamingV2) + "-" + uuid.NewString(), // a staged manifest
 		ManifestName(9, NamingV1) + "-" + uuid.NewString(),
@@ -242,7 +242,7 @@ func TestLatestVersionListsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newCatalog(t, t.TempDir(), Options{})
-	if c.wh.dir == "" {
+	if c.wh.Dir() == "" {
 		t.Skip("other stores list")
 	}
 	tb, _, err := c.CreateTable(ctx, []string{"quiet"}, testSchema, rows(t, 0, 3), "", nil)
@@ -252,7 +252,7 @@ func TestLatestVersionListsNothing(t *testing.T) {
 	if _, err := touch(ctx, tb); err != nil {
 		t.Fatal(err)
 	}
-	before := c.wh.lists.Load()
+	before := c.wh.Lists()
 	for range 10 {
 		if _, err := c.OpenTable(ctx, tb.ID()); err != nil {
 			t.Fatal(err)
@@ -264,7 +264,7 @@ func TestLatestVersionListsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := c.wh.lists.Load() - before; n != 0 {
+	if n := c.wh.Lists() - before; n != 0 {
 		t.Fatalf("%d List calls, want 0", n)
 	}
 	if _, err := c.OpenTable(ctx, []string{"absent"}); errs.CodeOf(err) != errs.CodeTableNotFound {

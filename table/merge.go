@@ -2,7 +2,6 @@ package table
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -11,12 +10,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/records"
 )
 
 // MergeOptions say what MergeInsert does with each row (the spec's
@@ -252,30 +251,30 @@ func (c *Catalog) mergeInput(ctx context.Context, id []string, schema *arrow.Sch
 	for _, k := range o.On {
 		i, ok := keyColumn(schema, k)
 		if !ok {
-			return nil, errs.Errorf(errs.CodeInvalidInput, "on: key column %q not found in table %s (columns: %s)", k, JoinID(id), fieldNames(schema))
+			return nil, errs.Errorf(errs.CodeInvalidInput, "on: key column %q not found in table %s (columns: %s)", k, JoinID(id), records.FieldNames(schema))
 		}
 		if _, ok := keyColumn(rdr.Schema(), schema.Field(i).Name); !ok {
-			return nil, errs.Errorf(errs.CodeInvalidInput, "on: key column %q is missing from the input (columns: %s)", k, fieldNames(rdr.Schema()))
+			return nil, errs.Errorf(errs.CodeInvalidInput, "on: key column %q is missing from the input (columns: %s)", k, records.FieldNames(rdr.Schema()))
 		}
-		if !keyType(schema.Field(i).Type) {
+		if !records.KeyType(schema.Field(i).Type) {
 			return nil, errs.Errorf(errs.CodeInvalidInput, "on: key column %q has type %s, which cannot be a key", k, schema.Field(i).Type)
 		}
 		in.keys = append(in.keys, i)
 	}
-	if n := rdr.Schema().NumFields(); n < schema.NumFields() && n > 0 && nullableFrom(schema, n) {
-		if err := CheckSameFields(rdr.Schema(), arrow.NewSchema(schema.Fields()[:n], nil)); err != nil {
+	if n := rdr.Schema().NumFields(); n < schema.NumFields() && n > 0 && records.NullableFrom(schema, n) {
+		if err := records.CheckSameFields(rdr.Schema(), arrow.NewSchema(schema.Fields()[:n], nil)); err != nil {
 			return nil, err
 		}
-		rdr = PadReader(rdr, schema, c.opts.Mem)
+		rdr = records.PadReader(rdr, schema, c.opts.Mem)
 		defer rdr.Release()
-	} else if err := CheckSameFields(rdr.Schema(), schema); err != nil {
+	} else if err := records.CheckSameFields(rdr.Schema(), schema); err != nil {
 		return nil, err
 	}
-	recs, err := duck.Collect(ConformReader(ctx, rdr, schema, c.opts.Mem))
+	recs, err := duck.Collect(records.ConformReader(ctx, rdr, schema, c.opts.Mem))
 	if err != nil {
 		return nil, err
 	}
-	in.rec, err = concatRecords(c.opts.Mem, schema, recs)
+	in.rec, err = records.Concat(c.opts.Mem, schema, recs)
 	for _, r := range recs {
 		r.Release()
 	}
@@ -288,16 +287,16 @@ func (c *Catalog) mergeInput(ctx context.Context, id []string, schema *arrow.Sch
 		return nil, errs.Errorf(errs.CodeInvalidInput, "body: more than %d rows", math.MaxInt32)
 	}
 	in.index = make(map[string]int32, n)
-	cols := keyCols(in.rec, in.keys)
+	cols := records.KeyCols(in.rec, in.keys)
 	var buf []byte
 	for i := range n {
 		var ok bool
-		if buf, ok = appendKey(buf[:0], cols, i); !ok {
+		if buf, ok = records.AppendKey(buf[:0], cols, i); !ok {
 			continue
 		}
 		if j, dup := in.index[string(buf)]; dup {
 			in.release()
-			return nil, errs.Errorf(errs.CodeInvalidInput, "body: rows %d and %d have the same key (%s); merge_insert needs each key at most once", j, i, keyString(schema, in.keys, cols, i))
+			return nil, errs.Errorf(errs.CodeInvalidInput, "body: rows %d and %d have the same key (%s); merge_insert needs each key at most once", j, i, records.KeyString(schema, in.keys, cols, i))
 		}
 		in.index[string(buf)] = int32(i)
 	}
@@ -432,7 +431,7 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 		if len(off) == 0 && len(fm.del) == 0 {
 			return nil // every match filtered out: the fragment stays
 		}
-		out, err := mergeFragment(ctx, rec, in.rec, off, src, fm.del)
+		out, err := records.MergeFragment(ctx, rec, in.rec, off, src, fm.del)
 		if err != nil {
 			return err
 		}
@@ -478,7 +477,7 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 			}
 		}
 		if len(idx) > 0 {
-			ins, err := takeRows(ctx, in.rec, idx)
+			ins, err := records.TakeRows(ctx, in.rec, idx)
 			if err != nil {
 				return nil, res, err
 			}
@@ -619,7 +618,7 @@ func (t *Table) mergeMatch(ctx context.Context, m *Manifest, in *mergeInput, o M
 			}
 			for row := range int(r.NumRows()) {
 				var ok bool
-				buf, ok = appendKey(buf[:0], kc, row)
+				buf, ok = records.AppendKey(buf[:0], kc, row)
 				if ok {
 					if s, hit := in.index[string(buf)]; hit {
 						fm.off = append(fm.off, base+uint32(row))
@@ -693,12 +692,12 @@ func (t *Table) filterPairs(ctx context.Context, target, source arrow.RecordBatc
 	for i := range off {
 		ti[i], si[i] = int64(off[i]), int64(src[i])
 	}
-	tr, err := takeRows(ctx, target, ti)
+	tr, err := records.TakeRows(ctx, target, ti)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer tr.Release()
-	sr, err := takeRows(ctx, source, si)
+	sr, err := records.TakeRows(ctx, source, si)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -765,161 +764,7 @@ func (t *Table) readWhole(ctx context.Context, m *Manifest, f Fragment, schema *
 			r.Release()
 		}
 	}()
-	return concatRecords(t.c.opts.Mem, schema, recs)
-}
-
-// mergeFragment is target with the rows at off replaced by the input rows
-// src (pairwise) and the rows at del removed, in target order.
-func mergeFragment(ctx context.Context, target, source arrow.RecordBatch, off []uint32, src []int32, del []uint32) (arrow.RecordBatch, error) {
-	si := make([]int64, len(src))
-	for i, s := range src {
-		si[i] = int64(s)
-	}
-	upd, err := takeRows(ctx, source, si)
-	if err != nil {
-		return nil, err
-	}
-	both, err := concatRecords(compute.GetAllocator(ctx), target.Schema(), []arrow.RecordBatch{target, upd})
-	upd.Release()
-	if err != nil {
-		return nil, err
-	}
-	defer both.Release()
-	n := target.NumRows()
-	idx := make([]int64, 0, n)
-	oi, di := 0, 0
-	for row := range uint32(n) {
-		switch {
-		case di < len(del) && del[di] == row:
-			di++
-		case oi < len(off) && off[oi] == row:
-			idx = append(idx, n+int64(oi))
-			oi++
-		default:
-			idx = append(idx, int64(row))
-		}
-	}
-	return takeRows(ctx, both, idx)
-}
-
-// takeRows is TakeRecord with int64 indices.
-func takeRows(ctx context.Context, rec arrow.RecordBatch, idx []int64) (arrow.RecordBatch, error) {
-	b := array.NewInt64Builder(compute.GetAllocator(ctx))
-	b.AppendValues(idx, nil)
-	ia := b.NewArray()
-	b.Release()
-	defer ia.Release()
-	return TakeRecord(ctx, rec, ia)
-}
-
-// concatRecords concatenates recs (all of schema) into one batch that
-// carries schema itself, not the records' (a fragment's fields carry
-// Parquet metadata the table schema has not).
-func concatRecords(mem memory.Allocator, schema *arrow.Schema, recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
-	if len(recs) == 0 {
-		cols := make([]arrow.Array, schema.NumFields())
-		for i := range cols {
-			cols[i] = array.MakeArrayOfNull(mem, schema.Field(i).Type, 0)
-			defer cols[i].Release()
-		}
-		return array.NewRecordBatch(schema, cols, 0), nil
-	}
-	all, err := ConcatBatches(recs, mem)
-	if err != nil {
-		return nil, err
-	}
-	defer all.Release()
-	return array.NewRecordBatch(schema, all.Columns(), all.NumRows()), nil
-}
-
-func keyCols(rec arrow.RecordBatch, keys []int) []arrow.Array {
-	cols := make([]arrow.Array, len(keys))
-	for i, k := range keys {
-		cols[i] = rec.Column(k)
-	}
-	return cols
-}
-
-// keyType reports whether values of t can be compared as keys.
-func keyType(t arrow.DataType) bool {
-	switch t.ID() {
-	case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST, arrow.STRUCT, arrow.MAP, arrow.DENSE_UNION, arrow.SPARSE_UNION, arrow.NULL:
-		return false
-	}
-	return true
-}
-
-// appendKey appends the encoding of row i's key to buf; false when a key
-// value is null (such a row matches nothing). Both sides of a match have
-// the same types, so the encoding only has to be unambiguous per type.
-func appendKey(buf []byte, cols []arrow.Array, i int) ([]byte, bool) {
-	for _, c := range cols {
-		if c.IsNull(i) {
-			return buf, false
-		}
-		switch a := c.(type) {
-		case *array.Int64:
-			buf = binary.LittleEndian.AppendUint64(buf, uint64(a.Value(i)))
-		case *array.Int32:
-			buf = binary.LittleEndian.AppendUint32(buf, uint32(a.Value(i)))
-		case *array.Uint64:
-			buf = binary.LittleEndian.AppendUint64(buf, a.Value(i))
-		case *array.Uint32:
-			buf = binary.LittleEndian.AppendUint32(buf, a.Value(i))
-		case *array.Int16:
-			buf = binary.LittleEndian.AppendUint16(buf, uint16(a.Value(i)))
-		case *array.Int8:
-			buf = append(buf, byte(a.Value(i)))
-		case *array.String:
-			s := a.Value(i)
-			buf = binary.AppendUvarint(buf, uint64(len(s)))
-			buf = append(buf, s...)
-		case *array.LargeString:
-			s := a.Value(i)
-			buf = binary.AppendUvarint(buf, uint64(len(s)))
-			buf = append(buf, s...)
-		case *array.Binary:
-			s := a.Value(i)
-			buf = binary.AppendUvarint(buf, uint64(len(s)))
-			buf = append(buf, s...)
-		case *array.Float64:
-			v := a.Value(i)
-			if math.IsNaN(v) {
-				return buf, false // NaN equals nothing
-			}
-			if v == 0 {
-				v = 0 // -0 matches 0
-			}
-			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(v))
-		case *array.Float32:
-			v := a.Value(i)
-			if v != v {
-				return buf, false
-			}
-			if v == 0 {
-				v = 0
-			}
-			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-		default:
-			s := c.ValueStr(i)
-			buf = binary.AppendUvarint(buf, uint64(len(s)))
-			buf = append(buf, s...)
-		}
-	}
-	return buf, true
-}
-
-// keyString renders row i's key for an error message.
-func keyString(schema *arrow.Schema, keys []int, cols []arrow.Array, i int) string {
-	parts := make([]string, len(keys))
-	for j, k := range keys {
-		v := cols[j].ValueStr(i)
-		if len(v) > 64 {
-			v = v[:64] + "…"
-		}
-		parts[j] = fmt.Sprintf("%s=%s", schema.Field(k).Name, v)
-	}
-	return strings.Join(parts, ", ")
+	return records.Concat(t.c.opts.Mem, schema, recs)
 }
 
 func containsString(s []string, v string) bool {

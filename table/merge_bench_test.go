@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/table/internal/records"
 )
 
 // BenchmarkMergeMatchGoVsDuckDB: the match step of a merge_insert — which
@@ -61,14 +62,14 @@ func BenchmarkMergeMatchGoVsDuckDB(b *testing.B) {
 		var buf []byte
 		cols := []arrow.Array{input.Column(0)}
 		for i := range inputRows {
-			buf, _ = appendKey(buf[:0], cols, i)
+			buf, _ = records.AppendKey(buf[:0], cols, i)
 			index[string(buf)] = int32(i)
 		}
 		goHits := 0
 		for _, f := range frags {
 			kc := []arrow.Array{f.Column(0)}
 			for i := range int(f.NumRows()) {
-				buf, _ = appendKey(buf[:0], kc, i)
+				buf, _ = records.AppendKey(buf[:0], kc, i)
 				if _, ok := index[string(buf)]; ok {
 					goHits++
 				}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sort"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/claim"
 )
 
 // Table folders move between names (rename, deregister, register) by
@@ -31,40 +31,6 @@ const identityDir = "_identity/"
 // deregisteredDir holds deregistered table folders: outside every
 // namespace, so no listing or lookup sees them, until register adopts one.
 const deregisteredDir = "_deregistered/"
-
-// walk lists every file under prefix (recursively), as keys.
-func (w *Warehouse) walk(ctx context.Context, prefix string) ([]string, error) {
-	entries, err := w.List(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir {
-			sub, err := w.walk(ctx, prefix+e.Name+"/")
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, sub...)
-			continue
-		}
-		out = append(out, prefix+e.Name)
-	}
-	return out, nil
-}
-
-// copyObject streams one object to another key.
-func (w *Warehouse) copyObject(ctx context.Context, from, to string) error {
-	r, err := w.Open(ctx, from)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	return w.WriteFrom(ctx, to, func(wr io.Writer) error {
-		_, err := io.Copy(wr, r)
-		return err
-	})
-}
 
 // moveFolder moves the table folder from (a key ending in "/") to to.
 // The destination must hold no manifest unless it is the same table
@@ -101,7 +67,7 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 		}
 		return o.hold(ctx)
 	}
-	files, err := c.wh.walk(ctx, from)
+	files, err := c.wh.Walk(ctx, from)
 	if err != nil {
 		return err
 	}
@@ -129,7 +95,7 @@ func (c *Catalog) moveFolderWith(ctx context.Context, from, to string, o moveHoo
 		if err := hold(); err != nil {
 			return err
 		}
-		if err := c.wh.copyObject(ctx, f, to+rel); errors.Is(err, os.ErrNotExist) && (strings.HasSuffix(rel, ".tmp") || indexFile(rel)) {
+		if err := c.wh.CopyObject(ctx, f, to+rel); errors.Is(err, os.ErrNotExist) && (strings.HasSuffix(rel, ".tmp") || indexFile(rel)) {
 			// A writer's temporary file, renamed meanwhile; or an index
 			// file removed since the walk: a definition taken back by the
 			// move guard (the index package's commits check it after
@@ -274,7 +240,7 @@ func (c *Catalog) Resolve(ctx context.Context, id []string, uuid string) (*Table
 // movedTable is the table a recorded move of identity uuid names, when it
 // has that identity (nil otherwise).
 func (c *Catalog) movedTable(ctx context.Context, uuid string) (*Table, error) {
-	if c.wh.missing(identityDir + uuid + ".json") {
+	if c.wh.Missing(identityDir + uuid + ".json") {
 		return nil, nil // no move recorded (the common case), told by one lstat
 	}
 	b, err := c.wh.Read(ctx, identityDir+uuid+".json")
@@ -335,7 +301,7 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 	if err != nil {
 		return err
 	}
-	defer mc.release(ctx)
+	defer mc.Release(ctx)
 	t, err := c.openSettled(ctx, id)
 	if err != nil {
 		return err
@@ -365,36 +331,36 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 // claimedMove moves the table with identity uuid as claimed by mc,
 // recording where it went once the destination holds it whole (before
 // the source goes, so Resolve finds it throughout).
-func (c *Catalog) claimedMove(ctx context.Context, mc *moveClaim, uuid string) error {
-	if err := mc.start(ctx, uuid); err != nil {
+func (c *Catalog) claimedMove(ctx context.Context, mc *claim.Move, uuid string) error {
+	if err := mc.Start(ctx, uuid); err != nil {
 		return err
 	}
 	c.step("move-started")
 	// Commits take no claim: sealing the source's lines makes every
 	// commit either land before the copy or fail (seal.go).
-	to := mc.h.To
-	if mc.h.ToID != nil {
-		to = JoinID(mc.h.ToID)
+	to := mc.H.To
+	if mc.H.ToID != nil {
+		to = JoinID(mc.H.ToID)
 	}
-	if err := c.seal(ctx, mc.h.From, mc.h.ID, to); err != nil {
-		return errors.Join(err, c.unseal(context.WithoutCancel(ctx), mc.h.From, mc.h.ID))
+	if err := c.seal(ctx, mc.H.From, mc.H.ID, to); err != nil {
+		return errors.Join(err, c.unseal(context.WithoutCancel(ctx), mc.H.From, mc.H.ID))
 	}
 	sealed := time.Now()
 	c.step("move-sealed")
-	err := c.moveFolderWith(ctx, mc.h.From, mc.h.To, moveHooks{
-		hold:   mc.hold,
+	err := c.moveFolderWith(ctx, mc.H.From, mc.H.To, moveHooks{
+		hold:   mc.Hold,
 		sealed: sealed,
 		copied: func(ctx context.Context) error {
 			c.step("move-copied")
-			return c.recordIdentity(ctx, uuid, mc.h.ToID)
+			return c.recordIdentity(ctx, uuid, mc.H.ToID)
 		},
 	})
 	if err != nil {
 		// Never leave the source sealed: finish forward when the
 		// destination holds the table, else unseal; when even that fails
 		// the claim stays for recovery (RecoverTransactions).
-		if ferr := c.finishMove(context.WithoutCancel(ctx), mc.h); ferr != nil {
-			mc.stuck = true
+		if ferr := c.finishMove(context.WithoutCancel(ctx), mc.H); ferr != nil {
+			mc.Stuck = true
 			return errors.Join(err, ferr)
 		}
 	}
@@ -417,7 +383,7 @@ func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, err
 	if err != nil {
 		return "", err
 	}
-	defer mc.release(ctx)
+	defer mc.Release(ctx)
 	t, err := c.openSettled(ctx, id)
 	if err != nil {
 		return "", err
@@ -436,7 +402,7 @@ func (c *Catalog) DeregisterTable(ctx context.Context, id []string) (string, err
 	if err := c.recordOrigin(ctx, uuid, id); err != nil {
 		return "", err
 	}
-	mc.h.To = dst
+	mc.H.To = dst
 	if err := c.claimedMove(ctx, mc, uuid); err != nil {
 		return "", err
 	}
@@ -625,7 +591,7 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 	if err != nil {
 		return nil, err
 	}
-	defer mc.release(ctx)
+	defer mc.Release(ctx)
 	if ok, err := c.tableExists(ctx, id); err != nil {
 		return nil, err
 	} else if ok {
@@ -647,7 +613,7 @@ func (c *Catalog) RegisterTable(ctx context.Context, id []string, location, mode
 // checkAdoptable refuses a folder that holds a table folder or a
 // namespace below it: the move would carry them (and their data) along.
 func (c *Catalog) checkAdoptable(ctx context.Context, key string) error {
-	files, err := c.wh.walk(ctx, key)
+	files, err := c.wh.Walk(ctx, key)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/records"
 )
 
 // viewName is what user SQL over one table calls it.
@@ -253,17 +254,17 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	if err := guardWrite(t.id, m, "insert"); err != nil {
 		return nil, 0, err
 	}
-	if n := rdr.Schema().NumFields(); n < schema.NumFields() && n > 0 && nullableFrom(schema, n) {
+	if n := rdr.Schema().NumFields(); n < schema.NumFields() && n > 0 && records.NullableFrom(schema, n) {
 		// Columns added later (add_columns) may be left out: they are null.
-		if err := CheckSameFields(rdr.Schema(), arrow.NewSchema(schema.Fields()[:n], nil)); err != nil {
+		if err := records.CheckSameFields(rdr.Schema(), arrow.NewSchema(schema.Fields()[:n], nil)); err != nil {
 			return nil, 0, err
 		}
-		rdr = PadReader(rdr, schema, t.c.opts.Mem)
+		rdr = records.PadReader(rdr, schema, t.c.opts.Mem)
 		defer rdr.Release()
-	} else if err := CheckSameFields(rdr.Schema(), schema); err != nil {
+	} else if err := records.CheckSameFields(rdr.Schema(), schema); err != nil {
 		return nil, 0, err
 	}
-	in := ConformReader(ctx, rdr, schema, t.c.opts.Mem)
+	in := records.ConformReader(ctx, rdr, schema, t.c.opts.Mem)
 	frags, err := t.WriteFragments(ctx, schema, in, 0)
 	if err != nil {
 		return nil, 0, t.writeGone(ctx, err)
@@ -329,7 +330,7 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 			scan.Release()
 			return sqlErr(operation, err)
 		}
-		recs, err := duck.Collect(ConformReader(ctx, rdr, schema, t.c.opts.Mem))
+		recs, err := duck.Collect(records.ConformReader(ctx, rdr, schema, t.c.opts.Mem))
 		scan.Release()
 		if err != nil {
 			return sqlErr(operation, err)
@@ -471,7 +472,7 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 		if err != nil {
 			return nil, err
 		}
-		return newLimitReader(scan, out, q.Offset, q.Limit), nil
+		return records.LimitReader(scan, out, q.Offset, q.Limit), nil
 	}
 	query, err := t.filterSQL(ctx, schema, q)
 	if err != nil {
@@ -496,7 +497,7 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 		scan.Release()
 		return nil, sqlErr("filter", err)
 	}
-	return &releaseAlso{RecordReader: ConformReader(ctx, rdr, out, t.c.opts.Mem), also: scan}, nil
+	return records.ReleaseAlso(records.ConformReader(ctx, rdr, out, t.c.opts.Mem), scan), nil
 }
 
 // filterSQL is the SQL of a query with a filter (checked, and bound to the
@@ -531,72 +532,6 @@ func (t *Table) filterSQL(ctx context.Context, schema *arrow.Schema, q QueryOpti
 		return "", err
 	}
 	return query, nil
-}
-
-type releaseAlso struct {
-	array.RecordReader
-	also array.RecordReader
-}
-
-func (r *releaseAlso) Release() {
-	r.RecordReader.Release()
-	r.also.Release()
-}
-
-// limitReader applies offset and limit to a stream, stopping early.
-type limitReader struct {
-	src           array.RecordReader
-	schema        *arrow.Schema
-	offset, limit int64 // limit < 0: none left to give
-	cur           arrow.RecordBatch
-}
-
-func newLimitReader(src array.RecordReader, schema *arrow.Schema, offset, limit int64) array.RecordReader {
-	if limit <= 0 {
-		limit = -1 // unlimited
-	} else {
-		limit++ // stored as remaining+1 so 0 means done
-	}
-	return &limitReader{src: src, schema: schema, offset: offset, limit: limit}
-}
-
-func (l *limitReader) Retain()                        { l.src.Retain() }
-func (l *limitReader) Schema() *arrow.Schema          { return l.schema }
-func (l *limitReader) RecordBatch() arrow.RecordBatch { return l.cur }
-func (l *limitReader) Record() arrow.RecordBatch      { return l.cur }
-func (l *limitReader) Err() error                     { return l.src.Err() }
-func (l *limitReader) Release() {
-	if l.cur != nil {
-		l.cur.Release()
-		l.cur = nil
-	}
-	l.src.Release()
-}
-
-func (l *limitReader) Next() bool {
-	if l.cur != nil {
-		l.cur.Release()
-		l.cur = nil
-	}
-	for l.limit != 1 && l.src.Next() {
-		r := l.src.RecordBatch()
-		n := r.NumRows()
-		if l.offset >= n {
-			l.offset -= n
-			continue
-		}
-		end := n
-		if l.limit > 0 && end-l.offset > l.limit-1 {
-			end = l.offset + l.limit - 1
-		}
-		l.cur = array.NewRecordBatch(l.schema, r.NewSlice(l.offset, end).Columns(), end-l.offset)
-		if l.limit > 0 {
-			l.limit -= end - l.offset
-		}
-		l.offset = 0
-		return true
-	}
-	return false
 }
 
 // FragmentLengths summarises fragment row counts for stats.

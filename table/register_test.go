@@ -13,12 +13,12 @@ import (
 func copyFolder(t *testing.T, c *Catalog, from, to string) {
 	t.Helper()
 	ctx := context.Background()
-	files, err := c.wh.walk(ctx, from)
+	files, err := c.wh.Walk(ctx, from)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		if err := c.wh.copyObject(ctx, f, to+strings.TrimPrefix(f, from)); err != nil {
+		if err := c.wh.CopyObject(ctx, f, to+strings.TrimPrefix(f, from)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,7 +3,6 @@ package table
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 )
 
@@ -60,15 +59,4 @@ func (c *Catalog) latestIdentity(ctx context.Context, t *Table) (string, error) 
 		c.idents.Put(t.key, identityEntry{vf: vf, identity: id})
 		return id, nil
 	}
-}
-
-// missing reports whether key is known not to exist without asking the
-// bucket: only a file:// warehouse can tell (one lstat); false means
-// "read it to know".
-func (w *Warehouse) missing(key string) bool {
-	if w.dir == "" {
-		return false
-	}
-	_, err := os.Lstat(w.path(key))
-	return errors.Is(err, fs.ErrNotExist)
 }

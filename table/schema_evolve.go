@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/records"
 )
 
 // Schema evolution: alter_columns (rename, nullability, type widening),
@@ -147,7 +148,7 @@ func conformAll(ctx context.Context, recs []arrow.RecordBatch, schema *arrow.Sch
 		if r.Schema().Equal(schema) {
 			continue
 		}
-		c, err := Conform(ctx, r, schema, mem)
+		c, err := records.Conform(ctx, r, schema, mem)
 		if err != nil {
 			for _, rest := range recs[i:] {
 				rest.Release()
@@ -180,72 +181,11 @@ func checkWritten(next *Manifest) error {
 			}
 			schema = s
 		}
-		if !sameLayout(f.written, schema) {
-			return &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: the table's columns changed in a concurrent commit (now %s); retry", next.Operation, fieldNames(schema))}
+		if !records.SameLayout(f.written, schema) {
+			return &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: the table's columns changed in a concurrent commit (now %s); retry", next.Operation, records.FieldNames(schema))}
 		}
 	}
 	return nil
-}
-
-// sameLayout reports whether a file written with schema w reads by
-// position as schema s: as many columns, each the same type or one s's
-// type widens.
-func sameLayout(w, s *arrow.Schema) bool {
-	if w.NumFields() != s.NumFields() {
-		return false
-	}
-	for i, f := range s.Fields() {
-		if !arrow.TypeEqual(w.Field(i).Type, f.Type) && !Widens(w.Field(i).Type, f.Type) {
-			return false
-		}
-	}
-	return true
-}
-
-// Widens reports whether values of type from always fit type to, so a
-// column can be retyped without rewriting its data: integers to wider
-// integers (unsigned to a wider signed one too), float32 to float64,
-// utf8 and binary to their large forms.
-func Widens(from, to arrow.DataType) bool {
-	rank := func(t arrow.DataType) (signed bool, bits int, ok bool) {
-		switch t.ID() {
-		case arrow.INT8:
-			return true, 8, true
-		case arrow.INT16:
-			return true, 16, true
-		case arrow.INT32:
-			return true, 32, true
-		case arrow.INT64:
-			return true, 64, true
-		case arrow.UINT8:
-			return false, 8, true
-		case arrow.UINT16:
-			return false, 16, true
-		case arrow.UINT32:
-			return false, 32, true
-		case arrow.UINT64:
-			return false, 64, true
-		}
-		return false, 0, false
-	}
-	fs, fb, fok := rank(from)
-	ts, tb, tok := rank(to)
-	if fok && tok {
-		switch {
-		case fs == ts:
-			return tb > fb
-		case !fs && ts:
-			return tb > fb
-		}
-		return false
-	}
-	switch {
-	case from.ID() == arrow.FLOAT32 && to.ID() == arrow.FLOAT64,
-		from.ID() == arrow.STRING && to.ID() == arrow.LARGE_STRING,
-		from.ID() == arrow.BINARY && to.ID() == arrow.LARGE_BINARY:
-		return true
-	}
-	return false
 }
 
 // Alteration is one entry of alter_columns. Field names the entry in
@@ -424,7 +364,7 @@ func (t *Table) AlterColumns(ctx context.Context, alts []Alteration) (*Manifest,
 			f := fields[i]
 			old := f.Name
 			if a.DataType != nil && !arrow.TypeEqual(a.DataType, f.Type) {
-				if !Widens(f.Type, a.DataType) {
+				if !records.Widens(f.Type, a.DataType) {
 					return nil, ch, errs.Errorf(errs.CodeInvalidInput, "%s.data_type: column %q cannot change from %s to %s: only widening without rewriting data is supported (wider integers, float32 to float64, utf8/binary to large_utf8/large_binary)", a.Field, old, f.Type, a.DataType)
 				}
 				f.Type = a.DataType

@@ -11,6 +11,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/txnlog"
 )
 
 // Seals: a move (rename, deregister, register) copies the table folder
@@ -39,7 +40,7 @@ import (
 //
 // A move stopped after sealing is finished forward when the destination
 // holds the table, else its seals are removed (unseal): the source is
-// writable again (completeMove).
+// writable again (the claim chain completes it: table/internal/claim).
 
 const (
 	sealExt       = ".mov"
@@ -62,7 +63,7 @@ func parseSealMarker(name string) (sealMarker, bool) {
 		return sealMarker{}, false
 	}
 	mk := sealMarker{manifest: rest[:i], id: rest[i+1:]}
-	if _, _, ok := ParseManifestName(mk.manifest); !ok || !validTxnID(mk.id) {
+	if _, _, ok := ParseManifestName(mk.manifest); !ok || !txnlog.ValidID(mk.id) {
 		return sealMarker{}, false
 	}
 	return mk, true
@@ -293,7 +294,7 @@ func (c *Catalog) sealFiles(ctx context.Context, files []string) (map[string]boo
 // unseal removes the seals of move id from every line of the folder at
 // key (a stopped move that copied nothing: the source stays).
 func (c *Catalog) unseal(ctx context.Context, key, id string) error {
-	files, err := c.wh.walk(ctx, key)
+	files, err := c.wh.Walk(ctx, key)
 	if err != nil {
 		return err
 	}

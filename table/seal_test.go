@@ -15,7 +15,7 @@ import (
 // sealFilesLeft lists the seal markers and seals left under key.
 func sealFilesLeft(t testing.TB, c *Catalog, key string) []string {
 	t.Helper()
-	files, err := c.wh.walk(context.Background(), key)
+	files, err := c.wh.Walk(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestBranchDeleteDuringMove(t *testing.T) {
 	if err := tb.DeleteBranch(ctx, "dev"); errs.CodeOf(err) != errs.CodeConcurrentModification {
 		t.Fatalf("branch deleted during a move: %v", err)
 	}
-	mc.release(ctx)
+	mc.Release(ctx)
 	dev, err := tb.OnBranch(ctx, "dev")
 	if err != nil {
 		t.Fatalf("the branch after the refused delete: %v", err)

@@ -2,16 +2,11 @@ package table
 
 import (
 	"context"
-	"fmt"
-	"sort"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/compute"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/mvq-dev/mvq/errs"
 )
 
 // Selection narrows a filtered read to the rows that may match its filter
@@ -81,88 +76,15 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 		return nil, err
 	}
 	defer r.Close()
-	// Row groups holding a selected row, and each selected row's position
-	// among the rows of those groups.
-	var groups []int
-	local := make([]int64, 0, len(offsets))
-	var start, kept int64
-	j := 0
-	for g, n := range r.RowGroups() {
-		if j >= len(offsets) {
-			break
-		}
-		if int64(offsets[j]) < start+n {
-			groups = append(groups, g)
-			for j < len(offsets) && int64(offsets[j]) < start+n {
-				local = append(local, kept+int64(offsets[j])-start)
-				j++
-			}
-			kept += n
-		}
-		start += n
+	recs, err := r.ReadRows(ctx, fields, offsets, mem)
+	if err != nil {
+		return nil, err
 	}
-	if j < len(offsets) {
-		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d (%s): row %d selected of %d", f.ID, f.Path, offsets[j], start)}
-	}
-	var recs []arrow.RecordBatch
 	defer func() {
 		for _, r := range recs {
 			r.Release()
 		}
 	}()
-	if fields != nil && len(fields) == 0 {
-		recs = append(recs, array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, int64(len(offsets))))
-	} else if len(groups) > 0 {
-		if recs, err = r.Read(ctx, fields, groups, 1<<16); err != nil {
-			return nil, err
-		}
-		// Take each batch's selected rows (local is sorted), without
-		// joining the batches first.
-		cctx := compute.WithAllocator(ctx, mem)
-		var taken []arrow.RecordBatch
-		defer func() {
-			for _, r := range taken {
-				r.Release()
-			}
-		}()
-		var base int64
-		k := 0
-		for _, r := range recs {
-			end := base + r.NumRows()
-			var idx []int64
-			for k < len(local) && local[k] < end {
-				idx = append(idx, local[k]-base)
-				k++
-			}
-			base = end
-			if len(idx) == 0 {
-				continue
-			}
-			ib := array.NewInt64Builder(mem)
-			ib.AppendValues(idx, nil)
-			ia := ib.NewArray()
-			ib.Release()
-			tr, err := TakeRecord(cctx, r, ia)
-			ia.Release()
-			if err != nil {
-				return nil, err
-			}
-			taken = append(taken, tr)
-		}
-		for _, r := range recs {
-			r.Release()
-		}
-		recs = nil
-		if len(taken) == 1 {
-			recs, taken = taken, nil
-		} else {
-			one, err := ConcatBatches(taken, mem)
-			if err != nil {
-				return nil, err
-			}
-			recs = append(recs, one)
-		}
-	}
 	if rowAddr {
 		ab := array.NewUint64Builder(mem)
 		ab.Reserve(len(offsets))
@@ -180,52 +102,6 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 	res := recs
 	recs = nil
 	return res, nil
-}
-
-// ConcatBatches joins records of one schema into one (a single record is
-// retained and returned). The caller releases the result.
-func ConcatBatches(recs []arrow.RecordBatch, mem memory.Allocator) (arrow.RecordBatch, error) {
-	if len(recs) == 1 {
-		recs[0].Retain()
-		return recs[0], nil
-	}
-	schema := recs[0].Schema()
-	cols := make([]arrow.Array, schema.NumFields())
-	var n int64
-	for _, r := range recs {
-		n += r.NumRows()
-	}
-	for i := range cols {
-		chunks := make([]arrow.Array, len(recs))
-		for k, r := range recs {
-			chunks[k] = r.Column(i)
-		}
-		c, err := array.Concatenate(chunks, mem)
-		if err != nil {
-			for _, c := range cols[:i] {
-				c.Release()
-			}
-			return nil, err
-		}
-		cols[i] = c
-	}
-	rec := array.NewRecordBatch(schema, cols, n)
-	for _, c := range cols {
-		c.Release()
-	}
-	return rec, nil
-}
-
-// SortedOffsets sorts and dedups offsets in place.
-func SortedOffsets(offsets []uint32) []uint32 {
-	sort.Slice(offsets, func(i, j int) bool { return offsets[i] < offsets[j] })
-	out := offsets[:0]
-	for i, o := range offsets {
-		if i == 0 || o != offsets[i-1] {
-			out = append(out, o)
-		}
-	}
-	return out
 }
 
 // IndexMaintainer brings a table's indexes up to date after this process

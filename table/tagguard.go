@@ -94,7 +94,7 @@ func (t *Table) announceDelete(ctx context.Context, doomed []VersionFile) (func(
 // transaction is Running or Succeeded, or, for a plain deletion, its
 // deadline is less than TxnMarkerGrace past.
 func (t *Table) deleteMarkerLive(ctx context.Context, name string, mk txnMarker) (bool, error) {
-	_, cur, err := t.c.readTxn(ctx, mk.id)
+	_, cur, err := t.c.txns().Read(ctx, mk.id)
 	if err == nil {
 		return cur.Status == TxnRunning || cur.Status == TxnSucceeded, nil
 	}

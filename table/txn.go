@@ -8,13 +8,10 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/txnlog"
 )
 
 // Batch transactions: new versions of several tables that become visible
@@ -51,35 +48,36 @@ import (
 // to write a manifest, which the marker must hide); the writer removes its
 // own at once.
 
-// TxnStatus is the spec's TransactionStatus.
-type TxnStatus string
+// TxnStatus is the spec's TransactionStatus (txnlog.Status).
+type TxnStatus = txnlog.Status
 
 // Transaction statuses. A batch is Running until decided; Queued is never
 // used.
 const (
-	TxnQueued    TxnStatus = "Queued"
-	TxnRunning   TxnStatus = "Running"
-	TxnSucceeded TxnStatus = "Succeeded"
-	TxnFailed    TxnStatus = "Failed"
-	TxnCanceled  TxnStatus = "Canceled"
+	TxnQueued    = txnlog.Queued
+	TxnRunning   = txnlog.Running
+	TxnSucceeded = txnlog.Succeeded
+	TxnFailed    = txnlog.Failed
+	TxnCanceled  = txnlog.Canceled
 )
-
-// Final reports whether s is a decision.
-func (s TxnStatus) Final() bool { return s == TxnSucceeded || s == TxnFailed || s == TxnCanceled }
 
 // ParseTxnStatus reads a status case-insensitively, in PascalCase or
 // snake_case.
-func ParseTxnStatus(s string) (TxnStatus, bool) {
-	for _, st := range []TxnStatus{TxnQueued, TxnRunning, TxnSucceeded, TxnFailed, TxnCanceled} {
-		if strings.EqualFold(strings.ReplaceAll(s, "_", ""), string(st)) {
-			return st, true
-		}
-	}
-	return "", false
-}
+func ParseTxnStatus(s string) (TxnStatus, bool) { return txnlog.ParseStatus(s) }
+
+// TxnEntry is one table version of a transaction.
+type TxnEntry = txnlog.Entry
+
+// txnState is one object of a transaction's state chain; seq 0, the
+// record, also holds what the transaction writes.
+type txnState = txnlog.State
+
+const txnDir = txnlog.Dir
+
+// txns is the catalog's transaction chains.
+func (c *Catalog) txns() txnlog.Log { return txnlog.Log{Store: c.wh} }
 
 const (
-	txnDir = ".mvq-txn/"
 	// txnMarkerExt ends a marker's name: {manifest name}.{txn id}.txn.
 	txnMarkerExt = ".txn"
 	// TxnMarkerGrace is how long past its deadline a transaction aborted by
@@ -89,38 +87,6 @@ const (
 	// before RecoverTransactions removes it.
 	TxnRetention = 24 * time.Hour
 )
-
-// TxnEntry is one table version of a transaction.
-type TxnEntry struct {
-	Table    []string `json:"table"`
-	Version  uint64   `json:"version"`
-	Manifest string   `json:"manifest"` // file name under _versions/
-	// Branch is the line the entry commits to ("": main); its
-	// _versions/ folder holds the marker and manifest (branch_line.go).
-	Branch string `json:"branch,omitempty"`
-	// Op is what the entry does (txn_ops.go): "" writes version Version
-	// (Manifest); the others declare the table, delete the versions
-	// named in Deleted, or deregister it (identity UUID; Manifest is then
-	// the version its marker is named after).
-	Op         string            `json:"op,omitempty"`
-	Deleted    []string          `json:"deleted,omitempty"`
-	UUID       string            `json:"uuid,omitempty"`
-	Properties map[string]string `json:"properties,omitempty"`
-}
-
-// txnState is one object of a transaction's state chain; seq 0, the
-// record, also holds what the transaction writes.
-type txnState struct {
-	Seq        uint64            `json:"seq"`
-	Status     TxnStatus         `json:"status"`
-	Reason     string            `json:"reason,omitempty"`
-	Properties map[string]string `json:"properties,omitempty"`
-	Millis     int64             `json:"millis"`
-	// Record only.
-	Operation      string     `json:"operation,omitempty"`
-	DeadlineMillis int64      `json:"deadline_millis,omitempty"`
-	Entries        []TxnEntry `json:"entries,omitempty"`
-}
 
 // Transaction is what describe shows of a transaction.
 type Transaction struct {
@@ -133,8 +99,6 @@ type Transaction struct {
 	Deadline   time.Time
 	Entries    []TxnEntry
 }
-
-func txnKey(id string, seq uint64) string { return fmt.Sprintf("%s%s/%020d.json", txnDir, id, seq) }
 
 func markerName(manifest, id string) string { return manifest + "." + id + txnMarkerExt }
 
@@ -159,166 +123,10 @@ func parseTxnMarker(name string) (txnMarker, bool) {
 		return txnMarker{}, false
 	}
 	mk := txnMarker{manifest: rest[:i], id: rest[i+1:], ext: ext}
-	if _, _, ok := ParseManifestName(mk.manifest); !ok || !validTxnID(mk.id) {
+	if _, _, ok := ParseManifestName(mk.manifest); !ok || !txnlog.ValidID(mk.id) {
 		return txnMarker{}, false
 	}
 	return mk, true
-}
-
-// validTxnID reports whether id can name a transaction: a UUID in its
-// canonical form, so it is safe in a key.
-func validTxnID(id string) bool {
-	u, err := uuid.Parse(id)
-	return err == nil && u.String() == id
-}
-
-// decided caches final statuses (they never change) by warehouse and id.
-var (
-	decided  sync.Map // decidedKey → TxnStatus
-	ndecided atomic.Int64
-)
-
-type decidedKey struct {
-	wh *Warehouse
-	id string
-}
-
-const maxDecidedCache = 1 << 14
-
-func rememberDecided(wh *Warehouse, id string, st TxnStatus) {
-	if ndecided.Add(1) > maxDecidedCache {
-		decided.Clear()
-		ndecided.Store(0)
-	}
-	decided.Store(decidedKey{wh, id}, st)
-}
-
-// readTxn returns a transaction's record and its latest state.
-func (c *Catalog) readTxn(ctx context.Context, id string) (rec, cur *txnState, err error) {
-	last, err := c.lastTxnSeq(ctx, id)
-	if err != nil {
-		return nil, nil, err
-	}
-	if rec, err = c.readTxnState(ctx, id, 0); err != nil {
-		return nil, nil, err
-	}
-	if last == 0 {
-		return rec, rec, nil
-	}
-	cur, err = c.readTxnState(ctx, id, last)
-	return rec, cur, err
-}
-
-// lastTxnSeq is the number of a transaction's latest state.
-func (c *Catalog) lastTxnSeq(ctx context.Context, id string) (uint64, error) {
-	if !validTxnID(id) {
-		return 0, errs.Errorf(errs.CodeTransactionNotFound, "transaction %s not found", id)
-	}
-	entries, err := c.wh.List(ctx, txnDir+id+"/")
-	if err != nil {
-		return 0, err
-	}
-	var last uint64
-	found := false
-	for _, e := range entries {
-		var seq uint64
-		if _, err := fmt.Sscanf(e.Name, "%020d.json", &seq); err != nil || e.IsDir {
-			continue
-		}
-		if !found || seq > last {
-			last = seq
-		}
-		found = true
-	}
-	if !found {
-		return 0, errs.Errorf(errs.CodeTransactionNotFound, "transaction %s not found", id)
-	}
-	return last, nil
-}
-
-func (c *Catalog) readTxnState(ctx context.Context, id string, seq uint64) (*txnState, error) {
-	b, err := c.wh.Read(ctx, txnKey(id, seq))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, errs.Errorf(errs.CodeTransactionNotFound, "transaction %s not found", id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var st txnState
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("transaction %s state %d is corrupt", id, seq), Err: err}
-	}
-	return &st, nil
-}
-
-// txnStatus is the transaction's status; a transaction that does not
-// exist counts as failed (it can never commit).
-func (c *Catalog) txnStatus(ctx context.Context, id string) (TxnStatus, error) {
-	if v, ok := decided.Load(decidedKey{c.wh, id}); ok {
-		return v.(TxnStatus), nil
-	}
-	// Readers need only the latest state: one listing and one read.
-	last, err := c.lastTxnSeq(ctx, id)
-	var cur *txnState
-	if err == nil {
-		cur, err = c.readTxnState(ctx, id, last)
-	}
-	if errs.CodeOf(err) == errs.CodeTransactionNotFound {
-		return TxnFailed, nil
-	}
-	if err != nil {
-		return "", err
-	}
-	if cur.Status.Final() {
-		rememberDecided(c.wh, id, cur.Status)
-	}
-	return cur.Status, nil
-}
-
-// updateTxn appends the state fn derives from the latest one (nil: no
-// change) with put-if-not-exists, deriving again when another writer
-// appended first. It returns the latest state.
-func (c *Catalog) updateTxn(ctx context.Context, id string, fn func(rec, cur *txnState) (*txnState, error)) (*txnState, error) {
-	for attempt := 0; ; attempt++ {
-		rec, cur, err := c.readTxn(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		next, err := fn(rec, cur)
-		if err != nil || next == nil {
-			return cur, err
-		}
-		next.Seq = cur.Seq + 1
-		next.Millis = time.Now().UnixMilli()
-		data, err := json.Marshal(next)
-		if err != nil {
-			return nil, err
-		}
-		err = c.wh.PutIfNotExists(ctx, txnKey(id, next.Seq), data)
-		if err == nil {
-			if next.Status.Final() {
-				rememberDecided(c.wh, id, next.Status)
-			}
-			return next, nil
-		}
-		if !errors.Is(err, ErrExists) {
-			return nil, err
-		}
-		if attempt >= maxCommitAttempts {
-			return nil, errs.Errorf(errs.CodeConcurrentModification, "transaction %s: gave up after %d concurrent changes", id, attempt)
-		}
-	}
-}
-
-// decide writes status as the transaction's decision unless it has one;
-// it returns the decision in force.
-func (c *Catalog) decide(ctx context.Context, id string, status TxnStatus, reason string) (*txnState, error) {
-	return c.updateTxn(ctx, id, func(_, cur *txnState) (*txnState, error) {
-		if cur.Status.Final() {
-			return nil, nil
-		}
-		return &txnState{Status: status, Reason: reason, Properties: cur.Properties}, nil
-	})
 }
 
 // BatchVersion is one version of a batch: CreateVersion's arguments.
@@ -455,7 +263,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		// Its claims may be taken over from now on.
 		return "", nil, errs.Errorf(errs.CodeServiceUnavailable, "transaction %s: not staged before its deadline (%s); nothing applied", id, c.opts.TxnTimeout)
 	}
-	if err := c.wh.PutIfNotExists(ctx, txnKey(id, 0), data); err != nil {
+	if err := c.txns().Record(ctx, id, data); err != nil {
 		return "", nil, fmt.Errorf("record transaction: %w", err)
 	}
 	c.step("record")
@@ -465,7 +273,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	// transaction forward: a version of it is missing.)
 	abort := func(err error) (string, []BatchResult, error) {
 		ctx := context.WithoutCancel(ctx)
-		if _, derr := c.decide(ctx, id, TxnFailed, err.Error()); derr != nil {
+		if _, derr := c.txns().Decide(ctx, id, TxnFailed, err.Error()); derr != nil {
 			return id, nil, errors.Join(err, derr)
 		}
 		return id, nil, errors.Join(err, c.rollback(ctx, id, rec, true))
@@ -508,7 +316,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 	if time.Now().After(deadline) {
 		want, reason = TxnFailed, fmt.Sprintf("not decided before its deadline (%s)", c.opts.TxnTimeout)
 	}
-	st, err := c.decide(ctx, id, want, reason)
+	st, err := c.txns().Decide(ctx, id, want, reason)
 	if err != nil {
 		// Undecided: a recovery past the deadline settles it.
 		return id, nil, fmt.Errorf("transaction %s: decide: %w", id, err)
@@ -631,7 +439,7 @@ func (c *Catalog) allWritten(ctx context.Context, id string, rec *txnState) (boo
 // status it left the transaction in.
 func (c *Catalog) settleTxn(ctx context.Context, id string, wait bool) (TxnStatus, error) {
 	for {
-		rec, cur, err := c.readTxn(ctx, id)
+		rec, cur, err := c.txns().Read(ctx, id)
 		if errs.CodeOf(err) == errs.CodeTransactionNotFound {
 			return TxnFailed, nil
 		}
@@ -661,9 +469,9 @@ func (c *Catalog) settleTxn(ctx context.Context, id string, wait bool) (TxnStatu
 			return "", err
 		}
 		if ok {
-			_, err = c.decide(ctx, id, TxnSucceeded, "rolled forward by recovery: its writer stopped after writing every version")
+			_, err = c.txns().Decide(ctx, id, TxnSucceeded, "rolled forward by recovery: its writer stopped after writing every version")
 		} else {
-			_, err = c.decide(ctx, id, TxnFailed, "rolled back by recovery: its writer stopped before writing every version")
+			_, err = c.txns().Decide(ctx, id, TxnFailed, "rolled back by recovery: its writer stopped before writing every version")
 		}
 		if err != nil {
 			return "", err
@@ -688,7 +496,7 @@ func (t *Table) hideUncommitted(ctx context.Context, byVersion map[uint64]Versio
 		if !ok || vf.Name != mk.manifest {
 			continue
 		}
-		st, err := t.c.txnStatus(ctx, mk.id)
+		st, err := t.c.txns().Status(ctx, mk.id)
 		if err != nil {
 			return err
 		}
@@ -759,7 +567,7 @@ func (t *Table) settleHolders(ctx context.Context, v uint64, wait bool) error {
 
 // Transaction describes transaction id.
 func (c *Catalog) Transaction(ctx context.Context, id string) (*Transaction, error) {
-	rec, cur, err := c.readTxn(ctx, id)
+	rec, cur, err := c.txns().Read(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -802,7 +610,7 @@ const TxnReservedPrefix = "mvq."
 func (c *Catalog) AlterTransaction(ctx context.Context, id string, actions []TxnAction) (*Transaction, error) {
 	var rec0 *txnState
 	aborted := false
-	st, err := c.updateTxn(ctx, id, func(rec, cur *txnState) (*txnState, error) {
+	st, err := c.txns().Update(ctx, id, func(rec, cur *txnState) (*txnState, error) {
 		rec0 = rec
 		aborted = false
 		next := &txnState{Status: cur.Status, Reason: cur.Reason, Properties: map[string]string{}}
@@ -885,11 +693,11 @@ func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Durati
 	}
 	var errList []error
 	for _, d := range dirs {
-		if !d.IsDir || !validTxnID(d.Name) {
+		if !d.IsDir || !txnlog.ValidID(d.Name) {
 			continue
 		}
 		res.Seen++
-		_, before, err := c.readTxn(ctx, d.Name)
+		_, before, err := c.txns().Read(ctx, d.Name)
 		if errs.CodeOf(err) == errs.CodeTransactionNotFound {
 			continue
 		}
@@ -908,7 +716,7 @@ func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Durati
 		}
 		// Markers are gone once the deadline is TxnMarkerGrace past
 		// (settleTxn above removed them); the record may go too.
-		rec, cur, err := c.readTxn(ctx, d.Name)
+		rec, cur, err := c.txns().Read(ctx, d.Name)
 		if err != nil || !cur.Status.Final() || time.Since(time.UnixMilli(cur.Millis)) <= retention ||
 			!time.Now().After(time.UnixMilli(rec.DeadlineMillis).Add(TxnMarkerGrace)) {
 			continue
@@ -917,10 +725,10 @@ func (c *Catalog) RecoverTransactions(ctx context.Context, retention time.Durati
 			errList = append(errList, err)
 			continue
 		}
-		decided.Delete(decidedKey{c.wh, d.Name})
+		c.txns().Forget(d.Name)
 		res.Removed++
 	}
-	n, err := c.recoverClaims(ctx)
+	n, err := c.claims().Recover(ctx)
 	res.Claims = n
 	errList = append(errList, err)
 	return res, errors.Join(errList...)

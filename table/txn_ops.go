@@ -254,7 +254,7 @@ func (c *Catalog) rollbackOp(ctx context.Context, id string, e TxnEntry) error {
 // hideDecided applies a delete or deregister marker whose transaction
 // succeeded (and whose finalize has not run yet) to a listing.
 func (t *Table) hideDecided(ctx context.Context, byVersion map[uint64]VersionFile, mk txnMarker) error {
-	st, err := t.c.txnStatus(ctx, mk.id)
+	st, err := t.c.txns().Status(ctx, mk.id)
 	if err != nil || st != TxnSucceeded {
 		return err
 	}
@@ -296,7 +296,7 @@ func (c *Catalog) declaredNow(ctx context.Context, t *Table, remove bool) (bool,
 	if d.Transaction == "" {
 		return true, nil
 	}
-	st, err := c.txnStatus(ctx, d.Transaction)
+	st, err := c.txns().Status(ctx, d.Transaction)
 	if err != nil {
 		return false, err
 	}
@@ -332,7 +332,7 @@ func (c *Catalog) settleTable(ctx context.Context, t *Table) error {
 // waitSealGrace waits until Options.SealGrace has passed since
 // transaction id was decided.
 func (c *Catalog) waitSealGrace(ctx context.Context, id string) error {
-	_, cur, err := c.readTxn(ctx, id)
+	_, cur, err := c.txns().Read(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -238,7 +238,7 @@ func TestBatchMixedKilledMidway(t *testing.T) {
 			if tc.forward {
 				// Files, not listing entries: an S3 server backed by a
 				// filer (SeaweedFS) lists emptied folders as prefixes.
-				if fs, _ := fresh.wh.walk(ctx, tableKey([]string{"docs", "c"})); len(fs) != 0 {
+				if fs, _ := fresh.wh.Walk(ctx, tableKey([]string{"docs", "c"})); len(fs) != 0 {
 					t.Fatalf("c's folder still holds %v", fs)
 				}
 			} else if ok, _ := fresh.Declared(ctx, []string{"docs", "d"}); ok {

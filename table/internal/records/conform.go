@@ -1,4 +1,7 @@
-package table
+// Package records is the Arrow record plumbing of tables, with no
+// knowledge of tables: conforming records to a schema, taking, merging and
+// joining rows, and encoding key columns for matching.
+package records
 
 import (
 	"context"
@@ -56,7 +59,7 @@ func Conform(ctx context.Context, rec arrow.RecordBatch, schema *arrow.Schema, m
 // name or type (nullability may differ: Conform checks the values).
 func CheckSameFields(got, want *arrow.Schema) error {
 	if got.NumFields() != want.NumFields() {
-		return errs.Errorf(errs.CodeSchemaValidation, "data has %d fields, table has %d (%s)", got.NumFields(), want.NumFields(), fieldNames(want))
+		return errs.Errorf(errs.CodeSchemaValidation, "data has %d fields, table has %d (%s)", got.NumFields(), want.NumFields(), FieldNames(want))
 	}
 	for i, f := range want.Fields() {
 		g := got.Field(i)
@@ -70,7 +73,8 @@ func CheckSameFields(got, want *arrow.Schema) error {
 	return nil
 }
 
-func fieldNames(s *arrow.Schema) string {
+// FieldNames lists the names of schema's fields for a message.
+func FieldNames(s *arrow.Schema) string {
 	out := ""
 	for i, f := range s.Fields() {
 		if i > 0 {
@@ -124,9 +128,9 @@ func (c *conformReader) Release() {
 	c.RecordReader.Release()
 }
 
-// nullableFrom reports whether the fields of schema from index n on are
+// NullableFrom reports whether the fields of schema from index n on are
 // all nullable.
-func nullableFrom(schema *arrow.Schema, n int) bool {
+func NullableFrom(schema *arrow.Schema, n int) bool {
 	for _, f := range schema.Fields()[n:] {
 		if !f.Nullable {
 			return false

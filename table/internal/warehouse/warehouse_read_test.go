@@ -1,4 +1,4 @@
-package table
+package warehouse
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // folder. Keys fileblob escapes still round-trip through it.
 func TestLocalReadMatchesFileblob(t *testing.T) {
 	ctx := context.Background()
-	w, err := OpenWarehouse(ctx, "file://"+t.TempDir())
+	w, err := Open(ctx, "file://"+t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestLocalReadMatchesFileblob(t *testing.T) {
 // through the direct path against through fileblob.
 func BenchmarkLocalRead(b *testing.B) {
 	ctx := context.Background()
-	w, err := OpenWarehouse(ctx, "file://"+b.TempDir())
+	w, err := Open(ctx, "file://"+b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
