@@ -211,16 +211,16 @@ func (c *Claims) update(ctx context.Context, chain string, fn func(cur *State) (
 	}
 }
 
-// alive reports whether a holder still holds its claim (see the package
-// comment); a batch's is BatchAlive's answer.
-func (c *Claims) alive(ctx context.Context, h Holder, move bool) (bool, error) {
+// alive reports whether a holder still holds its claim at now (see the
+// package comment); a batch's is BatchAlive's answer.
+func (c *Claims) alive(ctx context.Context, h Holder, move bool, now time.Time) (bool, error) {
 	lease := time.Duration(h.GraceMillis) * time.Millisecond
 	if lease <= 0 {
 		lease = c.Lease
 	}
 	grace := time.UnixMilli(h.DeadlineMillis).Add(lease)
 	if move {
-		return time.Now().Before(grace), nil
+		return now.Before(grace), nil
 	}
 	return c.BatchAlive(ctx, h, grace)
 }
@@ -243,7 +243,7 @@ func (c *Claims) acquire(ctx context.Context, folder string, h Holder, move bool
 		_, err := c.update(ctx, chain, func(cur *State) (*State, error) {
 			stopped, busy = nil, nil
 			if m := cur.Move; m != nil && m.ID != h.ID {
-				alive, err := c.alive(ctx, *m, true)
+				alive, err := c.alive(ctx, *m, true, time.Now())
 				if err != nil {
 					return nil, err
 				}
@@ -259,7 +259,7 @@ func (c *Claims) acquire(ctx context.Context, folder string, h Holder, move bool
 				if x.ID == h.ID {
 					continue
 				}
-				alive, err := c.alive(ctx, x, false)
+				alive, err := c.alive(ctx, x, false, time.Now())
 				if err != nil {
 					return nil, err
 				}
@@ -477,8 +477,13 @@ func (c *Claims) Shared(ctx context.Context, id string, deadline time.Time, keys
 }
 
 // Recover takes stopped holders off every claim chain (completing
-// stopped moves) and reports how many it took off.
+// stopped moves) and reports how many it took off. A move holds the
+// chains of all its names with one deadline: the pass judges every chain
+// at the instant it began, so that a move whose lease runs out during the
+// pass is taken off all of its chains or none (else one pass would clear
+// the chains it reached last and leave the others to the next).
 func (c *Claims) Recover(ctx context.Context) (int, error) {
+	now := time.Now()
 	files, err := c.Store.Walk(ctx, Dir)
 	if err != nil {
 		return 0, err
@@ -503,7 +508,7 @@ func (c *Claims) Recover(ctx context.Context) (int, error) {
 			next := cur.clone()
 			next.Txns = next.Txns[:0]
 			for _, x := range cur.Txns {
-				alive, err := c.alive(ctx, x, false)
+				alive, err := c.alive(ctx, x, false, now)
 				if err != nil {
 					return nil, err
 				}
@@ -512,7 +517,7 @@ func (c *Claims) Recover(ctx context.Context) (int, error) {
 				}
 			}
 			if m := cur.Move; m != nil {
-				if alive, _ := c.alive(ctx, *m, true); !alive {
+				if alive, _ := c.alive(ctx, *m, true, now); !alive {
 					stopped = m
 				}
 			}
