@@ -55,7 +55,9 @@ func (e *Engine) Close() error { return e.udfs.Close() }
 func NewEngine(cat *table.Catalog) *Engine { return NewEngineWith(cat, EngineOptions{}) }
 
 // NewEngineWith is NewEngine with options (zero fields: defaults).
+// It installs Hooks on cat.
 func NewEngineWith(cat *table.Catalog, opts EngineOptions) *Engine {
+	cat.Use(Hooks())
 	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults(), udfs: udf.NewManager(cat.Options().Mem)}
 }
 
