@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/errs"
-	"github.com/mvq-dev/mvq/internal/bounded"
 	"github.com/mvq-dev/mvq/internal/lru"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -82,7 +81,7 @@ type Catalog struct {
 	opts Options
 	hook atomic.Pointer[CommitHook]
 	// idents caches identities of latest versions (resolve_cache.go).
-	idents  bounded.Map[string, identityEntry]
+	idents  *lru.Cache[string, identityEntry]
 	decoded *lru.Cache[string, any]
 	wiring  wiring // Options.Indexes and the hooks installed with Use (wiring.go)
 }
@@ -116,7 +115,8 @@ func (c *Catalog) committed(ctx context.Context, id []string, m *Manifest) {
 // NewCatalog returns a catalog over wh that evaluates SQL with db.
 func NewCatalog(wh *Warehouse, db *duck.DB, opts Options) *Catalog {
 	opts = opts.withDefaults()
-	c := &Catalog{wh: wh, sql: db, opts: opts, decoded: lru.New[string, any](opts.DecodedCacheBytes)}
+	c := &Catalog{wh: wh, sql: db, opts: opts, decoded: lru.New[string, any](opts.DecodedCacheBytes),
+		idents: lru.New[string, identityEntry](identsBytes)}
 	c.UseIndexes(opts.Indexes)
 	return c
 }
