@@ -21,6 +21,7 @@ import (
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -42,7 +43,7 @@ func setupAdmission(t *testing.T, opts duck.Options, wait time.Duration) *admiss
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(wh, db, table.Options{})
+	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance()})
 	api := httpapi.New(httpapi.Config{Middleware: []gin.HandlerFunc{httpapi.WriteDeadlines(20 * time.Second), httpapi.QueryQueueWait(wait)}}, cat, nil)
 	srv := httptest.NewUnstartedServer(api.Handler())
 	srv.Config.WriteTimeout = 20 * time.Second

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -39,7 +40,7 @@ func setup(t *testing.T, cfg httpapi.Config) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 4})
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 4, Indexes: index.Maintenance()})
 	srv := httptest.NewServer(httpapi.New(cfg, cat, nil).Handler())
 	t.Cleanup(func() { srv.Close(); db.Close(); wh.Close() })
 	return &client{t: t, url: srv.URL, dir: dir}

@@ -27,6 +27,7 @@ import (
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
@@ -59,7 +60,7 @@ func startServer(t *testing.T, cfg httpapi.Config) *authServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(wh, db, table.Options{})
+	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance()})
 	r := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	eng := refresh.NewEngine(cat)

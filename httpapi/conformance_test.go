@@ -15,6 +15,7 @@ import (
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
@@ -41,7 +42,7 @@ func setupSpec(t *testing.T) *specClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 4})
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 4, Indexes: index.Maintenance()})
 	r := testenv.StartRedis(t)
 	conn := asynq.RedisClientOpt{Addr: r.Addr}
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
@@ -39,7 +40,7 @@ func setupViews(t *testing.T, maxPending int) (*client, *redis.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(wh, db, table.Options{})
+	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance()})
 	r := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	eng := refresh.NewEngine(cat)

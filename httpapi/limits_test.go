@@ -23,6 +23,7 @@ import (
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
@@ -53,7 +54,7 @@ func setupLimits(t *testing.T, cfg httpapi.Config, views bool, maxStreams, maxPe
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 1 << 20})
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 1 << 20, Indexes: index.Maintenance()})
 	ls := &limitsServer{client: &client{t: t, dir: dir}}
 	var v httpapi.Views
 	var cleanup []func()

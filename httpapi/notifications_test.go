@@ -16,6 +16,7 @@ import (
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/iceberg"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/icebergtest"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -41,7 +42,7 @@ func notifySetup(t *testing.T, wh, lakeDir string) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(w, db, table.Options{})
+	cat := table.NewCatalog(w, db, table.Options{Indexes: index.Maintenance()})
 	srv := httptest.NewServer(httpapi.New(httpapi.Config{AllowedLocations: allowed}, cat, nil).Handler())
 	t.Cleanup(func() { srv.Close(); db.Close(); w.Close() })
 	return &client{t: t, url: srv.URL, dir: wh}

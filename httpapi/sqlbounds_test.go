@@ -17,6 +17,7 @@ import (
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -103,7 +104,7 @@ func setupPrincipals(t *testing.T, opts duck.Options, wait time.Duration) (*admi
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(wh, db, table.Options{})
+	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance()})
 	api := httpapi.New(httpapi.Config{Auth: a, Middleware: []gin.HandlerFunc{httpapi.QueryQueueWait(wait)}}, cat, nil)
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); db.Close(); wh.Close(); a.Close() })

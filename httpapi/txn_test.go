@@ -17,6 +17,7 @@ import (
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
@@ -42,7 +43,7 @@ func startTxnServer(t *testing.T, a auth.Authenticator) *txnServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 4})
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 4, Indexes: index.Maintenance()})
 	r := testenv.StartRedis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
 	eng := refresh.NewEngine(cat)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
@@ -47,7 +48,7 @@ func userCodeServer(t *testing.T, runtimesDoc string) *client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := table.NewCatalog(wh, db, table.Options{})
+	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance()})
 	r := testenv.StartRedis(t)
 	conn := asynq.RedisClientOpt{Addr: r.Addr}
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})

@@ -11,6 +11,7 @@ import (
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/iceberg"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/icebergtest"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -31,7 +32,7 @@ func registrar(t *testing.T, wh, lakeDir string, commits *atomic.Int64) (*iceber
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	cat := table.NewCatalog(w, db, table.Options{})
+	cat := table.NewCatalog(w, db, table.Options{Indexes: index.Maintenance()})
 	if err := cat.CreateNamespace(ctx, []string{"db"}, "", nil); err != nil && errs.CodeOf(err) != errs.CodeNamespaceAlreadyExists {
 		t.Fatal(err)
 	}

@@ -87,9 +87,9 @@ func BenchmarkScalarFilter(b *testing.B) {
 		for i, f := range filters {
 			got, d := timeQuery(b, tb, f)
 			with[i] += d
-			table.RegisterRowSelector(nil)
+			tb.Catalog().UseIndexes(scanOnly)
 			want, d := timeQuery(b, tb, f)
-			table.RegisterRowSelector(index.Select)
+			tb.Catalog().UseIndexes(index.Maintenance())
 			without[i] += d
 			if strings.Join(got, "\n") != strings.Join(want, "\n") || len(got) == 0 {
 				b.Fatalf("%s: %d rows with the index, %d without", f, len(got), len(want))

@@ -145,10 +145,19 @@ func IsVector(typ string) bool {
 	return strings.HasPrefix(strings.ToUpper(typ), "IVF_") || strings.EqualFold(typ, "HNSW")
 }
 
+// errNoMaintenance refuses an index on a catalog built without
+// Maintenance: its commits would leave the index behind the table, and
+// its reads would never use it.
+var errNoMaintenance = errs.Errorf(errs.CodeInternal, "index: this catalog was built without index maintenance (table.Options.Indexes = index.Maintenance()); creating an index is refused")
+
 // Create builds index spec over the latest version of t, replacing an
 // index of the same name (queries use the old one until the new
-// definition is written, then the new one).
+// definition is written, then the new one). A catalog without
+// Maintenance refuses it (errNoMaintenance).
 func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
+	if !t.Catalog().HasIndexMaintenance() {
+		return nil, errNoMaintenance
+	}
 	m, schema, err := t.LoadSchema(ctx, 0)
 	if err != nil {
 		return nil, err
@@ -395,7 +404,11 @@ func vectorDim(t arrow.DataType) (int, bool) {
 	return int(fl.Len()), true
 }
 
-func init() { table.RegisterIndexMaintainer(Maintain) }
+// Maintenance is what a catalog needs to use and keep up indexes
+// (table.Options.Indexes): Select, Maintain and KeyIndexFor.
+func Maintenance() table.Indexes {
+	return table.Indexes{Select: Select, Maintain: Maintain, KeyIndex: KeyIndexFor}
+}
 
 // Maintain extends every index of t to the fragments a commit added or
 // rewrote (table.IndexMaintainer): a view's refresh, an insert, an

@@ -41,9 +41,9 @@ func checkFullCoverage(t *testing.T, tb *table.Table, wantRows int64) {
 	}
 	for _, filter := range []string{"id >= 100 AND id < 140", "k = 3", "k IN (1, 7) AND id % 3 = 0", fmt.Sprintf("id > %d", wantRows-25)} {
 		with := rowsOf(t, tb, filter, 0)
-		table.RegisterRowSelector(nil)
+		tb.Catalog().UseIndexes(scanOnly)
 		without := rowsOf(t, tb, filter, 0)
-		table.RegisterRowSelector(index.Select)
+		tb.Catalog().UseIndexes(index.Maintenance())
 		if strings.Join(with, "\n") != strings.Join(without, "\n") || len(with) == 0 {
 			t.Fatalf("filter %q: %d rows with the indexes, %d by a scan", filter, len(with), len(without))
 		}
@@ -106,8 +106,8 @@ func TestConcurrentExtensionsAllLand(t *testing.T) {
 	// Extensions racing on one index directly, each from its own view of
 	// the table (inserts made without the maintainer, one extension
 	// started after each).
-	table.RegisterIndexMaintainer(nil)
-	defer table.RegisterIndexMaintainer(index.Maintain)
+	tb.Catalog().UseIndexes(unmaintained)
+	defer tb.Catalog().UseIndexes(index.Maintenance())
 	base := 1000 + writers*rounds*batch
 	for r := 0; r < 8; r++ {
 		from := base + r*batch
@@ -167,7 +167,7 @@ func TestConcurrentExtensionsAcrossProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 1000})
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 1000, Indexes: index.Maintenance()})
 	if err := cat.CreateNamespace(ctx, []string{"ns"}, "", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func TestIndexWriterHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 1000})
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: 1000, Indexes: index.Maintenance()})
 	tb, err := cat.OpenTable(ctx, []string{"ns", "p"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,6 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-func init() { table.RegisterRowSelector(Select) }
-
 // pred is the part of a filter a scalar index can answer: a tree of AND,
 // OR and leaves (a range or a list of values on one indexed column).
 // Anything else in the filter is unconstrained (nil): the filter itself

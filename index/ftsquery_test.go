@@ -287,8 +287,8 @@ func TestFullTextQueryFormsMatchBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	append300 := func() {
-		table.RegisterIndexMaintainer(nil) // stays uncovered
-		defer table.RegisterIndexMaintainer(index.Maintain)
+		tb.Catalog().UseIndexes(unmaintained) // stays uncovered
+		defer tb.Catalog().UseIndexes(index.Maintenance())
 		rec := build(len(cols["body"]), len(cols["body"])+300)
 		defer rec.Release()
 		if _, _, err := tb.Insert(ctx, reader(rec), ""); err != nil {

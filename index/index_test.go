@@ -21,6 +21,14 @@ import (
 )
 
 // newCatalog opens a catalog over a fresh warehouse with namespace ns.
+// scanOnly and unmaintained are the catalog Indexes of a process that
+// reads without selecting rows by index, and of one whose commits do not
+// maintain indexes.
+var (
+	scanOnly     = table.Indexes{Maintain: index.Maintain, KeyIndex: index.KeyIndexFor}
+	unmaintained = table.Indexes{Select: index.Select, KeyIndex: index.KeyIndexFor}
+)
+
 func newCatalog(t testing.TB, opts table.Options) *table.Catalog {
 	t.Helper()
 	ctx := context.Background()
@@ -34,6 +42,7 @@ func newCatalog(t testing.TB, opts table.Options) *table.Catalog {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	opts.Indexes = index.Maintenance()
 	cat := table.NewCatalog(wh, db, opts)
 	if err := cat.CreateNamespace(ctx, []string{"ns"}, "", nil); err != nil {
 		t.Fatal(err)
@@ -169,7 +178,7 @@ func TestScalarIndexAnswersEqualUnindexed(t *testing.T) {
 	}
 	// Commits by a process that does not maintain indexes: the new
 	// fragments stay uncovered.
-	table.RegisterIndexMaintainer(nil)
+	tb.Catalog().UseIndexes(unmaintained)
 	more := scalarRows(10000, 12000)
 	defer more.Release()
 	if _, _, err := tb.Insert(ctx, reader(more), ""); err != nil {
@@ -178,7 +187,7 @@ func TestScalarIndexAnswersEqualUnindexed(t *testing.T) {
 	if _, _, err := tb.Delete(ctx, "id = 4321"); err != nil {
 		t.Fatal(err)
 	}
-	table.RegisterIndexMaintainer(index.Maintain)
+	tb.Catalog().UseIndexes(index.Maintenance())
 	m, err := tb.Load(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -213,9 +222,9 @@ func TestScalarIndexAnswersEqualUnindexed(t *testing.T) {
 			limit = 7
 		}
 		with := rowsOf(t, tb, filter, limit)
-		table.RegisterRowSelector(nil)
+		tb.Catalog().UseIndexes(scanOnly)
 		without := rowsOf(t, tb, filter, limit)
-		table.RegisterRowSelector(index.Select)
+		tb.Catalog().UseIndexes(index.Maintenance())
 		if strings.Join(with, "\n") != strings.Join(without, "\n") {
 			t.Fatalf("filter %q: %d rows with the index, %d without", filter, len(with), len(without))
 		}
@@ -459,9 +468,9 @@ func TestIVFFlatRecallAndFilters(t *testing.T) {
 	b.Field(1).(*array.FixedSizeListBuilder).ValueBuilder().(*array.Float32Builder).AppendValues(q, nil)
 	nr := b.NewRecordBatch()
 	b.Release()
-	table.RegisterIndexMaintainer(nil)
+	tb.Catalog().UseIndexes(unmaintained)
 	_, _, err = tb.Insert(ctx, reader(nr), "")
-	table.RegisterIndexMaintainer(index.Maintain)
+	tb.Catalog().UseIndexes(index.Maintenance())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,9 +540,9 @@ func TestInvertedMatchesBruteForce(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec = build(2000, 2400)
-	table.RegisterIndexMaintainer(nil) // the appended rows stay uncovered
+	tb.Catalog().UseIndexes(unmaintained) // the appended rows stay uncovered
 	_, _, err = tb.Insert(ctx, reader(rec), "")
-	table.RegisterIndexMaintainer(index.Maintain)
+	tb.Catalog().UseIndexes(index.Maintenance())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,6 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-func init() { table.RegisterKeyIndexFinder(KeyIndexFor) }
-
 // keyIndex answers a merge_insert's matches from a scalar index: the
 // input's key values sorted once, then joined with each covered
 // fragment's sorted keys (a merge join of two sorted lists).

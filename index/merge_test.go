@@ -64,8 +64,8 @@ func TestMergeInsertUseIndex(t *testing.T) {
 			}
 		}
 		if !cover { // appended rows the index does not cover
-			table.RegisterIndexMaintainer(nil)
-			defer table.RegisterIndexMaintainer(index.Maintain)
+			tb.Catalog().UseIndexes(unmaintained)
+			defer tb.Catalog().UseIndexes(index.Maintenance())
 		}
 		more := mergeRows([]int64{3000, 3001, 3002, 40}, 0)
 		defer more.Release()

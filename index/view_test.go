@@ -90,9 +90,9 @@ func TestIndexesFollowCommits(t *testing.T) {
 		}
 		filter := fmt.Sprintf("id >= %d AND id < %d", from-10, from+10)
 		with := rowsOf(t, vt, filter, 0)
-		table.RegisterRowSelector(nil)
+		vt.Catalog().UseIndexes(scanOnly)
 		without := rowsOf(t, vt, filter, 0)
-		table.RegisterRowSelector(index.Select)
+		vt.Catalog().UseIndexes(index.Maintenance())
 		if fmt.Sprint(with) != fmt.Sprint(without) || len(with) != 10 {
 			t.Fatalf("refresh %d, %s: %v vs %v", round, filter, with, without)
 		}

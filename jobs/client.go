@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/errs"
-	"github.com/mvq-dev/mvq/internal/bounded"
+	"github.com/mvq-dev/mvq/internal/lru"
 	"github.com/mvq-dev/mvq/jobs/idem"
 
 	"github.com/google/uuid"
@@ -44,12 +44,12 @@ type Client struct {
 	log        *slog.Logger
 	maxPending int
 	auto       AutoConfig
-	reads      readGroup                     // coalesced job reads (jobread.go)
-	jobViews   bounded.Map[string, []string] // each job's view, for access checks (jobread.go)
-	cache      jobCache                      // polled jobs answered from memory (jobcache.go)
-	idem       *idem.Store                   // HTTP idempotency records, over st's Redis
-	idemMax    int                           // idempotency records per principal (IdempotencyMaxKeys)
-	events     *store                        // where Events blocks on streams (EventsRedis); st by default
+	reads      readGroup                    // coalesced job reads (jobread.go)
+	jobViews   *lru.Cache[string, []string] // each job's view, for access checks (jobread.go)
+	cache      jobCache                     // polled jobs answered from memory (jobcache.go)
+	idem       *idem.Store                  // HTTP idempotency records, over st's Redis
+	idemMax    int                          // idempotency records per principal (IdempotencyMaxKeys)
+	events     *store                       // where Events blocks on streams (EventsRedis); st by default
 }
 
 // EventsRedis makes Events read job event streams through rdb, a client
@@ -79,7 +79,7 @@ func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.
 
 func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, opts ...ClientOption) *Client {
 	c := &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default(), auto: AutoConfig{}.withDefaults(),
-		cache: jobCache{maxAge: DefaultJobCacheMaxAge}}
+		cache: jobCache{maxAge: DefaultJobCacheMaxAge}, jobViews: lru.New[string, []string](jobViewsBytes)}
 	for _, o := range opts {
 		o(c)
 	}

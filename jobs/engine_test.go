@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -67,7 +68,7 @@ func newWarehouse(t testing.TB, rows int) *warehouse {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wh.Close() })
-	w := &warehouse{cat: table.NewCatalog(wh, testDuck(t), table.Options{}), view: []string{"docs", "chunks"}}
+	w := &warehouse{cat: table.NewCatalog(wh, testDuck(t), table.Options{Indexes: index.Maintenance()}), view: []string{"docs", "chunks"}}
 	w.eng = refresh.NewEngine(w.cat)
 	if err := w.cat.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
 		t.Fatal(err)

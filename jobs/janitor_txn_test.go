@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -26,7 +27,7 @@ func TestJanitorTxnHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wh.Close()
-	cat := table.NewCatalog(wh, testDuck(t), table.Options{TxnTimeout: 300 * time.Millisecond, StepHook: testenv.PauseAtEnv()})
+	cat := table.NewCatalog(wh, testDuck(t), table.Options{TxnTimeout: 300 * time.Millisecond, StepHook: testenv.PauseAtEnv(), Indexes: index.Maintenance()})
 	var entries []table.BatchVersion
 	for _, id := range [][]string{srcID, {"docs", "other"}} {
 		entries = append(entries, table.BatchVersion{Field: table.JoinID(id), ID: id, Version: 2, ManifestPath: "staged/next.manifest", Scheme: table.NamingV2})

@@ -123,9 +123,21 @@ func (c *Client) GetJSON(ctx context.Context, jobID string) ([]byte, error) {
 // keeping its answer.
 var testAfterJobRead func(id string)
 
+// jobViewsBytes bounds Client.jobViews: some thousands of jobs.
+const jobViewsBytes = 1 << 20
+
+// jobViewSize is the share of jobViewsBytes of job jobID's view v.
+func jobViewSize(jobID string, v []string) int64 {
+	n := len(jobID) + 64
+	for _, p := range v {
+		n += len(p) + 16
+	}
+	return int64(n)
+}
+
 // JobView returns the view a job refreshes (what access to the job is
 // judged by). A job's view is set when it is submitted and never changes,
-// so it is remembered per job id (a bounded map): polling a job with
+// so it is remembered per job id (a cache bounded in bytes): polling a job with
 // credentials then costs the auth step no Redis read. A job whose record
 // has expired since may still be found here; the read that answers the
 // request says it is gone.
@@ -138,6 +150,6 @@ func (c *Client) JobView(ctx context.Context, jobID string) ([]string, error) {
 		return nil, err
 	}
 	v := j.ViewID()
-	c.jobViews.Put(jobID, v)
+	c.jobViews.Set(jobID, v, jobViewSize(jobID, v))
 	return append([]string(nil), v...), nil
 }

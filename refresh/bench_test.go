@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/mvq-dev/mvq/chunker"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/corpus"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -46,7 +47,7 @@ func benchSource(b testing.TB) (*bundle, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { wh.Close() })
-	cat := table.NewCatalog(wh, testDB(b), table.Options{})
+	cat := table.NewCatalog(wh, testDB(b), table.Options{Indexes: index.Maintenance()})
 	if err := cat.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
 		b.Fatal(err)
 	}

@@ -146,8 +146,6 @@ func filledMap(m *table.Manifest) (map[string]map[string]string, error) {
 	return out, nil
 }
 
-func init() { table.RegisterPropertyRewriter(propFilled, compactFilled) }
-
 // compactFilled keeps the backfill record true after table.Compact: a
 // merged fragment is filled by a version only when every part was.
 func compactFilled(raw json.RawMessage, merges []table.Merge) (json.RawMessage, error) {

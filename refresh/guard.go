@@ -5,7 +5,21 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-func init() { table.RegisterWriteGuard(refuseViewWrites) }
+// Hooks are what refresh installs on a catalog (table.Catalog.Use):
+// direct writes to views are refused (refuseViewWrites), schema changes
+// keep computed-column bindings true (keepBindings), and compaction
+// rewrites the fragment ids in a view's watermark lineage and in the
+// filled records of computed columns. NewEngine installs them on its
+// catalog; whoever builds a catalog that may hold views and is not given
+// to an engine installs them itself.
+func Hooks() table.Hooks {
+	return table.Hooks{
+		Name:       "refresh",
+		SchemaHook: keepBindings,
+		WriteGuard: refuseViewWrites,
+		Rewriters:  map[string]table.PropertyRewriter{propWatermark: compactLineage, propFilled: compactFilled},
+	}
+}
 
 // refuseViewWrites refuses every direct write to a view (insert, update,
 // delete, merge_insert, overwrite, version create, a schema change,

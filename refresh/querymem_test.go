@@ -7,6 +7,7 @@ import (
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -30,7 +31,7 @@ func TestViewSQLMemoryBomb(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wh.Close() })
-	cat := table.NewCatalog(wh, db, table.Options{})
+	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance()})
 	if err := cat.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/table"
 )
@@ -54,6 +55,7 @@ func setup(t testing.TB, opts table.Options) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wh.Close() })
+	opts.Indexes = index.Maintenance()
 	cat := table.NewCatalog(wh, testDB(t), opts)
 	if err := cat.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
 		t.Fatal(err)

@@ -88,8 +88,6 @@ func describeField(f arrow.Field) string {
 	return f.Type.String() + " (not null)"
 }
 
-func init() { table.RegisterSchemaHook(keepBindings) }
-
 // keepBindings keeps a table's virtual and computed columns (mvq.columns)
 // true through a schema change: dropping every output of a binding
 // removes the binding (and its backfill records); any other change to a

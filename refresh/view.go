@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/mvq-dev/mvq/errs"
-	"github.com/mvq-dev/mvq/internal/bounded"
+	"github.com/mvq-dev/mvq/internal/lru"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -34,7 +34,7 @@ type Engine struct {
 	db    *duck.DB
 	mem   memory.Allocator
 	cache cache
-	views bounded.Map[string, viewEntry] // decoded latest view versions (View)
+	views *lru.Cache[string, viewEntry] // decoded latest view versions (View)
 	// wholeFileBytes: source fragments up to this size are read with one
 	// request, larger ones with ranged reads of the row groups and pages
 	// needed.
@@ -55,8 +55,11 @@ func (e *Engine) Close() error { return e.udfs.Close() }
 func NewEngine(cat *table.Catalog) *Engine { return NewEngineWith(cat, EngineOptions{}) }
 
 // NewEngineWith is NewEngine with options (zero fields: defaults).
+// It installs Hooks on cat.
 func NewEngineWith(cat *table.Catalog, opts EngineOptions) *Engine {
-	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults(), udfs: udf.NewManager(cat.Options().Mem)}
+	cat.Use(Hooks())
+	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults(), udfs: udf.NewManager(cat.Options().Mem),
+		views: lru.New[string, viewEntry](viewsBytes)}
 }
 
 // CreateRequest mirrors the API's CreateMaterializedViewRequest.
@@ -551,7 +554,8 @@ func (e *Engine) View(ctx context.Context, id []string) (*View, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.views.Put(key, viewEntry{t: t, vf: vf, v: v})
+	ent = viewEntry{t: t, vf: vf, v: v}
+	e.views.Set(key, ent, ent.size(key))
 	return v, nil
 }
 
@@ -560,6 +564,15 @@ type viewEntry struct {
 	t  *table.Table
 	vf table.VersionFile
 	v  *View
+}
+
+// viewsBytes bounds Engine.views.
+const viewsBytes = 64 << 20
+
+// size is the entry's share of viewsBytes under key: the decoded view
+// is taken to be as large as its manifest file.
+func (e viewEntry) size(key string) int64 {
+	return int64(len(key)) + e.vf.Size + 1024
 }
 
 // loadView loads version v of a view (0: the latest).

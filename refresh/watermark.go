@@ -66,8 +66,6 @@ func (w *Watermark) sourceIdentity() string {
 	return ""
 }
 
-func init() { table.RegisterPropertyRewriter(propWatermark, compactLineage) }
-
 // compactLineage keeps a watermark's lineage true after table.Compact
 // merged view fragments: a merged fragment draws from the union of its
 // parts' source spans, which, the parts being adjacent in row order, is

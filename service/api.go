@@ -15,6 +15,8 @@ import (
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/httpapi"
+	"github.com/mvq-dev/mvq/index"
+	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
 	"github.com/mvq-dev/mvq/telemetry"
 )
@@ -56,7 +58,11 @@ func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("duckdb: %w", err)
 	}
 	slog.Info("sql engine", "sessions", db.Sessions(), "session_memory_mib", db.SessionMemory()>>20, "query_memory_mib", budget>>20)
-	return &Core{Catalog: table.NewCatalog(wh, db, table.Options{}), SQL: db, wh: wh}, nil
+	// The catalog uses and maintains indexes, and refuses direct writes to
+	// views whether or not this process builds a refresh engine.
+	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance()})
+	cat.Use(refresh.Hooks())
+	return &Core{Catalog: cat, SQL: db, wh: wh}, nil
 }
 
 // Close releases the core.

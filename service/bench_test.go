@@ -26,6 +26,7 @@ import (
 
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/corpus"
 	"github.com/mvq-dev/mvq/internal/testenv"
 	"github.com/mvq-dev/mvq/jobs"
@@ -168,7 +169,7 @@ func newOrchestratorRows(b *testing.B, n int, worker bool, maxRows int) *orchest
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: maxRows}) // n: one source file for the plain loop
+	cat := table.NewCatalog(wh, db, table.Options{MaxRowsPerFragment: maxRows, Indexes: index.Maintenance()}) // n: one source file for the plain loop
 	_, m, err := cat.CreateTable(ctx, []string{"corpus"}, benchSchema, docsReader(0, n), "", nil)
 	if err != nil {
 		b.Fatal(err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mvq-dev/mvq/arrowjson"
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
@@ -68,7 +69,7 @@ func BenchmarkHTTPRuntimeWorkers(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	cat := table.NewCatalog(o.cat.Warehouse(), db, table.Options{MaxRowsPerFragment: per})
+	cat := table.NewCatalog(o.cat.Warehouse(), db, table.Options{MaxRowsPerFragment: per, Indexes: index.Maintenance()})
 	eng := refresh.NewEngineWith(cat, refresh.EngineOptions{Runtimes: reg})
 	defer eng.Close()
 	client := jobs.NewClient(o.rdb, o.conn, eng)

@@ -34,9 +34,7 @@ func (c *Catalog) lineHandle(id []string, b string) *Table {
 // maintainLine runs the index maintainer for a commit on a branch (the
 // commit hook, auto-refresh, is for main's commits only).
 func (c *Catalog) maintainLine(ctx context.Context, t *Table, m *Manifest) {
-	if fn := indexMaintainer.Load(); fn != nil && m != nil {
-		(*fn)(context.WithoutCancel(ctx), t, m)
-	}
+	c.maintainIndexes(ctx, t, m)
 }
 
 // committedOn runs what follows a commit of m on t's line: the commit

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/errs"
-	"github.com/mvq-dev/mvq/internal/bounded"
 	"github.com/mvq-dev/mvq/internal/lru"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -45,6 +44,10 @@ type Options struct {
 	// files that never change (index files, a fragment's vectors).
 	// Default 3 GiB.
 	DecodedCacheBytes int64
+	// Indexes connects the catalog to the tables' indexes: whoever builds
+	// the catalog passes index.Maintenance(). Without it reads scan and
+	// commits leave indexes as they are, and creating an index is refused.
+	Indexes Indexes
 }
 
 func (o Options) withDefaults() Options {
@@ -78,8 +81,9 @@ type Catalog struct {
 	opts Options
 	hook atomic.Pointer[CommitHook]
 	// idents caches identities of latest versions (resolve_cache.go).
-	idents  bounded.Map[string, identityEntry]
+	idents  *lru.Cache[string, identityEntry]
 	decoded *lru.Cache[string, any]
+	wiring  wiring // Options.Indexes and the hooks installed with Use (wiring.go)
 }
 
 // CommitHook is told of every version this process commits to a table
@@ -102,7 +106,7 @@ func (c *Catalog) OnCommit(fn CommitHook) {
 
 // committed runs the commit hook, if any.
 func (c *Catalog) committed(ctx context.Context, id []string, m *Manifest) {
-	c.maintainIndexes(ctx, id, m)
+	c.maintainIndexes(ctx, c.handle(id), m)
 	if h := c.hook.Load(); h != nil && m != nil {
 		(*h)(context.WithoutCancel(ctx), append([]string(nil), id...), m)
 	}
@@ -111,7 +115,10 @@ func (c *Catalog) committed(ctx context.Context, id []string, m *Manifest) {
 // NewCatalog returns a catalog over wh that evaluates SQL with db.
 func NewCatalog(wh *Warehouse, db *duck.DB, opts Options) *Catalog {
 	opts = opts.withDefaults()
-	return &Catalog{wh: wh, sql: db, opts: opts, decoded: lru.New[string, any](opts.DecodedCacheBytes)}
+	c := &Catalog{wh: wh, sql: db, opts: opts, decoded: lru.New[string, any](opts.DecodedCacheBytes),
+		idents: lru.New[string, identityEntry](identsBytes)}
+	c.UseIndexes(opts.Indexes)
+	return c
 }
 
 // DecodedCache is the catalog's cache of values decoded from files that

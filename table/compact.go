@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -88,17 +87,10 @@ func (m *Manifest) Compaction() (merges []Merge, ok bool, err error) {
 }
 
 // PropertyRewriter updates a table property that names fragments by id
-// after a compaction merged some (see RegisterPropertyRewriter).
+// after a compaction merged some (Hooks.Rewriters). Package refresh
+// installs one for the view watermark, whose lineage maps view fragments
+// to source fragments.
 type PropertyRewriter func(prop json.RawMessage, merges []Merge) (json.RawMessage, error)
-
-var rewriters sync.Map // property key → PropertyRewriter
-
-// RegisterPropertyRewriter makes Compact pass property key, when a table
-// has it, through fn along with the merges, in the same commit. Package
-// refresh registers one for the view watermark, whose lineage maps view
-// fragments to source fragments. A property without one is carried as it
-// is.
-func RegisterPropertyRewriter(key string, fn PropertyRewriter) { rewriters.Store(key, fn) }
 
 // compactBeforeCommit, when set (tests), runs between writing the merged
 // fragments and committing them.
@@ -110,7 +102,8 @@ var compactBeforeCommit func()
 // version (operation "compact") with put-if-not-exists. Content and row
 // order are kept: each merged fragment takes the place of the run it
 // replaces (rows get new addresses, as after any rewrite). Views are
-// compacted too, their registered properties rewritten with the merges.
+// compacted too, the properties with a rewriter installed on the catalog
+// (Hooks.Rewriters) rewritten with the merges.
 //
 // A concurrent commit is rebased on: appends are kept; a run a concurrent
 // delete, update or refresh changed is left out of the compaction (its
@@ -150,7 +143,7 @@ func (t *Table) Compact(ctx context.Context, opts CompactOptions) (CompactResult
 		compactBeforeCommit()
 	}
 	var applied []bool
-	nm, err := t.Commit(ctx, compactOp(m.Schema, runs, written, &applied))
+	nm, err := t.Commit(ctx, t.c.compactOp(m.Schema, runs, written, &applied))
 	if errors.Is(err, errNothingToCompact) {
 		err = nil
 	}
@@ -255,8 +248,9 @@ var errNothingToCompact = errors.New("every run to compact was changed by a conc
 // compactOp swaps each run still present in base, whole and in order,
 // for its merged fragment; runs a concurrent commit changed are skipped
 // (applied[i] false). It conflicts when the schema changed, and answers
-// errNothingToCompact when no run is left.
-func compactOp(schema string, runs [][]Fragment, written []Fragment, applied *[]bool) Op {
+// errNothingToCompact when no run is left. Properties with a rewriter
+// installed on c (Hooks.Rewriters) are rewritten with the merges.
+func (c *Catalog) compactOp(schema string, runs [][]Fragment, written []Fragment, applied *[]bool) Op {
 	return func(base *Manifest) (*Manifest, error) {
 		*applied = make([]bool, len(runs))
 		if base.Schema != schema {
@@ -310,11 +304,11 @@ func compactOp(schema string, runs [][]Fragment, written []Fragment, applied *[]
 			merges = append(merges, mg)
 		}
 		for key, prop := range base.Properties {
-			fn, ok := rewriters.Load(key)
+			fn, ok := c.propertyRewriter(key)
 			if !ok {
 				continue
 			}
-			np, err := fn.(PropertyRewriter)(prop, merges)
+			np, err := fn(prop, merges)
 			if err != nil {
 				return nil, fmt.Errorf("compact: property %s: %w", key, err)
 			}

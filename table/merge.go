@@ -114,7 +114,7 @@ func (t *Table) MergeInsert(ctx context.Context, rdr array.RecordReader, o Merge
 	if err != nil {
 		return nil, MergeResult{}, err
 	}
-	if err := guardWrite(t.id, m, "merge_insert"); err != nil {
+	if err := t.c.guardWrite(t.id, m, "merge_insert"); err != nil {
 		return nil, MergeResult{}, err
 	}
 	schema, err := m.ArrowSchema()
@@ -147,7 +147,7 @@ func (t *Table) MergeInsert(ctx context.Context, rdr array.RecordReader, o Merge
 		if m, err = t.Load(ctx, 0); err != nil {
 			return nil, res, err
 		}
-		if err := guardWrite(t.id, m, "merge_insert"); err != nil {
+		if err := t.c.guardWrite(t.id, m, "merge_insert"); err != nil {
 			return nil, res, err
 		}
 		if s, err := m.ArrowSchema(); err != nil {

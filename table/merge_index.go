@@ -2,7 +2,6 @@ package table
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -23,26 +22,14 @@ type KeyIndex interface {
 // nil when no index on the column can answer equality.
 type KeyIndexFinder func(ctx context.Context, t *Table, m *Manifest, column string, keys arrow.Array) (KeyIndex, error)
 
-var keyIndexFinder atomic.Pointer[KeyIndexFinder]
-
-// RegisterKeyIndexFinder installs fn (the index package registers one);
-// nil removes it.
-func RegisterKeyIndexFinder(fn KeyIndexFinder) {
-	if fn == nil {
-		keyIndexFinder.Store(nil)
-		return
-	}
-	keyIndexFinder.Store(&fn)
-}
-
 // mergeKeyIndex answers the key index a merge may match with: only with
 // use_index, a one-column key and no delete-by-source (which must see
 // every unmatched row, so it reads the key column anyway); nil otherwise
 // or when no index applies.
 func (t *Table) mergeKeyIndex(ctx context.Context, m *Manifest, in *mergeInput, o MergeOptions) (KeyIndex, error) {
-	fn := keyIndexFinder.Load()
+	fn := t.c.Indexes().KeyIndex
 	if fn == nil || !o.UseIndex || len(in.keys) != 1 || o.WhenNotMatchedBySourceDelete {
 		return nil, nil
 	}
-	return (*fn)(ctx, t, m, in.rec.Schema().Field(in.keys[0]).Name, in.rec.Column(in.keys[0]))
+	return fn(ctx, t, m, in.rec.Schema().Field(in.keys[0]).Name, in.rec.Column(in.keys[0]))
 }

@@ -313,7 +313,7 @@ func (c *Catalog) RenameTable(ctx context.Context, id, newID []string) error {
 	if err != nil {
 		return err
 	}
-	if err := guardWrite(id, m, "rename"); err != nil {
+	if err := c.guardWrite(id, m, "rename"); err != nil {
 		return err
 	}
 	uuid, err := t.Identity(ctx, m)

@@ -251,7 +251,7 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := guardWrite(t.id, m, "insert"); err != nil {
+	if err := t.c.guardWrite(t.id, m, "insert"); err != nil {
 		return nil, 0, err
 	}
 	if n := rdr.Schema().NumFields(); n < schema.NumFields() && n > 0 && records.NullableFrom(schema, n) {
@@ -293,7 +293,7 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := guardWrite(t.id, m, operation); err != nil {
+	if err := t.c.guardWrite(t.id, m, operation); err != nil {
 		return nil, 0, err
 	}
 	schema, err := m.ArrowSchema()
@@ -446,7 +446,7 @@ type QueryOptions struct {
 	Limit   int64 // 0: no limit
 	RowAddr bool  // add _rowaddr
 	// Rows, when set, reads only these rows (selection.go) instead of
-	// asking the registered row selector.
+	// asking the catalog's row selector (Indexes.Select).
 	Rows Selection
 }
 

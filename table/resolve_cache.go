@@ -26,6 +26,14 @@ type identityEntry struct {
 	identity string
 }
 
+// identsBytes bounds Catalog.idents: some thousands of tables.
+const identsBytes = 1 << 20
+
+// size is the entry's share of identsBytes under key.
+func (e identityEntry) size(key string) int64 {
+	return int64(len(key)+len(e.identity)+len(e.vf.Name)+len(e.vf.MD5)) + 128
+}
+
 // Same reports whether a and b are the same file as listed (a manifest
 // file is never changed in place, so the same file is the same manifest).
 func (a VersionFile) Same(b VersionFile) bool {
@@ -56,7 +64,8 @@ func (c *Catalog) latestIdentity(ctx context.Context, t *Table) (string, error) 
 		if err != nil {
 			return "", err
 		}
-		c.idents.Put(t.key, identityEntry{vf: vf, identity: id})
+		e := identityEntry{vf: vf, identity: id}
+		c.idents.Set(t.key, e, e.size(t.key))
 		return id, nil
 	}
 }

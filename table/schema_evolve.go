@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -222,40 +221,6 @@ type SchemaChange struct {
 // properties. It runs again on every rebase.
 type SchemaHook func(next *Manifest, ch SchemaChange) error
 
-// hookList is a registry of hooks that other packages add to (in their
-// init) and commits run, in order of registration.
-type hookList[F any] struct {
-	mu   sync.Mutex
-	list []F
-}
-
-func (h *hookList[F]) add(f F) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.list = append(h.list, f)
-}
-
-// all is a copy of the hooks, for running them without the lock.
-func (h *hookList[F]) all() []F {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.list)
-}
-
-var schemaHooks hookList[SchemaHook]
-
-// RegisterSchemaHook adds a hook run by every schema-evolution commit.
-func RegisterSchemaHook(h SchemaHook) { schemaHooks.add(h) }
-
-func runSchemaHooks(next *Manifest, ch SchemaChange) error {
-	for _, h := range schemaHooks.all() {
-		if err := h(next, ch); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // WriteGuard sees every direct write to a table before it is applied:
 // op names the operation as users know it ("insert", "update",
 // "delete", "merge_insert", "overwrite", "version create", "rename", or
@@ -263,21 +228,6 @@ func runSchemaHooks(next *Manifest, ch SchemaChange) error {
 // version. An error refuses the write and reaches the caller as is.
 // Refreshes and backfills are not direct writes and are never guarded.
 type WriteGuard func(id []string, m *Manifest, op string) error
-
-var writeGuards hookList[WriteGuard]
-
-// RegisterWriteGuard adds a guard run before every direct write.
-func RegisterWriteGuard(g WriteGuard) { writeGuards.add(g) }
-
-// guardWrite runs the write guards for op on table id at version m.
-func guardWrite(id []string, m *Manifest, op string) error {
-	for _, g := range writeGuards.all() {
-		if err := g(id, m, op); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // reservedMetadataKey reports keys that Parquet and Arrow writers read
 // from schema and field metadata themselves.
@@ -308,7 +258,7 @@ func resolveColumn(schema *arrow.Schema, field, path string) (int, error) {
 // after the write guards allow it.
 func (t *Table) evolve(ctx context.Context, operation string, fn func(base *Manifest, schema *arrow.Schema) (*arrow.Schema, SchemaChange, error)) (*Manifest, error) {
 	return t.Commit(ctx, func(base *Manifest) (*Manifest, error) {
-		if err := guardWrite(t.id, base, operation); err != nil {
+		if err := t.c.guardWrite(t.id, base, operation); err != nil {
 			return nil, err
 		}
 		schema, err := base.ArrowSchema()
@@ -326,7 +276,7 @@ func (t *Table) evolve(ctx context.Context, operation string, fn func(base *Mani
 		}
 		base.Operation = operation
 		base.Schema = enc
-		if err := runSchemaHooks(base, ch); err != nil {
+		if err := t.c.runSchemaHooks(base, ch); err != nil {
 			return nil, err
 		}
 		return base, nil

@@ -2,7 +2,6 @@ package table
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -34,27 +33,14 @@ func (s Selection) Fragments(m *Manifest) []Fragment {
 // leave out a row the filter keeps.
 type RowSelector func(ctx context.Context, t *Table, m *Manifest, schema *arrow.Schema, filter string) (Selection, error)
 
-var rowSelector atomic.Pointer[RowSelector]
-
-// RegisterRowSelector installs fn as the selector filtered queries,
-// count_rows and the match counts of update and delete consult (the index
-// package registers one); nil removes it.
-func RegisterRowSelector(fn RowSelector) {
-	if fn == nil {
-		rowSelector.Store(nil)
-		return
-	}
-	rowSelector.Store(&fn)
-}
-
-// selectRows asks the registered selector; nil when there is none or it
-// cannot narrow.
+// selectRows asks the catalog's selector (Indexes.Select); nil when there
+// is none or it cannot narrow.
 func (t *Table) selectRows(ctx context.Context, m *Manifest, schema *arrow.Schema, filter string) (Selection, error) {
-	fn := rowSelector.Load()
+	fn := t.c.Indexes().Select
 	if fn == nil || filter == "" {
 		return nil, nil
 	}
-	return (*fn)(ctx, t, m, schema, filter)
+	return fn(ctx, t, m, schema, filter)
 }
 
 // wholeFileBytes: a selected read of a data file up to this size reads
@@ -110,21 +96,3 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 // commit hook, with a context not cancelled with the request; it must not
 // fail the commit (it logs its own errors).
 type IndexMaintainer func(ctx context.Context, t *Table, m *Manifest)
-
-var indexMaintainer atomic.Pointer[IndexMaintainer]
-
-// RegisterIndexMaintainer installs fn (nil removes it).
-func RegisterIndexMaintainer(fn IndexMaintainer) {
-	if fn == nil {
-		indexMaintainer.Store(nil)
-		return
-	}
-	indexMaintainer.Store(&fn)
-}
-
-// maintainIndexes runs the registered maintainer, if any.
-func (c *Catalog) maintainIndexes(ctx context.Context, id []string, m *Manifest) {
-	if fn := indexMaintainer.Load(); fn != nil && m != nil {
-		(*fn)(context.WithoutCancel(ctx), c.handle(id), m)
-	}
-}

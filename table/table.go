@@ -347,7 +347,7 @@ func (c *Catalog) CreateTable(ctx context.Context, id []string, schema *arrow.Sc
 		case "overwrite":
 			if m, err := t.Load(ctx, 0); err != nil {
 				return nil, nil, err
-			} else if err := guardWrite(id, m, "overwrite"); err != nil {
+			} else if err := c.guardWrite(id, m, "overwrite"); err != nil {
 				return nil, nil, err
 			}
 			frags, err := t.WriteFragments(ctx, schema, rdr, 0)

@@ -155,7 +155,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	if err != nil {
 		return nil, err
 	}
-	if err := guardWrite(t.id, cur, "version create"); err != nil {
+	if err := t.c.guardWrite(t.id, cur, "version create"); err != nil {
 		return nil, err
 	}
 	if cur.IsExternal() || m.IsExternal() {

@@ -1,7 +1,9 @@
 // Package lru is a cache bounded in bytes that drops the least recently
 // used entries first, for values decoded from files that never change
-// (index files, a fragment's vectors): an entry is never stale, so a
-// miss only costs a reload.
+// (index files, a fragment's vectors: Put) and for entries checked when
+// used (a view's decoded definition keyed by its version file, a table's
+// identity, a job's view: Set and Delete): an entry is never stale or is
+// checked, so a miss only costs a reload.
 package lru
 
 import (
@@ -55,6 +57,40 @@ func (c *Cache[K, V]) Put(k K, v V, size int64) {
 	if _, ok := c.items[k]; ok {
 		return
 	}
+	c.add(k, v, size)
+}
+
+// Set keeps v, of size bytes, under k as Put does, replacing the value a
+// key already present has (its entry is checked when used and may have
+// been found stale); an entry larger than the whole bound is not kept
+// and removes k.
+func (c *Cache[K, V]) Set(k K, v V, size int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.remove(k)
+	if size > c.max {
+		return
+	}
+	c.add(k, v, size)
+}
+
+// Delete removes k.
+func (c *Cache[K, V]) Delete(k K) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.remove(k)
+}
+
+// Len answers the number of entries held.
+func (c *Cache[K, V]) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.items)
+}
+
+// add puts a new entry in front, then drops the least recently used while
+// over the bound. The caller holds mu.
+func (c *Cache[K, V]) add(k K, v V, size int64) {
 	c.items[k] = c.ll.PushFront(&item[K, V]{k, v, size})
 	c.size += size
 	for c.size > c.max {
@@ -63,6 +99,15 @@ func (c *Cache[K, V]) Put(k K, v V, size int64) {
 		c.ll.Remove(e)
 		delete(c.items, it.key)
 		c.size -= it.size
+	}
+}
+
+// remove drops k's entry, if any. The caller holds mu.
+func (c *Cache[K, V]) remove(k K) {
+	if e, ok := c.items[k]; ok {
+		c.ll.Remove(e)
+		delete(c.items, k)
+		c.size -= e.Value.(*item[K, V]).size
 	}
 }
 
