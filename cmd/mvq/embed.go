@@ -228,13 +228,7 @@ runtime filled, embed the query with the same model and pass --vector.`,
 				req["filter"] = filter
 			}
 			if columns != "" {
-				var names []string
-				for _, n := range strings.Split(columns, ",") {
-					if n = strings.TrimSpace(n); n != "" {
-						names = append(names, n)
-					}
-				}
-				req["columns"] = map[string]any{"column_names": names}
+				req["columns"] = columnNames(columns)
 			}
 			return a.printQuery(args[0], req, output)
 		},

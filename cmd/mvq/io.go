@@ -173,13 +173,7 @@ func (a *app) queryCmd() *cobra.Command {
 				req["filter"] = filter
 			}
 			if columns != "" {
-				var names []string
-				for _, n := range strings.Split(columns, ",") {
-					if n = strings.TrimSpace(n); n != "" {
-						names = append(names, n)
-					}
-				}
-				req["columns"] = map[string]any{"column_names": names}
+				req["columns"] = columnNames(columns)
 			}
 			if cmd.Flags().Changed("limit") {
 				if limit <= 0 {
@@ -285,4 +279,16 @@ func cell(col arrow.Array, i int) string {
 		s = string(r[:59]) + "…"
 	}
 	return s
+}
+
+// columnNames is a query's "columns" member for a --columns list
+// (comma-separated names; blanks dropped).
+func columnNames(list string) map[string]any {
+	var names []string
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	return map[string]any{"column_names": names}
 }
