@@ -42,13 +42,21 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 	viewID, _ := json.Marshal(j.viewID)
 	keys := append([]string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
 		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}, n.plan.keys...)
-	args := []any{j.ID, formatTime(now), eventsMaxLen, "submitted", n.backlog, now.UnixMilli(),
+	created := formatTime(now)
+	args := make([]any, 0, 15+2*14)
+	args = append(args, j.ID, created, eventsMaxLen, "submitted", n.backlog, now.UnixMilli(),
 		n.fingerprint, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
 		string(n.plan.msg), n.plan.taskID, now.UnixNano(), n.plan.queue, n.plan.runAt,
-		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, string(j.State), fPhase, "",
-		fCreated, formatTime(now), fRequest, string(n.request), fCluster, j.Cluster, fChecksum, j.ManifestChecksum,
-		fTraceID, j.TraceID, fCause, j.Cause, fTrigger, trig, fTotal, 0, fDone, 0, fFailed, 0, fRowsRead, 0, fRowsWritten, 0, fMaxRunning, 0,
-		fProgressAt, formatTime(now)}
+		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, string(j.State),
+		fCreated, created, fRequest, string(n.request), fCluster, j.Cluster, fCause, j.Cause, fProgressAt, created)
+	// A new record holds what is known at accept; the phase and the
+	// progress counters start absent (decodeJob and the scripts read an
+	// absent one as "" or 0), and so do the optional fields left empty.
+	for _, f := range [][2]string{{fChecksum, j.ManifestChecksum}, {fTraceID, j.TraceID}, {fTrigger, trig}} {
+		if f[1] != "" {
+			args = append(args, f[0], f[1])
+		}
+	}
 	res, err := scriptCreate.Run(ctx, s.rdb, keys, args...).Result()
 	if err != nil {
 		return 0, nil, redisErr("create job", err)
