@@ -2,12 +2,15 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,7 +19,9 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -31,7 +36,7 @@ import (
 // `kubectl apply -k` runs) and validated offline: every object is decoded
 // strictly into the Kubernetes API's own Go types (k8s.io/api, the source
 // the published schemas are generated from; the Prometheus Operator's for
-// the ServiceMonitor), so an unknown field, a wrong type or a bad quantity
+// the ServiceMonitor and the PrometheusRule), so an unknown field, a wrong type or a bad quantity
 // fails, and names and labels go through apimachinery's validation. The
 // ScaledObject is decoded into scaledObject below, a copy of the fields of
 // KEDA's keda.sh/v1alpha1 ScaledObjectSpec (KEDA's module is not available
@@ -80,16 +85,26 @@ type rendered struct {
 	pdbs          []*policyv1.PodDisruptionBudget
 	scaledObjects []*scaledObject
 	monitors      []*monitoringv1.ServiceMonitor
+	rules         []*monitoringv1.PrometheusRule
+	jobs          []*batchv1.Job
+	ingresses     []*networkingv1.Ingress
+	kinds         map[string]int
+	// external are the Secrets the operator creates, which containers may
+	// refer to though they are not rendered.
+	external map[string]bool
 }
 
-func render(t *testing.T, dir string) *rendered {
+func render(t *testing.T, dir string, external ...string) *rendered {
 	t.Helper()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
-	out := &rendered{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}}
+	out := &rendered{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}, kinds: map[string]int{}, external: map[string]bool{}}
+	for _, s := range external {
+		out.external[s] = true
+	}
 	for _, r := range m.Resources() {
 		y, err := r.AsYAML()
 		if err != nil {
@@ -103,13 +118,15 @@ func render(t *testing.T, dir string) *rendered {
 			}
 		}
 		wantAPI := map[string]string{"Deployment": "apps/v1", "StatefulSet": "apps/v1", "Service": "v1", "ConfigMap": "v1", "Secret": "v1",
-			"PodDisruptionBudget": "policy/v1", "ScaledObject": "keda.sh/v1alpha1", "ServiceMonitor": "monitoring.coreos.com/v1"}
+			"PodDisruptionBudget": "policy/v1", "ScaledObject": "keda.sh/v1alpha1", "ServiceMonitor": "monitoring.coreos.com/v1",
+			"PrometheusRule": "monitoring.coreos.com/v1", "Job": "batch/v1", "Ingress": "networking.k8s.io/v1"}
 		if api, ok := wantAPI[kind]; !ok {
 			t.Errorf("%s: unexpected kind %s (%s)", dir, kind, name)
 			continue
 		} else if got := r.GetApiVersion(); got != api {
 			t.Errorf("%s %s/%s: apiVersion %s, want %s", dir, kind, name, got, api)
 		}
+		out.kinds[kind]++
 		for _, msg := range validation.IsDNS1123Subdomain(name) {
 			t.Errorf("%s %s name %q: %s", dir, kind, name, msg)
 		}
@@ -151,6 +168,18 @@ func render(t *testing.T, dir string) *rendered {
 			var s monitoringv1.ServiceMonitor
 			decode(&s)
 			out.monitors = append(out.monitors, &s)
+		case "PrometheusRule":
+			var p monitoringv1.PrometheusRule
+			decode(&p)
+			out.rules = append(out.rules, &p)
+		case "Job":
+			var j batchv1.Job
+			decode(&j)
+			out.jobs = append(out.jobs, &j)
+		case "Ingress":
+			var i networkingv1.Ingress
+			decode(&i)
+			out.ingresses = append(out.ingresses, &i)
 		}
 	}
 	return out
@@ -243,7 +272,11 @@ func (r *rendered) env(t *testing.T, c corev1.Container) map[string]string {
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			out[e.Name] = "<secret>"
 			s := r.secrets[e.ValueFrom.SecretKeyRef.Name]
-			if s == nil {
+			if r.external[e.ValueFrom.SecretKeyRef.Name] {
+				if s != nil {
+					t.Errorf("container %s: Secret %s is rendered: it must come from the operator", c.Name, s.Name)
+				}
+			} else if s == nil {
 				t.Errorf("container %s: %s refers to Secret %s, not rendered", c.Name, e.Name, e.ValueFrom.SecretKeyRef.Name)
 			} else if _, ok := s.StringData[e.ValueFrom.SecretKeyRef.Key]; !ok {
 				if _, ok := s.Data[e.ValueFrom.SecretKeyRef.Key]; !ok {
@@ -264,9 +297,20 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := knownEnv(t)
-	for _, dir := range []string{"k8s/base", "k8s/overlays/example"} {
+	// The base runs on one node with no add-on: only built-in kinds. The
+	// production overlay adds KEDA, the Prometheus Operator's kinds and an
+	// Ingress, and takes the store's keys from a Secret the operator makes.
+	for _, tc := range []struct {
+		dir        string
+		production bool
+		external   []string
+	}{
+		{dir: "k8s/base"},
+		{dir: "k8s/overlays/production", production: true, external: []string{"mvq-secrets"}},
+	} {
+		dir := tc.dir
 		t.Run(dir, func(t *testing.T) {
-			r := render(t, dir)
+			r := render(t, dir, tc.external...)
 			var pools []string
 			var apiClusters []string
 			for _, d := range r.deployments {
@@ -335,8 +379,9 @@ func TestKubernetesManifests(t *testing.T) {
 						t.Errorf("%s: MVQ_CLUSTERS %q, label mvq.dev/cluster %q: one pool per Deployment, named alike", d.Name, env["MVQ_CLUSTERS"], cluster)
 					}
 					pools = append(pools, cluster)
-					r.checkPool(t, d, cluster)
+					r.checkPool(t, d, cluster, tc.production)
 				}
+				r.checkWarehouse(t, d.Name, env)
 			}
 			for _, p := range pools {
 				if !slices.Contains(apiClusters, p) {
@@ -347,10 +392,21 @@ func TestKubernetesManifests(t *testing.T) {
 				t.Error("no worker pool for the default cluster")
 			}
 			r.checkNoShippedToken(t)
-			if len(r.monitors) != 1 {
-				t.Fatalf("%d ServiceMonitors, want 1", len(r.monitors))
+			if !tc.production {
+				for _, kind := range []string{"ScaledObject", "ServiceMonitor", "PrometheusRule", "Ingress"} {
+					if r.kinds[kind] != 0 {
+						t.Errorf("the base renders a %s: it needs an add-on a bare cluster lacks", kind)
+					}
+				}
+				r.checkSeaweedFS(t)
+			} else {
+				if len(r.monitors) != 1 {
+					t.Fatalf("%d ServiceMonitors, want 1", len(r.monitors))
+				}
+				r.checkMonitor(t, r.monitors[0])
+				r.checkMonitoring(t)
+				r.checkIngress(t)
 			}
-			r.checkMonitor(t, r.monitors[0])
 			for _, s := range r.statefulsets {
 				if s.Name == "mvq-redis" && !strings.Contains(strings.Join(s.Spec.Template.Spec.Containers[0].Args, " "), "--appendonly yes") {
 					t.Errorf("redis runs without --appendonly yes")
@@ -381,9 +437,9 @@ func containerPort(c corev1.Container, port string) int32 {
 	return 0
 }
 
-// checkPool: a worker pool has a PodDisruptionBudget and a ScaledObject
-// selecting it, and the ScaledObject scales on that pool's queue.
-func (r *rendered) checkPool(t *testing.T, d *appsv1.Deployment, cluster string) {
+// checkPool: a worker pool has a PodDisruptionBudget and, when autoscaled,
+// a ScaledObject selecting it, which scales on that pool's queue.
+func (r *rendered) checkPool(t *testing.T, d *appsv1.Deployment, cluster string, autoscaled bool) {
 	t.Helper()
 	pdb := false
 	for _, p := range r.pdbs {
@@ -402,6 +458,12 @@ func (r *rendered) checkPool(t *testing.T, d *appsv1.Deployment, cluster string)
 		if s.Spec.ScaleTargetRef.Name == d.Name {
 			so = s
 		}
+	}
+	if !autoscaled {
+		if so != nil {
+			t.Errorf("%s: a ScaledObject (KEDA) in the base", d.Name)
+		}
+		return
 	}
 	if so == nil {
 		t.Errorf("%s: no ScaledObject", d.Name)
@@ -512,5 +574,243 @@ func (r *rendered) checkNoShippedToken(t *testing.T) {
 	}
 	if !found {
 		t.Error("mvq-api: no tokens volume")
+	}
+}
+
+// checkWarehouse: every pod reaches one warehouse, an object store (a
+// file:// or mem:// one would be each pod's own), with the keys to it; an
+// endpoint inside the cluster is a rendered Service on that port.
+func (r *rendered) checkWarehouse(t *testing.T, name string, env map[string]string) {
+	t.Helper()
+	wh := env["MVQ_WAREHOUSE"]
+	u, err := url.Parse(wh)
+	if err != nil || (u.Scheme != "s3" && u.Scheme != "gs") || u.Host == "" {
+		t.Errorf("%s: MVQ_WAREHOUSE %q is not an object store every pod shares (%v)", name, wh, err)
+		return
+	}
+	if u.Scheme == "s3" && (env["AWS_ACCESS_KEY_ID"] == "" || env["AWS_SECRET_ACCESS_KEY"] == "") {
+		t.Errorf("%s: an s3:// warehouse without AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", name)
+	}
+	ep := u.Query().Get("endpoint")
+	if ep == "" {
+		return
+	}
+	e, err := url.Parse(ep)
+	if err != nil || e.Port() == "" {
+		t.Errorf("%s: MVQ_WAREHOUSE endpoint %q: want scheme://host:port (%v)", name, ep, err)
+		return
+	}
+	if u.Query().Get("use_path_style") != "true" {
+		t.Errorf("%s: MVQ_WAREHOUSE %q: a self-hosted endpoint wants use_path_style=true", name, wh)
+	}
+	host := e.Hostname()
+	if strings.Contains(host, ".") && !strings.Contains(host, ".svc") {
+		return // outside the cluster
+	}
+	svc := strings.Split(host, ".")[0]
+	if !slices.ContainsFunc(r.services, func(s *corev1.Service) bool {
+		return s.Name == svc && slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return fmt.Sprint(p.Port) == e.Port() })
+	}) {
+		t.Errorf("%s: MVQ_WAREHOUSE endpoint %s is no rendered Service port", name, ep)
+	}
+}
+
+// secretRefs is a container's variables set from Secrets, as secret/key.
+func secretRefs(c corev1.Container) map[string]string {
+	out := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			out[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	return out
+}
+
+// checkSeaweedFS: the base's S3 server accepts the keys mvq signs with
+// (both from the same Secret keys), keeps its data on a volume, and its
+// Job creates the warehouse's bucket through a rendered Service.
+func (r *rendered) checkSeaweedFS(t *testing.T) {
+	t.Helper()
+	var sw *appsv1.StatefulSet
+	for _, s := range r.statefulsets {
+		if s.Name == "mvq-seaweedfs" {
+			sw = s
+		}
+	}
+	if sw == nil || len(sw.Spec.Template.Spec.Containers) != 1 {
+		t.Fatal("the base has no SeaweedFS StatefulSet with one container")
+	}
+	c := sw.Spec.Template.Spec.Containers[0]
+	r.env(t, c)
+	cmd := strings.Join(append(c.Command, c.Args...), " ")
+	for _, d := range r.deployments {
+		mine, theirs := secretRefs(d.Spec.Template.Spec.Containers[0]), secretRefs(c)
+		for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
+			if mine[k] == "" || mine[k] != theirs[k] {
+				t.Errorf("%s: %s from %q, SeaweedFS from %q: want one Secret key", d.Name, k, mine[k], theirs[k])
+			}
+			if !strings.Contains(cmd, `"$`+k+`"`) {
+				t.Errorf("SeaweedFS: its S3 identity does not use %s", k)
+			}
+		}
+	}
+	if !strings.Contains(cmd, "-s3 ") || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.MountPath == "/data" && strings.Contains(cmd, "-dir=/data")
+	}) {
+		t.Errorf("SeaweedFS: want S3 on and -dir=/data on its volume: %s", cmd)
+	}
+	wh, err := url.Parse(r.configMaps["mvq-config"].Data["MVQ_WAREHOUSE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.jobs) != 1 || len(r.jobs[0].Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("want one Job creating the bucket, got %d", len(r.jobs))
+	}
+	job := strings.Join(r.jobs[0].Spec.Template.Spec.Containers[0].Command, " ")
+	if !strings.Contains(job, "s3.bucket.create -name "+wh.Host+"'") {
+		t.Errorf("Job %s does not create the bucket %s: %s", r.jobs[0].Name, wh.Host, job)
+	}
+	m := regexp.MustCompile(`-master=([a-z0-9-]+):([0-9]+)`).FindStringSubmatch(job)
+	if m == nil || !slices.ContainsFunc(r.services, func(s *corev1.Service) bool {
+		return s.Name == m[1] && slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool {
+			return fmt.Sprint(p.Port) == m[2]
+		}) && slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool {
+			return fmt.Sprint(p.Port) == "1"+m[2] // weed shell dials the master's gRPC port, +10000
+		})
+	}) {
+		t.Errorf("Job %s: -master is not a rendered Service with its HTTP and gRPC ports: %s", r.jobs[0].Name, job)
+	}
+}
+
+// checkMonitoring: the PrometheusRule holds exactly the rules of
+// prometheus/alerts.yml (what compose's Prometheus loads), under the same
+// release label as the ServiceMonitor; the dashboards ConfigMap holds
+// exactly grafana/dashboards/*.json, labelled for Grafana's sidecar.
+func (r *rendered) checkMonitoring(t *testing.T) {
+	t.Helper()
+	if len(r.rules) != 1 {
+		t.Fatalf("%d PrometheusRules, want 1", len(r.rules))
+	}
+	b, err := os.ReadFile("prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want monitoringv1.PrometheusRuleSpec
+	if err := yaml.UnmarshalStrict(b, &want); err != nil {
+		t.Fatalf("prometheus/alerts.yml as a PrometheusRule spec: %v", err)
+	}
+	if got := r.rules[0].Spec; !reflect.DeepEqual(got, want) {
+		t.Errorf("PrometheusRule %s differs from prometheus/alerts.yml:\n got %+v\nwant %+v", r.rules[0].Name, got, want)
+	}
+	release := r.monitors[0].Labels["release"]
+	if release == "" || r.rules[0].Labels["release"] != release {
+		t.Errorf("release labels: ServiceMonitor %q, PrometheusRule %q: want one, set", release, r.rules[0].Labels["release"])
+	}
+	files, _ := filepath.Glob("grafana/dashboards/*.json")
+	var found bool
+	for _, c := range r.configMaps {
+		if c.Labels["grafana_dashboard"] != "1" {
+			continue
+		}
+		found = true
+		if len(c.Data) != len(files) {
+			t.Errorf("ConfigMap %s: %d dashboards, want %d", c.Name, len(c.Data), len(files))
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Data[filepath.Base(f)] != string(b) {
+				t.Errorf("ConfigMap %s: %s differs from %s", c.Name, filepath.Base(f), f)
+			}
+		}
+	}
+	if !found {
+		t.Error(`no ConfigMap labelled grafana_dashboard: "1"`)
+	}
+}
+
+// checkIngress: the Ingress sends to the API's Service on a port it has,
+// over TLS.
+func (r *rendered) checkIngress(t *testing.T) {
+	t.Helper()
+	if len(r.ingresses) != 1 {
+		t.Fatalf("%d Ingresses, want 1", len(r.ingresses))
+	}
+	in := r.ingresses[0]
+	if len(in.Spec.TLS) == 0 {
+		t.Errorf("Ingress %s: no TLS", in.Name)
+	}
+	for _, rule := range in.Spec.Rules {
+		for _, p := range rule.HTTP.Paths {
+			b := p.Backend.Service
+			if b == nil || b.Name != "mvq-api" || !slices.ContainsFunc(r.services, func(s *corev1.Service) bool {
+				return s.Name == b.Name && slices.ContainsFunc(s.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Name == b.Port.Name })
+			}) {
+				t.Errorf("Ingress %s: backend %+v is not the mvq-api Service's port", in.Name, b)
+			}
+		}
+	}
+}
+
+// TestTraceURLTemplate: compose's API and the production overlay's link a
+// job to its trace in Grafana's Explore on the provisioned Tempo
+// datasource; compose's at Grafana's published address.
+func TestTraceURLTemplate(t *testing.T) {
+	c := loadCompose(t)
+	grafana := strs(c.service(t, "grafana")["ports"])
+	var prod string
+	for _, d := range render(t, "k8s/overlays/production", "mvq-secrets").deployments {
+		for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "MVQ_TRACE_URL_TEMPLATE" {
+				prod = e.Value
+			}
+		}
+	}
+	tempo := loadDatasources(t)["tempo"]
+	for what, tmpl := range map[string]string{"compose api": env(c.service(t, "api"))["MVQ_TRACE_URL_TEMPLATE"], "production mvq-api": prod} {
+		if !strings.Contains(tmpl, "{trace_id}") {
+			t.Errorf("%s: MVQ_TRACE_URL_TEMPLATE %q has no {trace_id}", what, tmpl)
+			continue
+		}
+		u, err := url.Parse(strings.ReplaceAll(tmpl, "{trace_id}", "4bf92f3577b34da6a3ce929d0e0e4736"))
+		if err != nil || u.Path != "/explore" {
+			t.Errorf("%s: %q is not a Grafana Explore URL (%v)", what, tmpl, err)
+			continue
+		}
+		var panes map[string]struct {
+			Queries []struct {
+				Datasource struct{ Type, UID string } `json:"datasource"`
+				Query      string                     `json:"query"`
+			} `json:"queries"`
+		}
+		if err := json.Unmarshal([]byte(u.Query().Get("panes")), &panes); err != nil || len(panes) != 1 {
+			t.Errorf("%s: panes of %q: %v", what, tmpl, err)
+		}
+		for _, p := range panes {
+			if len(p.Queries) != 1 || p.Queries[0].Datasource.UID != tempo.uid || p.Queries[0].Datasource.Type != tempo.typ ||
+				p.Queries[0].Query != "4bf92f3577b34da6a3ce929d0e0e4736" {
+				t.Errorf("%s: %q does not look up the trace id on the Tempo datasource %q", what, tmpl, tempo.uid)
+			}
+		}
+		if what == "compose api" && !slices.Contains(grafana, u.Host+":3000") {
+			t.Errorf("%s: %s is not Grafana's published address %v", what, u.Host, grafana)
+		}
+	}
+}
+
+// TestEnvCheckRejectsUnknownNames: the environment checks of the
+// manifests and of compose fail on an MVQ_* name no binary reads, and on
+// one the other binary reads.
+func TestEnvCheckRejectsUnknownNames(t *testing.T) {
+	if knownEnv(t)["MVQ_NOT_A_SETTING"] || roleEnv(t, "api")["MVQ_NOT_A_SETTING"] {
+		t.Error("MVQ_NOT_A_SETTING passes as a setting")
+	}
+	if !roleEnv(t, "api")["MVQ_TRACE_URL_TEMPLATE"] || roleEnv(t, "worker")["MVQ_TRACE_URL_TEMPLATE"] {
+		t.Error("MVQ_TRACE_URL_TEMPLATE: want read by the API only")
+	}
+	if roleEnv(t, "api")["MVQ_METRICS_LISTEN"] || roleEnv(t, "worker")["MVQ_LISTEN"] {
+		t.Error("a listen address of the other binary passes")
 	}
 }
