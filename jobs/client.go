@@ -371,11 +371,28 @@ const eventsBlock = time.Second
 // CodeJobNotFound for an unknown job. Streams keep about the last
 // 1000 events.
 func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event) error) error {
-	if _, err := c.st.job(ctx, jobID); err != nil {
+	j, err := c.st.job(ctx, jobID)
+	if err != nil {
 		return err
 	}
-	if lastID == "" {
-		lastID = "0"
+	if lastID == "" || lastID == "0" {
+		// A job's first event is written by its next one (emit): until
+		// then the stream is missing and a reader gets the same event,
+		// with the same id, from the record.
+		first := firstEvent(j)
+		exists, err := c.events.rdb.Exists(ctx, eventsKey(jobID)).Result()
+		if err != nil {
+			return redisErr("read events", err)
+		}
+		if exists == 0 {
+			c.cache.drop(jobID)
+			if err := fn(first); err != nil {
+				return err
+			}
+			lastID = first.ID
+		} else {
+			lastID = "0"
+		}
 	}
 	deliver := func(evs []Event) (bool, error) {
 		for _, ev := range evs {

@@ -138,6 +138,7 @@ const (
 	fState       = "state"
 	fPhase       = "phase"
 	fCreated     = "created_at"
+	fCreatedMs   = "created_ms" // unix ms of created_at: the first event's id (emit)
 	fStarted     = "started_at"
 	fFinished    = "finished_at"
 	fRequest     = "request" // JSON refresh.Options
@@ -243,6 +244,16 @@ func decodeJob(m map[string]string) (*Job, error) {
 }
 
 // decodeEvent builds an Event from a stream entry's fields.
+// firstEvent is job j's first event ("submitted"), as emit writes it
+// into the stream after the fact: id created_ms-0, the values of a new
+// PENDING record.
+func firstEvent(j *Job) Event {
+	return decodeEvent(j.ID, fmt.Sprintf("%d-0", j.CreatedAt.UnixMilli()), map[string]any{
+		"type": "state", "state": string(StatePending), "phase": "", "message": "submitted", "time": formatTime(j.CreatedAt),
+		fTotal: "0", fDone: "0", fFailed: "0", fRowsRead: "0", fRowsWritten: "0", fMaxRunning: "0",
+	})
+}
+
 func decodeEvent(jobID, id string, v map[string]any) Event {
 	s := func(k string) string {
 		x, _ := v[k].(string)

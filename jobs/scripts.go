@@ -32,6 +32,18 @@ func newScript(src string) *redis.Script { return redis.NewScript(luaNames.Repla
 // announces it (jobcache.go).
 const luaEmit = `
 local function emit(jk, ek, typ, msg, now, maxlen, quiet)
+  if redis.call('EXISTS', ek) == 0 then
+    -- The job's first event, written by the first event after it (the
+    -- create script does not): the id and fields Client.Events gives a
+    -- reader that came first (firstEvent).
+    local c = redis.call('HMGET', jk, 'created_ms', 'created_at')
+    if c[1] then
+      redis.call('XADD', ek, 'MAXLEN', '~', maxlen, c[1] .. '-0',
+        'type', 'state', 'state', @PENDING, 'phase', '', 'message', 'submitted', 'time', c[2],
+        'items_total', '0', 'items_done', '0', 'items_failed', '0',
+        'rows_read', '0', 'rows_written', '0', 'max_running', '0')
+    end
+  end
   redis.call('HSET', jk, 'progress_at', now)
   local f = redis.call('HMGET', jk, 'state', 'phase', 'items_total', 'items_done', 'items_failed', 'rows_read', 'rows_written', 'max_running')
   local v = {}
@@ -46,8 +58,10 @@ end
 `
 
 // scriptCreate writes a new job record, indexes it, joins the view's FIFO
-// and the cluster's set of unfinished jobs, enqueues its plan task and
-// appends the first event.
+// and the cluster's set of unfinished jobs and enqueues its plan task. Its
+// first event ("submitted") is written by the job's next event (emit) with
+// the id created_ms-0; Client.Events gives a reader that comes before the
+// same event (firstEvent), so Last-Event-ID resumes see one history.
 // It refuses when no live worker serves the cluster. A view's PENDING job
 // with the same request fingerprint (the effective options) is joined
 // instead, unless it was created more than the join age ago (its plan task
@@ -57,16 +71,15 @@ end
 // step, so a refused job leaves nothing behind and two identical requests
 // cannot both create a job while one is PENDING.
 //
-// KEYS: job, events, all-jobs index, view index, view queue, cluster's
+// KEYS: job, events (unused here), all-jobs index, view index, view queue, cluster's
 // unfinished jobs, cluster's workers, view's pending jobs by fingerprint,
 // then the plan task's asynq keys: task, queue's pending list, all queues,
 // queue's scheduled set (see asynqwire.go).
-// ARGV: id, now, maxlen, message, backlog limit (0: none), created (unix
+// ARGV: id, now, maxlen and message (unused here), backlog limit (0: none), created (unix
 // ms), fingerprint ("": never join), pending TTL ms, job key prefix, join
 // age ms, plan task message ("": none), task id, now (unix ns), queue,
 // run at (unix s; 0: now, else the task is scheduled), then the record's
-// field/value pairs (progress_at among them: the script writes the first
-// event itself, with the values of a new PENDING record).
+// field/value pairs (created_ms among them, for emit).
 // Returns 1 (created), 0 (the record exists), -2 (backlog full), -3 (no
 // live worker) or the record (HGETALL) of the PENDING job joined.
 var scriptCreate = newScript(`
@@ -102,12 +115,9 @@ if ARGV[11] ~= '' and redis.call('EXISTS', KEYS[9]) == 0 then
   end
   redis.call('SADD', KEYS[11], ARGV[14])
 end
--- The first event: what emit writes, from the record just written
--- (progress_at is among its fields) without reading it back.
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*',
-  'type', 'state', 'state', @PENDING, 'phase', '', 'message', ARGV[4], 'time', ARGV[2],
-  'items_total', '0', 'items_done', '0', 'items_failed', '0',
-  'rows_read', '0', 'rows_written', '0', 'max_running', '0')
+-- The first event is not written here: the job's next event writes it
+-- first (emit), with the id created_ms-0, and a reader that comes before
+-- that is given the same event (Client.Events).
 return 1
 `)
 

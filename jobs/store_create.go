@@ -43,12 +43,12 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 	keys := append([]string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
 		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}, n.plan.keys...)
 	created := formatTime(now)
-	args := make([]any, 0, 15+2*14)
+	args := make([]any, 0, 15+2*15)
 	args = append(args, j.ID, created, eventsMaxLen, "submitted", n.backlog, now.UnixMilli(),
 		n.fingerprint, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
 		string(n.plan.msg), n.plan.taskID, now.UnixNano(), n.plan.queue, n.plan.runAt,
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, string(j.State),
-		fCreated, created, fRequest, string(n.request), fCluster, j.Cluster, fCause, j.Cause, fProgressAt, created)
+		fCreated, created, fCreatedMs, now.UnixMilli(), fRequest, string(n.request), fCluster, j.Cluster, fCause, j.Cause, fProgressAt, created)
 	// A new record holds what is known at accept; the phase and the
 	// progress counters start absent (decodeJob and the scripts read an
 	// absent one as "" or 0), and so do the optional fields left empty.
