@@ -3,6 +3,7 @@ package ui_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -93,6 +94,44 @@ func post(t *testing.T, base, path, ctype, body string) {
 	if resp.StatusCode >= 300 {
 		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
 	}
+}
+
+// refreshID starts a refresh of view through the API and returns its job id.
+func refreshID(t *testing.T, base, view string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/materialized_view/"+view+"/refresh", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var j struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("refresh %s: %d %v", view, resp.StatusCode, err)
+	}
+	return j.JobID
+}
+
+// jobState reads a job's state through the API.
+func jobState(t *testing.T, base, id string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/v1/job/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var j struct {
+		State string `json:"state"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil {
+		t.Fatal(err)
+	}
+	return j.State
 }
 
 // TestConsoleInBrowser opens the jobs console in headless Chromium, pastes
@@ -367,6 +406,38 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	eval(`location.hash = '#/'`)
 	step("the whole list", chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`))
+
+	// The operations page: the default pool with its queue and the dev
+	// worker; paused from the page, a refresh waits in its queue until the
+	// pool is resumed.
+	step("the operations page", chromedp.Click("#nav-ops"), chromedp.WaitVisible(`#pools tr[data-cluster="default"][data-paused="false"]`))
+	if live, workers := text(`#pools tr[data-cluster="default"] .pool-live`), text(`#pools tr[data-cluster="default"] .pool-workers`); live != "1" || !strings.Contains(workers, "/") {
+		t.Fatalf("default pool: live workers %q, workers %q", live, workers)
+	}
+	step("pause the default pool", chromedp.Click(`#pools tr[data-cluster="default"] .pool-toggle`),
+		chromedp.WaitVisible(`#pools tr[data-cluster="default"][data-paused="true"]`))
+	jobID := refreshID(t, base, "web$fast")
+	qctx, cancelQ := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelQ()
+	if _, err := chromedp.Run(qctx, chromedp.Poll[bool](`document.querySelector('#pools tr[data-cluster="default"] .pool-pending').textContent !== '0'`)); err != nil {
+		fail("a pending task in the paused pool", err)
+	}
+	if st := jobState(t, base, jobID); st != "PENDING" {
+		t.Fatalf("job in a paused pool: %s", st)
+	}
+	shoot("operations-paused")
+	step("resume it", chromedp.Click(`#pools tr[data-cluster="default"] .pool-toggle`),
+		chromedp.WaitVisible(`#pools tr[data-cluster="default"][data-paused="false"]`))
+	deadline := time.Now().Add(time.Minute)
+	for jobState(t, base, jobID) != "DONE" {
+		if time.Now().After(deadline) {
+			t.Fatalf("job after the pool resumed: %s", jobState(t, base, jobID))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	shoot("operations")
+	eval(`location.hash = '#/'`)
+	step("back to the list", chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`))
 
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 	if err != nil {

@@ -520,6 +520,52 @@ function retryJob() {
   startRefresh(pageJob.view, body);
 }
 
+// ---- operations page ------------------------------------------------------
+
+function poolRow(p) {
+  const paused = !!p.paused;
+  const btn = el('button', { type: 'button', class: 'pool-toggle', 'data-cluster': p.cluster, text: paused ? 'Resume' : 'Pause' });
+  btn.addEventListener('click', () => setPaused(p.cluster, !paused));
+  const workers = el('td', { class: 'pool-workers' });
+  for (const w of p.workers || []) {
+    workers.append(el('div', {}, el('code', { text: w.host + ':' + w.pid }), ' ' + w.busy + '/' + w.concurrency +
+      (w.status && w.status !== 'active' ? ' (' + w.status + ')' : '')));
+  }
+  if (!(p.workers || []).length) workers.append(el('span', { class: 'warn', text: 'none' }));
+  return el('tr', { 'data-cluster': p.cluster, 'data-paused': String(paused) },
+    el('td', {}, el('code', { text: p.cluster })),
+    el('td', {}, el('span', { class: 'state ' + (paused ? 'state-CANCELLED' : 'state-DONE'), text: paused ? 'PAUSED' : 'RUNNING' })),
+    el('td', { class: 'pool-pending', text: String(p.pending) }),
+    el('td', { text: String(p.active) }),
+    el('td', { text: String(p.scheduled) }),
+    el('td', { text: String(p.retry) }),
+    el('td', { text: p.pending ? fmtSeconds(p.latency_seconds) : '—' }),
+    el('td', { class: 'pool-live', text: String(p.live_workers) }),
+    workers,
+    el('td', {}, btn));
+}
+
+async function loadPools() {
+  try {
+    const data = await api('GET', '/v1/admin/pools');
+    const pools = (data && data.pools) || [];
+    $('pools').querySelector('tbody').replaceChildren(...pools.map(poolRow));
+    $('pools-empty').hidden = pools.length > 0;
+    showError(null);
+  } catch (err) {
+    showError(err);
+  }
+}
+
+async function setPaused(cluster, paused) {
+  try {
+    await api('POST', '/v1/admin/pools/' + encodeURIComponent(cluster) + (paused ? '/pause' : '/resume'));
+    await loadPools();
+  } catch (err) {
+    showError(err);
+  }
+}
+
 // ---- wiring -------------------------------------------------------------
 
 function stopStreams() {
@@ -530,6 +576,7 @@ function stopStreams() {
 function route() {
   const m = location.hash.match(/^#\/job\/(.+)$/);
   clearInterval(pollTimer);
+  $('ops-page').hidden = true;
   if (m) {
     showJob(decodeURIComponent(m[1]));
     return;
@@ -537,6 +584,13 @@ function route() {
   pageJob = null;
   stopStreams();
   $('job-page').hidden = true;
+  if (location.hash === '#/ops') {
+    $('list-page').hidden = true;
+    $('ops-page').hidden = false;
+    loadPools();
+    pollTimer = setInterval(loadPools, POLL_MS);
+    return;
+  }
   $('list-page').hidden = false;
   filtersFromHash();
   lastListHash = listHash();
