@@ -133,7 +133,7 @@ func (s *Server) routes() []route {
 func (v *ViewRoutes) routes() []route {
 	const mv = "/v1/materialized_view"
 	get, post := http.MethodGet, http.MethodPost
-	return []route{
+	rs := []route{
 		// A view create also needs read on its source_query's table.
 		{post, mv + "/:id/create", routeRule{action: auth.Write, target: targetPath, jsonBody: true, source: true}, v.createView, true},
 		{post, mv + "/:id/refresh", rule(auth.Refresh, targetPath, true), v.refreshView, true},
@@ -154,6 +154,14 @@ func (v *ViewRoutes) routes() []route {
 		{post, "/v1/table/:id/add_columns", rule(auth.Write, targetPath, true), v.addColumns, true},
 		{post, "/v1/table/:id/backfill_column", rule(auth.Refresh, targetPath, true), v.backfillColumn, true},
 	}
+	if v.Pools != nil {
+		// The worker pools (pools.go): admin on the whole catalog.
+		rs = append(rs,
+			route{get, "/v1/admin/pools", rule(auth.Admin, targetRoot, false), v.listPools, false},
+			route{post, "/v1/admin/pools/:cluster/pause", rule(auth.Admin, targetRoot, false), v.pausePool(true), false},
+			route{post, "/v1/admin/pools/:cluster/resume", rule(auth.Admin, targetRoot, false), v.pausePool(false), false})
+	}
+	return rs
 }
 
 // handle adapts a route's handler to gin: the one place a returned error

@@ -31,9 +31,11 @@ type ViewRoutes struct {
 	// past either is a 429 with Retry-After (streams.go). Zero: defaults.
 	MaxStreams             int
 	MaxStreamsPerPrincipal int
-	streams                streamSlots
-	appOnce                sync.Once
-	uses                   *views.Service // app
+	// Pools, when set, serves the worker pools' routes (pools.go).
+	Pools   PoolAdmin
+	streams streamSlots
+	appOnce sync.Once
+	uses    *views.Service // app
 }
 
 var _ Views = (*ViewRoutes)(nil)

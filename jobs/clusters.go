@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
@@ -66,4 +68,63 @@ func queueStats(ctx context.Context, st *store, insp *asynq.Inspector, clusters 
 		out = append(out, q)
 	}
 	return out
+}
+
+// Pool is a cluster's queue and the workers serving it, for the operations
+// page.
+type Pool struct {
+	Cluster string `json:"cluster"`
+	Queue   string `json:"queue"`
+	// Paused: workers take no task from the queue (asynq's pause).
+	Paused         bool    `json:"paused"`
+	Pending        int64   `json:"pending"`
+	Active         int64   `json:"active"`
+	Scheduled      int64   `json:"scheduled"`
+	Retry          int64   `json:"retry"`
+	LatencySeconds float64 `json:"latency_seconds"`
+	// LiveWorkers counts the workers whose heartbeat is current; Workers
+	// are the asynq servers that poll the queue, with their concurrency.
+	LiveWorkers int64        `json:"live_workers"`
+	Workers     []PoolWorker `json:"workers"`
+}
+
+// PoolWorker is one worker process serving a pool.
+type PoolWorker struct {
+	Host        string    `json:"host"`
+	PID         int       `json:"pid"`
+	Concurrency int       `json:"concurrency"`
+	Busy        int       `json:"busy"` // tasks running now, all its queues
+	Status      string    `json:"status"`
+	Started     time.Time `json:"started"`
+}
+
+// Pools reads every known cluster's queue and workers. It only reads:
+// a queue asynq has not seen yet reports zeros.
+func (c *ClusterStats) Pools(ctx context.Context) ([]Pool, error) {
+	servers, err := c.inspector.Servers()
+	if err != nil {
+		return nil, redisErr("worker servers", err)
+	}
+	var out []Pool
+	for _, q := range queueStats(ctx, c.st, c.inspector, c.Clusters(ctx)) {
+		p := Pool{Cluster: q.Cluster, Queue: QueueName(q.Cluster), Pending: q.Pending, Active: q.Active, Scheduled: q.Scheduled,
+			Retry: q.Retry, LatencySeconds: q.LatencySeconds, LiveWorkers: q.Workers, Workers: []PoolWorker{}}
+		if info, err := c.inspector.GetQueueInfo(p.Queue); err == nil {
+			p.Paused = info.Paused
+		}
+		for _, s := range servers {
+			if _, ok := s.Queues[p.Queue]; ok {
+				p.Workers = append(p.Workers, PoolWorker{Host: s.Host, PID: s.PID, Concurrency: s.Concurrency,
+					Busy: len(s.ActiveWorkers), Status: s.Status, Started: s.Started})
+			}
+		}
+		slices.SortFunc(p.Workers, func(a, b PoolWorker) int {
+			if a.Host != b.Host {
+				return strings.Compare(a.Host, b.Host)
+			}
+			return a.PID - b.PID
+		})
+		out = append(out, p)
+	}
+	return out, nil
 }

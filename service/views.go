@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 
+	"github.com/hibiken/asynq"
+
 	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
@@ -38,10 +40,12 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 		return nil, nil, err
 	}
 	core.Catalog.OnCommit(client.CommitHook())
-	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog,
+	pools := poolAdmin{ClusterStats: stats, inspector: asynq.NewInspector(conn)}
+	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog, Pools: pools,
 			MaxStreams: cfg.HTTPLimits.MaxEventStreams, MaxStreamsPerPrincipal: cfg.HTTPLimits.MaxEventStreamsPerPrincipal}, func() {
 			core.Catalog.OnCommit(nil)
 			unregister()
+			pools.inspector.Close()
 			stats.Close()
 			client.Close()
 			rdb.Close()

@@ -3,6 +3,7 @@ package ui_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -95,6 +96,44 @@ func post(t *testing.T, base, path, ctype, body string) {
 	}
 }
 
+// refreshID starts a refresh of view through the API and returns its job id.
+func refreshID(t *testing.T, base, view string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/materialized_view/"+view+"/refresh", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var j struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("refresh %s: %d %v", view, resp.StatusCode, err)
+	}
+	return j.JobID
+}
+
+// jobState reads a job's state through the API.
+func jobState(t *testing.T, base, id string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/v1/job/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var j struct {
+		State string `json:"state"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil {
+		t.Fatal(err)
+	}
+	return j.State
+}
+
 // TestConsoleInBrowser opens the jobs console in headless Chromium, pastes
 // a token, starts a refresh and watches it reach DONE on the page, then
 // cancels a running one, and saves a screenshot.
@@ -127,6 +166,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	rows.WriteString("]")
 	post(t, base, "/v1/table/web$many/create", "application/json", rows.String())
 	post(t, base, "/v1/materialized_view/web$slow/create", "application/json", strings.Replace(view, `web$docs`, `web$many`, 1))
+	// A view in a child namespace, and one that is dropped while the page is open.
+	post(t, base, "/v1/namespace/web$sub/create", "application/json", `{}`)
+	post(t, base, "/v1/materialized_view/web$sub$nested/create", "application/json", view)
+	post(t, base, "/v1/materialized_view/web$gone/create", "application/json", view)
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
@@ -165,6 +208,21 @@ func TestConsoleInBrowser(t *testing.T) {
 			fail(what, err)
 		}
 	}
+	// shoot keeps a screenshot under MVQ_CONSOLE_SHOTS (a folder), to look at the page.
+	shoot := func(name string) {
+		t.Helper()
+		dir := os.Getenv("MVQ_CONSOLE_SHOTS")
+		if dir == "" {
+			return
+		}
+		b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			fail("screenshot "+name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".png"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	text := func(sel string) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Text(sel))
@@ -192,6 +250,26 @@ func TestConsoleInBrowser(t *testing.T) {
 	if stored := eval(`sessionStorage.getItem('mvq.token')`); stored != token {
 		t.Fatalf("sessionStorage token %q", stored)
 	}
+	// The views list comes from the catalog, walked from the root: views
+	// that never had a job show, with their kind, source and schedule.
+	step("views from the catalog",
+		chromedp.WaitVisible(`#views tr[data-view="web$slow"]`),
+		chromedp.WaitVisible(`#views tr[data-view="web$sub$nested"]`),
+		chromedp.WaitVisible(`#views tr[data-view="web$gone"]`))
+	rowText := func(view string) string {
+		t.Helper()
+		return eval(`[...document.querySelector('#views tr[data-view="` + view + `"]').cells].map(c => c.textContent).join(' | ')`)
+	}
+	if r := rowText("web$fast"); !strings.Contains(r, "| query |") || !strings.Contains(r, "web$docs v0/1") || !strings.Contains(r, "| manual |") || !strings.Contains(r, "no jobs") {
+		t.Fatalf("web$fast before any refresh: %s", r)
+	}
+	shoot("views-before")
+	// A dropped view leaves the list.
+	post(t, base, "/v1/table/web$gone/drop", "application/json", `{}`)
+	step("reload", chromedp.Reload(), chromedp.WaitVisible(`#views tr[data-view="web$fast"]`))
+	if got := eval(`[...document.querySelectorAll('#views tbody tr')].map(r => r.dataset.view).join(',')`); got != "web$fast,web$slow,web$sub$nested" {
+		t.Fatalf("views after dropping web$gone: %s", got)
+	}
 	// Start a refresh from the page and watch it reach DONE there.
 	step("refresh web$fast from the page",
 		chromedp.SendKeys("#refresh-view", "web$fast"),
@@ -210,6 +288,21 @@ func TestConsoleInBrowser(t *testing.T) {
 	if !strings.Contains(jobURL, "#/job/") || state != "DONE" || !strings.Contains(progress, "1 / 1 work items") || !strings.Contains(result, `"view_version": 2`) {
 		t.Fatalf("job page: url %s state %q progress %q result %q", jobURL, state, progress, result)
 	}
+	// Milestones with times, the work item events collapsed into a count,
+	// duration, throughput and cause.
+	if m := eval(`[...document.querySelectorAll('#job-milestones li strong')].map(e => e.textContent).join('|')`); m != "submitted|started|planned 1 work items|committing|done" {
+		t.Fatalf("milestones: %q", m)
+	}
+	if n, items := eval(`String(document.querySelectorAll('#job-events li').length)`), text("#job-items-count"); n != "0" || items != "1 work item event" {
+		t.Fatalf("work item events: %s listed, summary %q", n, items)
+	}
+	step("expand the work item events", chromedp.Click("#job-items-count"), chromedp.WaitVisible("#job-events li"))
+	if dur, rate, cause := text("#job-duration"), text("#job-rate"), text("#job-cause"); dur == "—" || dur == "" || !strings.Contains(rate, "rows/s read") || cause != "api" {
+		t.Fatalf("duration %q rate %q cause %q", dur, rate, cause)
+	}
+	shoot("job-done")
+	// The job page is in the URL: a reload shows it again.
+	step("reload the job page", chromedp.Reload(), chromedp.WaitVisible("#job-state.state-DONE"), chromedp.WaitVisible("#job-milestones li"))
 	traceHref := eval(`document.getElementById('job-trace').href`)
 	if !strings.HasPrefix(traceHref, "http://tempo.invalid/explore?trace=") || len(traceHref) < len("http://tempo.invalid/explore?trace=")+32 {
 		t.Fatalf("trace link %q", traceHref)
@@ -246,6 +339,12 @@ func TestConsoleInBrowser(t *testing.T) {
 	if st := text("#job-state"); st != "CANCELLED" {
 		t.Fatalf("after cancel: %q", st)
 	}
+	if items := text("#job-items-count"); !strings.HasSuffix(items, "work item events") && !strings.HasSuffix(items, "work item event") {
+		t.Fatalf("slow job's work item events: %q", items)
+	}
+	if m := eval(`[...document.querySelectorAll('#job-milestones li strong')].map(e => e.textContent).join('|')`); !strings.HasPrefix(m, "submitted|started|planned 6000 work items") || !strings.HasSuffix(m, "cancelled") {
+		t.Fatalf("slow job's milestones: %q", m)
+	}
 	eval(`location.hash = '#/'`)
 	step("the list shows both",
 		chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`),
@@ -254,6 +353,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	if listStates := eval(`[...document.querySelectorAll('#jobs tbody tr')].map(r => r.dataset.state).join(',')`); listStates != "CANCELLED,DONE" {
 		t.Fatalf("jobs list states (newest first): %q", listStates)
 	}
+	// Job ids show their random tail (a UUIDv7 begins with its time): the
+	// two jobs, a few seconds apart, read differently.
+	ids := eval(`[...document.querySelectorAll('#jobs tbody tr')].map(r => r.dataset.jobId.slice(-12) === r.querySelector('code').textContent.slice(1) ? r.querySelector('code').textContent : 'bad:' + r.dataset.jobId).join(',')`)
+	if parts := strings.Split(ids, ","); len(parts) != 2 || parts[0] == parts[1] || strings.Contains(ids, "bad:") || !strings.HasPrefix(parts[0], "…") {
+		t.Fatalf("job ids in the list: %q", ids)
+	}
+	// The views list shows each view's newest job and lag.
+	step("web$fast's last job", chromedp.WaitVisible(`#views tr[data-view="web$slow"] .view-last-job .state-CANCELLED`))
+	if r := rowText("web$fast"); !strings.Contains(r, "DONE") || !strings.Contains(r, "| fresh |") || !strings.Contains(r, "web$docs v1/1") {
+		t.Fatalf("web$fast after its refresh: %s", r)
+	}
+	shoot("views-after")
 	// Retry the cancelled job: a new job with the same request.
 	step("open the cancelled job", chromedp.Click(`#jobs tr[data-state="CANCELLED"]`), chromedp.WaitVisible("#job-state.state-CANCELLED"))
 	cancelledID := text("#job-id")
@@ -269,6 +380,64 @@ func TestConsoleInBrowser(t *testing.T) {
 	step("cancel the retry", chromedp.Click("#cancel-btn"), chromedp.WaitVisible("#job-state.state-CANCELLED"))
 	eval(`location.hash = '#/'`)
 	step("the list", chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`))
+
+	// Filters are in the URL: a reload keeps them, a change updates it.
+	eval(`location.hash = '#/?state=CANCELLED'`)
+	step("reload filtered", chromedp.Reload(), chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`))
+	fctx, cancelF := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancelF()
+	if _, err := chromedp.Run(fctx, chromedp.Poll[bool](`[...document.querySelectorAll('#jobs tbody tr')].map(r => r.dataset.state).join(',') === 'CANCELLED,CANCELLED'`)); err != nil {
+		fail("the filtered list after a reload", err)
+	}
+	if st := eval(`document.getElementById('filter-state').value`); st != "CANCELLED" {
+		t.Fatalf("state filter after a reload: %q", st)
+	}
+	eval(`(() => { const s = document.getElementById('filter-state'); s.value = 'DONE'; s.dispatchEvent(new Event('change')); return ''; })()`)
+	if h := eval(`location.hash`); h != "#/?state=DONE" {
+		t.Fatalf("hash after choosing DONE: %q", h)
+	}
+	if _, err := chromedp.Run(fctx, chromedp.Poll[bool](`[...document.querySelectorAll('#jobs tbody tr')].map(r => r.dataset.state).join(',') === 'DONE'`)); err != nil {
+		fail("the list filtered on DONE", err)
+	}
+	// The job page's back link returns to the filtered list.
+	step("open the done job", chromedp.Click(`#jobs tr[data-state="DONE"]`), chromedp.WaitVisible("#job-state.state-DONE"))
+	if back := eval(`document.getElementById('back-link').getAttribute('href')`); back != "#/?state=DONE" {
+		t.Fatalf("back link: %q", back)
+	}
+	eval(`location.hash = '#/'`)
+	step("the whole list", chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`))
+
+	// The operations page: the default pool with its queue and the dev
+	// worker; paused from the page, a refresh waits in its queue until the
+	// pool is resumed.
+	step("the operations page", chromedp.Click("#nav-ops"), chromedp.WaitVisible(`#pools tr[data-cluster="default"][data-paused="false"]`))
+	if live, workers := text(`#pools tr[data-cluster="default"] .pool-live`), text(`#pools tr[data-cluster="default"] .pool-workers`); live != "1" || !strings.Contains(workers, "/") {
+		t.Fatalf("default pool: live workers %q, workers %q", live, workers)
+	}
+	step("pause the default pool", chromedp.Click(`#pools tr[data-cluster="default"] .pool-toggle`),
+		chromedp.WaitVisible(`#pools tr[data-cluster="default"][data-paused="true"]`))
+	jobID := refreshID(t, base, "web$fast")
+	qctx, cancelQ := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelQ()
+	if _, err := chromedp.Run(qctx, chromedp.Poll[bool](`document.querySelector('#pools tr[data-cluster="default"] .pool-pending').textContent !== '0'`)); err != nil {
+		fail("a pending task in the paused pool", err)
+	}
+	if st := jobState(t, base, jobID); st != "PENDING" {
+		t.Fatalf("job in a paused pool: %s", st)
+	}
+	shoot("operations-paused")
+	step("resume it", chromedp.Click(`#pools tr[data-cluster="default"] .pool-toggle`),
+		chromedp.WaitVisible(`#pools tr[data-cluster="default"][data-paused="false"]`))
+	deadline := time.Now().Add(time.Minute)
+	for jobState(t, base, jobID) != "DONE" {
+		if time.Now().After(deadline) {
+			t.Fatalf("job after the pool resumed: %s", jobState(t, base, jobID))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	shoot("operations")
+	eval(`location.hash = '#/'`)
+	step("back to the list", chromedp.WaitVisible(`#jobs tr[data-state="CANCELLED"]`))
 
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
 	if err != nil {
