@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
+
+	"github.com/mvq-dev/mvq/errs"
 )
 
 // client talks to the mvq HTTP API.
@@ -46,6 +48,22 @@ func (e *apiError) Error() string {
 		msg += "; " + e.Hint
 	}
 	return msg
+}
+
+// hintForCode says what to do about an error the API names by its code,
+// for the errors a command line user can fix with another command.
+func hintForCode(code errs.Code) string {
+	switch code {
+	case errs.CodeNamespaceNotFound:
+		return "create the namespace first: mvq ns create NAMESPACE"
+	case errs.CodeNamespaceAlreadyExists:
+		return "mvq ns create NAME --exist-ok accepts one that exists"
+	case errs.CodeTableNotFound:
+		return "mvq table ls NAMESPACE lists its tables and views (quote names with $)"
+	case errs.CodeTableAlreadyExists:
+		return "--mode overwrite replaces it, --mode exist_ok keeps it"
+	}
+	return ""
 }
 
 // hintFor says what to do about a failed call.
@@ -111,9 +129,13 @@ func (c *client) do(ctx context.Context, method, path string, body io.Reader, co
 	var p struct {
 		Title  string `json:"title"`
 		Detail string `json:"detail"`
+		Code   *int   `json:"code"`
 	}
 	if json.Unmarshal(b, &p) == nil && (p.Title != "" || p.Detail != "") {
 		e.Title, e.Detail = p.Title, p.Detail
+		if e.Hint == "" && p.Code != nil {
+			e.Hint = hintForCode(errs.Code(*p.Code))
+		}
 	} else {
 		e.Detail = strings.TrimSpace(string(b))
 		if len(e.Detail) > 300 {

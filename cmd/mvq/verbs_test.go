@@ -24,6 +24,17 @@ func TestCLIRowVerbsAndViewShow(t *testing.T) {
 	d.ok(t, "ns", "create", "docs")
 	d.ok(t, "table", "create", "docs$a", "--from", writeFile(t, "a.ndjson",
 		`{"id": 1, "lang": "en", "body": "one"}`+"\n"+`{"id": 2, "lang": "en", "body": "two"}`+"\n"+`{"id": 3, "lang": "en", "body": "three"}`+"\n"))
+	// Errors a user fixes with another command name it.
+	src := writeFile(t, "b.ndjson", `{"id": 1}`)
+	if r := d.mvq(t, nil, "table", "create", "nope$t", "--from", src); r.code != 1 || !strings.Contains(r.stderr, "mvq ns create NAMESPACE") {
+		t.Fatalf("create in a missing namespace: %+v", r)
+	}
+	if r := d.mvq(t, nil, "table", "create", "docs$a", "--from", src); r.code != 1 || !strings.Contains(r.stderr, "--mode overwrite replaces it") {
+		t.Fatalf("create of an existing table: %+v", r)
+	}
+	if r := d.mvq(t, nil, "ns", "create", "docs"); r.code != 1 || !strings.Contains(r.stderr, "--exist-ok") {
+		t.Fatalf("create of an existing namespace: %+v", r)
+	}
 	job := strings.TrimSpace(d.ok(t, "view", "create", "docs$en", "--query", `SELECT id, body FROM "docs$a" WHERE lang = 'en'`, "--refresh-every", "15m"))
 	d.ok(t, "jobs", "watch", job)
 
