@@ -173,4 +173,9 @@ func (c *client) call(ctx context.Context, method, path string, in, out any) err
 }
 
 // idPath is an identifier as a path segment ("docs$articles").
-func idPath(id string) string { return url.PathEscape(id) }
+func idPath(id string) string { return url.PathEscape(nameArg(id)) }
+
+// nameArg is an identifier as typed: NAMESPACE$NAME, or NAMESPACE/NAME,
+// which a shell leaves alone unquoted (no part may hold a '/', so the two
+// cannot mean different things).
+func nameArg(id string) string { return strings.ReplaceAll(id, "/", "$") }

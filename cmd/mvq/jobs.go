@@ -149,7 +149,7 @@ func (a *app) jobsCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req := map[string]any{"limit": limit}
 			if view != "" {
-				req["view"] = view
+				req["view"] = nameArg(view)
 			}
 			if state != "" {
 				req["state"] = strings.ToUpper(state)

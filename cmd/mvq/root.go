@@ -185,8 +185,8 @@ func shellHint(w io.Writer, cmd *cobra.Command) {
 		names = append(names, f.Value.String())
 	}
 	for _, n := range names {
-		if n != "" && !strings.Contains(n, "$") {
-			fmt.Fprintf(w, "hint: %q has no $; if you meant NAMESPACE$NAME, quote it ('docs$articles'): a shell turns an unquoted docs$articles into \"docs\"\n", n)
+		if n != "" && !strings.ContainsAny(n, "$/") {
+			fmt.Fprintf(w, "hint: %q has no $; if you meant NAMESPACE$NAME, quote it ('docs$articles') or write docs/articles: a shell turns an unquoted docs$articles into \"docs\"\n", n)
 			return
 		}
 	}

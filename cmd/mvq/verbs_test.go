@@ -51,6 +51,10 @@ func TestCLIRowVerbsAndViewShow(t *testing.T) {
 		t.Fatalf("update of a missing column: %+v", r)
 	}
 
+	// docs/en is docs$en: a form a shell leaves alone unquoted.
+	if out := d.ok(t, "view", "show", "docs/en"); !strings.Contains(out, "docs$a at version 3") {
+		t.Fatalf("view show docs/en:\n%s", out)
+	}
 	show := d.ok(t, "view", "show", "docs$en")
 	for _, re := range []string{`(?m)^kind\s+query$`, `(?m)^source\s+docs\$a at version 3, refreshed from 1$`,
 		`(?m)^lag\s+2 versions, \d+s behind$`, `(?m)^refreshes\s+on request \(mvq refresh\), and every 15m0s \(next `,

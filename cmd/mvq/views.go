@@ -43,6 +43,7 @@ The first refresh starts at once and its job id is printed (--no-data: none).`,
 			if source == "" && query == "" {
 				return usageErr("view create needs --source TABLE or --query SQL")
 			}
+			source = nameArg(source)
 			sq := query
 			if sq == "" {
 				sq = `SELECT * FROM "` + strings.ReplaceAll(source, `"`, `""`) + `"`
@@ -269,7 +270,7 @@ func (a *app) latestJob(view string, state jobs.State) (*jobs.Job, error) {
 	var resp struct {
 		Jobs []*jobs.Job `json:"jobs"`
 	}
-	req := map[string]any{"view": view, "limit": 1}
+	req := map[string]any{"view": nameArg(view), "limit": 1}
 	if state != "" {
 		req["state"] = state
 	}
