@@ -375,6 +375,7 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 	if err != nil {
 		return err
 	}
+	skip := "" // the id of an event delivered already
 	if lastID == "" || lastID == "0" {
 		// A job's first event is written by its next one (emit): until
 		// then the stream is missing and a reader gets the same event,
@@ -384,18 +385,25 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 		if err != nil {
 			return redisErr("read events", err)
 		}
+		lastID = "0"
 		if exists == 0 {
 			c.cache.drop(jobID)
 			if err := fn(first); err != nil {
 				return err
 			}
-			lastID = first.ID
-		} else {
-			lastID = "0"
+			// Read on from the stream's start, less the copy of this
+			// event emit writes: events a worker of an older version
+			// wrote (without that copy, with ids that a Redis clock
+			// behind the API's may put below it) are not skipped.
+			skip = first.ID
 		}
 	}
 	deliver := func(evs []Event) (bool, error) {
 		for _, ev := range evs {
+			if ev.ID == skip {
+				lastID = ev.ID
+				continue
+			}
 			// A job read after this event was streamed must not show an
 			// older state, whether or not the change was announced yet.
 			c.cache.drop(jobID)

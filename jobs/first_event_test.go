@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,5 +57,56 @@ func TestFirstEventIsStable(t *testing.T) {
 	}
 	if len(resumed) != len(all)-1 || resumed[0].ID != all[1].ID {
 		t.Fatalf("resumed after %s: %s", first.ID, eventSummary(resumed))
+	}
+}
+
+// TestFirstEventOlderWorker: a reader given the first event from the
+// record still reads every event a worker of an older version writes
+// (no copy of the first event, ids that a Redis clock behind the API's
+// puts below created_ms-0), the terminal one included.
+func TestFirstEventOlderWorker(t *testing.T) {
+	fe := newFakeEngine()
+	fe.addSource([]string{"v"}, 1)
+	b := setup(t, fe)
+	ctx := context.Background()
+	if err := b.rdb.ZAdd(ctx, workersKey(refresh.DefaultCluster), redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "idle"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	j, err := b.client.Submit(ctx, []string{"v"}, refresh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan Event, 8)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.client.Events(ctx, j.ID, "", func(e Event) error { got <- e; return nil })
+	}()
+	if e := <-got; e.Message != "submitted" {
+		t.Fatalf("first: %+v", e)
+	}
+	for i, st := range []State{StateRunning, StateCancelled} {
+		if err := b.rdb.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(j.ID), ID: fmt.Sprintf("%d-0", i+1),
+			Values: []any{"type", "state", "state", string(st), "message", "older worker", "time", formatTime(time.Now())}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.rdb.HSet(ctx, jobKey(j.ID), fState, string(StateCancelled)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reader did not end on the older worker's terminal event")
+	}
+	close(got)
+	var states []State
+	for e := range got {
+		states = append(states, e.State)
+	}
+	if len(states) != 2 || states[0] != StateRunning || states[1] != StateCancelled {
+		t.Fatalf("events after the first: %v", states)
 	}
 }

@@ -254,6 +254,7 @@ func firstEvent(j *Job) Event {
 	})
 }
 
+// decodeEvent builds an Event from a stream entry's fields.
 func decodeEvent(jobID, id string, v map[string]any) Event {
 	s := func(k string) string {
 		x, _ := v[k].(string)

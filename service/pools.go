@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"strings"
 
 	"github.com/hibiken/asynq"
 
@@ -16,9 +17,18 @@ type poolAdmin struct {
 	inspector *asynq.Inspector
 }
 
+// SetPaused pauses or resumes a pool; one already so is no error (two
+// admins at once, or a queue asynq has not registered yet, whose paused
+// state Pools cannot read).
 func (p poolAdmin) SetPaused(_ context.Context, cluster string, paused bool) error {
+	var err error
 	if paused {
-		return p.inspector.PauseQueue(jobs.QueueName(cluster))
+		err = p.inspector.PauseQueue(jobs.QueueName(cluster))
+	} else {
+		err = p.inspector.UnpauseQueue(jobs.QueueName(cluster))
 	}
-	return p.inspector.UnpauseQueue(jobs.QueueName(cluster))
+	if err != nil && (strings.Contains(err.Error(), "is already paused") || strings.Contains(err.Error(), "is not paused")) {
+		return nil
+	}
+	return err
 }

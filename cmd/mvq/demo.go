@@ -11,7 +11,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -33,7 +35,7 @@ func demo(ctx context.Context, a *app, cfg service.Config, ownWarehouse bool, ou
 	defer cancel()
 	var c *demoClient
 	running := false
-	if !ownWarehouse && serverAnswers(ctx, a.url) {
+	if !ownWarehouse && loopbackURL(a.url) && serverAnswers(ctx, a.url) {
 		c = &demoClient{base: a.url, token: a.token}
 		running = true
 		fmt.Fprintf(out, "using the mvq API at %s (its warehouse)\n\n", a.url)
@@ -110,6 +112,22 @@ func demo(ctx context.Context, a *app, cfg service.Config, ownWarehouse bool, ou
 		fmt.Fprintf(out, "The table, the view and its job stay in %s: run `make run` (mvq dev) to keep a server up on it,\nthen mvq view show 'demo$article_chunks' or open the console.\n", cfg.Warehouse)
 	}
 	return nil
+}
+
+// loopbackURL reports whether base names this machine: the demo drops and
+// recreates its demo$ tables, so it never works through a server
+// elsewhere (a production API in MVQ_URL).
+func loopbackURL(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // serverAnswers reports whether an mvq API answers /healthz at base

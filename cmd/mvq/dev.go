@@ -73,7 +73,8 @@ func (a *app) demoCmd() *cobra.Command {
 		Long: `Creates the table demo$articles (five short articles) and the chunker view
 demo$article_chunks over it (dropping earlier ones), refreshes the view while
 printing the job's events, and prints its rows. It uses the mvq API at MVQ_URL
-(default ` + DefaultURL + `) when one answers there; otherwise, or with -warehouse,
+(default ` + DefaultURL + `) when one answers there on this machine (never a
+remote one); otherwise, or with -warehouse,
 it starts a dev server of its own on the warehouse (default file://./warehouse)
 for the length of the demo, keeping its job records where mvq dev keeps them.`,
 		Example:            "  mvq demo\n  mvq demo -warehouse file:///tmp/demo",

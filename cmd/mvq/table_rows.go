@@ -70,7 +70,10 @@ version. Repeat --set for several columns; the column name ends at the first =.`
 				updates = append(updates, []string{col, expr})
 			}
 			body := map[string]any{"updates": updates}
-			if where != "" {
+			if cmd.Flags().Changed("where") {
+				if strings.TrimSpace(where) == "" {
+					return usageErr("--where is empty: leave it out to update every row")
+				}
 				body["predicate"] = where
 			}
 			if branch != "" {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/mvq-dev/mvq/internal/lru"
@@ -19,20 +18,26 @@ import (
 // folder's listing as long as its mtime is still M: one stat instead of
 // an open, a getdents and a close per folder.
 //
-// Two things could make an unchanged mtime lie, and both are excluded:
+// What could make an unchanged mtime lie is excluded:
 //   - Timestamps are coarse (the kernel stamps them from a clock that
 //     ticks every few milliseconds): a change in the same tick as the
 //     listing could keep the mtime the listing saw. A listing is kept only
 //     when it began more than racyMargin after the mtime it saw (as a
 //     stat before the read), so any later change gets a later mtime.
+//   - Some local file systems keep whole seconds only (ext4 with 128-byte
+//     inodes, ext2, ext3): a folder whose mtime and ctime both fall on a
+//     whole second is read each time.
 //   - Network file systems (NFS, SMB, FUSE mounts, …) cache attributes on
 //     the client for seconds and stamp times with the server's clock: the
 //     cache is used only on file systems known to be local
-//     (localFileSystem), and every other folder is read each time.
+//     (localFileSystem), and only for folders on the warehouse root's
+//     device (a mount below the root is read each time).
 //
 // Listings are kept under (folder, mtime, inode, ctime), so an entry never
 // changes; a folder changed since is a new key and the old one ages out
-// of the byte-bounded cache.
+// of the byte-bounded cache. Only listings are kept: a file's size and
+// time are stat'ed each time (a file removed and written again under its
+// name between a kept listing and the stat must not answer the old one).
 const racyMargin = 100 * time.Millisecond
 
 // dirListMaxBytes bounds the listings kept per warehouse.
@@ -45,76 +50,39 @@ type dirKey struct {
 	ctime int64 // unix ns
 }
 
-// dirCache keeps listings of a local warehouse's folders, and the sizes
-// and times of files in them; nil: none.
+// coarse reports whether the folder's times look like a file system's
+// that keeps whole seconds: both on a whole second.
+func (k dirKey) coarse() bool {
+	return k.mtime%int64(time.Second) == 0 && k.ctime%int64(time.Second) == 0
+}
+
+// dirCache keeps listings of a local warehouse's folders; nil: none.
 type dirCache struct {
 	lists *lru.Cache[dirKey, []Entry]
-	// stats are files' sizes and times by the key their folder had when
-	// they were stat'ed: a version file is never changed in place, and
-	// one removed changes its folder's key.
-	stats *lru.Cache[fileKey, fileStat]
+	dev   uint64 // the root's device: other devices are read each time
 	now   func() time.Time
-
-	mu sync.Mutex
-	// seen is each folder's key at its latest listing (dropped whole
-	// past seenMax folders: it only saves a stat).
-	seen map[string]dirKey
 }
-
-type fileKey struct {
-	dir  dirKey
-	name string
-}
-
-type fileStat struct {
-	size  int64
-	mtime time.Time
-}
-
-const seenMax = 1 << 14
 
 func newDirCache(root string) *dirCache {
-	if !localFileSystem(root) {
+	fi, err := os.Stat(root)
+	if err != nil || !localFileSystem(root) {
 		return nil
 	}
-	return &dirCache{lists: lru.New[dirKey, []Entry](dirListMaxBytes), stats: lru.New[fileKey, fileStat](dirListMaxBytes),
-		now: time.Now, seen: map[string]dirKey{}}
+	dev, _, _ := identityOf(fi)
+	return &dirCache{lists: lru.New[dirKey, []Entry](dirListMaxBytes), dev: dev, now: time.Now}
 }
 
-// stat answers the size and time of file name in folder dir, from the
-// cache when the folder is as its latest listing saw it and the file was
-// stat'ed then; ok is false when the file is gone. A file removed since
-// that listing may still be answered, as it would be had it been removed
-// just after a stat.
-func (c *dirCache) stat(dir, name string) (fileStat, bool, error) {
-	stat := func() (fileStat, bool, error) {
-		fi, err := os.Lstat(filepath.Join(dir, name))
-		if errors.Is(err, fs.ErrNotExist) {
-			return fileStat{}, false, nil
-		}
-		if err != nil {
-			return fileStat{}, false, err
-		}
-		return fileStat{size: fi.Size(), mtime: fi.ModTime()}, true, nil
+// stat answers the size and time of file name in folder dir; ok is false
+// when the file is gone.
+func statIn(dir, name string) (size int64, mtime time.Time, ok bool, err error) {
+	fi, err := os.Lstat(filepath.Join(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, time.Time{}, false, nil
 	}
-	if c == nil {
-		return stat()
+	if err != nil {
+		return 0, time.Time{}, false, err
 	}
-	c.mu.Lock()
-	key, listed := c.seen[dir]
-	c.mu.Unlock()
-	if !listed {
-		return stat()
-	}
-	fk := fileKey{dir: key, name: name}
-	if st, ok := c.stats.Get(fk); ok {
-		return st, true, nil
-	}
-	st, ok, err := stat()
-	if ok {
-		c.stats.Put(fk, st, int64(len(name))+96)
-	}
-	return st, ok, err
+	return fi.Size(), fi.ModTime(), true, nil
 }
 
 // list answers read(path) from the cache when the folder has not changed
@@ -131,10 +99,12 @@ func (c *dirCache) list(path string, read func(string) ([]Entry, error)) ([]Entr
 	if err != nil {
 		return read(path) // its error, as a read answers it
 	}
-	key := dirKey{path: path, mtime: fi.ModTime().UnixNano()}
-	key.inode, key.ctime = identityOf(fi)
+	dev, inode, ctime := identityOf(fi)
+	key := dirKey{path: path, mtime: fi.ModTime().UnixNano(), inode: inode, ctime: ctime}
+	if dev != c.dev || key.coarse() {
+		return read(path) // another device, or whole-second timestamps
+	}
 	if entries, ok := c.lists.Get(key); ok {
-		c.saw(path, key)
 		return entries, nil
 	}
 	entries, err := read(path)
@@ -142,24 +112,12 @@ func (c *dirCache) list(path string, read func(string) ([]Entry, error)) ([]Entr
 	if err != nil || began.UnixNano()-changed <= int64(racyMargin) {
 		return entries, err
 	}
-	c.saw(path, key)
 	size := int64(64)
 	for _, e := range entries {
 		size += int64(len(e.Name)) + 64
 	}
 	c.lists.Put(key, entries, size)
 	return entries, nil
-}
-
-// saw notes key as folder path's key at its latest listing (one that may
-// be kept: past the racy margin).
-func (c *dirCache) saw(path string, key dirKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.seen) >= seenMax {
-		clear(c.seen)
-	}
-	c.seen[path] = key
 }
 
 // readNames reads a folder's names: entries carry no size or time. As

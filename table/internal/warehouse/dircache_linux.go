@@ -25,13 +25,13 @@ func localFileSystem(dir string) bool {
 	return localFSTypes[int64(st.Type)]
 }
 
-// identityOf is a folder's inode and ctime: the ctime changes with every
-// change of the folder that its mtime shows and cannot be set back (a
-// utimes to an old mtime is itself a change), and a folder made again
-// may reuse the inode but not the ctime.
-func identityOf(fi fs.FileInfo) (uint64, int64) {
+// identityOf is a folder's device, inode and ctime: the ctime changes
+// with every change of the folder that its mtime shows and cannot be set
+// back (a utimes to an old mtime is itself a change), and a folder made
+// again may reuse the inode but not the ctime.
+func identityOf(fi fs.FileInfo) (dev, inode uint64, ctime int64) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Ino, st.Ctim.Nano()
+		return uint64(st.Dev), st.Ino, st.Ctim.Nano()
 	}
-	return 0, 0
+	return 0, 0, 0
 }

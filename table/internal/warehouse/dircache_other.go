@@ -7,4 +7,4 @@ import "io/fs"
 // localFileSystem: elsewhere folders are read each time.
 func localFileSystem(string) bool { return false }
 
-func identityOf(fs.FileInfo) (uint64, int64) { return 0, 0 }
+func identityOf(fs.FileInfo) (dev, inode uint64, ctime int64) { return 0, 0, 0 }

@@ -36,11 +36,10 @@ func (w *Warehouse) ListNames(prefix string) ([]Entry, error) {
 }
 
 // StatIn answers the size and time of file name in folder prefix of a
-// file:// warehouse, from the listing cache when the folder is as its
-// latest ListNames saw it; ok is false when the file is gone.
+// file:// warehouse; ok is false when the file is gone.
 func (w *Warehouse) StatIn(prefix, name string) (size int64, mtime time.Time, ok bool, err error) {
-	st, ok, err := w.dirs.stat(w.Path(prefix), name)
-	return st.size, st.mtime, ok, w.Rel(err)
+	size, mtime, ok, err = statIn(w.Path(prefix), name)
+	return size, mtime, ok, w.Rel(err)
 }
 
 // Missing reports whether key is known not to exist without asking the
