@@ -12,17 +12,14 @@ import (
 	"github.com/mvq-dev/mvq/refresh"
 )
 
-// TestFirstEventIsStable: the create script writes no event; a reader
-// that comes before the job's next event is given "submitted" with the id
-// created_ms-0, and the next event writes that same event into the stream
-// first, so a reader that comes later, or one that resumes from the id it
-// was given, sees one history.
-func TestFirstEventIsStable(t *testing.T) {
+// pendingJob submits a job that stays PENDING: its cluster has a live
+// worker (by the registry) that takes nothing.
+func pendingJob(t *testing.T) (*bundle, *Job) {
+	t.Helper()
 	fe := newFakeEngine()
 	fe.addSource([]string{"v"}, 1)
 	b := setup(t, fe)
 	ctx := context.Background()
-	// A live worker that takes nothing: the job stays PENDING.
 	if err := b.rdb.ZAdd(ctx, workersKey(refresh.DefaultCluster), redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "idle"}).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -30,12 +27,23 @@ func TestFirstEventIsStable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, j
+}
+
+// TestFirstEventIsStable: the create script writes no event; a reader
+// that comes before the job's next event is given "submitted" with the id
+// created_ms-0, and the next event writes that same event into the stream
+// first, so a reader that comes later, or one that resumes from the id it
+// was given, sees one history.
+func TestFirstEventIsStable(t *testing.T) {
+	b, j := pendingJob(t)
+	ctx := context.Background()
 	if n, err := b.rdb.Exists(ctx, eventsKey(j.ID)).Result(); err != nil || n != 0 {
 		t.Fatalf("the create wrote the event stream: %d %v", n, err)
 	}
 	var early []Event
 	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err = b.client.Events(wctx, j.ID, "", func(e Event) error { early = append(early, e); return nil })
+	err := b.client.Events(wctx, j.ID, "", func(e Event) error { early = append(early, e); return nil })
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) || len(early) != 1 {
 		t.Fatalf("early reader: %v %+v", err, early)
@@ -65,17 +73,8 @@ func TestFirstEventIsStable(t *testing.T) {
 // (no copy of the first event, ids that a Redis clock behind the API's
 // puts below created_ms-0), the terminal one included.
 func TestFirstEventOlderWorker(t *testing.T) {
-	fe := newFakeEngine()
-	fe.addSource([]string{"v"}, 1)
-	b := setup(t, fe)
+	b, j := pendingJob(t)
 	ctx := context.Background()
-	if err := b.rdb.ZAdd(ctx, workersKey(refresh.DefaultCluster), redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "idle"}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	j, err := b.client.Submit(ctx, []string{"v"}, refresh.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := make(chan Event, 8)
 	done := make(chan error, 1)
 	go func() {
