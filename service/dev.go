@@ -23,6 +23,15 @@ import (
 // warehouse (hidden entries are not namespaces).
 const DevStateDir = ".mvq-dev"
 
+// DevAddrs is what a dev server serves, for its banner.
+type DevAddrs struct {
+	API   string // host:port of the API, the console (/ui/) and /metrics
+	Redis string // redis:// URL of its job records and queues
+	// RedisKept: the records persist across restarts (a redis-server
+	// with AOF in the warehouse), not an in-memory Redis.
+	RedisKept bool
+}
+
 // RunDev runs the API and a worker in one process on a Redis of its own;
 // cfg.RedisURL is ignored. ready gets the addresses it serves. Authentication
 // defaults to none, which needs a loopback listen address (the default)
@@ -36,33 +45,13 @@ const DevStateDir = ".mvq-dev"
 // in-memory Redis (miniredis) is used and jobs are lost on exit, which is
 // logged; tables and views are in the warehouse either way.
 func RunDev(ctx context.Context, cfg Config, ready func(DevAddrs)) error {
-	return runDev(ctx, cfg, ready, true)
-}
-
-// DevAddrs is what a dev server serves, for its banner.
-type DevAddrs struct {
-	API   string // host:port of the API, the console (/ui/) and /metrics
-	Redis string // redis:// URL of its job records and queues
-	// RedisKept: the records persist across restarts (a redis-server
-	// with AOF in the warehouse), not an in-memory Redis.
-	RedisKept bool
-}
-
-// RunDevInMemory is RunDev on an embedded in-memory Redis always (mvq
-// demo: nothing to keep, and it may run beside an mvq dev on the same
-// warehouse).
-func RunDevInMemory(ctx context.Context, cfg Config, ready func(DevAddrs)) error {
-	return runDev(ctx, cfg, ready, false)
-}
-
-func runDev(ctx context.Context, cfg Config, ready func(DevAddrs), persist bool) error {
 	if cfg.Auth.Mode == "" {
 		cfg.Auth.Mode = auth.ModeNone
 	}
 	if err := cfg.Auth.Check(cfg.Listen); err != nil {
 		return err
 	}
-	url, kept, stopRedis, err := devRedis(ctx, cfg.Warehouse, persist)
+	url, kept, stopRedis, err := devRedis(ctx, cfg.Warehouse)
 	if err != nil {
 		return err
 	}
@@ -88,14 +77,8 @@ func runDev(ctx context.Context, cfg Config, ready func(DevAddrs), persist bool)
 
 // devRedis starts the dev server's Redis and returns its URL, whether its
 // records persist, and a stop function.
-func devRedis(ctx context.Context, warehouse string, persist bool) (string, bool, func(), error) {
+func devRedis(ctx context.Context, warehouse string) (string, bool, func(), error) {
 	mr := miniredis.NewMiniRedis()
-	if !persist {
-		if err := mr.StartAddr("127.0.0.1:0"); err != nil {
-			return "", false, nil, fmt.Errorf("embedded redis: %w", err)
-		}
-		return "redis://" + mr.Addr() + "/0", false, mr.Close, nil
-	}
 	dir, persistent := devRedisDir(warehouse)
 	bin, lookErr := exec.LookPath("redis-server")
 	if persistent && lookErr == nil {
