@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -14,9 +12,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
+	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/service"
 )
 
@@ -33,11 +31,8 @@ const chunkSpec = `{"chunker": "fixed", "input_column": "body", "output_column":
 func demo(ctx context.Context, a *app, cfg service.Config, ownWarehouse bool, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var c *demoClient
-	running := false
-	if !ownWarehouse && loopbackURL(a.url) && serverAnswers(ctx, a.url) {
-		c = &demoClient{base: a.url, token: a.token}
-		running = true
+	running := !ownWarehouse && loopbackURL(a.url) && serverAnswers(ctx, a.url)
+	if running {
 		fmt.Fprintf(out, "using the mvq API at %s (its warehouse)\n\n", a.url)
 	} else {
 		addrc := make(chan string, 1)
@@ -45,21 +40,24 @@ func demo(ctx context.Context, a *app, cfg service.Config, ownWarehouse bool, ou
 		go func() { errc <- service.RunDev(ctx, cfg, func(d service.DevAddrs) { addrc <- d.API }) }()
 		select {
 		case addr := <-addrc:
-			c = &demoClient{base: "http://" + addr}
+			fmt.Fprintf(out, "no mvq API answers at %s: started one for the demo on warehouse %s (API http://%s)\n\n", a.url, cfg.Warehouse, addr)
+			// From here on the commands talk to it: no credentials, it
+			// authenticates none on loopback.
+			a.url, a.token = "http://"+addr, ""
 		case err := <-errc:
 			return err
 		case <-time.After(60 * time.Second):
 			return fmt.Errorf("dev server did not start")
 		}
-		fmt.Fprintf(out, "no mvq API answers at %s: started one for the demo on warehouse %s (API %s)\n\n", a.url, cfg.Warehouse, c.base)
 	}
-	base := c.base
+	c := a.client()
+	post := func(path string, body any, out any) error { return c.call(ctx, "POST", path, body, out) }
 
-	c.post("/v1/namespace/demo/create", `{"mode": "exist_ok"}`, nil)
-	c.post("/v1/table/demo$article_chunks/drop", `{}`, nil) // a rerun starts fresh
-	c.post("/v1/table/demo$articles/drop", `{}`, nil)
+	post("/v1/namespace/demo/create", map[string]any{"mode": "exist_ok"}, nil)
+	post("/v1/table/demo$article_chunks/drop", map[string]any{}, nil) // a rerun starts fresh
+	post("/v1/table/demo$articles/drop", map[string]any{}, nil)
 	var created map[string]any
-	if err := c.postJSON("/v1/table/demo$articles/create", string(articles), &created); err != nil {
+	if err := post("/v1/table/demo$articles/create", json.RawMessage(articles), &created); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "created table demo$articles (5 articles) at version %v\n", created["version"])
@@ -75,31 +73,31 @@ func demo(ctx context.Context, a *app, cfg service.Config, ownWarehouse bool, ou
 		},
 		"with_no_data": true,
 	}
-	body, _ := json.Marshal(view)
-	if err := c.postJSON("/v1/materialized_view/demo$article_chunks/create", string(body), nil); err != nil {
+	if err := post("/v1/materialized_view/demo$article_chunks/create", view, nil); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "created chunker view demo$article_chunks: %s\n", chunkSpec)
-	var job map[string]any
-	if err := c.postJSON("/v1/materialized_view/demo$article_chunks/refresh", `{"source_task_size": 2, "concurrency": 2}`, &job); err != nil {
+	id, err := a.submitRefresh("demo$article_chunks", map[string]any{"source_task_size": 2, "concurrency": 2})
+	if err != nil {
 		return err
 	}
-	id := job["job_id"].(string)
 	fmt.Fprintf(out, "refresh job %s accepted; following its events:\n", id)
-	if err := c.follow(ctx, id, out); err != nil {
+	if _, err := a.stream(ctx, id, "", func(e jobs.Event) {
+		fmt.Fprintf(out, "  %-8v %-10v %-10v %v\n", e.Type, e.State, e.Phase, e.Message)
+	}); err != nil {
 		return err
 	}
-	var final map[string]any
-	if err := c.get("/v1/job/"+id, &final); err != nil {
+	final, err := a.getJob(id)
+	if err != nil {
 		return err
 	}
-	if final["state"] != "DONE" {
-		return fmt.Errorf("job ended %v: %v", final["state"], final["failure"])
+	if final.State != jobs.StateDone {
+		return fmt.Errorf("job ended %v: %v", final.State, final.Failure)
 	}
-	res, _ := json.Marshal(final["result"])
+	res, _ := json.Marshal(final.Result)
 	fmt.Fprintf(out, "\njob DONE: %s\n\nview rows:\n", res)
 	var rows []map[string]any
-	if err := c.postJSON("/v1/table/demo$article_chunks/query", `{}`, &rows); err != nil {
+	if err := post("/v1/table/demo$article_chunks/query", map[string]any{}, &rows); err != nil {
 		return err
 	}
 	for _, r := range rows {
@@ -107,7 +105,7 @@ func demo(ctx context.Context, a *app, cfg service.Config, ownWarehouse bool, ou
 	}
 	fmt.Fprintf(out, "\n%d rows.\n", len(rows))
 	if running {
-		fmt.Fprintf(out, "See it with: mvq view show 'demo$article_chunks', mvq jobs show %s, or the console at %s/ui/\n", id, base)
+		fmt.Fprintf(out, "See it with: mvq view show 'demo$article_chunks', mvq jobs show %s, or the console at %s/ui/\n", id, a.url)
 	} else {
 		fmt.Fprintf(out, "The table, the view and its job stay in %s: run `make run` (mvq dev) to keep a server up on it,\nthen mvq view show 'demo$article_chunks' or open the console.\n", cfg.Warehouse)
 	}
@@ -145,71 +143,4 @@ func serverAnswers(ctx context.Context, base string) bool {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// demoClient calls the API with the command line's token, if any.
-type demoClient struct{ base, token string }
-
-func (c *demoClient) auth(req *http.Request) *http.Request {
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	return req
-}
-
-func (c *demoClient) post(path, body string, out any) (int, error) {
-	req, _ := http.NewRequest(http.MethodPost, c.base+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(c.auth(req))
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return resp.StatusCode, fmt.Errorf("POST %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		return resp.StatusCode, json.Unmarshal(b, out)
-	}
-	return resp.StatusCode, nil
-}
-
-func (c *demoClient) postJSON(path, body string, out any) error {
-	_, err := c.post(path, body, out)
-	return err
-}
-
-func (c *demoClient) get(path string, out any) error {
-	req, _ := http.NewRequest(http.MethodGet, c.base+path, nil)
-	resp, err := http.DefaultClient.Do(c.auth(req))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	return json.NewDecoder(resp.Body).Decode(out)
-}
-
-// follow prints the job's server-sent events until the stream ends.
-func (c *demoClient) follow(ctx context.Context, id string, out io.Writer) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/job/"+id+"/events", nil)
-	resp, err := http.DefaultClient.Do(c.auth(req))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
-			continue
-		}
-		var e map[string]any
-		if json.Unmarshal([]byte(line), &e) != nil {
-			continue
-		}
-		fmt.Fprintf(out, "  %-8v %-10v %-10v %v\n", e["type"], e["state"], e["phase"], e["message"])
-	}
-	return sc.Err()
 }
