@@ -381,12 +381,12 @@ func (c *Client) Events(ctx context.Context, jobID, lastID string, fn func(Event
 		// then the stream is missing and a reader gets the same event,
 		// with the same id, from the record.
 		first := firstEvent(j)
-		exists, err := c.events.rdb.Exists(ctx, eventsKey(jobID)).Result()
+		exists, err := c.events.hasEvents(ctx, jobID)
 		if err != nil {
-			return redisErr("read events", err)
+			return err
 		}
 		lastID = "0"
-		if exists == 0 {
+		if !exists {
 			c.cache.drop(jobID)
 			if err := fn(first); err != nil {
 				return err

@@ -752,6 +752,16 @@ func (s *store) waitEvents(ctx context.Context, jobID, lastID string, block time
 	return out, nil
 }
 
+// hasEvents reports whether a job's event stream exists (its first event
+// is written lazily, by the next one).
+func (s *store) hasEvents(ctx context.Context, jobID string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, eventsKey(jobID)).Result()
+	if err != nil {
+		return false, redisErr("read events", err)
+	}
+	return n > 0, nil
+}
+
 // eventsAfter returns every event of a job after lastID.
 func (s *store) eventsAfter(ctx context.Context, jobID, lastID string) ([]Event, error) {
 	msgs, err := s.rdb.XRange(ctx, eventsKey(jobID), "("+lastID, "+").Result()
