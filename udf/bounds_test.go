@@ -171,6 +171,17 @@ func TestOverridesBoundedByRuntime(t *testing.T) {
 	if _, err := rt.Resolve(nil, map[string]string{"A": "b"}); err == nil || !strings.Contains(err.Error(), "allowed_env: none") {
 		t.Fatalf("env_vars on an http runtime: %v", err)
 	}
+	// Code that is not told the dimensions (here the built-in embedder,
+	// an exec runtime) cannot be asked for fewer: every row would fail the
+	// column's width.
+	local := LocalEmbedRuntime("local-embed", "/bin/true", 64)
+	var fe *FieldError
+	if _, err := local.Resolve(&Overrides{Dimensions: num(8)}, nil); !errors.As(err, &fe) || fe.Field != "mvq.dimensions" {
+		t.Fatalf("lowered dimensions of an exec runtime: %v", err)
+	}
+	if s, err := local.Resolve(&Overrides{Dimensions: num(64)}, nil); err != nil || s.Dimensions != 64 {
+		t.Fatalf("its own dimensions: %+v %v", s, err)
+	}
 }
 
 // idlePids answers the process ids of the idle subprocesses of runtime name.

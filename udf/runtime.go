@@ -356,6 +356,12 @@ func (o Overrides) Apply(r Runtime) (Runtime, error) {
 		if *o.Dimensions > r.Dimensions {
 			return r, fieldErr("mvq.dimensions", "%d is above the dimensions of runtime %s (%d); a manifest may only lower them", *o.Dimensions, r.Name, r.Dimensions)
 		}
+		// Only an embeddings endpoint is told the dimensions it should
+		// answer; other code answers what it declared, and a lowered value
+		// would only make every row fail the column's width.
+		if *o.Dimensions != r.Dimensions && r.Protocol != ProtocolOpenAIEmbeddings {
+			return r, fieldErr("mvq.dimensions", "runtime %s (protocol %s) answers %d dimensions; only protocol %s can be asked for fewer", r.Name, r.Protocol, r.Dimensions, ProtocolOpenAIEmbeddings)
+		}
 		r.Dimensions = *o.Dimensions
 	}
 	return r, nil
