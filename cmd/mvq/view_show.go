@@ -8,35 +8,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-)
 
-// viewStatus is what GET /v1/materialized_view/{id}/status answers, as
-// far as the CLI shows it.
-type viewStatus struct {
-	View        string  `json:"view"`
-	Kind        string  `json:"kind"`
-	AutoRefresh bool    `json:"auto_refresh"`
-	Version     uint64  `json:"version"`
-	Stale       bool    `json:"stale"`
-	LagVersions uint64  `json:"lag_versions"`
-	LagSeconds  float64 `json:"lag_seconds"`
-	Problem     string  `json:"problem"`
-	Sources     []struct {
-		Table            string `json:"table"`
-		Exists           bool   `json:"exists"`
-		Branch           string `json:"branch"`
-		LatestVersion    uint64 `json:"latest_version"`
-		RefreshedVersion uint64 `json:"refreshed_version"`
-	} `json:"sources"`
-	LastJob *struct {
-		JobID string `json:"job_id"`
-		State string `json:"state"`
-		Cause string `json:"cause"`
-	} `json:"last_job"`
-	Downstream    []string   `json:"downstream"`
-	RefreshEvery  string     `json:"refresh_every"`
-	NextRefreshAt *time.Time `json:"next_refresh_at"`
-}
+	"github.com/mvq-dev/mvq/httpapi"
+)
 
 // viewShowCmd is `mvq view show NAME`: the definition and where the view
 // stands (lag in versions and seconds, the problem that stops a refresh,
@@ -71,9 +45,12 @@ views that read it. -o json prints the status and the definition as the API give
 				}
 				return json.NewEncoder(a.stdout).Encode(out)
 			}
-			var st viewStatus
+			var st httpapi.ViewStatus
 			if err := json.Unmarshal(raw, &st); err != nil {
 				return fmt.Errorf("view status: %w", err)
+			}
+			if st.Freshness == nil {
+				return fmt.Errorf("view status: an empty answer")
 			}
 			var def struct {
 				SourceQuery string          `json:"source_query"`
@@ -82,7 +59,7 @@ views that read it. -o json prints the status and the definition as the API give
 			_ = json.Unmarshal([]byte(defRaw), &def)
 			rows := [][2]string{
 				{"view", name},
-				{"kind", st.Kind},
+				{"kind", string(st.Kind)},
 				{"version", fmt.Sprintf("%d (%d rows)", st.Version, d.Stats.NumRows)},
 				{"query", def.SourceQuery},
 			}
