@@ -48,7 +48,20 @@ type Options struct {
 	// the catalog passes index.Maintenance(). Without it reads scan and
 	// commits leave indexes as they are, and creating an index is refused.
 	Indexes Indexes
+	// Format is the storage format of tables created and data files
+	// written: FormatLance (Lance manifests and data files, which LanceDB
+	// opens) or FormatParquet (JSON manifests and Parquet files, only mvq
+	// reads them). Default: MVQ_TABLE_FORMAT, else FormatParquet. An
+	// existing table keeps the manifest format it has; every format is
+	// read whatever this says.
+	Format string
 }
+
+// Table formats (Options.Format).
+const (
+	FormatParquet = "parquet"
+	FormatLance   = "lance"
+)
 
 func (o Options) withDefaults() Options {
 	if o.MaxRowsPerFragment <= 0 {
@@ -65,6 +78,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SealGrace <= 0 {
 		o.SealGrace = time.Second
+	}
+	if o.Format == "" {
+		o.Format = os.Getenv("MVQ_TABLE_FORMAT")
+	}
+	if o.Format != FormatLance {
+		o.Format = FormatParquet
 	}
 	if o.DecodedCacheBytes <= 0 {
 		o.DecodedCacheBytes = 3 << 30

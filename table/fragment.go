@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -99,11 +100,22 @@ func (t *Table) WriteFile(ctx context.Context, schema *arrow.Schema, recs []arro
 // dictionary encoding. The fragment's ID is unassigned.
 func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, noDict ...string) (Fragment, error) {
 	var rows, size int64
-	props, aprops := t.c.writerProps(noDict...)
-	err := t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
-		rows, size, err = datafile.Write(w, schema, recs, props, aprops, t.c.opts.Mem)
-		return err
-	})
+	var err error
+	if t.c.opts.Format == FormatLance && datafile.LanceWritable(schema) == nil {
+		// Lance data files (the format LanceDB reads); a schema the Lance
+		// writer cannot hold stays Parquet, which only mvq reads.
+		rel = strings.TrimSuffix(rel, ".parquet") + datafile.LanceExt
+		err = t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
+			rows, size, err = datafile.WriteLance(w, schema, recs)
+			return err
+		})
+	} else {
+		props, aprops := t.c.writerProps(noDict...)
+		err = t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
+			rows, size, err = datafile.Write(w, schema, recs, props, aprops, t.c.opts.Mem)
+			return err
+		})
+	}
 	if err != nil {
 		return Fragment{}, err
 	}

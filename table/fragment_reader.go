@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -51,6 +52,9 @@ func (t *Table) OpenFragment(ctx context.Context, f Fragment, o FragmentReadOpti
 		o.Mem = t.c.opts.Mem
 	}
 	label := fmt.Sprintf("%sfragment %d (%s)", o.Label, f.ID, f.Path)
+	if strings.HasSuffix(f.Path, datafile.LanceExt) {
+		return t.openLanceFragment(ctx, f, o, label)
+	}
 	var src parquet.ReaderAtSeeker
 	var closer io.Closer
 	if o.WholeFileBytes < 0 || (f.Bytes > 0 && f.Bytes <= o.WholeFileBytes) {
@@ -68,4 +72,22 @@ func (t *Table) OpenFragment(ctx context.Context, f Fragment, o FragmentReadOpti
 		src = datafile.NewReaderAt(obj, obj.Size())
 	}
 	return datafile.Open(src, closer, datafile.Options{Buffered: o.Buffered, Parallel: o.Parallel, Label: label, Mem: o.Mem, Fields: f.FileFields})
+}
+
+// openLanceFragment opens a Lance data file: whole when small (as a
+// Parquet one), else for ranged reads.
+func (t *Table) openLanceFragment(ctx context.Context, f Fragment, o FragmentReadOptions, label string) (*FragmentReader, error) {
+	opts := datafile.Options{Buffered: o.Buffered, Parallel: o.Parallel, Label: label, Mem: o.Mem, Fields: f.FileFields}
+	if o.WholeFileBytes < 0 || (f.Bytes > 0 && f.Bytes <= o.WholeFileBytes) {
+		data, err := t.c.wh.Read(ctx, t.key+f.Path)
+		if err != nil {
+			return nil, datafile.Fail(label, "unreadable", err)
+		}
+		return datafile.OpenLance(bytes.NewReader(data), int64(len(data)), nil, opts)
+	}
+	obj, err := t.c.wh.Open(ctx, t.key+f.Path)
+	if err != nil {
+		return nil, datafile.Fail(label, "unreadable", err)
+	}
+	return datafile.OpenLance(datafile.NewReaderAt(obj, obj.Size()), obj.Size(), obj, opts)
 }

@@ -71,6 +71,10 @@ type Fragment struct {
 	// written is the schema WriteFileAt wrote the file with (this process
 	// only): Commit checks it still lines up with the table's.
 	written *arrow.Schema
+	// leaves, in a Lance-format table whose fragment has Columns, are the
+	// leaf column counts of the file's top-level columns
+	// (lance_manifest.go), so the manifest can say where each leaf is.
+	leaves string
 }
 
 // Manifest describes one immutable table version.
@@ -96,6 +100,9 @@ type Manifest struct {
 	// Properties are table-level and carried from version to version:
 	// views keep their definition and refresh watermark here.
 	Properties map[string]json.RawMessage `json:"properties,omitempty"`
+	// lance: the version is (to be) stored as a Lance manifest
+	// (lance_manifest.go); versions derived from it keep the format.
+	lance bool
 }
 
 // ViewProperty is the manifest property that makes a table a materialized
@@ -141,7 +148,13 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 		return nil, fmt.Errorf("manifest larger than %d bytes", MaxManifestBytes)
 	}
 	var m Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
+	if isLanceManifest(data) {
+		lm, err := decodeLance(data)
+		if err != nil {
+			return nil, err
+		}
+		m = *lm
+	} else if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
 	if m.Schema == "" {
@@ -174,8 +187,17 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
-// Encode renders the manifest as JSON.
-func (m *Manifest) Encode() ([]byte, error) { return json.Marshal(m) }
+// Encode renders the manifest in its table's format: a Lance manifest
+// (lance_manifest.go) or JSON.
+func (m *Manifest) Encode() ([]byte, error) {
+	if m.lance {
+		return m.encodeLance()
+	}
+	return json.Marshal(m)
+}
+
+// IsLance reports whether the version is stored as a Lance manifest.
+func (m *Manifest) IsLance() bool { return m.lance }
 
 // NumRows is the row count of the version.
 func (m *Manifest) NumRows() int64 {

@@ -409,6 +409,15 @@ func (t *Table) DropColumns(ctx context.Context, columns []string) (*Manifest, e
 				for i := range idx {
 					idx[i] = i
 				}
+				if base.lance {
+					// The file's columns are this schema's: a Lance
+					// manifest needs their leaf counts to place leaves.
+					counts, _, err := leafCounts(schema)
+					if err != nil {
+						return nil, ch, err
+					}
+					base.Fragments[k].leaves = formatCounts(counts)
+				}
 			}
 			if len(idx) != schema.NumFields() {
 				return nil, ch, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d: column map has %d entries for %d fields", f.ID, len(idx), schema.NumFields())}

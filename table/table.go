@@ -368,7 +368,8 @@ func (c *Catalog) CreateTable(ctx context.Context, id []string, schema *arrow.Sc
 	if err != nil {
 		return nil, nil, err
 	}
-	m := &Manifest{Version: 1, UUID: newIdentity(), TimestampMillis: time.Now().UnixMilli(), Operation: "create", Schema: enc}
+	m := &Manifest{Version: 1, UUID: newIdentity(), TimestampMillis: time.Now().UnixMilli(), Operation: "create", Schema: enc,
+		lance: c.opts.Format == FormatLance}
 	m.Properties = rawProps(props)
 	assignIDs(m, frags)
 	data, err := m.Encode()

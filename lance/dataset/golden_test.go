@@ -16,7 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/mvq-dev/mvq/lance/internal/oracle"
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
 )
 

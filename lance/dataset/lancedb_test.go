@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mvq-dev/mvq/lance/internal/oracle"
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
 )

@@ -17,7 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/mvq-dev/mvq/lance/internal/oracle"
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 )
 
 // The read benchmark: a table of int64 ids, text and 384-dim float32

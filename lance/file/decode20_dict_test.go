@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/mvq-dev/mvq/lance/internal/oracle"
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 )
 
 // LanceDB writes an Arrow dictionary column of a 2.0 dataset as pages of

@@ -1,6 +1,6 @@
 package file
 
-// Helpers over the shared LanceDB oracle (lance/internal/oracle) for the 2.0
+// Helpers over the shared LanceDB oracle (internal/lanceoracle) for the 2.0
 // tests.
 
 import (
@@ -12,7 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/mvq-dev/mvq/lance/internal/oracle"
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 )
 
 // readOracle20 returns LanceDB's read of the dataset dir as one record batch.

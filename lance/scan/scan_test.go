@@ -16,7 +16,7 @@ import (
 
 	"github.com/mvq-dev/mvq/lance/dataset"
 	"github.com/mvq-dev/mvq/lance/file"
-	"github.com/mvq-dev/mvq/lance/internal/oracle"
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
 	"github.com/mvq-dev/mvq/lance/schema"
 )

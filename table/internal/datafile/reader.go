@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/mvq-dev/mvq/errs"
+	lancefile "github.com/mvq-dev/mvq/lance/file"
 	"github.com/mvq-dev/mvq/table/internal/records"
 )
 
@@ -48,6 +49,7 @@ type Options struct {
 type Reader struct {
 	o      Options
 	pf     *file.Reader
+	lf     *lancefile.Reader // a Lance data file instead (lance.go)
 	closer io.Closer
 	groups []int64 // rows of each row group
 }
@@ -116,7 +118,12 @@ func (r *Reader) Close() error {
 func (r *Reader) RowGroups() []int64 { return r.groups }
 
 // NumRows answers the rows of the file.
-func (r *Reader) NumRows() int64 { return r.pf.NumRows() }
+func (r *Reader) NumRows() int64 {
+	if r.lf != nil {
+		return int64(r.lf.NumRows())
+	}
+	return r.pf.NumRows()
+}
 
 // records answers a reader of the given top-level fields of the table
 // (nil: all; mapped through Options.Fields) over the given row groups
@@ -145,6 +152,9 @@ func (r *Reader) records(ctx context.Context, fields, groups []int, batch int64)
 // groups (nil: all), in batches of up to batch rows. The caller releases
 // them.
 func (r *Reader) Read(ctx context.Context, fields, groups []int, batch int64) ([]arrow.RecordBatch, error) {
+	if r.lf != nil {
+		return r.lanceGroups(ctx, fields, groups, batch)
+	}
 	if fields != nil && len(fields) == 0 {
 		n := r.pf.NumRows()
 		if groups != nil {
@@ -180,6 +190,9 @@ func (r *Reader) Read(ctx context.Context, fields, groups []int, batch int64) ([
 func (r *Reader) ReadRange(ctx context.Context, fields []int, start, end, batch int64) ([]arrow.RecordBatch, error) {
 	if end <= start {
 		return nil, nil
+	}
+	if r.lf != nil {
+		return r.lanceRange(ctx, fields, start, end, batch)
 	}
 	var groups []int
 	first, pos := int64(-1), int64(0)

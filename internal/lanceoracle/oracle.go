@@ -14,7 +14,7 @@
 // through the JavaScript Arrow library (apache-arrow 18.1.0) on the way.
 // WriteViaJS takes the public JavaScript path instead (the JS library decodes
 // the batch and re-encodes it), which changes some types; see WriteViaJS.
-package oracle
+package lanceoracle
 
 import (
 	"bytes"
@@ -65,7 +65,7 @@ func Dir() (string, error) {
 	if !ok {
 		return "", errors.New("oracle: cannot locate source")
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..", "oracle"), nil
+	return filepath.Join(filepath.Dir(file), "..", "..", "lance", "oracle"), nil
 }
 
 var (

@@ -1,4 +1,4 @@
-package oracle
+package lanceoracle
 
 import (
 	"encoding/binary"

@@ -1,0 +1,186 @@
+package table
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
+)
+
+// Tables in the Lance format are read by LanceDB itself: every check here
+// asks LanceDB 0.31 (through node) what it sees in the folder mvq wrote.
+
+var lanceTestSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "text", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "vec", Type: arrow.FixedSizeListOf(4, arrow.PrimitiveTypes.Float32), Nullable: true},
+	{Name: "meta", Type: arrow.StructOf(
+		arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		arrow.Field{Name: "b", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true},
+	{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+}, nil)
+
+func lanceRows(t testing.TB, from, to int) array.RecordReader {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.DefaultAllocator, lanceTestSchema)
+	defer b.Release()
+	for i := from; i < to; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.StringBuilder).Append(fmt.Sprintf("doc %d", i))
+		vb := b.Field(2).(*array.FixedSizeListBuilder)
+		vb.Append(true)
+		for k := 0; k < 4; k++ {
+			vb.ValueBuilder().(*array.Float32Builder).Append(float32(i*4 + k))
+		}
+		sb := b.Field(3).(*array.StructBuilder)
+		sb.Append(true)
+		sb.FieldBuilder(0).(*array.Int32Builder).Append(int32(i % 7))
+		sb.FieldBuilder(1).(*array.StringBuilder).Append(fmt.Sprintf("m%d", i%3))
+		b.Field(4).(*array.Float64Builder).Append(float64(i) / 2)
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	rdr, err := array.NewRecordReader(lanceTestSchema, []arrow.RecordBatch{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rdr
+}
+
+// lanceIDs is LanceDB's read of the id column (sorted) and of one other
+// column per id, rendered as text.
+func lanceIDs(t *testing.T, o *oracle.Oracle, dir, col, where string) ([]int64, map[int64]string) {
+	t.Helper()
+	tbl := o.Read(t, dir, oracle.ReadOpts{Where: where})
+	defer tbl.Release()
+	idIdx := tbl.Schema().FieldIndices("id")
+	if len(idIdx) != 1 {
+		t.Fatalf("LanceDB read has no id column: %s", tbl.Schema())
+	}
+	vals := map[int64]string{}
+	var ids []int64
+	colIdx := -1
+	if col != "" {
+		if ix := tbl.Schema().FieldIndices(col); len(ix) == 1 {
+			colIdx = ix[0]
+		} else {
+			t.Fatalf("LanceDB read has no column %q: %s", col, tbl.Schema())
+		}
+	}
+	tr := array.NewTableReader(tbl, 0)
+	defer tr.Release()
+	for tr.Next() {
+		rec := tr.RecordBatch()
+		idc := rec.Column(idIdx[0]).(*array.Int64)
+		for i := 0; i < idc.Len(); i++ {
+			ids = append(ids, idc.Value(i))
+			if colIdx >= 0 {
+				vals[idc.Value(i)] = rec.Column(colIdx).ValueStr(i)
+			}
+		}
+	}
+	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
+	return ids, vals
+}
+
+func TestLanceFormatReadByLanceDB(t *testing.T) {
+	o := oracle.Need(t)
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	wh, err := OpenWarehouse(ctx, "file://"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wh.Close() })
+	c := NewCatalog(wh, testDB(t), Options{Format: FormatLance, MaxRowsPerFragment: 100})
+	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, m, err := c.CreateTable(ctx, []string{"docs", "t"}, lanceTestSchema, lanceRows(t, 0, 250), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.IsLance() || len(m.Fragments) != 3 {
+		t.Fatalf("created a %v-format version with %d fragments", m.IsLance(), len(m.Fragments))
+	}
+	for _, f := range m.Fragments {
+		if !strings.HasSuffix(f.Path, ".lance") {
+			t.Fatalf("fragment %d is %s, not a Lance data file", f.ID, f.Path)
+		}
+	}
+	dir := filepath.Join(root, "docs", "t.lance")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("table folder: %v", err)
+	}
+	if n := o.Count(t, dir, ""); n != 250 {
+		t.Fatalf("LanceDB counts %d rows, want 250", n)
+	}
+	got, texts := lanceIDs(t, o, dir, "text", "id >= 240")
+	if !eq(got, seq(240, 250)) || texts[245] != "doc 245" {
+		t.Fatalf("LanceDB read ids %v texts %v", got, texts)
+	}
+	_, vecs := lanceIDs(t, o, dir, "vec", "id = 3")
+	if vecs[3] != "[12,13,14,15]" && vecs[3] != "[12 13 14 15]" {
+		t.Fatalf("LanceDB read vec of id 3 = %q", vecs[3])
+	}
+	_, metas := lanceIDs(t, o, dir, "meta", "id = 10")
+	if !strings.Contains(metas[10], "3") || !strings.Contains(metas[10], "m1") {
+		t.Fatalf("LanceDB read meta of id 10 = %q", metas[10])
+	}
+
+	// Insert, delete and update: each a version LanceDB reads.
+	if _, _, err := tb.Insert(ctx, lanceRows(t, 250, 300), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, err := tb.Delete(ctx, "id % 10 = 0"); err != nil || n != 30 {
+		t.Fatalf("delete: %d, %v", n, err)
+	}
+	if _, n, err := tb.Update(ctx, "id = 7", [][2]string{{"text", "'seven'"}}); err != nil || n != 1 {
+		t.Fatalf("update: %d, %v", n, err)
+	}
+	if n := o.Count(t, dir, ""); n != 270 {
+		t.Fatalf("LanceDB counts %d rows after insert and delete, want 270", n)
+	}
+	if _, texts := lanceIDs(t, o, dir, "text", "id = 7"); texts[7] != "seven" {
+		t.Fatalf("LanceDB read the updated text %q", texts[7])
+	}
+	// Older versions stay readable by LanceDB too.
+	if n := o.CountAt(t, dir, "", 1); n != 250 {
+		t.Fatalf("LanceDB counts %d rows at version 1, want 250", n)
+	}
+
+	// Schema evolution: a rename and a dropped struct column leave the
+	// data files as they are; LanceDB still finds each leaf.
+	body := "body"
+	if _, err := tb.AlterColumns(ctx, []Alteration{{Field: "alterations[0]", Path: "text", Rename: &body}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.DropColumns(ctx, []string{"meta"}); err != nil {
+		t.Fatal(err)
+	}
+	tbl := o.Read(t, dir, oracle.ReadOpts{Where: "id = 11"})
+	defer tbl.Release()
+	if got := tbl.Schema().String(); strings.Contains(got, "meta") || !strings.Contains(got, "body") {
+		t.Fatalf("LanceDB schema after rename and drop: %s", got)
+	}
+	_, scores := lanceIDs(t, o, dir, "score", "id = 11")
+	_, bodies := lanceIDs(t, o, dir, "body", "id = 11")
+	if scores[11] != "5.5" || bodies[11] != "doc 11" {
+		t.Fatalf("LanceDB read score %q body %q for id 11", scores[11], bodies[11])
+	}
+
+	// mvq reads its own Lance versions back the same.
+	if got := ids(t, tb, QueryOptions{Filter: "id < 12"}); !eq(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11}) {
+		t.Fatalf("mvq ids = %v", got)
+	}
+}

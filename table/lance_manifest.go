@@ -1,0 +1,334 @@
+package table
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/mvq-dev/mvq/lance/dataset"
+	"github.com/mvq-dev/mvq/lance/pb/filepb"
+	"github.com/mvq-dev/mvq/lance/pb/tablepb"
+	lschema "github.com/mvq-dev/mvq/lance/schema"
+	"github.com/mvq-dev/mvq/table/internal/datafile"
+)
+
+// Lance manifests. A table in the Lance format (Options.Format) keeps each
+// version as a Lance manifest (package lance/dataset), so LanceDB opens
+// it: the schema as Lance fields, each fragment as a Lance fragment whose
+// data file maps the schema's leaf fields to the file's columns. What only
+// mvq knows lives in the manifest's config, which Lance carries from
+// version to version and never deletes:
+//
+//	mvq.uuid             the table's identity (Table.Identity)
+//	mvq.property.NAME    a table property (a view's definition, …), raw JSON
+//	mvq.version          this version's own facts (versionFacts), JSON
+//
+// mvq.version names the version it describes: a later version written by
+// another Lance writer carries it along unchanged, and then it is ignored
+// (the version's schema comes from the Lance fields, its operation from
+// its transaction).
+//
+// Field ids are assigned depth-first from 0 on each version's schema; a
+// data file's column_indices say where each leaf is in that file, which is
+// all a Lance reader needs to map a version's fields to a file's columns.
+
+const (
+	lanceUUIDKey     = "mvq.uuid"
+	lancePropPrefix  = "mvq.property."
+	lanceVersionKey  = "mvq.version"
+	lanceFileMajor   = 2
+	lanceFileMinor   = 1
+	lanceStorageVers = "2.1"
+)
+
+// versionFacts is what a mvq version records of itself beyond the Lance
+// manifest.
+type versionFacts struct {
+	Version       uint64            `json:"v"`
+	ParentVersion uint64            `json:"parent"`
+	Operation     string            `json:"op,omitempty"`
+	Transaction   string            `json:"txn,omitempty"`
+	Schema        string            `json:"schema"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	// Maps holds the column maps of fragments whose file columns are not
+	// the schema's fields in order (after drop_columns), by fragment id.
+	Maps map[string]fragMaps `json:"maps,omitempty"`
+}
+
+type fragMaps struct {
+	Columns ColumnMap `json:"columns,omitempty"`
+	// Leaves are the leaf column counts of the file's top-level columns,
+	// comma-separated.
+	Leaves string `json:"leaves"`
+}
+
+// formatCounts and parseCounts render leaf counts as "1,3,1".
+func formatCounts(counts []int) string {
+	parts := make([]string, len(counts))
+	for i, n := range counts {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func parseCounts(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]int, len(parts))
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > 1<<20 {
+			return nil, fmt.Errorf("leaf counts %q: bad entry %q", s, p)
+		}
+		out[i] = n
+	}
+	return out, nil
+}
+
+// isLanceManifest reports whether b is a Lance manifest file (it ends in
+// the Lance magic) rather than a JSON one.
+func isLanceManifest(b []byte) bool {
+	return len(b) >= 16 && bytes.HasSuffix(b, []byte("LANC"))
+}
+
+// leafCounts answers the number of Lance leaf fields (file columns) of
+// each top-level field of s.
+func leafCounts(s *arrow.Schema) ([]int, []*filepb.Field, error) {
+	fields, err := lschema.FromArrow(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	top := map[int32]int{}
+	counts := make([]int, s.NumFields())
+	i := 0
+	for _, f := range fields {
+		if f.GetParentId() == -1 {
+			top[f.GetId()] = i
+			i++
+		} else {
+			top[f.GetId()] = top[f.GetParentId()]
+		}
+	}
+	for _, f := range lschema.Leaves(fields) {
+		counts[top[f.GetId()]]++
+	}
+	return counts, fields, nil
+}
+
+// encodeLance renders m as a Lance manifest file.
+func (m *Manifest) encodeLance() ([]byte, error) {
+	s, err := decodeSchema(m.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	counts, fields, err := leafCounts(s)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: schema: %w", err)
+	}
+	leaves := lschema.Leaves(fields)
+	// leafIDs[i]: the leaf ids of top-level field i, in order.
+	leafIDs := make([][]int32, len(counts))
+	k := 0
+	for i, n := range counts {
+		for j := 0; j < n; j++ {
+			leafIDs[i] = append(leafIDs[i], leaves[k].GetId())
+			k++
+		}
+	}
+	facts := versionFacts{Version: m.Version, ParentVersion: m.ParentVersion, Operation: m.Operation,
+		Transaction: m.Transaction, Schema: m.Schema, Metadata: m.Metadata}
+	pm := &tablepb.Manifest{
+		Fields:     fields,
+		Version:    m.Version,
+		Timestamp:  timestamppb.New(time.UnixMilli(m.TimestampMillis)),
+		DataFormat: &tablepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: lanceStorageVers},
+		WriterVersion: &tablepb.Manifest_WriterVersion{
+			Library: dataset.WriterLibrary, Version: dataset.WriterRelease},
+		Config: map[string]string{},
+	}
+	if md := s.Metadata(); md.Len() > 0 {
+		pm.SchemaMetadata = map[string][]byte{}
+		for i, k := range md.Keys() {
+			pm.SchemaMetadata[k] = []byte(md.Values()[i])
+		}
+	}
+	if m.NextFragmentID > 0 {
+		v := m.NextFragmentID - 1
+		pm.MaxFragmentId = &v
+	}
+	for _, f := range m.Fragments {
+		df := &tablepb.DataFile{Path: strings.TrimPrefix(f.Path, "data/"), FileSizeBytes: uint64(max(f.Bytes, 0))}
+		if strings.HasSuffix(f.Path, datafile.LanceExt) {
+			df.FileMajorVersion, df.FileMinorVersion = lanceFileMajor, lanceFileMinor
+		}
+		cols, err := f.Columns.Indices()
+		if err != nil {
+			return nil, err
+		}
+		if cols == nil {
+			col := int32(0)
+			for _, ids := range leafIDs {
+				for _, id := range ids {
+					df.Fields = append(df.Fields, id)
+					df.ColumnIndices = append(df.ColumnIndices, col)
+					col++
+				}
+			}
+		} else {
+			fl, err := parseCounts(f.leaves)
+			if err != nil || len(fl) == 0 {
+				return nil, fmt.Errorf("manifest: fragment %d has a column map but no leaf counts", f.ID)
+			}
+			base := make([]int32, len(fl)+1)
+			for i, n := range fl {
+				base[i+1] = base[i] + int32(n)
+			}
+			for i, ids := range leafIDs {
+				c := cols[i]
+				if c < 0 || c >= len(fl) || fl[c] != len(ids) {
+					return nil, fmt.Errorf("manifest: fragment %d: field %d maps to file column %d of a different shape", f.ID, i, c)
+				}
+				for j, id := range ids {
+					df.Fields = append(df.Fields, id)
+					df.ColumnIndices = append(df.ColumnIndices, base[c]+int32(j))
+				}
+			}
+			if facts.Maps == nil {
+				facts.Maps = map[string]fragMaps{}
+			}
+			facts.Maps[strconv.FormatUint(uint64(f.ID), 10)] = fragMaps{Columns: f.Columns, Leaves: f.leaves}
+		}
+		pm.Fragments = append(pm.Fragments, &tablepb.DataFragment{
+			Id: uint64(f.ID), Files: []*tablepb.DataFile{df}, PhysicalRows: uint64(max(f.Rows, 0))})
+	}
+	if m.UUID != "" {
+		pm.Config[lanceUUIDKey] = m.UUID
+	}
+	for k, v := range m.Properties {
+		pm.Config[lancePropPrefix+k] = string(v)
+	}
+	fb, err := json.Marshal(facts)
+	if err != nil {
+		return nil, err
+	}
+	pm.Config[lanceVersionKey] = string(fb)
+	pm.WriterFeatureFlags = dataset.FlagTableConfig
+	return dataset.EncodeManifest(&dataset.ManifestFile{Manifest: pm, Major: dataset.ManifestMajor, Minor: dataset.ManifestMinor})
+}
+
+// decodeLance parses a Lance manifest file into a Manifest. Versions
+// another Lance writer made are read as far as this table layer can hold
+// them: one data file per fragment, no deletion files.
+func decodeLance(b []byte) (*Manifest, error) {
+	mf, err := dataset.DecodeManifest(b)
+	if err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	pm := mf.Manifest
+	if err := dataset.CheckReaderFlags(pm.GetReaderFeatureFlags() &^ dataset.FlagDeletionFiles); err != nil {
+		return nil, fmt.Errorf("manifest: %w", err)
+	}
+	m := &Manifest{Version: pm.GetVersion(), lance: true, UUID: pm.GetConfig()[lanceUUIDKey]}
+	if ts := pm.GetTimestamp(); ts != nil {
+		m.TimestampMillis = ts.AsTime().UnixMilli()
+	}
+	var facts versionFacts
+	own := false
+	if raw, ok := pm.GetConfig()[lanceVersionKey]; ok {
+		if err := json.Unmarshal([]byte(raw), &facts); err == nil && facts.Version == m.Version {
+			own = true
+		}
+	}
+	if own {
+		m.ParentVersion, m.Operation, m.Transaction, m.Schema, m.Metadata = facts.ParentVersion, facts.Operation, facts.Transaction, facts.Schema, facts.Metadata
+	} else {
+		md := pm.GetSchemaMetadata()
+		s, err := lschema.ToArrow(pm.GetFields(), md)
+		if err != nil {
+			return nil, fmt.Errorf("manifest: schema: %w", err)
+		}
+		if m.Schema, err = encodeSchema(s); err != nil {
+			return nil, fmt.Errorf("manifest: schema: %w", err)
+		}
+		if m.Version > 0 {
+			m.ParentVersion = m.Version - 1
+		}
+		m.Operation = "lance"
+		if mf.Transaction != nil {
+			m.Operation = strings.ToLower(dataset.OperationName(mf.Transaction))
+		}
+	}
+	for k, v := range pm.GetConfig() {
+		if name, ok := strings.CutPrefix(k, lancePropPrefix); ok {
+			if m.Properties == nil {
+				m.Properties = map[string]json.RawMessage{}
+			}
+			if !json.Valid([]byte(v)) {
+				return nil, fmt.Errorf("manifest: property %q is not JSON", name)
+			}
+			m.Properties[name] = json.RawMessage(v)
+		}
+	}
+	var next uint64
+	for _, fr := range pm.GetFragments() {
+		if fr.GetId() > math.MaxUint32-1 {
+			return nil, fmt.Errorf("manifest: fragment id %d is too large", fr.GetId())
+		}
+		if len(fr.GetFiles()) != 1 {
+			return nil, fmt.Errorf("manifest: fragment %d has %d data files; only one per fragment is supported", fr.GetId(), len(fr.GetFiles()))
+		}
+		if fr.GetDeletionFile() != nil {
+			return nil, fmt.Errorf("manifest: fragment %d has a deletion file, which is not supported yet", fr.GetId())
+		}
+		df := fr.GetFiles()[0]
+		if df.GetBaseId() != 0 {
+			return nil, fmt.Errorf("manifest: fragment %d lives under another base path, which is not supported", fr.GetId())
+		}
+		f := Fragment{ID: uint32(fr.GetId()), Path: "data/" + df.GetPath(), Rows: int64(fr.GetPhysicalRows()), Bytes: int64(df.GetFileSizeBytes())}
+		if own {
+			if mp, ok := facts.Maps[strconv.FormatUint(fr.GetId(), 10)]; ok {
+				f.Columns, f.leaves = mp.Columns, mp.Leaves
+			}
+		} else if err := identityColumns(pm.GetFields(), df); err != nil {
+			return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
+		}
+		m.Fragments = append(m.Fragments, f)
+		next = max(next, fr.GetId()+1)
+	}
+	if pm.MaxFragmentId != nil {
+		next = max(next, uint64(pm.GetMaxFragmentId())+1)
+	}
+	m.NextFragmentID = uint32(next)
+	if m.Schema == "" {
+		return nil, fmt.Errorf("manifest: no schema")
+	}
+	return m, nil
+}
+
+// identityColumns checks that data file df holds every leaf of the schema
+// fields, in order, at columns 0, 1, …: the layout this table layer reads
+// without a column map.
+func identityColumns(fields []*filepb.Field, df *tablepb.DataFile) error {
+	leaves := lschema.Leaves(fields)
+	if len(df.GetFields()) != len(leaves) {
+		return fmt.Errorf("data file %s holds %d fields of the schema's %d leaves; other layouts are not supported yet", df.GetPath(), len(df.GetFields()), len(leaves))
+	}
+	for i, f := range leaves {
+		if df.GetFields()[i] != f.GetId() {
+			return fmt.Errorf("data file %s: field %d is id %d, want %d", df.GetPath(), i, df.GetFields()[i], f.GetId())
+		}
+		if ci := df.GetColumnIndices(); len(ci) > 0 && ci[i] != int32(i) {
+			return fmt.Errorf("data file %s: field %d is in column %d, want %d", df.GetPath(), i, ci[i], i)
+		}
+	}
+	return nil
+}
