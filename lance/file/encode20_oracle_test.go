@@ -11,8 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/mvq-dev/mvq/lance/dataset"
 	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
+	"github.com/mvq-dev/mvq/lance/dataset"
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
 	"github.com/mvq-dev/mvq/lance/schema"

@@ -14,9 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/lance/dataset"
 	"github.com/mvq-dev/mvq/lance/file"
-	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
 	"github.com/mvq-dev/mvq/lance/schema"
 )
