@@ -326,8 +326,8 @@ func (j columnBackfill) Expand(ctx context.Context, plan *Plan, index int) (Item
 }
 
 // checkpointName is the staged file of checkpoint k of fragment frag.
-func checkpointName(jobID string, frag uint32, k int) string {
-	return stagingPrefix(jobID) + "b" + strconv.FormatUint(uint64(frag), 10) + "-" + strconv.Itoa(k) + ".parquet"
+func checkpointName(jobID string, frag uint32, k int, ext string) string {
+	return stagingPrefix(jobID) + "b" + strconv.FormatUint(uint64(frag), 10) + "-" + strconv.Itoa(k) + ext
 }
 
 // backfillFragment computes the rows of fragment f to fill and writes the
@@ -507,7 +507,7 @@ func (e *Engine) checkpoint(ctx context.Context, t *table.Table, plan *Plan, fra
 		fields[i] = arrow.Field{Name: o.Column, Type: types[i], Nullable: true}
 	}
 	cs := arrow.NewSchema(fields, nil)
-	name := checkpointName(plan.JobID, frag, k)
+	name := checkpointName(plan.JobID, frag, k, e.cat.DataExt())
 	if ok, _ := e.cat.Warehouse().Exists(ctx, t.Key(name)); ok {
 		recs, err := t.ReadFragment(ctx, table.Fragment{ID: frag, Path: name}, nil, e.mem)
 		if err == nil {

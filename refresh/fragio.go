@@ -17,9 +17,9 @@ import (
 // the job, so a retried step overwrites its own output and Discard finds
 // a job's files by prefix:
 //
-//	data/_staging-{job}-{item}-{k}.parquet   output k of a work item
-//	data/_staging-{job}-c{n}-{k}.parquet     a view fragment Commit rewrote
-//	data/_staging-{job}-b{frag}-{k}.parquet  checkpoint k of a backfill of fragment frag
+//	data/_staging-{job}-{item}-{k}.EXT       output k of a work item (EXT: the catalog's DataExt)
+//	data/_staging-{job}-c{n}-{k}.EXT         a view fragment Commit rewrote
+//	data/_staging-{job}-b{frag}-{k}.EXT      checkpoint k of a backfill of fragment frag
 func stagingPrefix(jobID string) string { return "data/_staging-" + jobID + "-" }
 
 // StagedJob reports whether name, a file name under data/, is a file a job
@@ -45,7 +45,7 @@ func commitPrefix(jobID string, n int) string {
 
 // stagedName matches what follows a job's staging prefix: a job id that
 // extends another ("a" and "a-1") cannot match the shorter one's files.
-var stagedName = regexp.MustCompile(`^[cb]?[0-9]+-[0-9]+\.parquet$`)
+var stagedName = regexp.MustCompile(`^[cb]?[0-9]+-[0-9]+\.(parquet|lance)$`)
 
 // defaultWholeFileBytes is Engine.wholeFileBytes.
 const defaultWholeFileBytes = 4 << 20
@@ -87,7 +87,7 @@ type fragWriter struct {
 	spans       []Span
 }
 
-// newFragWriter returns a writer of files prefix{k}.parquet of view v's
+// newFragWriter returns a writer of files prefix{k}.{parquet,lance} of view v's
 // table; for row-wise kinds it records each file's source span.
 func (e *Engine) newFragWriter(v *View, prefix string, maxRows int) *fragWriter {
 	w := &fragWriter{e: e, t: v.Table, schema: v.Schema, prefix: prefix, max: int64(maxRows), addr: -1}
@@ -144,7 +144,7 @@ func (w *fragWriter) release() {
 
 func (w *fragWriter) flush(ctx context.Context) error {
 	defer w.release()
-	rel := w.prefix + strconv.Itoa(len(w.frags)) + ".parquet"
+	rel := w.prefix + strconv.Itoa(len(w.frags)) + w.t.Catalog().DataExt()
 	f, err := w.e.writeFile(ctx, w.t, rel, w.schema, w.pending, w.noDict)
 	if err != nil {
 		return err

@@ -91,20 +91,34 @@ func (c *Catalog) writerProps(noDict ...string) (*parquet.WriterProperties, pqar
 // WriteFile writes records as one new data file under data/ and returns
 // its fragment (ID unassigned: the commit assigns it).
 func (t *Table) WriteFile(ctx context.Context, schema *arrow.Schema, recs []arrow.RecordBatch) (Fragment, error) {
-	return t.WriteFileAt(ctx, "data/"+uuid.NewString()+".parquet", schema, recs)
+	return t.WriteFileAt(ctx, "data/"+uuid.NewString()+t.c.DataExt(), schema, recs)
+}
+
+// DataExt is the extension of the data files the catalog writes: ".lance"
+// in the Lance format, else ".parquet". WriteFileAt writes the format its
+// name's extension says.
+func (c *Catalog) DataExt() string {
+	if c.opts.Format == FormatLance {
+		return datafile.LanceExt
+	}
+	return ".parquet"
 }
 
 // WriteFileAt writes records as the data file rel (under data/), replacing
 // a file of that name: callers with deterministic names (a retried refresh
 // step) rewrite their own output. Columns in noDict are written without
-// dictionary encoding. The fragment's ID is unassigned.
+// dictionary encoding (Parquet). The fragment's ID is unassigned. A name
+// ending in .lance is a Lance 2.1 file, unless the Lance writer cannot
+// hold the schema: then it is Parquet under the name with .parquet.
 func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, noDict ...string) (Fragment, error) {
 	var rows, size int64
 	var err error
-	if t.c.opts.Format == FormatLance && datafile.LanceWritable(schema) == nil {
-		// Lance data files (the format LanceDB reads); a schema the Lance
-		// writer cannot hold stays Parquet, which only mvq reads.
-		rel = strings.TrimSuffix(rel, ".parquet") + datafile.LanceExt
+	if strings.HasSuffix(rel, datafile.LanceExt) && datafile.LanceWritable(schema) != nil {
+		// A schema the Lance writer cannot hold stays Parquet, which only
+		// mvq reads.
+		rel = strings.TrimSuffix(rel, datafile.LanceExt) + ".parquet"
+	}
+	if strings.HasSuffix(rel, datafile.LanceExt) {
 		err = t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
 			rows, size, err = datafile.WriteLance(w, schema, recs)
 			return err
