@@ -186,7 +186,8 @@ func retryable(err error) bool {
 // turning it into a full recompute.
 func TestLegacyIdentities(t *testing.T) {
 	t.Parallel()
-	b := setup(t, table.Options{})
+	// Tables from before identities were JSON manifests.
+	b := setup(t, table.Options{Format: table.FormatParquet})
 	src := b.source(t, frag0)
 	b.rewriteManifests(t, srcID, func(m map[string]any) { delete(m, "uuid") })
 	id := b.create(t, "en", CreateRequest{Kind: "query", SourceQuery: queryView})

@@ -665,9 +665,10 @@ func TestIdempotentExpandAndCommit(t *testing.T) {
 		return out
 	}
 	before := files()
+	ext := b.cat.DataExt()
 	eqRows(t, "staged files", before, []string{
-		"_staging-job-1-0-0.parquet", "_staging-job-1-0-1.parquet",
-		"_staging-job-1-1-0.parquet", "_staging-job-1-1-1.parquet",
+		"_staging-job-1-0-0" + ext, "_staging-job-1-0-1" + ext,
+		"_staging-job-1-1-0" + ext, "_staging-job-1-1-1" + ext,
 	})
 	second := b.expandAll(t, p)
 	if fmt.Sprint(first) != fmt.Sprint(second) {
@@ -724,7 +725,7 @@ func TestCommitConflictAndDiscard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ents) != 1 || ents[0].Name != "_staging-a-1-0-0.parquet" {
+	if len(ents) != 1 || ents[0].Name != "_staging-a-1-0-0"+b.cat.DataExt() {
 		t.Fatalf("files %+v", ents)
 	}
 	eqRows(t, "view", b.rows(t, id)[:1], []string{"0:0|0|1|aaaa"})

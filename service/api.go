@@ -60,7 +60,7 @@ func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 	slog.Info("sql engine", "sessions", db.Sessions(), "session_memory_mib", db.SessionMemory()>>20, "query_memory_mib", budget>>20)
 	// The catalog uses and maintains indexes, and refuses direct writes to
 	// views whether or not this process builds a refresh engine.
-	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance()})
+	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance(), Format: cfg.TableFormat})
 	cat.Use(refresh.Hooks())
 	return &Core{Catalog: cat, SQL: db, wh: wh}, nil
 }

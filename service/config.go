@@ -25,8 +25,13 @@ import (
 // Config is resolved once: defaults, then environment, then flags, then
 // validated. Bad config fails before anything listens.
 type Config struct {
-	Listen            string        // MVQ_LISTEN, default 127.0.0.1:2333
-	Warehouse         string        // MVQ_WAREHOUSE, default file://./warehouse
+	Listen    string // MVQ_LISTEN, default 127.0.0.1:2333
+	Warehouse string // MVQ_WAREHOUSE, default file://./warehouse
+	// TableFormat (MVQ_TABLE_FORMAT, API and worker) is the format of the
+	// tables created and data files written: lance (default; LanceDB
+	// opens them) or parquet (the earlier layout, only mvq reads it).
+	// Both are read whatever it says.
+	TableFormat       string
 	RedisURL          string        // MVQ_REDIS_URL, default redis://127.0.0.1:6379/0 (ParseRedisURL: also Sentinel and Cluster)
 	Clusters          []string      // MVQ_CLUSTERS, default "default"
 	WorkerConcurrency int           // MVQ_WORKER_CONCURRENCY, default 8
@@ -154,6 +159,7 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	env("MVQ_REDIS_URL", &cfg.RedisURL)
 	env("MVQ_METRICS_LISTEN", &cfg.MetricsListen)
 	env("MVQ_LOG_LEVEL", &cfg.LogLevel)
+	env("MVQ_TABLE_FORMAT", &cfg.TableFormat)
 	clusters := strings.Join(cfg.Clusters, ",")
 	env("MVQ_CLUSTERS", &clusters)
 	conc := strconv.Itoa(cfg.WorkerConcurrency)
@@ -263,6 +269,7 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 	str("wd", &itemRows, "max-item-output-rows", "most view rows one work item may produce", "MVQ_MAX_ITEM_OUTPUT_ROWS")
 	str("wd", &itemBytes, "max-item-output-bytes", "most bytes one work item may produce", "MVQ_MAX_ITEM_OUTPUT_BYTES")
 	str("awd", &cfg.LogLevel, "log-level", "debug, info, warn or error", "MVQ_LOG_LEVEL")
+	str("awd", &cfg.TableFormat, "table-format", "format of new tables and data files: lance or parquet", "MVQ_TABLE_FORMAT")
 	for i := range durations {
 		d := &durations[i]
 		str(d.roles, &d.val, d.flag, d.usage, d.env)
@@ -297,6 +304,13 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 		if c = strings.TrimSpace(c); c != "" {
 			cfg.Clusters = append(cfg.Clusters, c)
 		}
+	}
+	switch cfg.TableFormat {
+	case "":
+		cfg.TableFormat = table.FormatLance
+	case table.FormatLance, table.FormatParquet:
+	default:
+		return cfg, fmt.Errorf("MVQ_TABLE_FORMAT %q: want lance or parquet", cfg.TableFormat)
 	}
 	if cfg.WorkerConcurrency, err = strconv.Atoi(conc); err != nil || cfg.WorkerConcurrency <= 0 || cfg.WorkerConcurrency > 4096 {
 		return cfg, fmt.Errorf("worker concurrency %q: want an integer in 1..4096", conc)

@@ -51,7 +51,7 @@ type Options struct {
 	// Format is the storage format of tables created and data files
 	// written: FormatLance (Lance manifests and data files, which LanceDB
 	// opens) or FormatParquet (JSON manifests and Parquet files, only mvq
-	// reads them). Default: MVQ_TABLE_FORMAT, else FormatParquet. An
+	// reads them). Default FormatLance. An
 	// existing table keeps the manifest format it has; every format is
 	// read whatever this says.
 	Format string
@@ -79,11 +79,8 @@ func (o Options) withDefaults() Options {
 	if o.SealGrace <= 0 {
 		o.SealGrace = time.Second
 	}
-	if o.Format == "" {
-		o.Format = os.Getenv("MVQ_TABLE_FORMAT")
-	}
-	if o.Format != FormatLance {
-		o.Format = FormatParquet
+	if o.Format != FormatParquet {
+		o.Format = FormatLance
 	}
 	if o.DecodedCacheBytes <= 0 {
 		o.DecodedCacheBytes = 3 << 30
