@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/mvq-dev/mvq/table"
 )
 
 // describeDeclared answers the describe of a declared table (declared,
@@ -28,6 +30,8 @@ func (s *Server) describeDeclared(c *gin.Context, id []string) (bool, error) {
 		"metadata":         map[string]string{},
 		"properties":       props,
 		"is_only_declared": true,
+		// Lance clients commit its first version through version/create.
+		"managed_versioning": s.cat.Format() == table.FormatLance,
 	})
 	return true, nil
 }

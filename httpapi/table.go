@@ -139,7 +139,7 @@ func (s *Server) createTable(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, gin.H{"version": m.Version, "location": t.Location(), "properties": userProperties(m)})
+	c.JSON(http.StatusOK, gin.H{"version": m.Version, "location": t.Location(), "properties": userProperties(m), "managed_versioning": m.ManagedVersioning()})
 	return nil
 }
 
@@ -271,6 +271,9 @@ func (s *Server) describeTable(c *gin.Context) error {
 		"version":   m.Version,
 		"location":  t.Location(),
 		"table_uri": t.Location(),
+		// A Lance client commits to a Lance-format table through the
+		// version routes, so every commit passes through the catalog.
+		"managed_versioning": m.ManagedVersioning(),
 		"schema":    js,
 		"stats":     gin.H{"num_deleted_rows": 0, "num_fragments": len(m.Fragments), "num_rows": m.NumRows()},
 		"metadata": func() map[string]string {
@@ -676,8 +679,14 @@ func versionOf(t *table.Table, vf table.VersionFile, m *table.Manifest, etag str
 	if md == nil {
 		md = map[string]string{}
 	}
+	// A Lance-format table names its manifests from the store's root, as
+	// the Lance clients that commit to it through these routes do.
+	mp := t.ManifestPath(vf)
+	if m.ManagedVersioning() {
+		mp = t.RootManifestPath(vf)
+	}
 	return tableVersion{
-		Version: vf.Version, ManifestPath: t.ManifestPath(vf), ManifestSize: vf.Size,
+		Version: vf.Version, ManifestPath: mp, ManifestSize: vf.Size,
 		ETag: etag, TimestampMillis: m.TimestampMillis, Metadata: md,
 	}
 }
@@ -700,6 +709,17 @@ func (s *Server) listVersions(c *gin.Context) error {
 	}
 	if err == nil {
 		t, err = onBranch(c, t, req.Branch)
+	}
+	if errs.CodeOf(err) == errs.CodeTableNotFound && req.Branch == nil {
+		// A declared table has no versions yet.
+		if id, perr := pathID(c); perr == nil {
+			if ok, derr := s.cat.Declared(ctx, id); derr != nil {
+				return derr
+			} else if ok {
+				c.JSON(http.StatusOK, gin.H{"versions": []tableVersion{}})
+				return nil
+			}
+		}
 	}
 	if err != nil {
 		return err
@@ -795,6 +815,15 @@ func (s *Server) createVersion(c *gin.Context) error {
 		Branch       *string           `json:"branch"`
 	}
 	t, err := s.tableOnBranch(c, &req, func() ([]string, *string) { return req.ID, req.Branch })
+	if errs.CodeOf(err) == errs.CodeTableNotFound && req.Branch == nil && req.Version != nil && req.ManifestPath != nil {
+		// The first commit of a declared table (managed versioning).
+		id, _ := pathID(c)
+		if ok, derr := s.cat.Declared(ctx, id); derr != nil {
+			return derr
+		} else if ok {
+			return s.createDeclaredVersion(c, id, *req.Version, *req.ManifestPath, req.NamingScheme, req.Metadata, req.ManifestSize, req.ETag)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -819,6 +848,28 @@ func (s *Server) createVersion(c *gin.Context) error {
 		scheme = table.NamingV2
 	}
 	vf, m, data, err := t.CreateVersionIf(ctx, uint64(*req.Version), *req.ManifestPath, scheme, req.Metadata, req.ManifestSize, req.ETag)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	c.JSON(http.StatusOK, gin.H{"version": versionOf(t, vf, m, `"`+hex.EncodeToString(sum[:16])+`"`)})
+	return nil
+}
+
+// createDeclaredVersion answers version/create of a declared table's
+// first version.
+func (s *Server) createDeclaredVersion(c *gin.Context, id []string, v int64, manifestPath, naming string, md map[string]string, size *int64, etag string) error {
+	if v < 0 {
+		return badInput("version: must not be negative")
+	}
+	if err := nonNegative("manifest_size", size); err != nil {
+		return err
+	}
+	scheme := table.NamingScheme(strings.ToUpper(naming))
+	if scheme == "" {
+		scheme = table.NamingV2
+	}
+	t, vf, m, data, err := s.cat.CreateDeclaredVersion(c.Request.Context(), id, uint64(v), manifestPath, scheme, md, size, etag)
 	if err != nil {
 		return err
 	}

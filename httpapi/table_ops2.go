@@ -66,7 +66,7 @@ func (s *Server) declareTable(c *gin.Context) error {
 	if props == nil {
 		props = map[string]string{}
 	}
-	c.JSON(http.StatusOK, gin.H{"location": loc, "properties": props})
+	c.JSON(http.StatusOK, gin.H{"location": loc, "properties": props, "managed_versioning": s.cat.Format() == table.FormatLance})
 	return nil
 }
 

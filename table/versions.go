@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,7 +46,7 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 	if manifestSize != nil && *manifestSize != sv.stagedSize {
 		return VersionFile{}, nil, nil, errs.Errorf(errs.CodeInvalidInput, "manifest_size: %d, but the staged manifest has %d bytes", *manifestSize, sv.stagedSize)
 	}
-	if etag != "" && strings.Trim(etag, `"`) != sv.stagedMD5 {
+	if etag != "" && strings.Trim(etag, `"`) != sv.stagedMD5 && !slices.Contains(t.storeETags(sv.stagedKey), strings.Trim(etag, `"`)) {
 		return VersionFile{}, nil, nil, errs.Errorf(errs.CodeConcurrentModification, "e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", etag, sv.stagedMD5)
 	}
 	// Put within half the seal grace of the listing (seal.go).
@@ -88,6 +89,7 @@ type stagedVersion struct {
 	data       []byte
 	stagedSize int64
 	stagedMD5  string // hex MD5 of the staged file (an S3 single-part ETag)
+	stagedKey  string // the staged file's key
 }
 
 // stageVersion does CreateVersion's checks and returns what it writes.
@@ -100,53 +102,11 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	} else if errs.CodeOf(err) != errs.CodeTableVersionNotFound {
 		return nil, err
 	}
-	switch scheme {
-	case NamingV1, NamingV2:
-	default:
-		return nil, errs.Errorf(errs.CodeInvalidInput, "naming_scheme: %q is not V1 or V2", scheme)
-	}
-	if v == 0 {
-		return nil, errs.Errorf(errs.CodeInvalidInput, "version: versions start at 1")
-	}
-	if scheme == NamingV1 && v >= 1e19 {
-		return nil, errs.Errorf(errs.CodeInvalidInput, "version: too large for V1 naming")
-	}
-	rel := strings.TrimPrefix(manifestPath, t.Location()+"/")
-	clean := path.Clean(rel)
-	if rel == "" || path.IsAbs(rel) || clean != rel || strings.HasPrefix(clean, "..") || strings.HasPrefix(clean, branchTreeDir) ||
-		(strings.HasPrefix(clean, versionsDir) && !isStagedManifest(clean, v, scheme)) {
-		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside tree/ and _versions/ but for the staging name %s%s-{uuid}", manifestPath, versionsDir, ManifestName(v, scheme))
-	}
-	data, err := t.c.wh.Read(ctx, t.key+clean)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %q does not exist", manifestPath)
-	}
+	st, err := t.readStaged(ctx, v, manifestPath, scheme)
 	if err != nil {
 		return nil, err
 	}
-	stagedSize := int64(len(data))
-	stagedSum := md5.Sum(data) // of the client's bytes, before any rewrite below
-	m, err := DecodeManifest(data)
-	if err != nil {
-		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
-	}
-	if m.Version != v {
-		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: manifest carries version %d, request says %d", m.Version, v)
-	}
-	if s, err := decodeSchema(m.Schema); err != nil {
-		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
-	} else if err := checkSchema(s); err != nil {
-		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
-	}
-	for _, f := range m.Fragments {
-		ok, err := t.c.wh.Exists(ctx, t.key+f.Path)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, f.Path)
-		}
-	}
+	m, data, clean, stagedSize, stagedSum := st.m, st.data, st.clean, st.size, st.sum
 	latest, listed, err := t.latestToCommit(ctx)
 	if err != nil {
 		return nil, err
@@ -169,12 +129,15 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	}
 	// The table keeps its identity whatever the staged manifest says, and
 	// only a batch (txn.go) marks a version as part of a transaction.
-	if metadata != nil || m.UUID != cur.UUID || m.Transaction != "" {
+	// A version staged in mvq's JSON form joins a Lance table as a Lance
+	// manifest, so every version of the table stays readable by Lance.
+	if metadata != nil || m.UUID != cur.UUID || m.Transaction != "" || (cur.lance && !m.lance) {
 		if metadata != nil {
 			m.Metadata = metadata
 		}
 		m.UUID = cur.UUID
 		m.Transaction = ""
+		m.lance = m.lance || cur.lance
 		if data, err = m.Encode(); err != nil {
 			return nil, err
 		}
@@ -190,7 +153,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 			return nil, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
-	return &stagedVersion{name: name, parent: latest.Name, listed: listed, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(stagedSum[:])}, nil
+	return &stagedVersion{name: name, parent: latest.Name, listed: listed, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(stagedSum[:]), stagedKey: t.key + clean}, nil
 }
 
 // isStagedManifest reports whether clean (relative to the table folder)
@@ -229,4 +192,66 @@ func (t *Table) lostToOtherScheme(ctx context.Context, v uint64, scheme NamingSc
 		return false, nil
 	}
 	return true, t.c.wh.Delete(context.WithoutCancel(ctx), t.versionsKey()+name)
+}
+
+// staged is a manifest a client staged for version/create, read and
+// checked: it parses, carries the version asked for, has a valid schema
+// and references only data files that exist.
+type staged struct {
+	m     *Manifest
+	data  []byte
+	clean string // its path in the table folder
+	size  int64
+	sum   [16]byte // MD5 of the client's bytes
+}
+
+func (t *Table) readStaged(ctx context.Context, v uint64, manifestPath string, scheme NamingScheme) (*staged, error) {
+	switch scheme {
+	case NamingV1, NamingV2:
+	default:
+		return nil, errs.Errorf(errs.CodeInvalidInput, "naming_scheme: %q is not V1 or V2", scheme)
+	}
+	if v == 0 {
+		return nil, errs.Errorf(errs.CodeInvalidInput, "version: versions start at 1")
+	}
+	if scheme == NamingV1 && v >= 1e19 {
+		return nil, errs.Errorf(errs.CodeInvalidInput, "version: too large for V1 naming")
+	}
+	rel := t.tableRel(manifestPath)
+	clean := path.Clean(rel)
+	if rel == "" || path.IsAbs(rel) || clean != rel || strings.HasPrefix(clean, "..") || strings.HasPrefix(clean, branchTreeDir) ||
+		(strings.HasPrefix(clean, versionsDir) && !isStagedManifest(clean, v, scheme)) {
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %q must be a clean path inside the table folder, outside tree/ and _versions/ but for the staging name %s%s-{uuid}", manifestPath, versionsDir, ManifestName(v, scheme))
+	}
+	data, err := t.c.wh.Read(ctx, t.key+clean)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %q does not exist", manifestPath)
+	}
+	if err != nil {
+		return nil, err
+	}
+	stagedSize := int64(len(data))
+	stagedSum := md5.Sum(data) // of the client's bytes, before any rewrite below
+	m, err := DecodeManifest(data)
+	if err != nil {
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
+	}
+	if m.Version != v {
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: manifest carries version %d, request says %d", m.Version, v)
+	}
+	if s, err := decodeSchema(m.Schema); err != nil {
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
+	} else if err := checkSchema(s); err != nil {
+		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
+	}
+	for _, f := range m.Fragments {
+		ok, err := t.c.wh.Exists(ctx, t.key+f.Path)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, f.Path)
+		}
+	}
+	return &staged{m: m, data: data, clean: clean, size: stagedSize, sum: stagedSum}, nil
 }

@@ -118,12 +118,19 @@ func Need(t testing.TB) *Oracle {
 
 // Run runs one oracle command and returns its standard output; the error
 // carries its standard error.
-func (o *Oracle) Run(args ...string) (string, error) {
+func (o *Oracle) Run(args ...string) (string, error) { return o.RunScript(o.script, args...) }
+
+// RunScript runs another script of the oracle's folder (a file name, or
+// a path) with node, as Run runs oracle.mjs.
+func (o *Oracle) RunScript(script string, args ...string) (string, error) {
+	if !filepath.IsAbs(script) {
+		script = filepath.Join(filepath.Dir(o.script), script)
+	}
 	slots <- struct{}{}
 	defer func() { <-slots }()
 	ctx, cancel := context.WithTimeout(context.Background(), CommandTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, o.node, append([]string{o.script}, args...)...)
+	cmd := exec.CommandContext(ctx, o.node, append([]string{script}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	// LanceDB logs warnings (e.g. "No existing dataset") to stderr; keep

@@ -1,0 +1,123 @@
+package service_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
+)
+
+// lancedb runs one command of lance/oracle/namespace.mjs: LanceDB 0.31's
+// REST namespace client (connectNamespace("rest")) against this API, with
+// the env's Bearer token.
+func (e *env) lancedb(o *oracle.Oracle, args ...string) map[string]any {
+	e.t.Helper()
+	out, err := o.RunScript("namespace.mjs", append([]string{args[0], e.api, e.token}, args[1:]...)...)
+	if err != nil {
+		e.t.Fatalf("LanceDB %v: %v", args, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		e.t.Fatalf("LanceDB %v: %q: %v", args, out, err)
+	}
+	return m
+}
+
+func ints(v any) []int64 {
+	var out []int64
+	for _, x := range v.([]any) {
+		out = append(out, int64(x.(float64)))
+	}
+	return out
+}
+
+// TestLanceDBThroughRESTNamespace: LanceDB's own client, pointed at mvq
+// with auth on, creates a namespace and a table, appends, lists versions
+// and checks out an older one; every commit goes through version/create
+// (the table answers managed_versioning). Views mvq materializes over that
+// table are then opened by LanceDB through the same namespace and read as
+// mvq reads them; after LanceDB appends, a refresh brings the views up to
+// date and LanceDB sees their new versions.
+func TestLanceDBThroughRESTNamespace(t *testing.T) {
+	o := oracle.Need(t)
+	e := startWithTokens(t, 1)
+
+	if got := e.lancedb(o, "create", "docs", "articles", "0", "300"); got["count"] != 300.0 {
+		t.Fatalf("LanceDB created a table of %v rows", got["count"])
+	}
+	if got := e.lancedb(o, "add", "docs", "articles", "300", "350"); got["count"] != 350.0 || got["version"] != 2.0 {
+		t.Fatalf("LanceDB add: %v", got)
+	}
+	if got := e.lancedb(o, "versions", "docs", "articles", "1"); fmt.Sprint(got["versions"]) != "[1 2]" || got["count"] != 300.0 {
+		t.Fatalf("LanceDB versions and checkout(1): %v", got)
+	}
+	// mvq sees both commits: they came through it.
+	var desc map[string]any
+	if st := e.post("/v1/table/docs$articles/describe", map[string]any{}, &desc); st != 200 {
+		t.Fatalf("describe: %d %v", st, desc)
+	}
+	if desc["version"] != json.Number("2") || desc["managed_versioning"] != true {
+		t.Fatalf("describe after LanceDB's commits: %v", desc)
+	}
+	var versions map[string]any
+	e.post("/v1/table/docs$articles/version/list", map[string]any{}, &versions)
+	for _, v := range versions["versions"].([]any) {
+		p := v.(map[string]any)["manifest_path"].(string)
+		if p == "" || p[0] == '/' || !slices.Contains([]string{"18446744073709551614.manifest", "18446744073709551613.manifest"}, p[len(p)-len("18446744073709551614.manifest"):]) {
+			t.Fatalf("version/list manifest_path %q is not a path from the store's root to a V2 manifest", p)
+		}
+	}
+
+	// A chunker view and a query view over the LanceDB table.
+	e.createChunkerView("docs$chunks", "docs$articles")
+	var created map[string]any
+	if st := e.post("/v1/materialized_view/docs$even/create", map[string]any{
+		"kind": "query", "source_query": `SELECT id, body FROM "docs$articles" WHERE id % 2 = 0`, "output_schema": "",
+	}, &created); st != 201 {
+		t.Fatalf("create query view: %d %v", st, created)
+	}
+	e.mustDone(created["job_id"].(string))
+	e.mustDone(e.refresh("docs$chunks", map[string]any{}))
+
+	check := func(view string, wantVersion float64) {
+		t.Helper()
+		var rows []map[string]any
+		e.post("/v1/table/"+view+"/query", map[string]any{}, &rows)
+		var want []int64
+		for _, r := range rows {
+			n, _ := strconv.ParseInt(fmt.Sprint(r["id"]), 10, 64)
+			want = append(want, n)
+		}
+		sort.Slice(want, func(a, b int) bool { return want[a] < want[b] })
+		got := e.lancedb(o, "read", "docs", view[len("docs$"):])
+		if got["count"] != float64(len(want)) || fmt.Sprint(ints(got["ids"])) != fmt.Sprint(want) {
+			t.Fatalf("LanceDB reads view %s as %v rows, mvq as %d", view, got["count"], len(want))
+		}
+		if got["version"] != wantVersion {
+			t.Fatalf("LanceDB opened view %s at version %v, want %v", view, got["version"], wantVersion)
+		}
+	}
+	check("docs$even", 2) // created empty, then its first refresh
+	check("docs$chunks", 2)
+	if got := e.lancedb(o, "read", "docs", "even", "id < 10"); fmt.Sprint(ints(got["ids"])) != "[0 2 4 6 8]" {
+		t.Fatalf("LanceDB where over the view: %v", got)
+	}
+
+	// LanceDB appends; a refresh reads only the new fragment and LanceDB
+	// sees the views' new versions.
+	e.lancedb(o, "add", "docs", "articles", "350", "400")
+	j := e.mustDone(e.refresh("docs$even", map[string]any{}))
+	if j["state"] != "DONE" {
+		t.Fatalf("refresh: %v", j)
+	}
+	e.mustDone(e.refresh("docs$chunks", map[string]any{}))
+	check("docs$even", 3)
+	check("docs$chunks", 3)
+	if got := e.lancedb(o, "read", "docs", "even", "id >= 390"); fmt.Sprint(ints(got["ids"])) != "[390 392 394 396 398]" {
+		t.Fatalf("LanceDB reads the refreshed view: %v", got)
+	}
+}
