@@ -274,8 +274,8 @@ func (s *Server) describeTable(c *gin.Context) error {
 		// A Lance client commits to a Lance-format table through the
 		// version routes, so every commit passes through the catalog.
 		"managed_versioning": m.ManagedVersioning(),
-		"schema":    js,
-		"stats":     gin.H{"num_deleted_rows": 0, "num_fragments": len(m.Fragments), "num_rows": m.NumRows()},
+		"schema":             js,
+		"stats":              gin.H{"num_deleted_rows": 0, "num_fragments": len(m.Fragments), "num_rows": m.NumRows()},
 		"metadata": func() map[string]string {
 			if m.Metadata == nil {
 				return map[string]string{} // the spec's metadata is an object
