@@ -262,14 +262,7 @@ func stageOnLine(t *testing.T, dir, ns, name, branch, tag string) map[string]any
 			latest = e.Name() // V2 names: the newest sorts first
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(versions, latest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var man map[string]any
-	if err := json.Unmarshal(data, &man); err != nil {
-		t.Fatal(err)
-	}
+	man := manifestJSON(t, filepath.Join(versions, latest))
 	man["version"] = man["version"].(float64) + 1
 	if frags, _ := man["fragments"].([]any); len(frags) > 0 {
 		man["fragments"] = frags[1:]

@@ -149,7 +149,7 @@ func TestErrorsHideWarehousePaths(t *testing.T) {
 	if st, out := c.do("POST", "/v1/table/t/create", "application/json", []byte(`[{"id":1}]`)); st != 200 {
 		t.Fatalf("create: %d %s", st, out)
 	}
-	data, err := filepath.Glob(filepath.Join(c.dir, "t.lance", "data", "*.parquet"))
+	data, err := filepath.Glob(filepath.Join(c.dir, "t.lance", "data", "*.*"))
 	if err != nil || len(data) == 0 {
 		t.Fatalf("no data file: %v", err)
 	}

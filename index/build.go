@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -212,7 +213,12 @@ func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
 }
 
 // buildFragments writes the index file of each fragment, in parallel.
+//
+// A fragment with a deletion file (another Lance writer's delete) is left
+// out: its live rows change with each new deletion file under the same
+// id, so it is read whole, as a fragment the index does not cover.
 func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frags []table.Fragment) ([]Covered, error) {
+	frags = slices.DeleteFunc(slices.Clone(frags), func(f table.Fragment) bool { return f.HasDeletions() })
 	out := make([]Covered, len(frags))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -230,7 +236,7 @@ func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frag
 				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, fileKey(t, im.UUID, f.ID), data); err != nil && !errors.Is(err, table.ErrExists) {
 					return err
 				}
-				out[i] = Covered{ID: f.ID, Path: f.Path, Rows: f.Rows, Bytes: int64(len(data))}
+				out[i] = Covered{ID: f.ID, Path: f.Key(), Rows: f.Rows, Bytes: int64(len(data))}
 				if sf, ok := v.(*scalarFile); ok {
 					sf.keyRange(&out[i])
 				}
@@ -294,7 +300,7 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 	live := map[uint32]bool{}
 	for _, f := range m.Fragments {
 		live[f.ID] = true
-		if _, ok := im.covers(f); !ok {
+		if _, ok := im.covers(f); !ok && !f.HasDeletions() {
 			todo = append(todo, f)
 		}
 	}
@@ -331,7 +337,7 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		}
 		now := make(map[uint32]string, len(lm.Fragments))
 		for _, f := range lm.Fragments {
-			now[f.ID] = f.Path
+			now[f.ID] = f.Key()
 		}
 		next := *cur
 		next.Fragments = nil

@@ -342,7 +342,7 @@ func Drop(ctx context.Context, t *table.Table, name string) error {
 // that exact data file.
 func (m *Meta) covers(f table.Fragment) (Covered, bool) {
 	for _, c := range m.Fragments {
-		if c.ID == f.ID && c.Path == f.Path {
+		if c.ID == f.ID && c.Path == f.Key() {
 			return c, true
 		}
 	}

@@ -137,7 +137,7 @@ func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVe
 			return nil, sourceReplaced(plan.View, v.Def.Source)
 		}
 	}
-	rid, err := rowIDsOf(m)
+	rid, err := rowIDsOf(ctx, t, m)
 	if err != nil {
 		return nil, stateErr(err)
 	}

@@ -100,7 +100,7 @@ func (j viewRefresh) Plan(ctx context.Context, id []string, jobID string, opts O
 	}
 	frags := slices.Clone(sm.Fragments)
 	slices.SortFunc(frags, func(a, b table.Fragment) int { return int(int64(a.ID) - int64(b.ID)) })
-	rid, err := rowIDsOf(sm)
+	rid, err := rowIDsOf(ctx, src, sm)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
 	}

@@ -26,8 +26,10 @@ import (
 // fragment it does not list numbers its rows by their offset.
 type rowIDs map[uint32]table.FragmentRowIDs
 
-func rowIDsOf(m *table.Manifest) (rowIDs, error) {
-	r, err := table.RowIDsOf(m)
+// rowIDsOf reads the row ids of version m of t: an external table's
+// (its property) and those of fragments with deletion files.
+func rowIDsOf(ctx context.Context, t *table.Table, m *table.Manifest) (rowIDs, error) {
+	r, err := t.RowIDs(ctx, m)
 	return rowIDs(r), err
 }
 
@@ -121,13 +123,15 @@ func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, c
 	if err != nil {
 		return nil, fmt.Errorf("source version %d last refreshed from: %w", prevVersion, err)
 	}
-	prevIDs, err := rowIDsOf(prev)
+	prevIDs, err := rowIDsOf(ctx, src, prev)
 	if err != nil {
 		return nil, err
 	}
 	held := map[uint32]uint32{} // origin -> fragment, in prev
+	key := map[uint32]string{}  // fragment -> its content (Fragment.Key), in prev
 	for _, f := range prev.Fragments {
 		held[prevIDs.origin(f.ID)] = f.ID
+		key[f.ID] = f.Key()
 	}
 	var out []RemovedRows
 	for _, f := range cur.Fragments {
@@ -135,7 +139,9 @@ func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, c
 		if !ok {
 			continue
 		}
-		if was, ok := held[ids.Origin]; ok && was != f.ID {
+		// Another fragment now holds the origin's rows, or the same one
+		// with another deletion file.
+		if was, ok := held[ids.Origin]; ok && (was != f.ID || key[was] != f.Key()) {
 			out = append(out, RemovedRows{Origin: ids.Origin, Deleted: ids.Deleted})
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -38,9 +39,17 @@ func checkSchema(s *arrow.Schema) error {
 		return errs.Errorf(errs.CodeInvalidInput, "schema has no fields")
 	}
 	seen := map[string]bool{}
+	for _, k := range s.Metadata().Keys() {
+		if !utf8.ValidString(k) {
+			return errs.Errorf(errs.CodeSchemaValidation, "schema metadata key %q is not valid UTF-8", k)
+		}
+	}
 	for _, f := range s.Fields() {
 		if f.Name == "" {
 			return errs.Errorf(errs.CodeInvalidInput, "schema has a field with an empty name")
+		}
+		if err := validNames(f); err != nil {
+			return err
 		}
 		if seen[f.Name] {
 			return errs.Errorf(errs.CodeInvalidInput, "schema has field %q twice", f.Name)
@@ -179,4 +188,29 @@ func (t *Table) ReadFragment(ctx context.Context, f Fragment, fields []int, mem 
 	}
 	defer r.Close()
 	return r.Read(ctx, fields, nil, 1<<16)
+}
+
+// validNames refuses a field (or a field inside it) whose name or
+// metadata key is not UTF-8: Lance manifests store them as protobuf
+// strings.
+func validNames(f arrow.Field) error {
+	if !utf8.ValidString(f.Name) {
+		return errs.Errorf(errs.CodeSchemaValidation, "field name %q is not valid UTF-8", f.Name)
+	}
+	for _, k := range f.Metadata.Keys() {
+		if !utf8.ValidString(k) {
+			return errs.Errorf(errs.CodeSchemaValidation, "field %q: metadata key %q is not valid UTF-8", f.Name, k)
+		}
+	}
+	switch t := f.Type.(type) {
+	case *arrow.StructType:
+		for _, c := range t.Fields() {
+			if err := validNames(c); err != nil {
+				return err
+			}
+		}
+	case arrow.ListLikeType:
+		return validNames(t.ElemField())
+	}
+	return nil
 }

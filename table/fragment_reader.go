@@ -55,6 +55,9 @@ func (t *Table) OpenFragment(ctx context.Context, f Fragment, o FragmentReadOpti
 	if strings.HasSuffix(f.Path, datafile.LanceExt) {
 		return t.openLanceFragment(ctx, f, o, label)
 	}
+	if f.HasDeletions() {
+		return nil, datafile.Fail(label, "unreadable", fmt.Errorf("a deletion file over a Parquet data file"))
+	}
 	var src parquet.ReaderAtSeeker
 	var closer io.Closer
 	if o.WholeFileBytes < 0 || (f.Bytes > 0 && f.Bytes <= o.WholeFileBytes) {
@@ -78,6 +81,13 @@ func (t *Table) OpenFragment(ctx context.Context, f Fragment, o FragmentReadOpti
 // Parquet one), else for ranged reads.
 func (t *Table) openLanceFragment(ctx context.Context, f Fragment, o FragmentReadOptions, label string) (*FragmentReader, error) {
 	opts := datafile.Options{Buffered: o.Buffered, Parallel: o.Parallel, Label: label, Mem: o.Mem, Fields: f.FileFields}
+	if f.HasDeletions() {
+		del, err := t.Deleted(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		opts.Deleted = del
+	}
 	if o.WholeFileBytes < 0 || (f.Bytes > 0 && f.Bytes <= o.WholeFileBytes) {
 		data, err := t.c.wh.Read(ctx, t.key+f.Path)
 		if err != nil {

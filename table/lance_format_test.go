@@ -184,3 +184,78 @@ func TestLanceFormatReadByLanceDB(t *testing.T) {
 		t.Fatalf("mvq ids = %v", got)
 	}
 }
+
+// TestLanceDeletionFilesRead: a delete LanceDB makes writes deletion files
+// instead of rewriting fragments; mvq reads such a table as its live rows
+// (queries, counts, filters through a scalar-free scan) and keeps reading
+// it after committing on top.
+func TestLanceDeletionFilesRead(t *testing.T) {
+	o := oracle.Need(t)
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	wh, err := OpenWarehouse(ctx, "file://"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wh.Close() })
+	c := NewCatalog(wh, testDB(t), Options{MaxRowsPerFragment: 100})
+	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	tb, _, err := c.CreateTable(ctx, []string{"docs", "t"}, lanceTestSchema, lanceRows(t, 0, 300), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "docs", "t.lance")
+	o.Delete(t, dir, "id % 10 = 0 OR id >= 290")
+	m, err := tb.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withDel := 0
+	for _, f := range m.Fragments {
+		if f.HasDeletions() {
+			withDel++
+		}
+	}
+	if m.Version != 2 || withDel != 3 || m.NumRows() != 261 {
+		t.Fatalf("after LanceDB's delete: v%d, %d fragments with deletion files, %d rows", m.Version, withDel, m.NumRows())
+	}
+	var want []int64
+	for i := int64(0); i < 290; i++ {
+		if i%10 != 0 {
+			want = append(want, i)
+		}
+	}
+	if got := ids(t, tb, QueryOptions{}); !eq(got, want) {
+		t.Fatalf("mvq reads %d ids after LanceDB's delete: %v", len(got), got)
+	}
+	if got := ids(t, tb, QueryOptions{Filter: "id BETWEEN 98 AND 102"}); !eq(got, []int64{98, 99, 101, 102}) {
+		t.Fatalf("filtered ids = %v", got)
+	}
+	if n, err := tb.CountRows(ctx, 0, "text LIKE 'doc 1%'"); err != nil || n != 100 {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	// mvq commits on top keep LanceDB's deletions; LanceDB reads them.
+	if _, _, err := tb.Insert(ctx, lanceRows(t, 300, 310), ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, n, err := tb.Update(ctx, "id = 11", [][2]string{{"text", "'eleven'"}}); err != nil || n != 1 {
+		t.Fatalf("update: %d, %v", n, err)
+	}
+	if n := o.Count(t, dir, ""); n != 271 {
+		t.Fatalf("LanceDB counts %d rows after mvq's commits, want 271", n)
+	}
+	if got := ids(t, tb, QueryOptions{Filter: "id < 13"}); !eq(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12}) {
+		t.Fatalf("mvq ids after its commits = %v", got)
+	}
+	rids, err := tb.RowIDs(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fragment 2 held ids 200..299: positions 0, 10, …, 80 and 90..99 are gone.
+	if r := rids[2]; r.Origin != 2 || fmt.Sprint(r.Deleted[:4]) != "[0 1 10 11]" || r.Deleted[len(r.Deleted)-2] != 90 || r.Deleted[len(r.Deleted)-1] != 100 {
+		t.Fatalf("row ids of fragment 2: %+v", r)
+	}
+}

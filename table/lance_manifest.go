@@ -8,10 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/lance/dataset"
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
@@ -207,13 +209,21 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 			}
 			facts.Maps[strconv.FormatUint(uint64(f.ID), 10)] = fragMaps{Columns: f.Columns, Leaves: f.leaves}
 		}
-		pm.Fragments = append(pm.Fragments, &tablepb.DataFragment{
-			Id: uint64(f.ID), Files: []*tablepb.DataFile{df}, PhysicalRows: uint64(max(f.Rows, 0))})
+		fr := &tablepb.DataFragment{Id: uint64(f.ID), Files: []*tablepb.DataFile{df}, PhysicalRows: uint64(max(f.Rows, 0) + f.DeletedRows)}
+		if f.HasDeletions() {
+			fr.DeletionFile = f.deletionFile()
+			pm.ReaderFeatureFlags |= dataset.FlagDeletionFiles
+			pm.WriterFeatureFlags |= dataset.FlagDeletionFiles
+		}
+		pm.Fragments = append(pm.Fragments, fr)
 	}
 	if m.UUID != "" {
 		pm.Config[lanceUUIDKey] = m.UUID
 	}
 	for k, v := range m.Properties {
+		if !utf8.ValidString(k) || !utf8.Valid(v) {
+			return nil, errs.Errorf(errs.CodeInvalidInput, "property %q is not valid UTF-8", k)
+		}
 		pm.Config[lancePropPrefix+k] = string(v)
 	}
 	fb, err := json.Marshal(facts)
@@ -221,7 +231,7 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 		return nil, err
 	}
 	pm.Config[lanceVersionKey] = string(fb)
-	pm.WriterFeatureFlags = dataset.FlagTableConfig
+	pm.WriterFeatureFlags |= dataset.FlagTableConfig
 	return dataset.EncodeManifest(&dataset.ManifestFile{Manifest: pm, Major: dataset.ManifestMajor, Minor: dataset.ManifestMinor})
 }
 
@@ -286,14 +296,16 @@ func decodeLance(b []byte) (*Manifest, error) {
 		if len(fr.GetFiles()) != 1 {
 			return nil, fmt.Errorf("manifest: fragment %d has %d data files; only one per fragment is supported", fr.GetId(), len(fr.GetFiles()))
 		}
-		if fr.GetDeletionFile() != nil {
-			return nil, fmt.Errorf("manifest: fragment %d has a deletion file, which is not supported yet", fr.GetId())
-		}
 		df := fr.GetFiles()[0]
 		if df.GetBaseId() != 0 {
 			return nil, fmt.Errorf("manifest: fragment %d lives under another base path, which is not supported", fr.GetId())
 		}
 		f := Fragment{ID: uint32(fr.GetId()), Path: "data/" + df.GetPath(), Rows: int64(fr.GetPhysicalRows()), Bytes: int64(df.GetFileSizeBytes())}
+		if del := fr.GetDeletionFile(); del != nil {
+			if err := f.setDeletion(del); err != nil {
+				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
+			}
+		}
 		if own {
 			if mp, ok := facts.Maps[strconv.FormatUint(fr.GetId(), 10)]; ok {
 				f.Columns, f.leaves = mp.Columns, mp.Leaves

@@ -68,6 +68,17 @@ type Fragment struct {
 	// Columns maps the version's schema to the file's columns once a
 	// column was dropped (schema_evolve.go); empty: the same columns.
 	Columns ColumnMap `json:"columns,omitempty"`
+	// A Lance fragment may have a deletion file (another Lance writer's
+	// delete or update): _deletions/{ID}-{DeletionReadVersion}-{DeletionID}
+	// (.arrow, or .bin when DeletionBitmap) lists DeletedRows rows of the
+	// data file that are gone. Rows counts the live rows only, and every
+	// reader of the fragment sees just those, as offsets 0..Rows-1, as if
+	// the file had been rewritten without them; RowIDs says which rows of
+	// the data file they are (deletion.go).
+	DeletionID          uint64 `json:"deletion_id,omitempty"`
+	DeletionReadVersion uint64 `json:"deletion_read_version,omitempty"`
+	DeletionBitmap      bool   `json:"deletion_bitmap,omitempty"`
+	DeletedRows         int64  `json:"deleted_rows,omitempty"`
 	// written is the schema WriteFileAt wrote the file with (this process
 	// only): Commit checks it still lines up with the table's.
 	written *arrow.Schema

@@ -44,6 +44,11 @@ func WriteLance(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) (ro
 		if !r.Schema().Equal(schema) {
 			return 0, 0, errs.Errorf(errs.CodeSchemaValidation, "record schema %s does not match table schema %s", r.Schema(), schema)
 		}
+		for i, f := range schema.Fields() {
+			if !f.Nullable && r.Column(i).NullN() > 0 {
+				return 0, 0, errs.Errorf(errs.CodeInvalidInput, "column %q is not nullable but has %d nulls", f.Name, r.Column(i).NullN())
+			}
+		}
 		if err := fw.Write(r); err != nil {
 			return 0, 0, err
 		}
@@ -90,13 +95,33 @@ func OpenLance(src io.ReaderAt, size int64, closer io.Closer, o Options) (*Reade
 		return nil, Fail(o.Label, "corrupt", err)
 	}
 	r.lf = lr
-	n := int64(lr.NumRows())
+	if o.Deleted != nil && !o.Deleted.IsEmpty() {
+		if int64(o.Deleted.Maximum()) >= int64(lr.NumRows()) {
+			r.Close()
+			return nil, Fail(o.Label, "corrupt", fmt.Errorf("deletion file deletes row %d of %d", o.Deleted.Maximum(), lr.NumRows()))
+		}
+		r.live = make([]uint64, 0, lr.NumRows()-o.Deleted.GetCardinality())
+		for p := uint64(0); p < lr.NumRows(); p++ {
+			if !o.Deleted.Contains(uint32(p)) {
+				r.live = append(r.live, p)
+			}
+		}
+	}
+	n := r.lanceRows()
 	for n > 0 {
 		g := min(n, LanceGroupRows)
 		r.groups = append(r.groups, g)
 		n -= g
 	}
 	return r, nil
+}
+
+// lanceRows is the number of rows the reader presents: the live ones.
+func (r *Reader) lanceRows() int64 {
+	if r.live != nil {
+		return int64(len(r.live))
+	}
+	return int64(r.lf.NumRows())
 }
 
 // lanceFields maps table fields to the file's top-level columns.
@@ -110,8 +135,8 @@ func (r *Reader) lanceFields(fields []int) ([]int, error) {
 // lanceRange reads rows [start, end) of the given table fields in
 // batches of up to batch rows.
 func (r *Reader) lanceRange(ctx context.Context, fields []int, start, end, batch int64) ([]arrow.RecordBatch, error) {
-	if end > int64(r.lf.NumRows()) {
-		return nil, r.fail("unreadable", fmt.Errorf("file has %d rows, want rows [%d, %d)", r.lf.NumRows(), start, end))
+	if end > r.lanceRows() {
+		return nil, r.fail("unreadable", fmt.Errorf("file has %d live rows, want rows [%d, %d)", r.lanceRows(), start, end))
 	}
 	if fields != nil && len(fields) == 0 {
 		return []arrow.RecordBatch{array.NewRecordBatch(arrow.NewSchema(nil, nil), nil, end-start)}, nil
@@ -130,7 +155,12 @@ func (r *Reader) lanceRange(ctx context.Context, fields []int, start, end, batch
 			return nil, err
 		}
 		next := min(end, pos+batch)
-		rec, err := r.lf.Read(ctx, cols, uint64(pos), uint64(next))
+		var rec arrow.RecordBatch
+		if r.live != nil {
+			rec, err = r.lf.Take(ctx, cols, r.live[pos:next])
+		} else {
+			rec, err = r.lf.Read(ctx, cols, uint64(pos), uint64(next))
+		}
 		if err != nil {
 			release(out)
 			return nil, r.decodeFail(err)
@@ -144,7 +174,7 @@ func (r *Reader) lanceRange(ctx context.Context, fields []int, start, end, batch
 // lanceGroups reads the given virtual row groups (nil: all).
 func (r *Reader) lanceGroups(ctx context.Context, fields, groups []int, batch int64) ([]arrow.RecordBatch, error) {
 	if groups == nil {
-		return r.lanceRange(ctx, fields, 0, int64(r.lf.NumRows()), batch)
+		return r.lanceRange(ctx, fields, 0, r.lanceRows(), batch)
 	}
 	var out []arrow.RecordBatch
 	for _, g := range groups {

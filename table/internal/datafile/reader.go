@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/compute"
@@ -39,6 +41,9 @@ type Options struct {
 	// Fields maps top-level fields of the table (nil: all) to those of the
 	// file (nil: the same).
 	Fields func(fields []int) ([]int, error)
+	// Deleted, for a Lance file, are positions of its rows to leave out:
+	// the reader then presents the live rows only, as rows 0, 1, …
+	Deleted *roaring.Bitmap
 }
 
 // Reader reads one data file: its row groups, and the records of chosen
@@ -50,6 +55,7 @@ type Reader struct {
 	o      Options
 	pf     *file.Reader
 	lf     *lancefile.Reader // a Lance data file instead (lance.go)
+	live   []uint64          // with Options.Deleted: the positions of the live rows
 	closer io.Closer
 	groups []int64 // rows of each row group
 }
@@ -120,7 +126,7 @@ func (r *Reader) RowGroups() []int64 { return r.groups }
 // NumRows answers the rows of the file.
 func (r *Reader) NumRows() int64 {
 	if r.lf != nil {
-		return int64(r.lf.NumRows())
+		return r.lanceRows()
 	}
 	return r.pf.NumRows()
 }

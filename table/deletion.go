@@ -1,0 +1,144 @@
+package table
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/RoaringBitmap/roaring/v2"
+
+	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/lance/dataset"
+	"github.com/mvq-dev/mvq/lance/pb/tablepb"
+)
+
+// Deletion files. Another Lance writer (LanceDB's delete, update or
+// merge_insert) removes rows of a fragment by writing a deletion file
+// instead of rewriting its data file. This table layer reads such a
+// fragment as its live rows only: Fragment.Rows counts them, readers
+// (OpenFragment, Scan, …) see offsets 0..Rows-1, and RowIDs gives each
+// live row its identity in the data file, (fragment << 32) | position,
+// exactly as for an external table's copied fragments, so views over the
+// table keep the rows that survive and remove only the deleted ones.
+// mvq's own deletes still rewrite the fragments they touch.
+
+// deletionsDir holds a Lance table's deletion files.
+const deletionsDir = "_deletions/"
+
+// HasDeletions reports whether the fragment has a deletion file.
+func (f Fragment) HasDeletions() bool { return f.DeletedRows > 0 }
+
+// Key identifies the fragment's content: its data file and, when it has
+// one, its deletion file (the same fragment id holds other rows once its
+// deletion file changes).
+func (f Fragment) Key() string {
+	if !f.HasDeletions() {
+		return f.Path
+	}
+	return f.Path + "#" + strconv.FormatUint(f.DeletionReadVersion, 10) + "-" + strconv.FormatUint(f.DeletionID, 10)
+}
+
+// PhysicalRows is the number of rows of the fragment's data file.
+func (f Fragment) PhysicalRows() int64 { return f.Rows + f.DeletedRows }
+
+func (f *Fragment) setDeletion(del *tablepb.DeletionFile) error {
+	if del.BaseId != nil {
+		return errors.New("its deletion file lives under another base path, which is not supported")
+	}
+	n := int64(del.GetNumDeletedRows())
+	if n <= 0 {
+		return errors.New("its deletion file does not say how many rows it deletes")
+	}
+	if n > f.Rows {
+		return fmt.Errorf("its deletion file deletes %d of %d rows", n, f.Rows)
+	}
+	f.DeletionID, f.DeletionReadVersion = del.GetId(), del.GetReadVersion()
+	f.DeletionBitmap = del.GetFileType() == tablepb.DeletionFile_BITMAP
+	f.DeletedRows = n
+	f.Rows -= n
+	return nil
+}
+
+func (f Fragment) deletionFile() *tablepb.DeletionFile {
+	kind := tablepb.DeletionFile_ARROW_ARRAY
+	if f.DeletionBitmap {
+		kind = tablepb.DeletionFile_BITMAP
+	}
+	return &tablepb.DeletionFile{FileType: kind, ReadVersion: f.DeletionReadVersion, Id: f.DeletionID, NumDeletedRows: uint64(f.DeletedRows)}
+}
+
+// deletionKey is the warehouse key of the fragment's deletion file.
+func (t *Table) deletionKey(f Fragment) string {
+	return t.key + deletionsDir + dataset.DeletionFileName(uint64(f.ID), f.deletionFile())
+}
+
+// Deleted reads the positions of the data file of f that its deletion
+// file deletes (nil when it has none), checked against the manifest.
+func (t *Table) Deleted(ctx context.Context, f Fragment) (*roaring.Bitmap, error) {
+	if !f.HasDeletions() {
+		return nil, nil
+	}
+	key := t.deletionKey(f)
+	b, err := t.c.wh.Read(ctx, key)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d: its deletion file is missing", f.ID), Err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var bm *roaring.Bitmap
+	if f.DeletionBitmap {
+		bm, err = dataset.DecodeDeletionBitmap(b)
+	} else {
+		bm, err = dataset.DecodeDeletionArrow(b)
+	}
+	if err != nil {
+		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d: corrupt deletion file", f.ID), Err: err}
+	}
+	if int64(bm.GetCardinality()) != f.DeletedRows || (!bm.IsEmpty() && int64(bm.Maximum()) >= f.PhysicalRows()) {
+		return nil, errs.Errorf(errs.CodeInvalidTableState, "fragment %d: its deletion file deletes %d rows up to %d, the manifest says %d of %d", f.ID, bm.GetCardinality(), bm.Maximum(), f.DeletedRows, f.PhysicalRows())
+	}
+	return bm, nil
+}
+
+// deletedRuns renders deleted positions as sorted [lo, hi) pairs
+// (FragmentRowIDs.Deleted).
+func deletedRuns(bm *roaring.Bitmap) []uint32 {
+	var out []uint32
+	it := bm.Iterator()
+	for it.HasNext() {
+		v := it.Next()
+		if n := len(out); n > 0 && out[n-1] == v {
+			out[n-1] = v + 1
+			continue
+		}
+		out = append(out, v, v+1)
+	}
+	return out
+}
+
+// RowIDs is RowIDsOf(m) with the fragments that have deletion files: by
+// fragment id, the identity of each live row. nil when every row's id is
+// its address.
+func (t *Table) RowIDs(ctx context.Context, m *Manifest) (map[uint32]FragmentRowIDs, error) {
+	out, err := RowIDsOf(m)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range m.Fragments {
+		if !f.HasDeletions() {
+			continue
+		}
+		bm, err := t.Deleted(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[uint32]FragmentRowIDs{}
+		}
+		out[f.ID] = FragmentRowIDs{Fragment: f.ID, Origin: f.ID, Deleted: deletedRuns(bm)}
+	}
+	return out, nil
+}
