@@ -111,13 +111,30 @@ func TestLanceDBThroughRESTNamespace(t *testing.T) {
 	// sees the views' new versions.
 	e.lancedb(o, "add", "docs", "articles", "350", "400")
 	j := e.mustDone(e.refresh("docs$even", map[string]any{}))
-	if j["state"] != "DONE" {
-		t.Fatalf("refresh: %v", j)
+	if r := j["result"].(map[string]any); r["mode"] != "incremental" {
+		t.Fatalf("refresh after LanceDB's append: %v", r)
 	}
 	e.mustDone(e.refresh("docs$chunks", map[string]any{}))
 	check("docs$even", 3)
 	check("docs$chunks", 3)
 	if got := e.lancedb(o, "read", "docs", "even", "id >= 390"); fmt.Sprint(ints(got["ids"])) != "[390 392 394 396 398]" {
 		t.Fatalf("LanceDB reads the refreshed view: %v", got)
+	}
+
+	// LanceDB deletes (a deletion file, through version/create); the next
+	// refresh removes just those rows' view rows and expands nothing.
+	if got := e.lancedb(o, "delete", "docs", "articles", "id % 100 = 2 OR id = 396"); got["count"] != 395.0 {
+		t.Fatalf("LanceDB delete: %v", got)
+	}
+	j = e.mustDone(e.refresh("docs$even", map[string]any{}))
+	if r := j["result"].(map[string]any); r["mode"] != "incremental" || fmt.Sprint(r["rows_removed"]) != "5" ||
+		fmt.Sprint(j["progress"].(map[string]any)["work_items_total"]) != "0" {
+		t.Fatalf("refresh after LanceDB's delete: %v, progress %v", r, j["progress"])
+	}
+	e.mustDone(e.refresh("docs$chunks", map[string]any{}))
+	check("docs$even", 4)
+	check("docs$chunks", 4)
+	if got := e.lancedb(o, "read", "docs", "even", "id >= 390 OR id < 5"); fmt.Sprint(ints(got["ids"])) != "[0 4 390 392 394 398]" {
+		t.Fatalf("LanceDB reads the view after the delete: %v", got)
 	}
 }

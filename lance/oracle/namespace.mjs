@@ -6,6 +6,7 @@
 //   node namespace.mjs add URL TOKEN NS TABLE FROM TO      append rows FROM..TO
 //   node namespace.mjs read URL TOKEN NS TABLE [WHERE]     count and ids (sorted) of a table or view
 //   node namespace.mjs versions URL TOKEN NS TABLE V       versions, and the count at version V
+//   node namespace.mjs delete URL TOKEN NS TABLE WHERE     delete the rows WHERE matches
 //
 // Rows have the shape of the Go tests' doc(i): id, lang, body, and an
 // 8-dimensional float32 vector.
@@ -66,6 +67,13 @@ switch (cmd) {
     out.versions = (await t.listVersions()).map((v) => v.version);
     await t.checkout(+a);
     out.count = await t.countRows();
+    break;
+  }
+  case "delete": {
+    const t = await db.openTable(name, [ns]);
+    await t.delete(a);
+    out.count = await t.countRows();
+    out.version = await t.version();
     break;
   }
   default:
