@@ -50,6 +50,9 @@ const (
 	// CodeJobFinished: the job is past the point the request needs (a
 	// cancel of a job that is done, failed or committing).
 	CodeJobFinished Code = 101
+	// CodePoolNotFound: no worker pool serves the cluster, nor does the
+	// configuration name it (the operations page's pause and resume).
+	CodePoolNotFound Code = 102
 )
 
 // titles say in a few words what happened, per code.
@@ -80,6 +83,7 @@ var titles = map[Code]string{
 	CodeTableBranchAlreadyExists: "Branch already exists",
 	CodeJobNotFound:              "Job not found",
 	CodeJobFinished:              "Job already finished",
+	CodePoolNotFound:             "Pool not found",
 }
 
 // Title is a short statement of what happened for errors of code c.

@@ -107,9 +107,31 @@ func TestSpecConformance(t *testing.T) {
 	ipc := func(ids []int64, names []string) []byte { return arrowBody(t, ids, names) }
 	const arrowStream = "application/vnd.apache.arrow.stream"
 
+	// Empty lists are arrays, never null: an empty warehouse, an empty
+	// namespace, and a page past the end (a page_token after the last
+	// name, or a limit that ran the list out). The spec's list responses
+	// are required arrays, which the validator checks too.
+	empty := func(what, path, want string) {
+		t.Helper()
+		st, out := sc.send("GET", path, "", nil, checkBoth)
+		if st != 200 || string(out) != want {
+			t.Fatalf("%s: %d %s, want 200 %s", what, st, out, want)
+		}
+	}
+	empty("namespace list of an empty warehouse", "/v1/namespace/$/list", `{"namespaces":[]}`)
+	empty("namespace list of an empty warehouse, a page", "/v1/namespace/$/list?limit=2", `{"namespaces":[]}`)
+	empty("table list of an empty warehouse", "/v1/namespace/$/table/list", `{"tables":[]}`)
+	empty("table list of an empty warehouse, a page", "/v1/namespace/$/table/list?limit=2", `{"tables":[]}`)
+	empty("list all of an empty warehouse", "/v1/table", `{"tables":[]}`)
+
 	// Namespaces.
 	st, m := sc.j("/v1/namespace/docs/create", map[string]any{"properties": map[string]string{"owner": "a"}})
 	sc.expect("namespace create", st, m, 200)
+	empty("namespace list of an empty namespace", "/v1/namespace/docs/list", `{"namespaces":[]}`)
+	empty("table list of an empty namespace", "/v1/namespace/docs/table/list", `{"tables":[]}`)
+	empty("table list of an empty namespace, a page", "/v1/namespace/docs/table/list?limit=5", `{"tables":[]}`)
+	empty("namespace list past the end", "/v1/namespace/$/list?page_token=docs", `{"namespaces":[]}`)
+	empty("namespace list, a limit past the end", "/v1/namespace/$/list?limit=5&page_token=docs", `{"namespaces":[]}`)
 	st, m = sc.j("/v1/namespace/docs/create", map[string]any{})
 	sc.expect("namespace create again", st, m, 409)
 	st, m = sc.j("/v1/namespace/docs/create", map[string]any{"mode": "sideways"})
@@ -192,6 +214,12 @@ func TestSpecConformance(t *testing.T) {
 	sc.expect("stats missing", st, m, 404)
 	st, out = sc.send("GET", "/v1/namespace/docs/table/list", "", nil, checkBoth)
 	sc.expect("table list", st, string(out), 200)
+	if st, out = sc.send("GET", "/v1/namespace/docs/table/list?limit=1", "", nil, checkBoth); st != 200 || !strings.Contains(string(out), `"page_token":"`) {
+		t.Fatalf("table list, a page of one: %d %s", st, out)
+	}
+	empty("table list past the end", "/v1/namespace/docs/table/list?page_token=zzz", `{"tables":[]}`)
+	empty("table list, a limit past the end", "/v1/namespace/docs/table/list?limit=3&page_token=zzz", `{"tables":[]}`)
+	empty("list all past the end", "/v1/table?page_token=zzz", `{"tables":[]}`)
 	st, out = sc.send("GET", "/v1/namespace/nope/table/list", "", nil, checkBoth)
 	sc.expect("table list missing namespace", st, string(out), 404)
 

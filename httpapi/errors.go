@@ -68,6 +68,7 @@ var statusOf = map[errs.Code]statusInfo{
 	errs.CodeTransactionNotFound:      notFound,
 	errs.CodeJobNotFound:              notFound,
 	errs.CodeJobFinished:              conflict,
+	errs.CodePoolNotFound:             notFound,
 	errs.CodeTableVersionNotFound:     notFound,
 	errs.CodeTableColumnNotFound:      notFound,
 	errs.CodeInvalidInput:             badRequest,

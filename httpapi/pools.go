@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/jobs"
 )
 
@@ -36,7 +37,7 @@ func (v *ViewRoutes) listPools(c *gin.Context) error {
 
 // pausePool answers POST /v1/admin/pools/{cluster}/pause (paused) or
 // /resume: the pool afterwards. A pool already in that state is answered
-// as it is; an unknown cluster is a bad request.
+// as it is; an unknown cluster is a 404 (CodePoolNotFound).
 func (v *ViewRoutes) pausePool(paused bool) func(*gin.Context) error {
 	return func(c *gin.Context) error {
 		ctx := c.Request.Context()
@@ -61,7 +62,7 @@ func (v *ViewRoutes) pausePool(paused bool) func(*gin.Context) error {
 		}
 		if p == nil {
 			slices.Sort(known)
-			return badInput("cluster %q: no such pool (known: %v)", cluster, known)
+			return errs.Errorf(errs.CodePoolNotFound, "cluster %q: no such pool (known: %v)", cluster, known)
 		}
 		if p.Paused != paused {
 			if err := v.Pools.SetPaused(ctx, cluster, paused); err != nil {

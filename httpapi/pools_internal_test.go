@@ -42,7 +42,7 @@ func (f *fakePools) SetPaused(_ context.Context, cluster string, paused bool) er
 
 // TestPoolRoutes: the pools are listed and paused or resumed with admin on
 // the whole catalog; a pause of a paused pool answers it unchanged, an
-// unknown cluster is a bad request, and a namespace admin is refused.
+// unknown cluster is not found, and a namespace admin is refused.
 func TestPoolRoutes(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	if err := os.WriteFile(tokens, []byte(`tokens:
@@ -94,7 +94,7 @@ func TestPoolRoutes(t *testing.T) {
 		{"/v1/admin/pools/gpu/pause", 200, true, "gpu pause"}, // already paused: no second call
 		{"/v1/admin/pools/gpu/resume", 200, false, "gpu pause,gpu resume"},
 		{"/v1/admin/pools/gpu/resume", 200, false, "gpu pause,gpu resume"},
-		{"/v1/admin/pools/nope/pause", 400, false, "gpu pause,gpu resume"},
+		{"/v1/admin/pools/nope/pause", 404, false, "gpu pause,gpu resume"},
 	} {
 		code, body := do("root-admin-token-0001", http.MethodPost, c.path)
 		var p jobs.Pool
@@ -102,7 +102,7 @@ func TestPoolRoutes(t *testing.T) {
 		if code != c.status || (code == 200 && (p.Cluster != "gpu" || p.Paused != c.paused)) || strings.Join(fake.calls, ",") != c.calls {
 			t.Fatalf("POST %s: %d %s (calls %v)", c.path, code, body, fake.calls)
 		}
-		if code == 400 && !strings.Contains(body, `known: [default gpu]`) {
+		if code == 404 && !strings.Contains(body, `known: [default gpu]`) {
 			t.Fatalf("POST %s: %s", c.path, body)
 		}
 	}

@@ -40,7 +40,7 @@ func openViews(ctx context.Context, cfg Config, core *Core) (httpapi.Views, func
 		return nil, nil, err
 	}
 	core.Catalog.OnCommit(client.CommitHook())
-	pools := poolAdmin{ClusterStats: stats, inspector: asynq.NewInspector(conn)}
+	pools := poolAdmin{ClusterStats: stats, inspector: asynq.NewInspector(conn), rdb: rdb}
 	return &httpapi.ViewRoutes{Engine: eng, Jobs: client, Catalog: core.Catalog, Pools: pools,
 			MaxStreams: cfg.HTTPLimits.MaxEventStreams, MaxStreamsPerPrincipal: cfg.HTTPLimits.MaxEventStreamsPerPrincipal}, func() {
 			core.Catalog.OnCommit(nil)

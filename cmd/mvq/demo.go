@@ -35,20 +35,15 @@ func demo(ctx context.Context, a *app, cfg service.Config, ownWarehouse bool, ou
 	if running {
 		fmt.Fprintf(out, "using the mvq API at %s (its warehouse)\n\n", a.url)
 	} else {
-		addrc := make(chan string, 1)
-		errc := make(chan error, 1)
-		go func() { errc <- service.RunDev(ctx, cfg, func(d service.DevAddrs) { addrc <- d.API }) }()
-		select {
-		case addr := <-addrc:
-			fmt.Fprintf(out, "no mvq API answers at %s: started one for the demo on warehouse %s (API http://%s)\n\n", a.url, cfg.Warehouse, addr)
-			// From here on the commands talk to it: no credentials, it
-			// authenticates none on loopback.
-			a.url, a.token = "http://"+addr, ""
-		case err := <-errc:
+		addr, stop, err := startOwnServer(ctx, cfg)
+		if err != nil {
 			return err
-		case <-time.After(60 * time.Second):
-			return fmt.Errorf("dev server did not start")
 		}
+		defer stop()
+		fmt.Fprintf(out, "no mvq API answers at %s: started one for the demo on warehouse %s (API http://%s)\n\n", a.url, cfg.Warehouse, addr)
+		// From here on the commands talk to it: no credentials, it
+		// authenticates none on loopback.
+		a.url, a.token = "http://"+addr, ""
 	}
 	c := a.client()
 	post := func(path string, body any, out any) error { return c.call(ctx, "POST", path, body, out) }
@@ -110,6 +105,32 @@ func demo(ctx context.Context, a *app, cfg service.Config, ownWarehouse bool, ou
 		fmt.Fprintf(out, "The table, the view and its job stay in %s: run `make run` (mvq dev) to keep a server up on it,\nthen mvq view show 'demo$article_chunks' or open the console.\n", cfg.Warehouse)
 	}
 	return nil
+}
+
+// startOwnServer starts the demo's dev server on cfg, run as mvq dev runs
+// it (runDev: the runtime local-embed too), and returns its API's
+// host:port once it listens, and stop, which ends the server and waits
+// until it has (its redis-server flushed and stopped). The error is one the
+// server stopped with before listening, or a start slower than a minute.
+func startOwnServer(ctx context.Context, cfg service.Config) (addr string, stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	addrc := make(chan string, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- runDev(ctx, cfg, func(d service.DevAddrs) { addrc <- d.API }) }()
+	stop = func() {
+		cancel()
+		<-errc
+	}
+	select {
+	case addr := <-addrc:
+		return addr, stop, nil
+	case err := <-errc:
+		cancel()
+		return "", nil, err
+	case <-time.After(60 * time.Second):
+		stop()
+		return "", nil, fmt.Errorf("dev server did not start")
+	}
 }
 
 // loopbackURL reports whether base names this machine: the demo drops and

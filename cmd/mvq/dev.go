@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,19 +37,28 @@ model; see mvq column add).`,
 			if done, err := configDone(a, err); done {
 				return err
 			}
-			// The built-in embedder, for trying embeddings without a model.
-			if cfg.Runtimes, err = withLocalEmbed(cfg.Runtimes); err != nil {
-				return err
-			}
 			service.SetupLogging(cfg)
 			ctx, stop := signal.NotifyContext(a.ctx, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return service.RunDev(ctx, cfg, func(d service.DevAddrs) {
+			return runDev(ctx, cfg, func(d service.DevAddrs) {
 				devBanner(a.stdout, d, cfg.Warehouse)
 				service.ReadyFile(a.getenv)(d.API)
 			})
 		},
 	}
+}
+
+// runDev is service.RunDev as the command line runs it (mvq dev, and mvq
+// demo's server of its own): besides cfg's runtimes it declares the
+// built-in embedder local-embed, for trying embeddings without a model.
+// Both run on the same Redis and warehouse, so a job either takes must find
+// the same runtimes.
+func runDev(ctx context.Context, cfg service.Config, ready func(service.DevAddrs)) error {
+	var err error
+	if cfg.Runtimes, err = withLocalEmbed(cfg.Runtimes); err != nil {
+		return err
+	}
+	return service.RunDev(ctx, cfg, ready)
 }
 
 // devBanner prints every address a dev server serves.
@@ -76,7 +86,8 @@ printing the job's events, and prints its rows. It uses the mvq API at MVQ_URL
 (default ` + DefaultURL + `) when one answers there on this machine (never a
 remote one); otherwise, or with -warehouse,
 it starts a dev server of its own on the warehouse (default file://./warehouse)
-for the length of the demo, keeping its job records where mvq dev keeps them.`,
+for the length of the demo, keeping its job records where mvq dev keeps them
+and declaring the runtime local-embed as mvq dev does.`,
 		Example:            "  mvq demo\n  mvq demo -warehouse file:///tmp/demo",
 		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mvq-dev/mvq/service"
 )
 
 // TestCLIEmbeddings: on a plain mvq dev (no runtimes file), column add
@@ -75,5 +80,39 @@ func TestCLIEmbeddings(t *testing.T) {
 	}
 	if r := d.mvq(t, nil, "search", "docs$chunks", "--vector-column", "vec"); r.code != 2 {
 		t.Fatalf("search without --text or --vector: %+v", r)
+	}
+}
+
+// TestDemoOwnServerDeclaresLocalEmbed: the server mvq demo starts when
+// none answers (startOwnServer) declares local-embed as mvq dev does, so the
+// README's embedding steps run against it: column add --runtime local-embed
+// fills the vectors, and search --text finds the matching chunk.
+func TestDemoOwnServerDeclaresLocalEmbed(t *testing.T) {
+	wh := filepath.Join(t.TempDir(), "wh")
+	cfg, err := service.LoadConfig("mvq demo", []string{"-warehouse", "file://" + wh}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen, cfg.LogLevel = "127.0.0.1:0", "warn"
+	addr, stop, err := startOwnServer(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	d := &dev{url: "http://" + addr, warehouse: wh}
+
+	d.ok(t, "ns", "create", "docs")
+	d.ok(t, "table", "create", "docs$a", "--from", writeFile(t, "a.ndjson",
+		`{"id": 1, "body": "Whales are mammals that breathe air."}`+"\n"+`{"id": 2, "body": "Yeast makes the bread rise."}`+"\n"))
+	job := strings.TrimSpace(d.ok(t, "view", "create", "docs$chunks", "--source", "docs$a", "--chunker", "fixed",
+		"--input", "body", "--output", "chunk", "--size", "200"))
+	d.ok(t, "jobs", "watch", job)
+	if r := d.mvq(t, nil, "column", "add", "docs$chunks", "--name", "vec", "--from", "chunk", "--runtime", "local-embed", "--wait"); r.code != 0 || !strings.Contains(r.stderr, "DONE") {
+		t.Fatalf("column add --runtime local-embed on the demo's server: %+v", r)
+	}
+	var hits []map[string]any
+	out := d.ok(t, "search", "docs$chunks", "--text", "whales", "--vector-column", "vec", "-k", "1", "--columns", "id")
+	if err := json.Unmarshal([]byte(out), &hits); err != nil || len(hits) != 1 || hits[0]["id"] != float64(1) {
+		t.Fatalf("search: %s %v", out, err)
 	}
 }
