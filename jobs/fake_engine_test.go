@@ -137,7 +137,16 @@ func (e *fakeEngine) Commit(_ context.Context, p *refresh.Plan, rs []refresh.Ite
 	return r, nil
 }
 
-func (e *fakeEngine) Discard(_ context.Context, p *refresh.Plan) error {
+// CheckpointKey: the fake engine's items are never reused.
+func (e *fakeEngine) CheckpointKey(context.Context, *refresh.Plan, int) (string, error) {
+	return "", nil
+}
+
+func (e *fakeEngine) Reuse(context.Context, *refresh.Plan, int, string, refresh.ItemResult) (refresh.ItemResult, error) {
+	return refresh.ItemResult{}, errs.Errorf(errs.CodeInternal, "the fake engine reuses nothing")
+}
+
+func (e *fakeEngine) Discard(_ context.Context, p *refresh.Plan, _ []int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.discards[p.JobID]++

@@ -729,9 +729,12 @@ func (e *Engine) removeUnused(ctx context.Context, t *table.Table, results []Ite
 }
 
 // Discard removes the staged files of a job that did not commit (cancel,
-// failure); missing files are fine. A job that did commit keeps its
-// files: the view references them.
-func (j viewRefresh) Discard(ctx context.Context, plan *Plan) error {
+// failure), but those of the work items in keep: finished items whose
+// results the orchestrator keeps as checkpoints, for a later job to reuse
+// (checkpoint.go; the janitor removes them once their records expire).
+// Missing files are fine. A job that did commit keeps its files: the view
+// references them.
+func (j viewRefresh) Discard(ctx context.Context, plan *Plan, keep []int) error {
 	e := j.e
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if errs.CodeOf(err) == errs.CodeTableNotFound {
@@ -752,8 +755,15 @@ func (j viewRefresh) Discard(ctx context.Context, plan *Plan) error {
 	if err != nil {
 		return fmt.Errorf("discard %s job %s: %w", table.JoinID(plan.View), plan.JobID, err)
 	}
+	kept := make(map[int]bool, len(keep))
+	for _, i := range keep {
+		kept[i] = true
+	}
 	var errList []error
 	for _, ent := range entries {
+		if i, ok := stagedItem(ent.Name); ok && kept[i] {
+			continue
+		}
 		if !ent.IsDir && stagedName.MatchString(ent.Name) {
 			if err := e.cat.Warehouse().Delete(ctx, t.Key(prefix+ent.Name)); err != nil {
 				errList = append(errList, err)
