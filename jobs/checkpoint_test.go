@@ -86,25 +86,30 @@ func reusedEvents(t *testing.T, b *bundle, job, from string) int {
 	return n
 }
 
-// TestCheckpointReuseAfterFailure: a job whose user code fails on item 3
-// of 5 keeps the output of items 0-2; the next refresh reuses exactly
-// those, expands only items 3 and 4, says so (progress, events), and
-// commits what a refresh from scratch commits.
-func TestCheckpointReuseAfterFailure(t *testing.T) {
+// TestCheckpointReuse: the finished items of a failed job, of a cancelled
+// job and, when they check out, of a job whose staged files were damaged
+// are reused by the next refresh, which says so (progress, events) and
+// commits what a refresh from scratch commits. One warehouse, one Redis
+// database: each step refreshes a new source fragment of 10 rows (5
+// items of 2 rows, one at a time).
+func TestCheckpointReuse(t *testing.T) {
 	t.Parallel()
 	w := newWarehouse(t, 10)
 	b := setup(t, w.eng)
 	b.startServer(t)
+	ctx := context.Background()
+
+	// User code fails on item 3: items 0-2 are reused, 3 and 4 expanded.
 	j1 := failedAfter(t, b, w, 3, ckptOpts())
 	if n := w.staged(t, j1.ID); n != 3 {
 		t.Fatalf("failed job left %d staged files, want the 3 of its finished items", n)
 	}
 	j2 := refreshDone(t, b, w, ckptOpts())
 	if j2.Progress.WorkItemsReused != 3 || j2.Progress.WorkItemsDone != 5 {
-		t.Fatalf("second job progress %+v, want 3 of 5 items reused", j2.Progress)
+		t.Fatalf("after a failure: progress %+v, want 3 of 5 items reused", j2.Progress)
 	}
 	if got := fmt.Sprint(expandedItems(b, j2.ID, 5)); got != "[3 4]" {
-		t.Fatalf("second job expanded items %s, want [3 4]", got)
+		t.Fatalf("after a failure: expanded items %s, want [3 4]", got)
 	}
 	if n := reusedEvents(t, b, j2.ID, j1.ID); n != 3 {
 		t.Fatalf("%d events say an item was reused from %s, want 3", n, j1.ID)
@@ -112,21 +117,16 @@ func TestCheckpointReuseAfterFailure(t *testing.T) {
 	if j2.Result.RowsAdded != 30 {
 		t.Fatalf("result %+v, want 30 rows added", j2.Result)
 	}
-	eqRows(t, "view after the reusing refresh", w.rows(t), want(10))
+	eqRows(t, "view after reusing a failed job's items", w.rows(t), want(10))
 	// The reused output was copied: the view holds the second job's files.
 	if n := w.staged(t, j2.ID); n != 5 {
 		t.Fatalf("second job has %d staged files, want 5", n)
 	}
-}
 
-// TestCheckpointReuseAfterCancel: a job cancelled while item 2 runs keeps
-// items 0 and 1; the next refresh reuses exactly those.
-func TestCheckpointReuseAfterCancel(t *testing.T) {
-	t.Parallel()
-	w := newWarehouse(t, 10)
-	b := setup(t, w.eng)
-	b.startServer(t)
+	// Cancelled while item 2 runs: items 0 and 1 are reused.
+	w.insert(t, 10)
 	hung := make(chan string, 1)
+	b.eng.mu.Lock()
 	b.eng.beforeExpand = func(ctx context.Context, p *refresh.Plan, i int) error {
 		if i != 2 {
 			return nil
@@ -138,7 +138,8 @@ func TestCheckpointReuseAfterCancel(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	j1, err := b.client.Submit(context.Background(), w.view, ckptOpts())
+	b.eng.mu.Unlock()
+	j3, err := b.client.Submit(ctx, w.view, ckptOpts())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,80 +148,35 @@ func TestCheckpointReuseAfterCancel(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("item 2 never started")
 	}
-	if _, err := b.client.Cancel(context.Background(), j1.ID); err != nil {
+	if _, err := b.client.Cancel(ctx, j3.ID); err != nil {
 		t.Fatal(err)
 	}
-	j1 = b.waitState(t, j1.ID, StateCancelled)
-	if j1.Progress.WorkItemsDone != 2 {
-		t.Fatalf("cancelled job: %d items done, want 2", j1.Progress.WorkItemsDone)
+	j3 = b.waitState(t, j3.ID, StateCancelled)
+	if j3.Progress.WorkItemsDone != 2 {
+		t.Fatalf("cancelled job: %d items done, want 2", j3.Progress.WorkItemsDone)
 	}
 	b.eng.mu.Lock()
 	b.eng.beforeExpand = nil
 	b.eng.mu.Unlock()
-	j2 := refreshDone(t, b, w, ckptOpts())
-	if j2.Progress.WorkItemsReused != 2 {
-		t.Fatalf("second job progress %+v, want 2 items reused", j2.Progress)
+	j4 := refreshDone(t, b, w, ckptOpts())
+	if j4.Progress.WorkItemsReused != 2 {
+		t.Fatalf("after a cancel: progress %+v, want 2 items reused", j4.Progress)
 	}
-	if got := fmt.Sprint(expandedItems(b, j2.ID, 5)); got != "[2 3 4]" {
-		t.Fatalf("second job expanded items %s, want [2 3 4]", got)
+	if got := fmt.Sprint(expandedItems(b, j4.ID, 5)); got != "[2 3 4]" {
+		t.Fatalf("after a cancel: expanded items %s, want [2 3 4]", got)
 	}
-	eqRows(t, "view after the reusing refresh", w.rows(t), want(10))
-}
+	eqRows(t, "view after reusing a cancelled job's items", w.rows(t), want(10, 10))
 
-// TestCheckpointNotReusedAfterChange: after a failed job, a refresh with
-// another manifest, or over a newer source version (whose first items
-// cover the same rows), or with other file options reuses nothing and
-// commits the right rows.
-func TestCheckpointNotReusedAfterChange(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		change func(t *testing.T, w *warehouse, o *refresh.Options)
-		want   []string
-	}{
-		{"manifest", func(_ *testing.T, _ *warehouse, o *refresh.Options) {
-			o.Manifest = `{"env_vars": {"TAG": "other"}}`
-		}, want(10)},
-		{"source version", func(t *testing.T, w *warehouse, _ *refresh.Options) { w.insert(t, 4) }, want(10, 4)},
-		{"max_rows_per_fragment", func(_ *testing.T, _ *warehouse, o *refresh.Options) { o.MaxRowsPerFragment = 4 }, want(10)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			w := newWarehouse(t, 10)
-			b := setup(t, w.eng)
-			b.startServer(t)
-			failedAfter(t, b, w, 3, ckptOpts())
-			o := ckptOpts()
-			tc.change(t, w, &o)
-			j2 := refreshDone(t, b, w, o)
-			if j2.Progress.WorkItemsReused != 0 {
-				t.Fatalf("progress %+v: reused items after a change of %s", j2.Progress, tc.name)
-			}
-			items := int(j2.Progress.WorkItemsTotal)
-			if got := len(expandedItems(b, j2.ID, items)); got != items {
-				t.Fatalf("expanded %d of %d items", got, items)
-			}
-			eqRows(t, "view", w.rows(t), tc.want)
-		})
-	}
-}
-
-// TestCheckpointCorruptFallsBack: a checkpoint whose file was changed or
-// removed is not trusted: that item is expanded again, the others reused.
-func TestCheckpointCorruptFallsBack(t *testing.T) {
-	t.Parallel()
-	w := newWarehouse(t, 10)
-	b := setup(t, w.eng)
-	b.startServer(t)
-	ctx := context.Background()
-	j1 := failedAfter(t, b, w, 3, ckptOpts())
+	// A checkpoint whose file was changed or removed is not trusted: item
+	// 0's file is truncated, item 2's removed; only item 1 is reused.
+	w.insert(t, 10)
+	j5 := failedAfter(t, b, w, 3, ckptOpts())
 	tb, err := w.cat.OpenTable(ctx, w.view)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wh := w.cat.Warehouse()
-	// Item 0's file truncated, item 2's removed.
-	f0 := tb.Key("data/_staging-" + j1.ID + "-0-0.parquet")
+	f0 := tb.Key("data/_staging-" + j5.ID + "-0-0.parquet")
 	data, err := wh.Read(ctx, f0)
 	if err != nil {
 		t.Fatal(err)
@@ -228,28 +184,64 @@ func TestCheckpointCorruptFallsBack(t *testing.T) {
 	if err := wh.Write(ctx, f0, data[:len(data)/2]); err != nil {
 		t.Fatal(err)
 	}
-	if err := wh.Delete(ctx, tb.Key("data/_staging-"+j1.ID+"-2-0.parquet")); err != nil {
+	if err := wh.Delete(ctx, tb.Key("data/_staging-"+j5.ID+"-2-0.parquet")); err != nil {
 		t.Fatal(err)
 	}
-	j2 := refreshDone(t, b, w, ckptOpts())
-	if j2.Progress.WorkItemsReused != 1 {
-		t.Fatalf("progress %+v, want only item 1 reused", j2.Progress)
+	j6 := refreshDone(t, b, w, ckptOpts())
+	if j6.Progress.WorkItemsReused != 1 {
+		t.Fatalf("after damage: progress %+v, want only item 1 reused", j6.Progress)
 	}
-	if got := fmt.Sprint(expandedItems(b, j2.ID, 5)); got != "[0 2 3 4]" {
-		t.Fatalf("expanded items %s, want [0 2 3 4]", got)
+	if got := fmt.Sprint(expandedItems(b, j6.ID, 5)); got != "[0 2 3 4]" {
+		t.Fatalf("after damage: expanded items %s, want [0 2 3 4]", got)
 	}
-	eqRows(t, "view", w.rows(t), want(10))
+	eqRows(t, "view after reusing what checked out", w.rows(t), want(10, 10, 10))
 }
 
-// TestCheckpointGarbageCollected: the janitor keeps a failed job's
-// checkpointed files while its item results are recorded, and removes
-// them once they expired.
-func TestCheckpointGarbageCollected(t *testing.T) {
+// TestCheckpointNotReusedAndCollected: after a failed job, a refresh with
+// another manifest, over a newer source version (whose first items cover
+// the same rows) or with other file options reuses nothing and commits
+// the right rows; the janitor keeps a failed job's checkpointed files
+// while its item results are recorded and removes them once they expired.
+func TestCheckpointNotReusedAndCollected(t *testing.T) {
 	t.Parallel()
 	w := newWarehouse(t, 10)
 	b := setup(t, w.eng)
 	b.startServer(t)
 	ctx := context.Background()
+	batches := []int{}
+	for _, tc := range []struct {
+		name   string
+		change func(o *refresh.Options) // after the failure
+		insert int                      // rows inserted after the failure
+	}{
+		{"manifest", func(o *refresh.Options) { o.Manifest = `{"env_vars": {"TAG": "other"}}` }, 0},
+		{"source version", func(*refresh.Options) {}, 4},
+		{"max_rows_per_fragment", func(o *refresh.Options) { o.MaxRowsPerFragment = 4 }, 0},
+	} {
+		if len(batches) > 0 {
+			w.insert(t, 10)
+		}
+		batches = append(batches, 10)
+		failedAfter(t, b, w, 3, ckptOpts())
+		o := ckptOpts()
+		tc.change(&o)
+		if tc.insert > 0 {
+			w.insert(t, tc.insert)
+			batches = append(batches, tc.insert)
+		}
+		j := refreshDone(t, b, w, o)
+		if j.Progress.WorkItemsReused != 0 {
+			t.Fatalf("%s: progress %+v: items reused after the change", tc.name, j.Progress)
+		}
+		items := int(j.Progress.WorkItemsTotal)
+		if got := len(expandedItems(b, j.ID, items)); got != items {
+			t.Fatalf("%s: expanded %d of %d items", tc.name, got, items)
+		}
+		eqRows(t, tc.name, w.rows(t), want(batches...))
+	}
+
+	w.insert(t, 10)
+	batches = append(batches, 10)
 	j1 := failedAfter(t, b, w, 3, ckptOpts())
 	jan := newJanitor(b.client.st, "w1", JanitorConfig{Catalog: w.cat, OrphanGrace: time.Nanosecond}, testLogger)
 	if _, err := jan.Pass(ctx); err != nil {
@@ -268,10 +260,9 @@ func TestCheckpointGarbageCollected(t *testing.T) {
 	if n := w.staged(t, j1.ID); n != 0 {
 		t.Fatalf("after the results expired the failed job has %d staged files, want 0", n)
 	}
-	// With neither records nor files, the next refresh computes everything.
 	j2 := refreshDone(t, b, w, ckptOpts())
 	if j2.Progress.WorkItemsReused != 0 {
-		t.Fatalf("progress %+v, want nothing reused", j2.Progress)
+		t.Fatalf("after collection: progress %+v, want nothing reused", j2.Progress)
 	}
-	eqRows(t, "view", w.rows(t), want(10))
+	eqRows(t, "view after collection", w.rows(t), want(batches...))
 }

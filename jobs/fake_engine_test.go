@@ -146,11 +146,12 @@ func (e *fakeEngine) Reuse(context.Context, *refresh.Plan, int, string, refresh.
 	return refresh.ItemResult{}, errs.Errorf(errs.CodeInternal, "the fake engine reuses nothing")
 }
 
-func (e *fakeEngine) Discard(_ context.Context, p *refresh.Plan, _ []int) error {
+// Discard keeps the output of the items in keep, as the real engine does.
+func (e *fakeEngine) Discard(_ context.Context, p *refresh.Plan, keep []int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.discards[p.JobID]++
-	e.staged[p.JobID] = 0
+	e.staged[p.JobID] = min(e.staged[p.JobID], len(keep))
 	return nil
 }
 

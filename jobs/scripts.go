@@ -260,7 +260,8 @@ return 1
 //
 // KEYS: job, events, results, succ, active[, checkpoint].
 // ARGV: index, result JSON, rows read, rows written, now, maxlen,
-// checkpoint record JSON, checkpoint TTL ms, reused from ("": expanded).
+// checkpoint record JSON ({job, item}), checkpoint TTL ms, reused from
+// ("": expanded).
 // Returns {code, released index (-1: none), items done}; code 1: recorded
 // now, 0: recorded before, -1: the job is not RUNNING (nothing recorded).
 var scriptCompleteItem = newScript(luaEmit + `

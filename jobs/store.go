@@ -349,7 +349,7 @@ func (s *store) completeItem(ctx context.Context, id string, r refresh.ItemResul
 	keys := []string{jobKey(id), eventsKey(id), resultsKey(id), succKey(id), activeKey(id)}
 	var rec []byte
 	if ck != "" && !r.Skipped {
-		if rec, err = json.Marshal(checkpoint{Job: id, Result: r}); err != nil {
+		if rec, err = json.Marshal(checkpointRef{Job: id, Item: r.Index}); err != nil {
 			return completion{}, err
 		}
 		keys = append(keys, checkpointKey(ck))
@@ -373,15 +373,23 @@ func (s *store) completeItem(ctx context.Context, id string, r refresh.ItemResul
 	return c, nil
 }
 
-// checkpoint is a finished work item's record under its checkpoint key:
-// the job that staged its output and its result.
-type checkpoint struct {
-	Job    string             `json:"job"`
-	Result refresh.ItemResult `json:"result"`
+// checkpointRef is a checkpoint record: the job and item whose recorded
+// result (in the job's results) is the checkpoint.
+type checkpointRef struct {
+	Job  string `json:"job"`
+	Item int    `json:"item"`
 }
 
-// checkpoint reads the record under checkpoint key ck; nil when there is
-// none (or it does not decode: then the item is expanded).
+// checkpoint is a finished work item's checkpoint: the job that staged
+// its output and its result.
+type checkpoint struct {
+	Job    string
+	Result refresh.ItemResult
+}
+
+// checkpoint reads the checkpoint under key ck: the record, then the
+// result it points to. nil when there is none, when the job's results
+// expired, or when either does not decode (then the item is expanded).
 func (s *store) checkpoint(ctx context.Context, ck string) (*checkpoint, error) {
 	b, err := s.rdb.Get(ctx, checkpointKey(ck)).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -390,8 +398,19 @@ func (s *store) checkpoint(ctx context.Context, ck string) (*checkpoint, error) 
 	if err != nil {
 		return nil, redisErr("read checkpoint", err)
 	}
-	c := new(checkpoint)
-	if json.Unmarshal(b, c) != nil || c.Job == "" {
+	var ref checkpointRef
+	if json.Unmarshal(b, &ref) != nil || ref.Job == "" {
+		return nil, nil
+	}
+	res, err := s.rdb.HGet(ctx, resultsKey(ref.Job), strconv.Itoa(ref.Item)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, redisErr("read checkpoint", err)
+	}
+	c := &checkpoint{Job: ref.Job}
+	if json.Unmarshal(res, &c.Result) != nil {
 		return nil, nil
 	}
 	return c, nil

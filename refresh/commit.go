@@ -750,6 +750,15 @@ func (j viewRefresh) Discard(ctx context.Context, plan *Plan, keep []int) error 
 	if _, ok, err := e.committed(ctx, t, plan, latest.Version); err != nil || ok {
 		return err
 	}
+	if plan.ViewUUID != "" {
+		// Files a job of a view dropped since wrote into the new one's
+		// folder can never be reused (the key names the view's identity).
+		if id, err := currentIdentity(ctx, t); err != nil {
+			return err
+		} else if id != plan.ViewUUID {
+			keep = nil
+		}
+	}
 	prefix := stagingPrefix(plan.JobID)
 	entries, err := e.cat.Warehouse().List(ctx, t.Key(prefix))
 	if err != nil {
