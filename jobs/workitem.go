@@ -184,6 +184,9 @@ func (s *Server) reuse(ctx context.Context, j *Job, plan *refresh.Plan, index in
 		return "", res, "", false
 	}
 	rec, err := s.st.checkpoint(ctx, ck)
+	if err != nil {
+		s.log.WarnContext(ctx, "jobs: read checkpoint; expanding the item", "job_id", j.ID, "item", index, "err", err)
+	}
 	if err != nil || rec == nil || rec.Job == j.ID {
 		return ck, res, "", false
 	}
