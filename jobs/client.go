@@ -30,7 +30,11 @@ type engine interface {
 	Plan(ctx context.Context, id []string, jobID string, opts refresh.Options) (*refresh.Plan, error)
 	Expand(ctx context.Context, plan *refresh.Plan, index int) (refresh.ItemResult, error)
 	Commit(ctx context.Context, plan *refresh.Plan, results []refresh.ItemResult) (refresh.Result, error)
-	Discard(ctx context.Context, plan *refresh.Plan) error
+	Discard(ctx context.Context, plan *refresh.Plan, keep []int) error
+	// CheckpointKey and Reuse let a job take over the output of an item an
+	// earlier job finished (refresh/checkpoint.go).
+	CheckpointKey(ctx context.Context, plan *refresh.Plan, index int) (string, error)
+	Reuse(ctx context.Context, plan *refresh.Plan, index int, from string, prior refresh.ItemResult) (refresh.ItemResult, error)
 }
 
 var _ engine = (*refresh.Engine)(nil)
@@ -354,7 +358,9 @@ func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {
 		return nil, errs.Errorf(errs.CodeJobFinished, "job %s is committing and can no longer be cancelled", jobID)
 	}
 	if plan, err := c.st.plan(ctx, jobID); err == nil && plan != nil {
-		if err := c.eng.Discard(ctx, plan); err != nil {
+		// Finished items stay as checkpoints a later refresh may reuse.
+		keep, _ := c.st.doneItems(ctx, jobID)
+		if err := c.eng.Discard(ctx, plan, keep); err != nil {
 			c.log.Warn("jobs: discard after cancel failed; workers will retry", "job_id", jobID, "err", err)
 		}
 	}

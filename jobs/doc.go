@@ -89,6 +89,11 @@
 //	                                  its automatic job claim and
 //	                                  refresh_every (store_views.go)
 //	mvq:sched                  zset   view -> next scheduled refresh (ms)
+//	mvq:ckpt:{key}             string a finished work item's checkpoint:
+//	                                  the job and item whose result (in
+//	                                  that job's results) it is, under
+//	                                  refresh.Engine.CheckpointKey; expires
+//	                                  after CheckpointRetention
 //
 // A job record's progress_at is stamped by every event; the rescuer fails
 // a RUNNING job whose progress_at is older than the stall timeout. Terminal

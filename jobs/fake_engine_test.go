@@ -137,11 +137,21 @@ func (e *fakeEngine) Commit(_ context.Context, p *refresh.Plan, rs []refresh.Ite
 	return r, nil
 }
 
-func (e *fakeEngine) Discard(_ context.Context, p *refresh.Plan) error {
+// CheckpointKey: the fake engine's items are never reused.
+func (e *fakeEngine) CheckpointKey(context.Context, *refresh.Plan, int) (string, error) {
+	return "", nil
+}
+
+func (e *fakeEngine) Reuse(context.Context, *refresh.Plan, int, string, refresh.ItemResult) (refresh.ItemResult, error) {
+	return refresh.ItemResult{}, errs.Errorf(errs.CodeInternal, "the fake engine reuses nothing")
+}
+
+// Discard keeps the output of the items in keep, as the real engine does.
+func (e *fakeEngine) Discard(_ context.Context, p *refresh.Plan, keep []int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.discards[p.JobID]++
-	e.staged[p.JobID] = 0
+	e.staged[p.JobID] = min(e.staged[p.JobID], len(keep))
 	return nil
 }
 

@@ -218,8 +218,11 @@ func (j *Janitor) table(ctx context.Context, id []string, res *JanitorResult) er
 	return err
 }
 
-// stagedLive reports whether name (under data/) is a staged file of a
-// PENDING or RUNNING job: data/_staging-{job id}-….
+// stagedLive reports whether name (under data/) is a staged file to keep:
+// one of a PENDING or RUNNING job (data/_staging-{job id}-…), or a
+// checkpoint: the output of a finished item of a FAILED or CANCELLED job
+// whose item results are still recorded (CheckpointRetention), which a
+// later refresh may reuse.
 func (j *Janitor) stagedLive(ctx context.Context, name string) (bool, error) {
 	id, ok := refresh.StagedJob(name)
 	if !ok {
@@ -229,7 +232,17 @@ func (j *Janitor) stagedLive(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, redisErr("read job state", err)
 	}
-	return st == StatePending || st == StateRunning, nil
+	switch st {
+	case StatePending, StateRunning:
+		return true, nil
+	case StateFailed, StateCancelled:
+		_, item, ok := refresh.StagedItem(name)
+		if !ok {
+			return false, nil
+		}
+		return j.st.itemDone(ctx, id, item)
+	}
+	return false, nil
 }
 
 // TableCompactor is the Compactor over the catalog's own compaction

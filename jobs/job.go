@@ -48,6 +48,10 @@ const (
 const (
 	JobRetention      = 7 * 24 * time.Hour // record and events
 	DispatchRetention = 24 * time.Hour     // plan, item results
+	// CheckpointRetention is how long a finished work item's checkpoint
+	// record lives; the staged files of a stopped job stay while its
+	// item results do (DispatchRetention, counted from its end).
+	CheckpointRetention = DispatchRetention
 )
 
 // eventsMaxLen caps a job's event stream (approximately: MAXLEN ~).
@@ -102,6 +106,10 @@ type Progress struct {
 	RowsRead        int64 `json:"rows_read"`
 	RowsWritten     int64 `json:"rows_written"`
 	MaxRunning      int64 `json:"max_running"`
+	// WorkItemsReused counts the done items whose output was copied from
+	// an earlier job's checkpoint instead of expanded (counted in
+	// WorkItemsDone too).
+	WorkItemsReused int64 `json:"work_items_reused"`
 }
 
 // Failure says why a job FAILED. Retryable is true when the last error was
@@ -156,6 +164,7 @@ const (
 	fRowsRead    = "rows_read"
 	fRowsWritten = "rows_written"
 	fMaxRunning  = "max_running"
+	fReused      = "items_reused"
 	fReleased    = "released"    // items released so far (dispatch counter)
 	fProgressAt  = "progress_at" // time of the last event (stall detection)
 )
@@ -192,6 +201,7 @@ func decodeJob(m map[string]string) (*Job, error) {
 			RowsRead:        parseCount(m[fRowsRead]),
 			RowsWritten:     parseCount(m[fRowsWritten]),
 			MaxRunning:      parseCount(m[fMaxRunning]),
+			WorkItemsReused: parseCount(m[fReused]),
 		},
 	}
 	var err error
@@ -250,7 +260,7 @@ func decodeJob(m map[string]string) (*Job, error) {
 func firstEvent(j *Job) Event {
 	return decodeEvent(j.ID, fmt.Sprintf("%d-0", j.CreatedAt.UnixMilli()), map[string]any{
 		"type": "state", "state": string(StatePending), "phase": "", "message": "submitted", "time": formatTime(j.CreatedAt),
-		fTotal: "0", fDone: "0", fFailed: "0", fRowsRead: "0", fRowsWritten: "0", fMaxRunning: "0",
+		fTotal: "0", fDone: "0", fFailed: "0", fRowsRead: "0", fRowsWritten: "0", fMaxRunning: "0", fReused: "0",
 	})
 }
 
@@ -276,6 +286,7 @@ func decodeEvent(jobID, id string, v map[string]any) Event {
 			RowsRead:        parseCount(s(fRowsRead)),
 			RowsWritten:     parseCount(s(fRowsWritten)),
 			MaxRunning:      parseCount(s(fMaxRunning)),
+			WorkItemsReused: parseCount(s(fReused)),
 		},
 	}
 }

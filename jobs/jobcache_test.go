@@ -125,7 +125,7 @@ func TestJobCacheSeesEveryWriter(t *testing.T) {
 			return err
 		}},
 		{"a completed item", func() error {
-			_, err := st.completeItem(ctx, j.ID, refresh.ItemResult{Index: 0, RowsRead: 7, RowsWritten: 9})
+			_, err := st.completeItem(ctx, j.ID, refresh.ItemResult{Index: 0, RowsRead: 7, RowsWritten: 9}, "", "")
 			return err
 		}},
 		{"a cancel by another process", func() error {

@@ -34,6 +34,12 @@ func holdersKey(id string) string { return jobKey(id) + ":holders" }
 func deathsKey(id string) string  { return jobKey(id) + ":deaths" }
 func queuedKey(id string) string  { return jobKey(id) + ":queued" }
 
+// checkpointKey is the record of the finished work item whose output
+// refresh.Engine.CheckpointKey keys as key (a hex hash): a string naming
+// the job and item whose recorded result it is (store.checkpoint),
+// expiring after CheckpointRetention.
+func checkpointKey(key string) string { return keyPrefix + "ckpt:" + key }
+
 // viewKey names a view in keys: its parts joined by "/", which no
 // identifier part may contain, so two views never share keys (a "$"-joined
 // name could: a part may contain the delimiter of another request).

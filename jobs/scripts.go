@@ -41,17 +41,17 @@ local function emit(jk, ek, typ, msg, now, maxlen, quiet)
       redis.call('XADD', ek, 'MAXLEN', '~', maxlen, c[1] .. '-0',
         'type', 'state', 'state', @PENDING, 'phase', '', 'message', 'submitted', 'time', c[2],
         'items_total', '0', 'items_done', '0', 'items_failed', '0',
-        'rows_read', '0', 'rows_written', '0', 'max_running', '0')
+        'rows_read', '0', 'rows_written', '0', 'max_running', '0', 'items_reused', '0')
     end
   end
   redis.call('HSET', jk, 'progress_at', now)
-  local f = redis.call('HMGET', jk, 'state', 'phase', 'items_total', 'items_done', 'items_failed', 'rows_read', 'rows_written', 'max_running')
+  local f = redis.call('HMGET', jk, 'state', 'phase', 'items_total', 'items_done', 'items_failed', 'rows_read', 'rows_written', 'max_running', 'items_reused')
   local v = {}
-  for i = 1, 8 do v[i] = f[i] or '' end
+  for i = 1, 9 do v[i] = f[i] or '' end
   local id = redis.call('XADD', ek, 'MAXLEN', '~', maxlen, '*',
     'type', typ, 'state', v[1], 'phase', v[2], 'message', msg, 'time', now,
     'items_total', v[3], 'items_done', v[4], 'items_failed', v[5],
-    'rows_read', v[6], 'rows_written', v[7], 'max_running', v[8])
+    'rows_read', v[6], 'rows_written', v[7], 'max_running', v[8], 'items_reused', v[9])
   if not quiet then redis.call('PUBLISH', @CHANGED, jk) end
   return id
 end
@@ -253,10 +253,15 @@ return 1
 
 // scriptCompleteItem records a finished item once and releases the next
 // unreleased item. A repeated completion changes nothing and returns what
-// the first one released.
+// the first one released. When recorded now, the item's checkpoint record
+// is written too (when a sixth key names it), and a reused item (its
+// output copied from the job the last argument names) counts in
+// items_reused and says so in its event.
 //
-// KEYS: job, events, results, succ, active.
-// ARGV: index, result JSON, rows read, rows written, now, maxlen.
+// KEYS: job, events, results, succ, active[, checkpoint].
+// ARGV: index, result JSON, rows read, rows written, now, maxlen,
+// checkpoint record JSON ({job, item}), checkpoint TTL ms, reused from
+// ("": expanded).
 // Returns {code, released index (-1: none), items done}; code 1: recorded
 // now, 0: recorded before, -1: the job is not RUNNING (nothing recorded).
 var scriptCompleteItem = newScript(luaEmit + `
@@ -277,7 +282,15 @@ if released < total then
   redis.call('HSET', KEYS[1], 'released', released + 1)
 end
 redis.call('HSET', KEYS[4], ARGV[1], nxt)
-emit(KEYS[1], KEYS[2], 'progress', 'work item ' .. ARGV[1] .. ' done', ARGV[5], ARGV[6])
+if KEYS[6] then
+  redis.call('SET', KEYS[6], ARGV[7], 'PX', ARGV[8])
+end
+local msg = 'work item ' .. ARGV[1] .. ' done'
+if ARGV[9] ~= '' then
+  redis.call('HINCRBY', KEYS[1], 'items_reused', 1)
+  msg = 'work item ' .. ARGV[1] .. ' reused from job ' .. ARGV[9]
+end
+emit(KEYS[1], KEYS[2], 'progress', msg, ARGV[5], ARGV[6])
 return {1, nxt, redis.call('HLEN', KEYS[3])}
 `)
 

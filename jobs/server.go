@@ -413,7 +413,9 @@ func (s *Server) settle(ctx context.Context, j *Job, phase string, err error, fa
 
 // stopped cleans up after a job found CANCELLED or FAILED: it discards the
 // job's staged output, except for a job that failed while committing (the
-// commit may have landed). Discard is idempotent, so every task that finds
+// commit may have landed), and except the output of its finished items
+// (checkpoints: a later refresh of the same source version and definition
+// reuses them; the janitor removes them once the job's results expire). Discard is idempotent, so every task that finds
 // the job stopped may call it; the last one to run removes what stragglers
 // wrote.
 func (s *Server) stopped(ctx context.Context, jobID string) {
@@ -435,7 +437,13 @@ func (s *Server) discard(ctx context.Context, jobID string) {
 	if err != nil || plan == nil {
 		return
 	}
-	if _, err := protect(func() (struct{}, error) { return struct{}{}, s.eng.Discard(ctx, plan) }); err != nil {
+	// Finished items stay as checkpoints a later refresh may reuse; an
+	// unreadable list keeps none (they are recomputed then).
+	keep, err := s.st.doneItems(ctx, jobID)
+	if err != nil {
+		keep = nil
+	}
+	if _, err := protect(func() (struct{}, error) { return struct{}{}, s.eng.Discard(ctx, plan, keep) }); err != nil {
 		s.log.Warn("jobs: discard staged output", "job_id", jobID, "err", err)
 	}
 }

@@ -338,14 +338,24 @@ type completion struct {
 	done     int64 // items done so far
 }
 
-func (s *store) completeItem(ctx context.Context, id string, r refresh.ItemResult) (completion, error) {
+// completeItem records item result r of job id once. ck, when set, is the
+// item's checkpoint key, recorded with the result for later jobs;
+// reusedFrom, when set, the job whose checkpoint r copies.
+func (s *store) completeItem(ctx context.Context, id string, r refresh.ItemResult, ck, reusedFrom string) (completion, error) {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return completion{}, err
 	}
 	keys := []string{jobKey(id), eventsKey(id), resultsKey(id), succKey(id), activeKey(id)}
+	var rec []byte
+	if ck != "" && !r.Skipped {
+		if rec, err = json.Marshal(checkpointRef{Job: id, Item: r.Index}); err != nil {
+			return completion{}, err
+		}
+		keys = append(keys, checkpointKey(ck))
+	}
 	v, err := scriptCompleteItem.Run(ctx, s.rdb, keys, r.Index, b, r.RowsRead, r.RowsWritten,
-		formatTime(time.Now()), eventsMaxLen).Int64Slice()
+		formatTime(time.Now()), eventsMaxLen, rec, CheckpointRetention.Milliseconds(), reusedFrom).Int64Slice()
 	if err != nil {
 		return completion{}, redisErr("complete item", err)
 	}
@@ -361,6 +371,64 @@ func (s *store) completeItem(ctx context.Context, id string, r refresh.ItemResul
 		return completion{}, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("complete item: unexpected answer %v", v)}
 	}
 	return c, nil
+}
+
+// checkpointRef is a checkpoint record: the job and item whose recorded
+// result (in the job's results) is the checkpoint.
+type checkpointRef struct {
+	Job  string `json:"job"`
+	Item int    `json:"item"`
+}
+
+// checkpoint is a finished work item's checkpoint: the job that staged
+// its output and its result.
+type checkpoint struct {
+	Job    string
+	Result refresh.ItemResult
+}
+
+// checkpoint reads the checkpoint under key ck: the record, then the
+// result it points to. nil when there is none, when the job's results
+// expired, or when either does not decode (then the item is expanded).
+func (s *store) checkpoint(ctx context.Context, ck string) (*checkpoint, error) {
+	b, err := s.rdb.Get(ctx, checkpointKey(ck)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, redisErr("read checkpoint", err)
+	}
+	var ref checkpointRef
+	if json.Unmarshal(b, &ref) != nil || ref.Job == "" {
+		return nil, nil
+	}
+	res, err := s.rdb.HGet(ctx, resultsKey(ref.Job), strconv.Itoa(ref.Item)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, redisErr("read checkpoint", err)
+	}
+	c := &checkpoint{Job: ref.Job}
+	if json.Unmarshal(res, &c.Result) != nil {
+		return nil, nil
+	}
+	return c, nil
+}
+
+// doneItems lists the items of job id whose results are recorded.
+func (s *store) doneItems(ctx context.Context, id string) ([]int, error) {
+	fields, err := s.rdb.HKeys(ctx, resultsKey(id)).Result()
+	if err != nil {
+		return nil, redisErr("read item results", err)
+	}
+	out := make([]int, 0, len(fields))
+	for _, f := range fields {
+		if i, err := strconv.Atoi(f); err == nil {
+			out = append(out, i)
+		}
+	}
+	return out, nil
 }
 
 // itemDone reports whether an item's result is recorded.

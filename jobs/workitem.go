@@ -106,15 +106,16 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 	}
 
 	res := refresh.ItemResult{Index: p.Index}
+	var ck, from string
 	if started == itemStarted {
 		wctx, stop := s.watch(ctx, j.ID)
-		res, err = s.expand(wctx, j, plan, p.Index)
+		res, ck, from, err = s.expand(wctx, j, plan, p.Index)
 		stop()
 		if err != nil {
 			return s.settle(wctx, j, PhaseExpanding, err, 1)
 		}
 	}
-	c, err := s.st.completeItem(ctx, j.ID, res)
+	c, err := s.st.completeItem(ctx, j.ID, res, ck, from)
 	if err != nil {
 		return err
 	}
@@ -123,6 +124,9 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 		a := telemetry.Attrs(attribute.String("cluster", j.Cluster), attribute.String("kind", s.kindOf(j.ID)))
 		telemetry.RowsRead.Add(ctx, res.RowsRead, a)
 		telemetry.RowsWritten.Add(ctx, res.RowsWritten, a)
+		if from != "" {
+			telemetry.WorkItemsReused.Add(ctx, 1, a)
+		}
 	}
 	if c.record == itemNotRecorded {
 		s.stopped(context.WithoutCancel(ctx), j.ID)
@@ -145,19 +149,56 @@ func (s *Server) workItem(ctx context.Context, j *Job, index int, headers map[st
 // expand runs the engine on one item, or skips it when output_limit is
 // already reached: the rows kept from earlier refreshes before the item
 // plus the rows written by all earlier items (when all are done) reach the
-// limit.
-func (s *Server) expand(ctx context.Context, j *Job, plan *refresh.Plan, index int) (refresh.ItemResult, error) {
+// limit. An item an earlier job finished with the same checkpoint key is
+// reused instead (reuse). It answers the result, the item's checkpoint
+// key ("" none) and the job whose output it reused ("" none).
+func (s *Server) expand(ctx context.Context, j *Job, plan *refresh.Plan, index int) (res refresh.ItemResult, ck, from string, err error) {
 	skip, err := s.skippable(ctx, j, plan, index)
 	if err != nil {
-		return refresh.ItemResult{}, err
+		return refresh.ItemResult{}, "", "", err
 	}
 	if skip {
-		return refresh.ItemResult{Index: index, Skipped: true}, nil
+		return refresh.ItemResult{Index: index, Skipped: true}, "", "", nil
 	}
 	ctx = s.withLog(ctx, j.ID)
-	res, err := protect(func() (refresh.ItemResult, error) { return s.eng.Expand(ctx, plan, index) })
+	ck, res, from, ok := s.reuse(ctx, j, plan, index)
+	if ok {
+		return res, ck, from, nil
+	}
+	res, err = protect(func() (refresh.ItemResult, error) { return s.eng.Expand(ctx, plan, index) })
 	res.Index = index
-	return res, err
+	return res, ck, "", err
+}
+
+// reuse looks up the checkpoint of item index of plan and, when an
+// earlier job recorded one, has the engine check and copy its output.
+// Anything amiss (no key, no record, a record of this very job, files
+// missing or changed, Redis unreachable) answers ok false: the item is
+// expanded as usual, and the failure is logged, never the job's.
+func (s *Server) reuse(ctx context.Context, j *Job, plan *refresh.Plan, index int) (ck string, res refresh.ItemResult, from string, ok bool) {
+	ck, err := protect(func() (string, error) { return s.eng.CheckpointKey(ctx, plan, index) })
+	if err != nil || ck == "" {
+		if err != nil {
+			s.log.WarnContext(ctx, "jobs: checkpoint key", "job_id", j.ID, "item", index, "err", err)
+		}
+		return "", res, "", false
+	}
+	rec, err := s.st.checkpoint(ctx, ck)
+	if err != nil {
+		s.log.WarnContext(ctx, "jobs: read checkpoint; expanding the item", "job_id", j.ID, "item", index, "err", err)
+	}
+	if err != nil || rec == nil || rec.Job == j.ID {
+		return ck, res, "", false
+	}
+	res, err = protect(func() (refresh.ItemResult, error) { return s.eng.Reuse(ctx, plan, index, rec.Job, rec.Result) })
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "jobs: checkpoint not reusable; expanding the item", "job_id", j.ID, "item", index, "from_job", rec.Job, "err", err)
+		}
+		return ck, res, "", false
+	}
+	res.Index = index
+	return ck, res, rec.Job, true
 }
 
 func (s *Server) skippable(ctx context.Context, j *Job, plan *refresh.Plan, index int) (bool, error) {

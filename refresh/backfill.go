@@ -693,7 +693,8 @@ func (j columnBackfill) Commit(ctx context.Context, plan *Plan, results []ItemRe
 }
 
 // Discard removes a backfill's checkpoints; what it committed stays.
-func (j columnBackfill) Discard(ctx context.Context, plan *Plan) error {
+// keep is ignored: a backfill's items are never reused by another job.
+func (j columnBackfill) Discard(ctx context.Context, plan *Plan, _ []int) error {
 	e := j.e
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if errs.CodeOf(err) == errs.CodeTableNotFound {

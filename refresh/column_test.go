@@ -261,7 +261,7 @@ func TestBackfillResumesAfterKill(t *testing.T) {
 	eqRows(t, "first fragment kept", b.rows(t, srcID), []string{
 		"1|Alpha|en|aaaabbbbcc|AAAABBBBCC|10", "2|Beta|fr|dddd|DDDD|4", "3|Gamma|en|||0", "4|Delta|en|∅|∅|∅",
 		"5|Eps|en|eeeeffff|∅|∅", "6|Zeta|en|g|∅|∅"})
-	if err := b.e.Discard(b.ctx, p); err != nil {
+	if err := b.e.Discard(b.ctx, p, nil); err != nil {
 		t.Fatal(err)
 	}
 	r, err := b.e.Expand(b.ctx, p, 0)

@@ -729,9 +729,12 @@ func (e *Engine) removeUnused(ctx context.Context, t *table.Table, results []Ite
 }
 
 // Discard removes the staged files of a job that did not commit (cancel,
-// failure); missing files are fine. A job that did commit keeps its
-// files: the view references them.
-func (j viewRefresh) Discard(ctx context.Context, plan *Plan) error {
+// failure), but those of the work items in keep: finished items whose
+// results the orchestrator keeps as checkpoints, for a later job to reuse
+// (checkpoint.go; the janitor removes them once their records expire).
+// Missing files are fine. A job that did commit keeps its files: the view
+// references them.
+func (j viewRefresh) Discard(ctx context.Context, plan *Plan, keep []int) error {
 	e := j.e
 	t, err := e.cat.OpenTable(ctx, plan.View)
 	if errs.CodeOf(err) == errs.CodeTableNotFound {
@@ -747,13 +750,29 @@ func (j viewRefresh) Discard(ctx context.Context, plan *Plan) error {
 	if _, ok, err := e.committed(ctx, t, plan, latest.Version); err != nil || ok {
 		return err
 	}
+	if plan.ViewUUID != "" {
+		// Files a job of a view dropped since wrote into the new one's
+		// folder can never be reused (the key names the view's identity).
+		if id, err := currentIdentity(ctx, t); err != nil {
+			return err
+		} else if id != plan.ViewUUID {
+			keep = nil
+		}
+	}
 	prefix := stagingPrefix(plan.JobID)
 	entries, err := e.cat.Warehouse().List(ctx, t.Key(prefix))
 	if err != nil {
 		return fmt.Errorf("discard %s job %s: %w", table.JoinID(plan.View), plan.JobID, err)
 	}
+	kept := make(map[int]bool, len(keep))
+	for _, i := range keep {
+		kept[i] = true
+	}
 	var errList []error
 	for _, ent := range entries {
+		if i, ok := stagedItem(ent.Name); ok && kept[i] {
+			continue
+		}
 		if !ent.IsDir && stagedName.MatchString(ent.Name) {
 			if err := e.cat.Warehouse().Delete(ctx, t.Key(prefix+ent.Name)); err != nil {
 				errList = append(errList, err)

@@ -45,7 +45,11 @@
 // rewrites its own files. Commit assembles the new version and commits it
 // with put-if-not-exists; it records the job id in the version's
 // metadata, so a retried Commit finds its version and answers the same
-// result. Discard removes a failed job's staged files.
+// result. Discard removes a failed job's staged files, but those of the
+// items the orchestrator keeps as checkpoints: CheckpointKey hashes what
+// an item's output depends on, and a later job whose item has the same
+// key takes that output over (Reuse: checked, then copied to its own
+// staging names) instead of expanding it (checkpoint.go).
 //
 // # Incremental refresh
 //

@@ -35,6 +35,28 @@ func StagedJob(name string) (jobID string, ok bool) {
 	return rest[:36], true
 }
 
+// StagedItem is StagedJob for the output of a work item: the job and the
+// item's index, ok false for any other name (a commit's or a backfill's
+// file, or not staged at all).
+func StagedItem(name string) (jobID string, index int, ok bool) {
+	jobID, ok = StagedJob(name)
+	if !ok {
+		return "", 0, false
+	}
+	index, ok = stagedItem(name[len("_staging-")+len(jobID)+1:])
+	return jobID, index, ok
+}
+
+// stagedItem is the item index of rest, what follows a job's staging
+// prefix, when rest names an item's output ({item}-{k}.parquet).
+func stagedItem(rest string) (int, bool) {
+	if !stagedName.MatchString(rest) || rest[0] == 'c' || rest[0] == 'b' {
+		return 0, false
+	}
+	i, err := strconv.Atoi(rest[:strings.IndexByte(rest, '-')])
+	return i, err == nil
+}
+
 func itemPrefix(jobID string, index int) string {
 	return stagingPrefix(jobID) + strconv.Itoa(index) + "-"
 }

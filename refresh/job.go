@@ -13,13 +13,14 @@ import "context"
 // the job) and trust them. Plan splits the work into items, Expand
 // computes one item (any number at once, in any process), Commit
 // publishes the items' results, Discard removes what a job that did not
-// commit left behind.
+// commit left behind, but the staged output of the items in keep (their
+// results are checkpoints a later job may reuse: checkpoint.go).
 type Job interface {
 	Prepare(ctx context.Context, id []string, opts *Options) error
 	Plan(ctx context.Context, id []string, jobID string, opts Options) (*Plan, error)
 	Expand(ctx context.Context, plan *Plan, index int) (ItemResult, error)
 	Commit(ctx context.Context, plan *Plan, results []ItemResult) (Result, error)
-	Discard(ctx context.Context, plan *Plan) error
+	Discard(ctx context.Context, plan *Plan, keep []int) error
 }
 
 var (
@@ -87,11 +88,12 @@ func (e *Engine) Commit(ctx context.Context, plan *Plan, results []ItemResult) (
 	return e.jobFor(&plan.Options).Commit(ctx, plan, results)
 }
 
-// Discard removes what a job that did not commit left behind; see
+// Discard removes what a job that did not commit left behind, except the
+// staged output of the work items in keep (checkpoints); see
 // viewRefresh.Discard and columnBackfill.Discard.
-func (e *Engine) Discard(ctx context.Context, plan *Plan) error {
+func (e *Engine) Discard(ctx context.Context, plan *Plan, keep []int) error {
 	if err := checkJobID(plan.JobID); err != nil {
 		return err
 	}
-	return e.jobFor(&plan.Options).Discard(ctx, plan)
+	return e.jobFor(&plan.Options).Discard(ctx, plan, keep)
 }

@@ -689,7 +689,7 @@ func TestIdempotentExpandAndCommit(t *testing.T) {
 		t.Fatalf("second commit made v%d", m.Version)
 	}
 	// Discard after a commit keeps the committed files.
-	if err := b.e.Discard(b.ctx, p); err != nil {
+	if err := b.e.Discard(b.ctx, p, nil); err != nil {
 		t.Fatal(err)
 	}
 	eqRows(t, "files after discard", files(), before)
@@ -715,10 +715,10 @@ func TestCommitConflictAndDiscard(t *testing.T) {
 		t.Fatalf("stale commit: %v", err)
 	}
 	// Discarding job "a" leaves job "a-1"'s files alone.
-	if err := b.e.Discard(b.ctx, p1); err != nil {
+	if err := b.e.Discard(b.ctx, p1, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.e.Discard(b.ctx, p1); err != nil {
+	if err := b.e.Discard(b.ctx, p1, nil); err != nil {
 		t.Fatal(err)
 	}
 	ents, err := b.cat.Warehouse().List(b.ctx, "docs/chunks.lance/data/")

@@ -24,6 +24,9 @@ var (
 	// RowsRead and RowsWritten count source rows read and view rows written (cluster, kind).
 	RowsRead    = must(meter.Int64Counter("mvq_refresh_rows_read", metric.WithDescription("Source rows read by work items.")))
 	RowsWritten = must(meter.Int64Counter("mvq_refresh_rows_written", metric.WithDescription("View rows written by work items.")))
+	// WorkItemsReused counts work items whose output was copied from an
+	// earlier job's checkpoint instead of computed (cluster, kind).
+	WorkItemsReused = must(meter.Int64Counter("mvq_refresh_work_items_reused", metric.WithDescription("Work items reused from an earlier job's checkpoint.")))
 	// WorkItemDuration is one work item's handler time (cluster, kind).
 	WorkItemDuration = must(meter.Float64Histogram("mvq_workitem_duration_seconds", metric.WithUnit("s"), secondsBuckets, metric.WithDescription("Work item processing time.")))
 	// QueueWait is enqueue → start of a task (cluster).
