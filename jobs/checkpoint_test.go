@@ -176,7 +176,7 @@ func TestCheckpointReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	wh := w.cat.Warehouse()
-	f0 := tb.Key("data/_staging-" + j5.ID + "-0-0.parquet")
+	f0 := tb.Key("data/_staging-" + j5.ID + "-0-0" + w.cat.DataExt())
 	data, err := wh.Read(ctx, f0)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func TestCheckpointReuse(t *testing.T) {
 	if err := wh.Write(ctx, f0, data[:len(data)/2]); err != nil {
 		t.Fatal(err)
 	}
-	if err := wh.Delete(ctx, tb.Key("data/_staging-"+j5.ID+"-2-0.parquet")); err != nil {
+	if err := wh.Delete(ctx, tb.Key("data/_staging-"+j5.ID+"-2-0"+w.cat.DataExt())); err != nil {
 		t.Fatal(err)
 	}
 	j6 := refreshDone(t, b, w, ckptOpts())

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/mvq-dev/mvq/errs"
@@ -149,8 +150,10 @@ func (e *Engine) Reuse(ctx context.Context, plan *Plan, index int, from string, 
 	}()
 	var written int64
 	for k, f := range prior.Fragments {
-		want := fmt.Sprintf("%s%d.parquet", src, k)
-		if f.Path != want || f.Rows <= 0 || f.Bytes <= 0 {
+		// Staged files take the catalog's data file extension (fragio.go).
+		ext := path.Ext(f.Path)
+		want := fmt.Sprintf("%s%d%s", src, k, ext)
+		if (ext != ".parquet" && ext != ".lance") || f.Path != want || f.Rows <= 0 || f.Bytes <= 0 {
 			return ItemResult{}, bad("file %d is %q (%d rows, %d bytes), not %q", k, f.Path, f.Rows, f.Bytes, want)
 		}
 		if size, err := wh.Size(ctx, t.Key(f.Path)); err != nil {
