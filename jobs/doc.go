@@ -86,9 +86,12 @@
 //	                                  (heartbeats add; the API's gauges)
 //	mvq:deps:{table}           set    views reading table (store_views.go)
 //	mvq:viewreg:{view}         hash   the view's source, auto_refresh flag,
-//	                                  its automatic job claim and
-//	                                  refresh_every (store_views.go)
-//	mvq:sched                  zset   view -> next scheduled refresh (ms)
+//	                                  its automatic job claim,
+//	                                  refresh_every, target_lag, its
+//	                                  unseen change and the suspended flag
+//	                                  (store_views.go)
+//	mvq:sched                  zset   view -> next scheduled refresh or
+//	                                  target-lag deadline (ms)
 //
 // A job record's progress_at is stamped by every event; the rescuer fails
 // a RUNNING job whose progress_at is older than the stall timeout. Terminal
