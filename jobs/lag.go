@@ -80,17 +80,20 @@ func (c *Client) Suspend(ctx context.Context, view []string) error {
 	return c.suspend(ctx, view, true)
 }
 
-// Resume ends a view's suspension. A view with an automatic refresh
-// (auto_refresh, refresh_every or target_lag) that is behind its source
-// gets one catch-up job at once (cause CauseResume), returned; nil when
-// none was needed or a pending automatic job already covers it.
+// Resume ends a view's suspension. A suspended view with an automatic
+// refresh (auto_refresh, refresh_every or target_lag) that is behind its
+// source gets one catch-up job at once (cause CauseResume), returned; nil
+// when none was needed or a pending automatic job already covers it.
 func (c *Client) Resume(ctx context.Context, view []string) (*Job, error) {
+	s, err := c.Schedule(ctx, view) // read while suspended: never nil for a registered view
+	if err != nil {
+		return nil, err
+	}
 	if err := c.suspend(ctx, view, false); err != nil {
 		return nil, err
 	}
-	s, err := c.Schedule(ctx, view)
-	if err != nil || s == nil || (!s.Auto && s.Every == 0 && s.TargetLag == 0) {
-		return nil, err
+	if s == nil || !s.Suspended || (!s.Auto && s.Every == 0 && s.TargetLag == 0) {
+		return nil, nil // not suspended (nothing to catch up from), or nothing automatic
 	}
 	if !c.behind(ctx, view, time.Now()) {
 		return nil, nil

@@ -131,6 +131,30 @@ func TestTargetLagDeadlineFiresOnceAcrossInstances(t *testing.T) {
 	if j, err := b.client.Resume(ctx, w.view); j != nil || err != nil {
 		t.Fatalf("resume of a fresh view: %+v (%v)", j, err)
 	}
+	// An auto_refresh view suspended while its source changes: resumed, it
+	// catches up with one job; a view never suspended gets none.
+	if err := b.client.RegisterView(ctx, w.view, srcID, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.client.Suspend(ctx, w.view); err != nil {
+		t.Fatal(err)
+	}
+	w.insert(t, 2)
+	if _, err := b.client.Changed(ctx, srcID, w.version(t), CauseAuto); err != nil {
+		t.Fatal(err)
+	}
+	if js, _, _ := b.client.List(ctx, ListFilter{View: w.view, Limit: MaxListLimit}); len(js) != 1 {
+		t.Fatalf("%d jobs after a change of a suspended auto_refresh view, want 1 (the target lag's)", len(js))
+	}
+	j, err := b.client.Resume(ctx, w.view)
+	if err != nil || j == nil || j.Cause != CauseResume {
+		t.Fatalf("resume of a suspended auto_refresh view behind its source: %+v (%v)", j, err)
+	}
+	b.waitTerminal(t, j.ID)
+	w.insert(t, 1)
+	if j, err := b.client.Resume(ctx, w.view); j != nil || err != nil {
+		t.Fatalf("resume of a view not suspended: %+v (%v)", j, err)
+	}
 	if err := b.client.SetTargetLag(ctx, []string{"docs", "nope"}, lag, true); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("target lag of an unregistered view: %v", err)
 	}
