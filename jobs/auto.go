@@ -34,9 +34,9 @@ type AutoConfig struct {
 	// negative: none). A change sooner than that is served by a job whose
 	// plan waits out the interval.
 	MinInterval time.Duration
-	// Debounce delays every automatic refresh by this much after the
-	// change that caused it, so a burst of changes is one refresh
-	// (MVQ_AUTO_REFRESH_DEBOUNCE, default 0).
+	// Debounce delays every automatic refresh (but a target_lag's or a
+	// resume's) by this much after the change that caused it, so a burst
+	// of changes is one refresh (MVQ_AUTO_REFRESH_DEBOUNCE, default 0).
 	Debounce time.Duration
 	// Cluster runs automatic jobs; default "default".
 	Cluster string
@@ -138,10 +138,13 @@ const autoClaimTTL = 10 * time.Second
 // CauseNotification, CauseSchedule, CauseTargetLag or CauseResume) and the
 // source version that caused it, unless the view already has an automatic
 // job that has not started, or is suspended: then it returns (nil, nil).
-// CauseAuto and CauseNotification need the view's auto_refresh. The job takes the view's default options on the
-// AutoConfig's cluster and refreshes to the source's latest version when
-// its plan runs. A PENDING job of the view with the same (default)
-// options, a refresh request's, is joined instead of adding one.
+// CauseAuto and CauseNotification need the view's auto_refresh. The job
+// takes the view's default options on the AutoConfig's cluster and
+// refreshes to the source's latest version when its plan runs, after the
+// debounce (none for CauseTargetLag and CauseResume: their changes are
+// already coalesced) and the rest of the minimum interval. A PENDING job
+// of the view with the same (default) options, a refresh request's, is
+// joined instead of adding one.
 func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, trig *Trigger) (*Job, error) {
 	uid, err := uuid.NewV7()
 	if err != nil {
@@ -150,7 +153,11 @@ func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, tr
 	id := uid.String()
 	now := time.Now()
 	needAuto := cause == CauseAuto || cause == CauseNotification
-	claim, err := c.st.claimAuto(ctx, view, id, now, c.auto.MinInterval, c.auto.Debounce, needAuto)
+	debounce := c.auto.Debounce
+	if cause == CauseTargetLag || cause == CauseResume {
+		debounce = 0 // the deadline already coalesced the changes; a resume catches up now
+	}
+	claim, err := c.st.claimAuto(ctx, view, id, now, c.auto.MinInterval, debounce, needAuto)
 	if err != nil || !claim.claimed {
 		return nil, err
 	}
