@@ -23,8 +23,10 @@ type ViewStatus struct {
 	LastJob *JobSummary `json:"last_job"`
 	// Downstream are the views that read this one.
 	Downstream []string `json:"downstream"`
-	// The view's refresh_every schedule, when it has one.
+	// The view's refresh_every or target_lag, when it has one.
 	refreshSettings
+	// Suspended: no automatic refresh of any kind until a resume.
+	Suspended bool `json:"suspended"`
 }
 
 // JobSummary names a job and where it stands.
@@ -56,6 +58,7 @@ func (v *ViewRoutes) status(ctx context.Context, id []string, f *refresh.Freshne
 		return nil, err
 	}
 	st.refreshSettings = settingsOf(sched)
+	st.Suspended = sched != nil && sched.Suspended
 	return st, nil
 }
 

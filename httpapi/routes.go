@@ -139,8 +139,11 @@ func (v *ViewRoutes) routes() []route {
 		{post, mv + "/:id/refresh", rule(auth.Refresh, targetPath, true), v.refreshView, true},
 		{get, mv + "/:id/status", rule(auth.Read, targetPath, false), v.viewStatus, false},
 		{post, mv + "/list", rule(auth.Read, targetNamespace, true), v.listViews, false},
-		// mvq extension: a view's refresh_every (refresh_settings.go).
+		// mvq extensions: a view's refresh_every and target_lag, and the
+		// suspension of its automatic refreshes (refresh_settings.go).
 		{post, mv + "/:id/refresh_settings", rule(auth.Write, targetPath, true), v.updateRefreshSettings, false},
+		{post, mv + "/:id/suspend", rule(auth.Write, targetPath, true), v.suspendView(true), false},
+		{post, mv + "/:id/resume", rule(auth.Write, targetPath, true), v.suspendView(false), false},
 
 		// Reading a job needs read or refresh on its view; its request's
 		// manifest is shown with write (jobaccess.go).

@@ -81,8 +81,11 @@ type createViewRequest struct {
 	AutoRefresh  *bool              `json:"auto_refresh"`
 	// RefreshEvery (an mvq extension) refreshes the view on a schedule
 	// (refresh_settings.go).
-	RefreshEvery *string             `json:"refresh_every"`
-	Refresh      *refreshViewRequest `json:"refresh"`
+	RefreshEvery *string `json:"refresh_every"`
+	// TargetLag (an mvq extension) keeps the view at most that far behind
+	// its source (refresh_settings.go).
+	TargetLag *string             `json:"target_lag"`
+	Refresh   *refreshViewRequest `json:"refresh"`
 }
 
 func (v *ViewRoutes) createView(c *gin.Context) error {
@@ -104,12 +107,19 @@ func (v *ViewRoutes) createView(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	lag, err := targetLag(req.TargetLag, false)
+	if err != nil {
+		return err
+	}
+	if err := checkLagWith(lag, every, req.AutoRefresh != nil && *req.AutoRefresh); err != nil {
+		return err
+	}
 	cr := refresh.CreateRequest{Kind: *req.Kind, SourceQuery: *req.SourceQuery, OutputSchema: *req.OutputSchema, UDTFSpec: req.UDTFSpec}
 	if req.AutoRefresh != nil {
 		cr.AutoRefresh = *req.AutoRefresh
 	}
 	withData := req.WithNoData == nil || !*req.WithNoData
-	create := views.CreateRequest{View: cr, Every: every, WithNoData: !withData}
+	create := views.CreateRequest{View: cr, Every: every, TargetLag: lag, WithNoData: !withData}
 	if withData {
 		if create.Refresh, err = refreshOptions(req.Refresh); err != nil {
 			return err

@@ -18,6 +18,7 @@ const (
 	CauseAuto         = "auto"         // a new version of an auto_refresh view's source
 	CauseSchedule     = "schedule"     // the view's refresh_every schedule
 	CauseNotification = "notification" // a catalog notification advanced the source
+	// CauseTargetLag and CauseResume: lag.go.
 )
 
 // Trigger is the source version that caused an automatic job.
@@ -33,9 +34,9 @@ type AutoConfig struct {
 	// negative: none). A change sooner than that is served by a job whose
 	// plan waits out the interval.
 	MinInterval time.Duration
-	// Debounce delays every automatic refresh by this much after the
-	// change that caused it, so a burst of changes is one refresh
-	// (MVQ_AUTO_REFRESH_DEBOUNCE, default 0).
+	// Debounce delays every automatic refresh (but a target_lag's or a
+	// resume's) by this much after the change that caused it, so a burst
+	// of changes is one refresh (MVQ_AUTO_REFRESH_DEBOUNCE, default 0).
 	Debounce time.Duration
 	// Cluster runs automatic jobs; default "default".
 	Cluster string
@@ -104,7 +105,8 @@ func (c *Client) Dependents(ctx context.Context, source []string) ([][]string, e
 // or a catalog notification with cause CauseNotification): every
 // auto_refresh view that reads source gets an automatic job, unless it
 // already has one that has not started (which refreshes to the latest
-// version when it does: bursts coalesce). It returns the jobs submitted.
+// version when it does: bursts coalesce); a target_lag view gets a
+// deadline (lag.go) when it has none. It returns the jobs submitted.
 // A view whose job cannot be submitted is skipped and the error of the
 // first such view returned after the others were tried.
 func (c *Client) Changed(ctx context.Context, source []string, version uint64, cause string) ([]*Job, error) {
@@ -114,7 +116,9 @@ func (c *Client) Changed(ctx context.Context, source []string, version uint64, c
 	}
 	var out []*Job
 	var first error
+	now := time.Now()
 	for _, v := range views {
+		c.markLag(ctx, v, now)
 		j, err := c.SubmitAuto(ctx, v, cause, &Trigger{Source: table.JoinID(source), Version: version})
 		if err != nil && first == nil {
 			first = fmt.Errorf("auto refresh of %s: %w", table.JoinID(v), err)
@@ -131,13 +135,16 @@ func (c *Client) Changed(ctx context.Context, source []string, version uint64, c
 const autoClaimTTL = 10 * time.Second
 
 // SubmitAuto submits an automatic refresh of view with cause (CauseAuto,
-// CauseNotification or CauseSchedule) and the source version that caused
-// it, unless the view already has an automatic job that has not started:
-// then it returns (nil, nil). Causes other than CauseSchedule need the
-// view's auto_refresh. The job takes the view's default options on the
-// AutoConfig's cluster and refreshes to the source's latest version when
-// its plan runs. A PENDING job of the view with the same (default)
-// options, a refresh request's, is joined instead of adding one.
+// CauseNotification, CauseSchedule, CauseTargetLag or CauseResume) and the
+// source version that caused it, unless the view already has an automatic
+// job that has not started, or is suspended: then it returns (nil, nil).
+// CauseAuto and CauseNotification need the view's auto_refresh. The job
+// takes the view's default options on the AutoConfig's cluster and
+// refreshes to the source's latest version when its plan runs, after the
+// debounce (none for CauseTargetLag and CauseResume: their changes are
+// already coalesced) and the rest of the minimum interval. A PENDING job
+// of the view with the same (default) options, a refresh request's, is
+// joined instead of adding one.
 func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, trig *Trigger) (*Job, error) {
 	uid, err := uuid.NewV7()
 	if err != nil {
@@ -145,7 +152,12 @@ func (c *Client) SubmitAuto(ctx context.Context, view []string, cause string, tr
 	}
 	id := uid.String()
 	now := time.Now()
-	claim, err := c.st.claimAuto(ctx, view, id, now, c.auto.MinInterval, c.auto.Debounce, cause != CauseSchedule)
+	needAuto := cause == CauseAuto || cause == CauseNotification
+	debounce := c.auto.Debounce
+	if cause == CauseTargetLag || cause == CauseResume {
+		debounce = 0 // the deadline already coalesced the changes; a resume catches up now
+	}
+	claim, err := c.st.claimAuto(ctx, view, id, now, c.auto.MinInterval, debounce, needAuto)
 	if err != nil || !claim.claimed {
 		return nil, err
 	}

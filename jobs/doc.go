@@ -86,9 +86,12 @@
 //	                                  (heartbeats add; the API's gauges)
 //	mvq:deps:{table}           set    views reading table (store_views.go)
 //	mvq:viewreg:{view}         hash   the view's source, auto_refresh flag,
-//	                                  its automatic job claim and
-//	                                  refresh_every (store_views.go)
-//	mvq:sched                  zset   view -> next scheduled refresh (ms)
+//	                                  its automatic job claim,
+//	                                  refresh_every, target_lag, its
+//	                                  unseen change and the suspended flag
+//	                                  (store_views.go)
+//	mvq:sched                  zset   view -> next scheduled refresh or
+//	                                  target-lag deadline (ms)
 //	mvq:ckpt:{key}             string a finished work item's checkpoint:
 //	                                  the job and item whose result (in
 //	                                  that job's results) it is, under

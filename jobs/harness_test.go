@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -35,6 +36,15 @@ type probe struct {
 }
 
 func newProbe(e engine) *probe { return &probe{engine: e, expands: map[string]int{}} }
+
+// Freshness is the engine's, when it reports freshness (the real one);
+// else an error, which the target-lag code reads as "behind".
+func (p *probe) Freshness(ctx context.Context, id []string, now time.Time) (*refresh.Freshness, error) {
+	if f, ok := p.engine.(Freshener); ok {
+		return f.Freshness(ctx, id, now)
+	}
+	return nil, errors.New("the fake engine reports no freshness")
+}
 
 func (p *probe) Plan(ctx context.Context, id []string, jobID string, o refresh.Options) (*refresh.Plan, error) {
 	p.note("plan " + jobID)

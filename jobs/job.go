@@ -78,7 +78,7 @@ type Job struct {
 	ManifestChecksum string          `json:"manifest_checksum"`
 	TraceID          string          `json:"trace_id,omitempty"`
 	// Cause is what submitted the job (CauseAPI, CauseAuto, CauseSchedule,
-	// CauseNotification); Trigger, for automatic jobs, the source version
+	// CauseNotification, CauseTargetLag, CauseResume); Trigger, for automatic jobs, the source version
 	// that caused it (the job refreshes to the latest one when it plans).
 	Cause    string          `json:"cause"`
 	Trigger  *Trigger        `json:"trigger,omitempty"`

@@ -70,16 +70,20 @@ func QueueName(cluster string) string { return queuePrefix + cluster }
 //	mvq:viewreg:{view}  hash  source (JSON id), auto ("1"/"0"), pending
 //	                          (the automatic job last claimed), claimed_at
 //	                          and last_auto (unix ms), every (refresh_every
-//	                          in ms; schedule.go)
+//	                          in ms; schedule.go), lag (target_lag in ms),
+//	                          unseen (unix ms of the change that set the
+//	                          pending deadline) and suspended ("1"; lag.go)
 func depsKey(source []string) string  { return keyPrefix + "deps:" + viewKey(source) }
 func viewRegKey(view []string) string { return keyPrefix + "viewreg:" + viewKey(view) }
 
-// Scheduled refreshes (a view's refresh_every). The schedule lives in
+// Scheduled refreshes (a view's refresh_every, and its target_lag's
+// deadline: lag.go). The schedule lives in
 // Redis next to the dependency registry, so it survives restarts of every
 // process and is shared by the whole pool:
 //
 //	mvq:viewreg:{view}  hash  every: the period in ms (absent: none)
-//	mvq:sched           zset  view key -> the next fire time (unix ms)
+//	mvq:sched           zset  view key -> the next fire time (unix ms): the
+//	                          next period, or the pending target-lag deadline
 //
 // Any number of Scheduler services poll the set; a Lua script claims the
 // due views and advances their scores in one step, so each period fires

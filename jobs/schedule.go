@@ -47,13 +47,22 @@ func (c *Client) SetSchedule(ctx context.Context, view []string, every time.Dura
 	return nil
 }
 
-// Schedule is a view's refresh_every and its next scheduled refresh.
+// Schedule is how a view refreshes by itself: its refresh_every or its
+// target_lag (at most one of them is set), when it is next due, and
+// whether it is suspended.
 type Schedule struct {
-	Every time.Duration
-	Next  time.Time
+	Every     time.Duration
+	TargetLag time.Duration
+	// Next is the next scheduled refresh: one period on for Every; for
+	// TargetLag, the deadline set by a change the view has not seen yet
+	// (zero: none pending).
+	Next      time.Time
+	Suspended bool
+	Auto      bool // the registry's auto_refresh flag
 }
 
-// Schedule returns view's schedule, nil when it has none.
+// Schedule returns view's schedule, nil when it has no refresh_every, no
+// target_lag and is not suspended.
 func (c *Client) Schedule(ctx context.Context, view []string) (*Schedule, error) {
 	return c.st.schedule(ctx, view)
 }
@@ -61,9 +70,13 @@ func (c *Client) Schedule(ctx context.Context, view []string) (*Schedule, error)
 // Fire is one scheduled refresh a Scheduler claimed.
 type Fire struct {
 	View []string
-	Due  time.Time // the period's fire time
-	Job  *Job      // the job submitted; nil when it joined a pending one
-	Err  error     // the submit's error
+	Due  time.Time // the period's fire time, or the target lag's deadline
+	Lag  bool      // a target_lag deadline (cause CauseTargetLag)
+	// Fresh is true when a target_lag view was found caught up (a refresh
+	// since the change): no job was submitted.
+	Fresh bool
+	Job   *Job  // the job submitted; nil when it joined a pending one
+	Err   error // the submit's error
 }
 
 // SchedulerConfig configures a Scheduler.
@@ -119,20 +132,34 @@ func (s *Scheduler) Start(ctx context.Context) error {
 // Stop ends the polls.
 func (s *Scheduler) Stop(ctx context.Context) error { return s.loop.stop(ctx) }
 
-// Pass claims the views due at now and submits their refreshes. A submit
-// that fails (the view's source is gone, no worker serves the cluster) is
-// logged and reported in its Fire; the view fires again next period.
+// Pass claims the views due at now and submits their refreshes. A
+// target_lag view is claimed up to one interval before its deadline (a
+// poll must not make it late), and refreshed only when it is still behind
+// its source. A submit that fails (the view's source is gone, no worker
+// serves the cluster) is logged and reported in its Fire; a period view
+// fires again next period, a target_lag view is marked again from now.
 func (s *Scheduler) Pass(ctx context.Context, now time.Time) ([]Fire, error) {
-	due, err := s.c.st.claimDue(ctx, now, s.cfg.Batch)
+	due, err := s.c.st.claimDue(ctx, now, s.cfg.Batch, s.cfg.Interval)
 	if err != nil {
 		return nil, err
 	}
 	var out []Fire
 	for _, d := range due {
-		f := Fire{View: d.view, Due: d.due}
-		f.Job, f.Err = s.c.SubmitAuto(ctx, f.View, CauseSchedule, nil)
+		f := Fire{View: d.view, Due: d.due, Lag: d.lag}
+		cause := CauseSchedule
+		if d.lag {
+			cause = CauseTargetLag
+			if f.Fresh = !s.c.behind(ctx, f.View, now); f.Fresh {
+				out = append(out, f)
+				continue
+			}
+		}
+		f.Job, f.Err = s.c.SubmitAuto(ctx, f.View, cause, nil)
 		if f.Err != nil {
 			s.c.log.Warn("jobs: scheduled refresh not submitted", "view", table.JoinID(f.View), "err", f.Err)
+			if d.lag {
+				s.c.markLag(ctx, f.View, time.Now())
+			}
 		}
 		out = append(out, f)
 	}

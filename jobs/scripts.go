@@ -348,8 +348,8 @@ return 0
 `)
 
 // scriptAutoClaim decides whether a view needs a new automatic job. It
-// does not when automatic refresh is off for it (cause auto or
-// notification), or when the job it claimed last is still PENDING (or
+// does not when the view is suspended, when automatic refresh is off for
+// it (cause auto or notification), or when the job it claimed last is still PENDING (or
 // being created: claimed less than claimTTL ago with no record yet).
 // Otherwise it claims the new job id and says how long the job's plan must
 // wait: the debounce, or the rest of the minimum interval since the last
@@ -358,11 +358,12 @@ return 0
 // KEYS: view registry hash. ARGV: new job id, now (unix ms), min interval
 // ms, debounce ms, job key prefix, claim TTL ms, "1" when the cause needs
 // auto_refresh on.
-// Returns {1, delay ms} (claimed) or {0, reason}: "off", "unregistered"
-// or the pending job's id.
+// Returns {1, delay ms} (claimed) or {0, reason}: "off", "suspended",
+// "unregistered" or the pending job's id.
 var scriptAutoClaim = newScript(`
-local reg = redis.call('HMGET', KEYS[1], 'source', 'auto', 'pending', 'claimed_at', 'last_auto')
+local reg = redis.call('HMGET', KEYS[1], 'source', 'auto', 'pending', 'claimed_at', 'last_auto', 'suspended')
 if not reg[1] then return {0, 'unregistered'} end
+if reg[6] == '1' then return {0, 'suspended'} end
 if ARGV[7] == '1' and reg[2] ~= '1' then return {0, 'off'} end
 local now = tonumber(ARGV[2])
 if reg[3] then
@@ -391,46 +392,113 @@ return 1
 `)
 
 // scriptSetSchedule sets or clears a registered view's schedule; the next
-// fire is one period from now.
+// fire is one period from now. A period replaces the view's target lag.
 // KEYS: view registry hash, schedule zset. ARGV: view key, period ms ("0":
 // none), now ms. Returns -1 when the view is not registered, else 1.
 var scriptSetSchedule = newScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if ARGV[2] == '0' then
-  redis.call('HDEL', KEYS[1], 'every')
-  redis.call('ZREM', KEYS[2], ARGV[1])
+  if redis.call('HDEL', KEYS[1], 'every') == 1 then redis.call('ZREM', KEYS[2], ARGV[1]) end
   return 1
 end
+redis.call('HDEL', KEYS[1], 'lag', 'unseen')
 redis.call('HSET', KEYS[1], 'every', ARGV[2])
 redis.call('ZADD', KEYS[2], tonumber(ARGV[3]) + tonumber(ARGV[2]), ARGV[1])
 return 1
 `)
 
-// scriptClaimDue claims the views whose next fire time has come: each one
-// is moved to its next period (from its due time, or from now when a whole
-// period was missed, so a pool that was down fires once, not once per
-// missed period). A view no longer registered or without a period leaves
-// the set.
-// KEYS: schedule zset. ARGV: now ms, batch size, registry key prefix.
-// Returns {view key, due ms, ...}.
+// scriptSetTargetLag sets or clears a registered view's target lag. A lag
+// replaces the view's period; its deadline is set by the next change
+// (scriptMarkLag), so the set leaves the schedule set.
+// KEYS: view registry hash, schedule zset. ARGV: view key, lag ms ("0":
+// none). Returns -1 when the view is not registered, else 1.
+var scriptSetTargetLag = newScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local had = redis.call('HMGET', KEYS[1], 'every', 'lag')
+if had[1] or had[2] then redis.call('ZREM', KEYS[2], ARGV[1]) end
+redis.call('HDEL', KEYS[1], 'every', 'lag', 'unseen')
+if ARGV[2] ~= '0' then redis.call('HSET', KEYS[1], 'lag', ARGV[2]) end
+return 1
+`)
+
+// scriptMarkLag records a change of a target-lag view's source the view
+// has not seen: the first such change since the last fire sets the
+// deadline (change time + lag - expected refresh time) in the schedule
+// set; later ones leave it (they are coalesced into that refresh). A
+// view without a target lag, or suspended, is left as it is.
+// KEYS: view registry hash, schedule zset. ARGV: view key, change time
+// ms, expected refresh ms. Returns the deadline ms, or 0 when nothing was
+// set.
+var scriptMarkLag = newScript(`
+local reg = redis.call('HMGET', KEYS[1], 'lag', 'unseen', 'suspended')
+local lag = tonumber(reg[1])
+if not lag or lag <= 0 or reg[2] or reg[3] == '1' then return 0 end
+local at = tonumber(ARGV[2])
+local due = at + lag - math.min(tonumber(ARGV[3]), lag)
+redis.call('HSET', KEYS[1], 'unseen', at)
+redis.call('ZADD', KEYS[2], due, ARGV[1])
+return due
+`)
+
+// scriptClaimDue claims the views whose next fire time has come. A view
+// with a period is moved to its next one (from its due time, or from now
+// when a whole period was missed, so a pool that was down fires once, not
+// once per missed period); it is due at now. A view with a target lag
+// leaves the set (its next change sets a new deadline) and is due up to
+// one poll early (at now + early), so polling never makes it late. A
+// suspended view is claimed but not returned. A view no longer registered
+// or with neither leaves the set.
+// KEYS: schedule zset. ARGV: now ms, batch size, registry key prefix,
+// early ms. Returns {view key, due ms, "every"|"lag", ...}.
 var scriptClaimDue = newScript(`
 local now = tonumber(ARGV[1])
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now + tonumber(ARGV[4]), 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[2]))
 local out = {}
 for i = 1, #due, 2 do
   local v, at = due[i], tonumber(due[i + 1])
-  local every = tonumber(redis.call('HGET', ARGV[3] .. v, 'every'))
-  if not every or every <= 0 then
+  local reg = redis.call('HMGET', ARGV[3] .. v, 'every', 'lag', 'suspended')
+  local every, lag = tonumber(reg[1]), tonumber(reg[2])
+  if lag and lag > 0 then
     redis.call('ZREM', KEYS[1], v)
-  else
+    redis.call('HDEL', ARGV[3] .. v, 'unseen')
+    if reg[3] ~= '1' then
+      table.insert(out, v)
+      table.insert(out, due[i + 1])
+      table.insert(out, 'lag')
+    end
+  elseif not every or every <= 0 then
+    redis.call('ZREM', KEYS[1], v)
+  elseif at <= now then
     local nxt = at + every
     if nxt <= now then nxt = now + every end
     redis.call('ZADD', KEYS[1], nxt, v)
-    table.insert(out, v)
-    table.insert(out, due[i + 1])
+    if reg[3] ~= '1' then
+      table.insert(out, v)
+      table.insert(out, due[i + 1])
+      table.insert(out, 'every')
+    end
   end
 end
 return out
+`)
+
+// scriptSuspend sets or clears a registered view's suspended flag.
+// Suspending drops a target-lag view's pending deadline (resume catches
+// up instead).
+// KEYS: view registry hash, schedule zset. ARGV: view key, "1" suspend or
+// "0" resume. Returns -1 when the view is not registered, else 1.
+var scriptSuspend = newScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if ARGV[2] == '1' then
+  redis.call('HSET', KEYS[1], 'suspended', '1')
+  if redis.call('HEXISTS', KEYS[1], 'lag') == 1 then
+    redis.call('ZREM', KEYS[2], ARGV[1])
+    redis.call('HDEL', KEYS[1], 'unseen')
+  end
+else
+  redis.call('HDEL', KEYS[1], 'suspended')
+end
+return 1
 `)
 
 // scriptLog appends a log event to a RUNNING job (others are left as they

@@ -19,7 +19,8 @@ import (
 // keys.go for the layout). Errors are CodeServiceUnavailable.
 
 // registerView records that view reads source and whether it refreshes
-// automatically, replacing its record and dropping its schedule.
+// automatically, replacing its record and dropping its schedule, target
+// lag and suspension.
 func (s *store) registerView(ctx context.Context, view, source []string, auto bool) error {
 	src, _ := json.Marshal(source)
 	flag := "0"
@@ -29,7 +30,7 @@ func (s *store) registerView(ctx context.Context, view, source []string, auto bo
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SAdd(ctx, depsKey(source), viewKey(view))
 		p.HSet(ctx, viewRegKey(view), "source", string(src), "auto", flag)
-		p.HDel(ctx, viewRegKey(view), "every")
+		p.HDel(ctx, viewRegKey(view), "every", "lag", "unseen", "suspended")
 		p.ZRem(ctx, schedKey, viewKey(view))
 		return nil
 	})
@@ -175,43 +176,107 @@ func (s *store) setSchedule(ctx context.Context, view []string, every time.Durat
 	return n >= 0, nil
 }
 
-// schedule returns view's schedule, nil when it has none.
+// setTargetLag sets or clears (lag 0) a registered view's target lag;
+// false when the view is not registered.
+func (s *store) setTargetLag(ctx context.Context, view []string, lag time.Duration) (bool, error) {
+	n, err := scriptSetTargetLag.Run(ctx, s.rdb, []string{viewRegKey(view), schedKey},
+		viewKey(view), lag.Milliseconds()).Int()
+	if err != nil {
+		return false, redisErr("set the target lag", err)
+	}
+	return n >= 0, nil
+}
+
+// lagState is what markLag needs to know before it estimates a refresh:
+// the view's target lag (0: none) and whether a deadline is already set or
+// the view is suspended (then a change adds nothing).
+func (s *store) lagState(ctx context.Context, view []string) (lag time.Duration, idle bool, err error) {
+	res, err := s.rdb.HMGet(ctx, viewRegKey(view), "lag", "unseen", "suspended").Result()
+	if err != nil {
+		return 0, false, redisErr("read the target lag", err)
+	}
+	ms, _ := strconv.ParseInt(fmt.Sprint(res[0]), 10, 64)
+	return time.Duration(ms) * time.Millisecond, res[1] == nil && res[2] == nil, nil
+}
+
+// markLag records an unseen change of a target-lag view's source at
+// (scriptMarkLag); it returns the deadline it set, zero when it set none.
+func (s *store) markLag(ctx context.Context, view []string, at time.Time, expected time.Duration) (time.Time, error) {
+	ms, err := scriptMarkLag.Run(ctx, s.rdb, []string{viewRegKey(view), schedKey},
+		viewKey(view), at.UnixMilli(), expected.Milliseconds()).Int64()
+	if err != nil {
+		return time.Time{}, redisErr("mark the view behind its target lag", err)
+	}
+	if ms == 0 {
+		return time.Time{}, nil
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// suspend sets (on) or clears a registered view's suspended flag; false
+// when the view is not registered.
+func (s *store) suspend(ctx context.Context, view []string, on bool) (bool, error) {
+	flag := "0"
+	if on {
+		flag = "1"
+	}
+	n, err := scriptSuspend.Run(ctx, s.rdb, []string{viewRegKey(view), schedKey}, viewKey(view), flag).Int()
+	if err != nil {
+		return false, redisErr("suspend the view", err)
+	}
+	return n >= 0, nil
+}
+
+// schedule returns view's schedule, nil when it has no period, no target
+// lag and is not suspended.
 func (s *store) schedule(ctx context.Context, view []string) (*Schedule, error) {
-	var every *redis.StringCmd
+	var reg *redis.SliceCmd
 	var next *redis.FloatCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		every = p.HGet(ctx, viewRegKey(view), "every")
+		reg = p.HMGet(ctx, viewRegKey(view), "every", "lag", "suspended", "auto")
 		next = p.ZScore(ctx, schedKey, viewKey(view))
 		return nil
 	})
 	if err != nil && err != redis.Nil {
 		return nil, redisErr("read the schedule", err)
 	}
-	ms, err1 := every.Int64()
-	at, err2 := next.Result()
-	if err1 != nil || err2 != nil || ms <= 0 {
+	vals := reg.Val()
+	if len(vals) != 4 {
 		return nil, nil
 	}
-	return &Schedule{Every: time.Duration(ms) * time.Millisecond, Next: time.UnixMilli(int64(at))}, nil
+	ms := func(v any) time.Duration {
+		n, _ := strconv.ParseInt(fmt.Sprint(v), 10, 64)
+		return time.Duration(max(n, 0)) * time.Millisecond
+	}
+	out := &Schedule{Every: ms(vals[0]), TargetLag: ms(vals[1]), Suspended: vals[2] == "1", Auto: vals[3] == "1"}
+	if out.Every == 0 && out.TargetLag == 0 && !out.Suspended {
+		return nil, nil
+	}
+	if at, err := next.Result(); err == nil {
+		out.Next = time.UnixMilli(int64(at))
+	}
+	return out, nil
 }
 
-// dueView is a view whose scheduled period claimDue claimed.
+// dueView is a view whose scheduled period or target-lag deadline
+// claimDue claimed.
 type dueView struct {
 	view []string
 	due  time.Time
+	lag  bool // a target-lag deadline, not a period
 }
 
-// claimDue claims up to batch views due at now and advances their
-// schedules (scriptClaimDue).
-func (s *store) claimDue(ctx context.Context, now time.Time, batch int) ([]dueView, error) {
-	res, err := scriptClaimDue.Run(ctx, s.rdb, []string{schedKey}, now.UnixMilli(), batch, viewRegKey(nil)).StringSlice()
+// claimDue claims up to batch views due at now (target-lag views: at
+// now+early) and advances their schedules (scriptClaimDue).
+func (s *store) claimDue(ctx context.Context, now time.Time, batch int, early time.Duration) ([]dueView, error) {
+	res, err := scriptClaimDue.Run(ctx, s.rdb, []string{schedKey}, now.UnixMilli(), batch, viewRegKey(nil), early.Milliseconds()).StringSlice()
 	if err != nil {
 		return nil, redisErr("claim scheduled refreshes", err)
 	}
 	var out []dueView
-	for i := 0; i+1 < len(res); i += 2 {
+	for i := 0; i+2 < len(res); i += 3 {
 		due, _ := strconv.ParseFloat(res[i+1], 64)
-		out = append(out, dueView{view: strings.Split(res[i], "/"), due: time.UnixMilli(int64(due))})
+		out = append(out, dueView{view: strings.Split(res[i], "/"), due: time.UnixMilli(int64(due)), lag: res[i+2] == "lag"})
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -170,6 +171,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	post(t, base, "/v1/namespace/web$sub/create", "application/json", `{}`)
 	post(t, base, "/v1/materialized_view/web$sub$nested/create", "application/json", view)
 	post(t, base, "/v1/materialized_view/web$gone/create", "application/json", view)
+	// The nested view keeps a target lag, suspended.
+	post(t, base, "/v1/materialized_view/web$sub$nested/refresh_settings", "application/json", `{"target_lag": "5m"}`)
+	post(t, base, "/v1/materialized_view/web$sub$nested/suspend", "application/json", `{}`)
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
@@ -262,6 +266,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	if r := rowText("web$fast"); !strings.Contains(r, "| query |") || !strings.Contains(r, "web$docs v0/1") || !strings.Contains(r, "| manual |") || !strings.Contains(r, "no jobs") {
 		t.Fatalf("web$fast before any refresh: %s", r)
+	}
+	// Lag in time, the target lag and the suspension.
+	if r := rowText("web$sub$nested"); !regexp.MustCompile(`\| 1 version, [0-9.]+ (ms|s) \|`).MatchString(r) || !strings.Contains(r, "| within 5m0s suspended |") {
+		t.Fatalf("web$sub$nested with a target lag, suspended: %s", r)
 	}
 	shoot("views-before")
 	// A dropped view leaves the list.

@@ -39,6 +39,9 @@ type CreateRequest struct {
 	View refresh.CreateRequest
 	// Every is the refresh schedule's period; zero: none.
 	Every time.Duration
+	// TargetLag is how far the view may fall behind its source; zero:
+	// none. At most one of Every and TargetLag is set.
+	TargetLag time.Duration
 	// WithNoData creates the view without submitting its first refresh.
 	WithNoData bool
 	// Refresh is the first refresh's options.
@@ -55,9 +58,9 @@ type Created struct {
 // Create creates view id: it admits the first refresh (a full backlog
 // refuses the whole request before the view exists), creates the view,
 // registers it for dependency tracking and auto-refresh, sets its schedule
-// and submits its first refresh. A registry or schedule failure, or a
-// backlog that filled up since the admission, drops the view again so
-// nothing is half-accepted. A full backlog is an error wrapping
+// or target lag and submits its first refresh. A registry or schedule
+// failure, or a backlog that filled up since the admission, drops the view
+// again so nothing is half-accepted. A full backlog is an error wrapping
 // jobs.ErrBacklogFull.
 func (s *Service) Create(ctx context.Context, id []string, req CreateRequest) (Created, error) {
 	if !req.WithNoData {
@@ -75,6 +78,12 @@ func (s *Service) Create(ctx context.Context, id []string, req CreateRequest) (C
 	}
 	if req.Every > 0 {
 		if err := s.jobs.SetSchedule(ctx, id, req.Every); err != nil {
+			s.undoCreate(ctx, id)
+			return Created{}, err
+		}
+	}
+	if req.TargetLag > 0 {
+		if err := s.jobs.SetTargetLag(ctx, id, req.TargetLag, req.WithNoData); err != nil {
 			s.undoCreate(ctx, id)
 			return Created{}, err
 		}

@@ -89,6 +89,38 @@ func TestCLIRowVerbsAndViewShow(t *testing.T) {
 	if r := d.mvq(t, nil, "view", "schedule", "docs$en", "--refresh-every", "500ms"); r.code != 1 || !strings.Contains(r.stderr, "refresh_every") {
 		t.Fatalf("a schedule below the minimum: %+v", r)
 	}
+
+	// A target lag, then suspended and resumed; view ls shows the lag in
+	// time and how the view refreshes.
+	if r := d.mvq(t, nil, "view", "schedule", "docs$en", "--target-lag", "5m", "--refresh-every", "1h"); r.code != 2 {
+		t.Fatalf("view schedule with both flags: %+v", r)
+	}
+	if r := d.mvq(t, nil, "view", "schedule", "docs$en", "--target-lag", "100ms"); r.code != 1 || !strings.Contains(r.stderr, "target_lag") {
+		t.Fatalf("a target lag below the minimum: %+v", r)
+	}
+	if out := d.ok(t, "view", "schedule", "docs$en", "--target-lag", "5m"); !strings.Contains(out, "target lag 5m") {
+		t.Fatalf("view schedule --target-lag: %q", out)
+	}
+	if out := d.ok(t, "view", "suspend", "docs$en"); !strings.Contains(out, "suspended") {
+		t.Fatalf("view suspend: %q", out)
+	}
+	show = d.ok(t, "view", "show", "docs$en")
+	if !regexp.MustCompile(`(?m)^refreshes\s+on request \(mvq refresh\), and within 5m0s of its source's commits \(target lag\); suspended \(mvq view resume\)$`).MatchString(show) {
+		t.Fatalf("view show with a target lag, suspended:\n%s", show)
+	}
+	d.ok(t, "table", "insert", "docs$a", "--from", writeFile(t, "c.ndjson", `{"id": 4, "lang": "en", "body": "four"}`+"\n"))
+	ls := d.ok(t, "view", "ls", "docs")
+	if !regexp.MustCompile(`(?m)^docs\$en\s.*\s1 behind\s+DONE\s+\d+s\s+target 5m, suspended\s*$`).MatchString(ls) {
+		t.Fatalf("view ls with a target lag, suspended:\n%s", ls)
+	}
+	job = strings.TrimSpace(d.ok(t, "view", "resume", "docs$en"))
+	if out := d.ok(t, "jobs", "show", job, "-o", "json"); !strings.Contains(out, `"cause": "resume"`) && !strings.Contains(out, `"cause":"resume"`) {
+		t.Fatalf("the resume's job: %s", out)
+	}
+	d.ok(t, "jobs", "watch", job)
+	if out := d.ok(t, "view", "resume", "docs$en"); !strings.Contains(out, "resumed") {
+		t.Fatalf("resume of a fresh view: %q", out)
+	}
 }
 
 // TestDemoUsesTheRunningServer: with an mvq dev answering at MVQ_URL, mvq

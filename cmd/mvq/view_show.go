@@ -21,7 +21,8 @@ func (a *app) viewShowCmd() *cobra.Command {
 		Use:   "show NAME",
 		Short: "Show a view: definition, lag, problem, schedule, last job",
 		Long: `Shows view NAME: its kind, source and query (and its chunker spec), whether it
-refreshes on its source's commits (auto refresh) or on a schedule (refresh every),
+refreshes on its source's commits (auto refresh), on a schedule (refresh every) or
+within a target lag, whether it is suspended,
 how far it lags its source (versions, and seconds since the source's first commit
 the view has not seen), why it cannot refresh (problem), its newest job and the
 views that read it. -o json prints the status and the definition as the API gives them.`,
@@ -93,9 +94,15 @@ views that read it. -o json prints the status and the definition as the API give
 			}
 			if st.RefreshEvery != "" {
 				refreshes += ", and every " + st.RefreshEvery
-				if st.NextRefreshAt != nil {
-					refreshes += " (next " + st.NextRefreshAt.Local().Format(time.DateTime) + ")"
-				}
+			}
+			if st.TargetLag != "" {
+				refreshes += ", and within " + st.TargetLag + " of its source's commits (target lag)"
+			}
+			if st.NextRefreshAt != nil {
+				refreshes += " (next " + st.NextRefreshAt.Local().Format(time.DateTime) + ")"
+			}
+			if st.Suspended {
+				refreshes += "; suspended (mvq view resume)"
 			}
 			rows = append(rows, [2]string{"refreshes", refreshes})
 			last := "none"
@@ -133,37 +140,90 @@ func chunkerSpecOf(raw json.RawMessage) string {
 	return string(b)
 }
 
-// viewScheduleCmd is `mvq view schedule NAME --refresh-every D`: sets or
-// (with off) stops a view's scheduled refresh.
+// viewScheduleCmd is `mvq view schedule NAME --refresh-every D` or
+// `--target-lag D`: sets or (with off) stops a view's scheduled refresh or
+// target lag.
 func (a *app) viewScheduleCmd() *cobra.Command {
-	var every string
+	var every, lag string
 	c := &cobra.Command{
-		Use:   "schedule NAME --refresh-every DURATION|off",
-		Short: "Refresh a view on a schedule (or stop it with off)",
-		Long: `Refreshes view NAME every DURATION (1s to a year, e.g. 15m or 1h) even when
-nothing announces a change of its source; off stops the schedule. Scheduled jobs
-have cause "schedule". mvq view show NAME shows the schedule and the next refresh.`,
-		Example: "  mvq view schedule 'docs$chunks' --refresh-every 15m\n  mvq view schedule 'docs$chunks' --refresh-every off",
+		Use:   "schedule NAME (--refresh-every DURATION|off | --target-lag DURATION|off)",
+		Short: "Refresh a view on a schedule or within a target lag (or stop it with off)",
+		Long: `--refresh-every refreshes view NAME every DURATION (1s to a year, e.g. 15m or 1h)
+even when nothing announces a change of its source; jobs have cause "schedule".
+--target-lag keeps NAME at most DURATION behind its source: the first commit the
+view has not seen sets a deadline, and one refresh (cause "target_lag") covers
+every commit up to it; an unchanged source causes none. A view has one or the
+other (setting one stops the other); off stops it. Not with auto refresh.
+mvq view show NAME shows the setting and the next refresh.`,
+		Example: "  mvq view schedule 'docs$chunks' --refresh-every 15m\n  mvq view schedule 'docs$chunks' --target-lag 5m\n  mvq view schedule 'docs$chunks' --refresh-every off",
 		Args:    exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("refresh-every") {
-				return usageErr("view schedule needs --refresh-every DURATION (or off)")
+			setEvery, setLag := cmd.Flags().Changed("refresh-every"), cmd.Flags().Changed("target-lag")
+			if setEvery == setLag {
+				return usageErr("view schedule needs --refresh-every DURATION or --target-lag DURATION (or off)")
 			}
-			v := every
+			field, v, what := "refresh_every", every, "refreshed every "
+			if setLag {
+				field, v, what = "target_lag", lag, "target lag "
+			}
 			if strings.EqualFold(v, "off") {
 				v = ""
 			}
-			if err := a.client().call(a.ctx, "POST", "/v1/materialized_view/"+idPath(args[0])+"/refresh_settings", map[string]any{"refresh_every": v}, nil); err != nil {
+			if err := a.client().call(a.ctx, "POST", "/v1/materialized_view/"+idPath(args[0])+"/refresh_settings", map[string]any{field: v}, nil); err != nil {
 				return err
 			}
-			if v == "" {
+			switch {
+			case v == "" && setLag:
+				fmt.Fprintf(a.stdout, "%s: no target lag\n", args[0])
+			case v == "":
 				fmt.Fprintf(a.stdout, "%s: no scheduled refresh\n", args[0])
-			} else {
-				fmt.Fprintf(a.stdout, "%s: refreshed every %s\n", args[0], v)
+			default:
+				fmt.Fprintf(a.stdout, "%s: %s%s\n", args[0], what, v)
 			}
 			return nil
 		},
 	}
 	c.Flags().StringVar(&every, "refresh-every", "", "a duration such as 15m or 1h, or off")
+	c.Flags().StringVar(&lag, "target-lag", "", "a duration such as 30s or 5m, or off")
 	return c
+}
+
+// viewSuspendCmd is `mvq view suspend NAME` (suspend) or `mvq view
+// resume NAME`.
+func (a *app) viewSuspendCmd(suspend bool) *cobra.Command {
+	verb, short := "resume", "Resume a view's automatic refreshes (one catch-up refresh if it is behind)"
+	long := `Resumes the automatic refreshes of view NAME (auto refresh, refresh every, target
+lag). A view behind its source gets one catch-up refresh at once (cause "resume");
+its job id is printed.`
+	if suspend {
+		verb, short = "suspend", "Stop every automatic refresh of a view until mvq view resume"
+		long = `Stops every automatic refresh of view NAME (auto refresh, refresh every, target
+lag) until mvq view resume NAME; mvq refresh NAME still refreshes it. mvq view show
+and mvq view ls say "suspended".`
+	}
+	return &cobra.Command{
+		Use:     verb + " NAME",
+		Short:   short,
+		Long:    long,
+		Example: "  mvq view " + verb + " 'docs$chunks'",
+		Args:    exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var resp struct {
+				JobID string `json:"job_id"`
+			}
+			if err := a.client().call(a.ctx, "POST", "/v1/materialized_view/"+idPath(args[0])+"/"+verb, map[string]any{}, &resp); err != nil {
+				return err
+			}
+			switch {
+			case suspend:
+				fmt.Fprintf(a.stdout, "%s: automatic refresh suspended\n", args[0])
+			case resp.JobID != "":
+				fmt.Fprintf(a.stderr, "%s: resumed; catch-up refresh: job %s\n", args[0], resp.JobID)
+				fmt.Fprintln(a.stdout, resp.JobID)
+			default:
+				fmt.Fprintf(a.stdout, "%s: resumed\n", args[0])
+			}
+			return nil
+		},
+	}
 }

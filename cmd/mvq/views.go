@@ -13,17 +13,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mvq-dev/mvq/httpapi"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 )
 
 func (a *app) viewCmd() *cobra.Command {
-	v := &cobra.Command{Use: "view", Short: "Create, list, show, schedule and drop materialized views",
+	v := &cobra.Command{Use: "view", Short: "Create, list, show, schedule, suspend and drop materialized views",
 		Example: "  mvq view create 'docs$chunks' --source 'docs$articles' --chunker fixed --input body --size 200\n  mvq view ls docs\n  mvq view show 'docs$chunks'"}
 	var (
-		source, query, kind, chunkerName, input, output, unit, manifest, every string
-		size, overlap                                                          int
-		keepInput, autoRefresh, noData                                         bool
+		source, query, kind, chunkerName, input, output, unit, manifest, every, lag string
+		size, overlap                                                               int
+		keepInput, autoRefresh, noData                                              bool
 	)
 	create := &cobra.Command{
 		Use:   "create NAME (--source TABLE | --query SQL) [--chunker fixed --input COL ...]",
@@ -99,6 +100,9 @@ The first refresh starts at once and its job id is printed (--no-data: none).`,
 			if every != "" {
 				body["refresh_every"] = every
 			}
+			if lag != "" {
+				body["target_lag"] = lag
+			}
 			var resp struct {
 				Version uint64 `json:"version"`
 				JobID   string `json:"job_id"`
@@ -130,6 +134,7 @@ The first refresh starts at once and its job id is printed (--no-data: none).`,
 	f.BoolVar(&autoRefresh, "auto-refresh", false, "mark the view for refresh when its source changes")
 	f.BoolVar(&noData, "no-data", false, "create it empty, without the first refresh")
 	f.StringVar(&every, "refresh-every", "", "also refresh it on a schedule, e.g. 15m or 1h (mvq view schedule changes it)")
+	f.StringVar(&lag, "target-lag", "", "keep it at most this far behind its source, e.g. 5m: one refresh covers the changes within it (mvq view schedule changes it)")
 
 	var outFmt string
 	ls := &cobra.Command{
@@ -138,7 +143,9 @@ The first refresh starts at once and its job id is printed (--no-data: none).`,
 		Long: `Lists the views of NAMESPACE (default: every namespace from the root, which needs
 a root grant) with their last successful refresh and how far behind their source
 is: FRESH is "yes" when the last DONE refresh read the source's current version,
-else the number of source versions added since (or "never").`,
+else the number of source versions added since (or "never"). LAG is the time since
+the oldest source commit the view has not seen ("0s" when fresh); REFRESHES says
+how it refreshes by itself (auto, every D, target D, or manual) and "suspended".`,
 		Example: "  mvq view ls docs\n  mvq view ls -o json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -163,6 +170,11 @@ else the number of source versions added since (or "never").`,
 				RefreshedFrom uint64     `json:"refreshed_source_version,omitempty"`
 				Behind        *uint64    `json:"versions_behind,omitempty"`
 				LastJob       *jobs.Job  `json:"last_job,omitempty"`
+				LagSeconds    float64    `json:"lag_seconds"`
+				AutoRefresh   bool       `json:"auto_refresh,omitempty"`
+				RefreshEvery  string     `json:"refresh_every,omitempty"`
+				TargetLag     string     `json:"target_lag,omitempty"`
+				Suspended     bool       `json:"suspended,omitempty"`
 			}
 			var out []viewRow
 			for _, n := range names {
@@ -188,6 +200,11 @@ else the number of source versions added since (or "never").`,
 						r.Behind = &b
 					}
 				}
+				var st httpapi.ViewStatus
+				if err := a.client().call(a.ctx, "GET", "/v1/materialized_view/"+idPath(n)+"/status", nil, &st); err == nil && st.Freshness != nil {
+					r.LagSeconds, r.AutoRefresh, r.Suspended = st.LagSeconds, st.AutoRefresh, st.Suspended
+					r.RefreshEvery, r.TargetLag = st.RefreshEvery, st.TargetLag
+				}
 				out = append(out, r)
 			}
 			if outFmt == "json" {
@@ -208,14 +225,27 @@ else the number of source versions added since (or "never").`,
 				if r.LastJob != nil {
 					last = string(r.LastJob.State)
 				}
-				rows = append(rows, []string{r.View, r.Kind, r.Source, fmt.Sprint(r.Version), fmt.Sprint(r.Rows), when, fresh, last})
+				refreshes := "manual"
+				switch {
+				case r.TargetLag != "":
+					refreshes = "target " + shortDuration(r.TargetLag)
+				case r.RefreshEvery != "":
+					refreshes = "every " + shortDuration(r.RefreshEvery)
+				case r.AutoRefresh:
+					refreshes = "auto"
+				}
+				if r.Suspended {
+					refreshes += ", suspended"
+				}
+				rows = append(rows, []string{r.View, r.Kind, r.Source, fmt.Sprint(r.Version), fmt.Sprint(r.Rows), when, fresh, last,
+					lagText(r.LagSeconds), refreshes})
 			}
-			printTable(a.stdout, []string{"VIEW", "KIND", "SOURCE", "VERSION", "ROWS", "REFRESHED", "FRESH", "LAST JOB"}, rows)
+			printTable(a.stdout, []string{"VIEW", "KIND", "SOURCE", "VERSION", "ROWS", "REFRESHED", "FRESH", "LAST JOB", "LAG", "REFRESHES"}, rows)
 			return nil
 		},
 	}
 	ls.Flags().StringVarP(&outFmt, "output", "o", "table", "table or json")
-	v.AddCommand(create, ls, a.viewShowCmd(), a.viewScheduleCmd(), a.dropCmd("view"))
+	v.AddCommand(create, ls, a.viewShowCmd(), a.viewScheduleCmd(), a.viewSuspendCmd(true), a.viewSuspendCmd(false), a.dropCmd("view"))
 	return v
 }
 
@@ -281,6 +311,38 @@ func (a *app) latestJob(view string, state jobs.State) (*jobs.Job, error) {
 		return nil, nil
 	}
 	return resp.Jobs[0], nil
+}
+
+// lagText renders a lag in seconds in its largest whole unit: "0s",
+// "3s", "2m", "5h", "3d".
+func lagText(sec float64) string {
+	d := time.Duration(sec * float64(time.Second))
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// shortDuration drops the zero units of a Go duration's text: "5m0s" is
+// "5m", "1h0m0s" is "1h" (anything else is left as it is).
+func shortDuration(s string) string {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return s
+	}
+	out := d.String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	if strings.HasSuffix(out, "h0m") {
+		out = strings.TrimSuffix(out, "0m")
+	}
+	return out
 }
 
 // ago renders how long ago t was: "12s ago", "3m ago", "2h ago", "4d ago".

@@ -206,9 +206,12 @@ function viewRow(v) {
   } else {
     last.append(el('span', { class: 'hint', text: 'no jobs' }));
   }
-  let sched = v.refresh_every ? 'every ' + v.refresh_every : (v.auto_refresh ? 'on change' : 'manual');
+  let sched = v.auto_refresh ? 'on change' : 'manual';
+  if (v.refresh_every) sched = 'every ' + v.refresh_every;
+  if (v.target_lag) sched = 'within ' + v.target_lag;
   const schedCell = el('td', { class: 'view-schedule', text: sched });
-  if (v.refresh_every && v.next_refresh_at) schedCell.append(el('div', { class: 'hint', text: 'next ' + fmtTime(v.next_refresh_at) }));
+  if (v.suspended) schedCell.append(' ', el('span', { class: 'warn view-suspended', text: 'suspended' }));
+  else if ((v.refresh_every || v.target_lag) && v.next_refresh_at) schedCell.append(el('div', { class: 'hint', text: 'next ' + fmtTime(v.next_refresh_at) }));
   const name = el('td', {}, el('span', { text: v.view }));
   if (v.problem) name.append(el('div', { class: 'warn', text: v.problem }));
   return el('tr', { 'data-view': v.view, 'data-kind': v.kind || '' },
