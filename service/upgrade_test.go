@@ -61,8 +61,12 @@ func TestServicesRefuseUnconvertedWarehouse(t *testing.T) {
 	never := func(context.Context, string) { t.Error("ready was called") }
 	args := map[string][]string{"api": {"-listen", "127.0.0.1:0"}, "worker": {"-metrics-listen", "127.0.0.1:0"}}
 	for role, run := range map[string]Runner{
-		"api":    func(ctx context.Context, cfg Config, _ func(string)) error { return RunAPI(ctx, cfg, func(a string) { never(ctx, a) }) },
-		"worker": func(ctx context.Context, cfg Config, _ func(string)) error { return RunWorker(ctx, cfg, func(a string) { never(ctx, a) }) },
+		"api": func(ctx context.Context, cfg Config, _ func(string)) error {
+			return RunAPI(ctx, cfg, func(a string) { never(ctx, a) })
+		},
+		"worker": func(ctx context.Context, cfg Config, _ func(string)) error {
+			return RunWorker(ctx, cfg, func(a string) { never(ctx, a) })
+		},
 	} {
 		var out, errOut bytes.Buffer
 		err := Run(ctx, role, run, append([]string{"-warehouse", uri}, args[role]...), env, &out, &errOut)
