@@ -257,6 +257,12 @@ func (u *upgrader) manifests(ctx context.Context, lines []*Table) ([]*manifestFi
 		if err != nil {
 			return nil, err
 		}
+		// Oldest first (V2 names list the newest first).
+		sort.SliceStable(entries, func(i, j int) bool {
+			vi, _, _ := ParseManifestName(entries[i].Name)
+			vj, _, _ := ParseManifestName(entries[j].Name)
+			return vi < vj
+		})
 		for _, e := range entries {
 			v, _, ok := ParseManifestName(e.Name)
 			if e.IsDir || !ok {
