@@ -13,7 +13,7 @@ import (
 
 func (a *app) warehouseCmd() *cobra.Command {
 	wc := &cobra.Command{
-		Use:   "warehouse",
+		Use:     "warehouse",
 		Short:   "Work on a warehouse directly (offline: stop the services first)",
 		Example: "  mvq warehouse upgrade --dry-run\n  mvq warehouse upgrade",
 	}
