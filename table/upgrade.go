@@ -543,6 +543,10 @@ func (u *upgrader) convertFile(ctx context.Context, t *Table, f Fragment, schema
 	if len(recs) > 0 {
 		schema = recs[0].Schema()
 	}
+	if err := datafile.LanceWritable(schema); err != nil {
+		// WriteFileAt would write Parquet, under the old name.
+		return converted{}, &writeError{err}
+	}
 	nf, err := t.WriteFileAt(ctx, cv.path, schema, recs)
 	if err != nil {
 		return converted{}, &writeError{err}
