@@ -30,7 +30,9 @@ type Core struct {
 
 // OpenCore opens the warehouse and the SQL engine. An object-store
 // warehouse must honour conditional writes (table.CheckConditionalWrites)
-// and be reachable within 30 s, or OpenCore fails.
+// and be reachable within 30 s, or OpenCore fails. In the Lance table
+// format a warehouse of the Parquet + JSON layout is refused, naming
+// mvq warehouse upgrade (table.CheckWarehouseFormat).
 func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 	wh, err := table.OpenWarehouse(ctx, cfg.Warehouse)
 	if err != nil {
@@ -61,6 +63,14 @@ func OpenCore(ctx context.Context, cfg Config) (*Core, error) {
 	// The catalog uses and maintains indexes, and refuses direct writes to
 	// views whether or not this process builds a refresh engine.
 	cat := table.NewCatalog(wh, db, table.Options{Indexes: index.Maintenance(), Format: cfg.TableFormat})
+	// In the Lance table format (MVQ_TABLE_FORMAT=lance) a warehouse of
+	// the Parquet + JSON layout is refused until mvq warehouse upgrade
+	// converted it; an empty one is marked as Lance.
+	if err := table.CheckWarehouseFormat(ctx, cat); err != nil {
+		db.Close()
+		wh.Close()
+		return nil, err
+	}
 	cat.Use(refresh.Hooks())
 	return &Core{Catalog: cat, SQL: db, wh: wh}, nil
 }

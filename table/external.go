@@ -80,7 +80,8 @@ func (c *Catalog) CreateExternal(ctx context.Context, id []string, schema *arrow
 		return nil, nil, err
 	}
 	t := c.handle(id)
-	m := &Manifest{Version: 1, UUID: newIdentity(), TimestampMillis: time.Now().UnixMilli(), Operation: OperationNotification, Schema: enc}
+	m := &Manifest{Version: 1, UUID: newIdentity(), TimestampMillis: time.Now().UnixMilli(), Operation: OperationNotification, Schema: enc,
+		lance: c.opts.Format == FormatLance}
 	m.Properties = rawProps(props)
 	m.Metadata = meta
 	assignIDs(m, frags)

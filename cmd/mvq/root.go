@@ -124,7 +124,7 @@ for a job (which keeps running unless you answered y to cancel it).`,
 	root.PersistentFlags().StringVar(&a.url, "url", url, "the mvq API (MVQ_URL)")
 	root.PersistentFlags().StringVar(&a.token, "token", a.getenv("MVQ_TOKEN"), "API token, sent as Authorization: Bearer (MVQ_TOKEN)")
 	root.AddCommand(a.nsCmd(), a.tableCmd(), a.queryCmd(), a.viewCmd(), a.refreshCmd(), a.jobsCmd(),
-		a.devCmd(), a.demoCmd(), a.versionCmd(), a.columnCmd(), a.searchCmd(), a.udfCmd())
+		a.devCmd(), a.demoCmd(), a.versionCmd(), a.columnCmd(), a.searchCmd(), a.udfCmd(), a.warehouseCmd())
 	refuseUnknownSubcommands(root)
 	return root
 }
