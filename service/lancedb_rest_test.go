@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
@@ -137,4 +138,29 @@ func TestLanceDBThroughRESTNamespace(t *testing.T) {
 	if got := e.lancedb(o, "read", "docs", "even", "id >= 390 OR id < 5"); fmt.Sprint(ints(got["ids"])) != "[0 4 390 392 394 398]" {
 		t.Fatalf("LanceDB reads the view after the delete: %v", got)
 	}
+
+	// update, mergeInsert and createIndex commit through mvq too; the
+	// views follow after a refresh.
+	if got := e.lancedb(o, "update", "docs", "articles", "id = 4", "four words in here"); got["count"] != 395.0 {
+		t.Fatalf("LanceDB update: %v", got)
+	}
+	if got := e.lancedb(o, "upsert", "docs", "articles", "395", "405"); got["count"] != 401.0 {
+		t.Fatalf("LanceDB mergeInsert: %v", got)
+	}
+	if got := e.lancedb(o, "index", "docs", "articles"); fmt.Sprint(got["indices"]) != "[id_idx]" {
+		t.Fatalf("LanceDB createIndex: %v", got)
+	}
+	var rows []map[string]any
+	e.post("/v1/table/docs$articles/query", map[string]any{"filter": "id IN (4, 398, 404)"}, &rows)
+	bodies := map[string]string{}
+	for _, r := range rows {
+		bodies[fmt.Sprint(r["id"])] = fmt.Sprint(r["body"])
+	}
+	if len(rows) != 3 || bodies["4"] != "four words in here" || !strings.HasSuffix(bodies["398"], " upserted") || !strings.HasSuffix(bodies["404"], " upserted") {
+		t.Fatalf("mvq reads LanceDB's update and mergeInsert as %v", rows)
+	}
+	e.mustDone(e.refresh("docs$even", map[string]any{}))
+	e.mustDone(e.refresh("docs$chunks", map[string]any{}))
+	check("docs$even", 5)
+	check("docs$chunks", 5)
 }

@@ -7,6 +7,9 @@
 //   node namespace.mjs read URL TOKEN NS TABLE [WHERE]     count and ids (sorted) of a table or view
 //   node namespace.mjs versions URL TOKEN NS TABLE V       versions, and the count at version V
 //   node namespace.mjs delete URL TOKEN NS TABLE WHERE     delete the rows WHERE matches
+//   node namespace.mjs update URL TOKEN NS TABLE WHERE BODY  set body on the rows WHERE matches
+//   node namespace.mjs upsert URL TOKEN NS TABLE FROM TO   mergeInsert on id of rows FROM..TO
+//   node namespace.mjs index URL TOKEN NS TABLE            a scalar index on id; its indices
 //
 // Rows have the shape of the Go tests' doc(i): id, lang, body, and an
 // 8-dimensional float32 vector.
@@ -73,6 +76,28 @@ switch (cmd) {
     const t = await db.openTable(name, [ns]);
     await t.delete(a);
     out.count = await t.countRows();
+    out.version = await t.version();
+    break;
+  }
+  case "update": {
+    const t = await db.openTable(name, [ns]);
+    await t.update({ where: a, values: { body: b } });
+    out.count = await t.countRows();
+    out.version = await t.version();
+    break;
+  }
+  case "upsert": {
+    const t = await db.openTable(name, [ns]);
+    const rs = rows(+a, +b).map((r) => ({ ...r, body: r.body + " upserted" }));
+    await t.mergeInsert("id").whenMatchedUpdateAll().whenNotMatchedInsertAll().execute(rs);
+    out.count = await t.countRows();
+    out.version = await t.version();
+    break;
+  }
+  case "index": {
+    const t = await db.openTable(name, [ns]);
+    await t.createIndex("id");
+    out.indices = (await t.listIndices()).map((i) => i.name);
     out.version = await t.version();
     break;
   }
