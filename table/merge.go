@@ -460,7 +460,7 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 		}
 		res.Updated += r.updated
 		res.Deleted += r.deleted
-		rep := Replacement{Old: frags[i].ID}
+		rep := Replacement{Old: frags[i].ID, OldKey: frags[i].Key()}
 		if !r.dropped {
 			rep.New = &r.frag
 		}

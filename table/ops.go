@@ -352,7 +352,7 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 	}
 	reps := make([]Replacement, len(touched))
 	for i, f := range touched {
-		reps[i] = Replacement{Old: f.ID}
+		reps[i] = Replacement{Old: f.ID, OldKey: f.Key()}
 		if keep[i] {
 			reps[i].New = &added[i]
 		}

@@ -456,6 +456,10 @@ func OverwriteOp(schema *arrow.Schema, frags []Fragment, props map[string]json.R
 type Replacement struct {
 	Old uint32
 	New *Fragment
+	// OldKey, when set, is the Fragment.Key the replaced fragment had when
+	// read: a concurrent commit that gave it another deletion file (a
+	// Lance writer's delete) is a conflict, not lost.
+	OldKey string
 }
 
 // RewriteOp swaps fragments for their rewritten copies (delete, update),
@@ -464,19 +468,22 @@ type Replacement struct {
 // concurrent appends are kept.
 func RewriteOp(operation string, reps []Replacement) Op {
 	return func(base *Manifest) (*Manifest, error) {
-		byOld := make(map[uint32]*Fragment, len(reps))
+		byOld := make(map[uint32]Replacement, len(reps))
 		for _, r := range reps {
-			byOld[r.Old] = r.New
+			byOld[r.Old] = r
 		}
 		out := base.Fragments[:0:0]
 		for _, f := range base.Fragments {
-			nf, swap := byOld[f.ID]
+			rep, swap := byOld[f.ID]
 			if !swap {
 				out = append(out, f)
 				continue
 			}
+			if rep.OldKey != "" && rep.OldKey != f.Key() {
+				return nil, &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: fragment %d changed by a concurrent commit; retry", operation, f.ID)}
+			}
 			delete(byOld, f.ID)
-			if nf != nil {
+			if nf := rep.New; nf != nil {
 				r := *nf
 				r.ID = base.NextFragmentID
 				base.NextFragmentID++
