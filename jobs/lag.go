@@ -2,8 +2,6 @@ package jobs
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/mvq-dev/mvq/errs"
@@ -42,14 +40,7 @@ const (
 // between MinTargetLag and MaxTargetLag. The error names no field;
 // callers prefix it.
 func ParseTargetLag(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, fmt.Errorf("want a duration such as \"30s\", \"5m\" or \"1h\" (got %q)", s)
-	}
-	if d < MinTargetLag || d > MaxTargetLag {
-		return 0, fmt.Errorf("must be between %v and %v (got %q)", MinTargetLag, MaxTargetLag, s)
-	}
-	return d, nil
+	return parseBounded(s, MinTargetLag, MaxTargetLag)
 }
 
 // SetTargetLag sets a registered view's target lag (0: none), replacing

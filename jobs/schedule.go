@@ -23,12 +23,18 @@ const (
 // "15m", "1h30m") between MinRefreshEvery and MaxRefreshEvery. The error
 // names no field; callers prefix it.
 func ParseRefreshEvery(s string) (time.Duration, error) {
+	return parseBounded(s, MinRefreshEvery, MaxRefreshEvery)
+}
+
+// parseBounded reads a Go duration between lo and hi (refresh_every,
+// target_lag).
+func parseBounded(s string, lo, hi time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
 		return 0, fmt.Errorf("want a duration such as \"30s\", \"15m\" or \"1h\" (got %q)", s)
 	}
-	if d < MinRefreshEvery || d > MaxRefreshEvery {
-		return 0, fmt.Errorf("must be between %v and %v (got %q)", MinRefreshEvery, MaxRefreshEvery, s)
+	if d < lo || d > hi {
+		return 0, fmt.Errorf("must be between %v and %v (got %q)", lo, hi, s)
 	}
 	return d, nil
 }
