@@ -92,20 +92,29 @@ func lanceIDs(t *testing.T, o *oracle.Oracle, dir, col, where string) ([]int64, 
 	return ids, vals
 }
 
-func TestLanceFormatReadByLanceDB(t *testing.T) {
-	o := oracle.Need(t)
-	t.Parallel()
-	ctx := context.Background()
+// lanceCatalog is a Lance-format catalog on a local warehouse (LanceDB
+// reads its folders; S3 mode does not apply) with a namespace docs and
+// fragments of at most 100 rows.
+func lanceCatalog(t *testing.T) (string, *Catalog) {
+	t.Helper()
 	root := t.TempDir()
-	wh, err := OpenWarehouse(ctx, "file://"+root)
+	wh, err := OpenWarehouse(context.Background(), "file://"+root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { wh.Close() })
 	c := NewCatalog(wh, testDB(t), Options{Format: FormatLance, MaxRowsPerFragment: 100})
-	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
+	if err := c.CreateNamespace(context.Background(), []string{"docs"}, "", nil); err != nil {
 		t.Fatal(err)
 	}
+	return root, c
+}
+
+func TestLanceFormatReadByLanceDB(t *testing.T) {
+	o := oracle.Need(t)
+	t.Parallel()
+	ctx := context.Background()
+	root, c := lanceCatalog(t)
 	tb, m, err := c.CreateTable(ctx, []string{"docs", "t"}, lanceTestSchema, lanceRows(t, 0, 250), "", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -193,16 +202,7 @@ func TestLanceDeletionFilesRead(t *testing.T) {
 	o := oracle.Need(t)
 	t.Parallel()
 	ctx := context.Background()
-	root := t.TempDir()
-	wh, err := OpenWarehouse(ctx, "file://"+root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wh.Close() })
-	c := NewCatalog(wh, testDB(t), Options{MaxRowsPerFragment: 100})
-	if err := c.CreateNamespace(ctx, []string{"docs"}, "", nil); err != nil {
-		t.Fatal(err)
-	}
+	root, c := lanceCatalog(t)
 	tb, _, err := c.CreateTable(ctx, []string{"docs", "t"}, lanceTestSchema, lanceRows(t, 0, 300), "", nil)
 	if err != nil {
 		t.Fatal(err)
