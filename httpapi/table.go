@@ -275,7 +275,7 @@ func (s *Server) describeTable(c *gin.Context) error {
 		// version routes, so every commit passes through the catalog.
 		"managed_versioning": m.ManagedVersioning(),
 		"schema":             js,
-		"stats":              gin.H{"num_deleted_rows": 0, "num_fragments": len(m.Fragments), "num_rows": m.NumRows()},
+		"stats":              gin.H{"num_deleted_rows": m.NumDeletedRows(), "num_fragments": len(m.Fragments), "num_rows": m.NumRows()},
 		"metadata": func() map[string]string {
 			if m.Metadata == nil {
 				return map[string]string{} // the spec's metadata is an object

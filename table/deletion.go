@@ -97,8 +97,11 @@ func (t *Table) Deleted(ctx context.Context, f Fragment) (*roaring.Bitmap, error
 	if err != nil {
 		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d: corrupt deletion file", f.ID), Err: err}
 	}
-	if int64(bm.GetCardinality()) != f.DeletedRows || (!bm.IsEmpty() && int64(bm.Maximum()) >= f.PhysicalRows()) {
-		return nil, errs.Errorf(errs.CodeInvalidTableState, "fragment %d: its deletion file deletes %d rows up to %d, the manifest says %d of %d", f.ID, bm.GetCardinality(), bm.Maximum(), f.DeletedRows, f.PhysicalRows())
+	if int64(bm.GetCardinality()) != f.DeletedRows {
+		return nil, errs.Errorf(errs.CodeInvalidTableState, "fragment %d: its deletion file deletes %d rows, the manifest says %d", f.ID, bm.GetCardinality(), f.DeletedRows)
+	}
+	if !bm.IsEmpty() && int64(bm.Maximum()) >= f.PhysicalRows() {
+		return nil, errs.Errorf(errs.CodeInvalidTableState, "fragment %d: its deletion file deletes row %d of %d", f.ID, bm.Maximum(), f.PhysicalRows())
 	}
 	return bm, nil
 }
@@ -141,4 +144,13 @@ func (t *Table) RowIDs(ctx context.Context, m *Manifest) (map[uint32]FragmentRow
 		out[f.ID] = FragmentRowIDs{Fragment: f.ID, Origin: f.ID, Deleted: deletedRuns(bm)}
 	}
 	return out, nil
+}
+
+// NumDeletedRows is the number of rows the version's deletion files hide.
+func (m *Manifest) NumDeletedRows() int64 {
+	var n int64
+	for _, f := range m.Fragments {
+		n += f.DeletedRows
+	}
+	return n
 }

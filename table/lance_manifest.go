@@ -26,7 +26,9 @@ import (
 // it: the schema as Lance fields, each fragment as a Lance fragment whose
 // data file maps the schema's leaf fields to the file's columns. What only
 // mvq knows lives in the manifest's config, which Lance carries from
-// version to version and never deletes:
+// version to version and never deletes (mvq's own commits write only
+// these keys, and no index section: another writer's indexes and config
+// do not survive them):
 //
 //	mvq.uuid             the table's identity (Table.Identity)
 //	mvq.property.NAME    a table property (a view's definition, …), raw JSON
@@ -190,6 +192,9 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 			if err != nil || len(fl) == 0 {
 				return nil, fmt.Errorf("manifest: fragment %d has a column map but no leaf counts", f.ID)
 			}
+			if len(cols) != len(leafIDs) {
+				return nil, fmt.Errorf("manifest: fragment %d: column map of %d entries for %d fields", f.ID, len(cols), len(leafIDs))
+			}
 			base := make([]int32, len(fl)+1)
 			for i, n := range fl {
 				base[i+1] = base[i] + int32(n)
@@ -258,7 +263,14 @@ func decodeLance(b []byte) (*Manifest, error) {
 			own = true
 		}
 	}
+	var counts []int // leaf counts of the schema's fields, with own facts
 	if own {
+		// The facts are only trusted when they agree with the Lance
+		// fields: the schema they carry must have the same leaves.
+		counts, err = checkFacts(&facts, pm.GetFields())
+		if err != nil {
+			return nil, fmt.Errorf("manifest: %s: %w", lanceVersionKey, err)
+		}
 		m.ParentVersion, m.Operation, m.Transaction, m.Schema, m.Metadata = facts.ParentVersion, facts.Operation, facts.Transaction, facts.Schema, facts.Metadata
 	} else {
 		md := pm.GetSchemaMetadata()
@@ -308,6 +320,9 @@ func decodeLance(b []byte) (*Manifest, error) {
 		}
 		if own {
 			if mp, ok := facts.Maps[strconv.FormatUint(fr.GetId(), 10)]; ok {
+				if err := checkMap(mp, counts); err != nil {
+					return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
+				}
 				f.Columns, f.leaves = mp.Columns, mp.Leaves
 			}
 		} else if err := identityColumns(pm.GetFields(), df); err != nil {
@@ -338,8 +353,51 @@ func identityColumns(fields []*filepb.Field, df *tablepb.DataFile) error {
 		if df.GetFields()[i] != f.GetId() {
 			return fmt.Errorf("data file %s: field %d is id %d, want %d", df.GetPath(), i, df.GetFields()[i], f.GetId())
 		}
-		if ci := df.GetColumnIndices(); len(ci) > 0 && ci[i] != int32(i) {
+		if ci := df.GetColumnIndices(); len(ci) > 0 && (len(ci) != len(leaves) || ci[i] != int32(i)) {
 			return fmt.Errorf("data file %s: field %d is in column %d, want %d", df.GetPath(), i, ci[i], i)
+		}
+	}
+	return nil
+}
+
+// checkFacts checks a version's own facts against its Lance fields: the
+// Arrow schema they carry decodes, is one a table can hold, and has the
+// same leaves. It answers the schema's leaf counts per field.
+func checkFacts(facts *versionFacts, fields []*filepb.Field) ([]int, error) {
+	s, err := decodeSchema(facts.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSchema(s); err != nil {
+		return nil, err
+	}
+	counts, own, err := leafCounts(s)
+	if err != nil {
+		return nil, err
+	}
+	if a, b := len(lschema.Leaves(own)), len(lschema.Leaves(fields)); a != b {
+		return nil, fmt.Errorf("its schema has %d leaf fields, the manifest %d", a, b)
+	}
+	return counts, nil
+}
+
+// checkMap checks a fragment's column map and leaf counts: one file
+// column per schema field, each of the field's shape.
+func checkMap(mp fragMaps, counts []int) error {
+	cols, err := mp.Columns.Indices()
+	if err != nil {
+		return err
+	}
+	leaves, err := parseCounts(mp.Leaves)
+	if err != nil {
+		return err
+	}
+	if len(cols) != len(counts) {
+		return fmt.Errorf("column map of %d entries for %d fields", len(cols), len(counts))
+	}
+	for i, c := range cols {
+		if c >= len(leaves) || leaves[c] != counts[i] {
+			return fmt.Errorf("field %d maps to file column %d, which is not of its shape", i, c)
 		}
 	}
 	return nil

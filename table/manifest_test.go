@@ -1,8 +1,11 @@
 package table
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 func TestManifestNames(t *testing.T) {
@@ -62,6 +65,20 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add([]byte(`{"version":2,"schema":"x","next_fragment_id":2,"fragments":[{"id":1,"path":"data/a.parquet","rows":3}]}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[]`))
+	// A Lance manifest (the default format), with a deletion file and a
+	// column map after a dropped column.
+	enc, err := EncodeSchema(arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "s", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.BinaryTypes.String, Nullable: true}), Nullable: true}}, nil))
+	if err != nil {
+		f.Fatal(err)
+	}
+	lm := &Manifest{Version: 3, UUID: newIdentity(), Schema: enc, NextFragmentID: 3, lance: true, Properties: map[string]json.RawMessage{"mvq.view": json.RawMessage(`{"kind":"query"}`)},
+		Fragments: []Fragment{{ID: 0, Path: "data/a.lance", Rows: 8, Bytes: 100, DeletionID: 7, DeletionReadVersion: 2, DeletedRows: 2},
+			{ID: 2, Path: "data/b.lance", Rows: 5, Bytes: 90, Columns: "0,2", leaves: "1,1,1"}}}
+	lb, err := lm.Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(lb)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := DecodeManifest(data)
 		if err != nil {

@@ -252,6 +252,17 @@ func (t *Table) readStaged(ctx context.Context, v uint64, manifestPath string, s
 		if !ok {
 			return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, f.Path)
 		}
+		// A deletion file it names must be there and say what the
+		// manifest says, or the version would be unreadable.
+		if f.HasDeletions() {
+			if _, err := t.Deleted(ctx, f); err != nil {
+				var e *errs.Error
+				if errors.As(err, &e) && e.Code == errs.CodeInvalidTableState {
+					return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %s", e.Message) // not the cause: it may name a path
+				}
+				return nil, err
+			}
+		}
 	}
 	return &staged{m: m, data: data, clean: clean, size: stagedSize, sum: stagedSum}, nil
 }

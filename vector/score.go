@@ -189,10 +189,12 @@ func fragmentVectors(ctx context.Context, t *table.Table, f table.Fragment, col,
 	if err != nil {
 		return nil, err
 	}
-	key := t.Location() + "\x00" + f.Path + "\x00" + string(rune(fc[0]))
+	// f.Key, not the path: a new deletion file over the same data file
+	// presents other rows.
+	key := t.Location() + "\x00" + f.Key() + "\x00" + string(rune(fc[0]))
 	cache := t.Catalog().DecodedCache()
 	if c, ok := cache.Get(key); ok {
-		if v := c.(*vectors); v.dim == dim {
+		if v := c.(*vectors); v.dim == dim && int64(v.rows()) == f.Rows {
 			return v, nil
 		}
 	}
