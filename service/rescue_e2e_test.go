@@ -140,7 +140,9 @@ func TestKilledWorkerAnyMoment(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	moments := []string{"random", "dequeue", "completion", "plan", "dequeue", "commit", "completion"}
 	var worst time.Duration
-	for round, moment := range moments {
+	missedCommits := 0
+	for round := 0; round < len(moments); round++ {
+		moment := moments[round]
 		if round > 0 {
 			if st := e.post("/v1/table/src/insert", docs(round*perRound, (round+1)*perRound), nil); st != 200 {
 				t.Fatalf("round %d: insert: %d", round, st)
@@ -221,6 +223,16 @@ func TestKilledWorkerAnyMoment(t *testing.T) {
 				break
 			}
 			time.Sleep(2 * time.Millisecond) // leave the workers the cores
+		}
+		if victim < 0 && moment == "commit" && missedCommits < 3 {
+			// A commit lasts a few milliseconds; on a loaded machine the
+			// poll can miss it. The job ends by itself: try another round.
+			missedCommits++
+			t.Logf("round %d (commit): the commit ended before the poll saw it; one more round", round)
+			e.mustDone(id)
+			e.assertView("v", "src", -1)
+			moments = append(moments, "commit")
+			continue
 		}
 		if victim < 0 {
 			t.Fatalf("round %d (%s): found no moment to kill a worker; the round proves nothing", round, moment)
