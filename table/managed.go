@@ -2,11 +2,8 @@ package table
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/mvq-dev/mvq/errs"
@@ -70,22 +67,13 @@ func (c *Catalog) CreateDeclaredVersion(ctx context.Context, id []string, v uint
 		if v != 1 {
 			return nil, nil, errs.Errorf(errs.CodeInvalidInput, "version: the first version of declared table %s is 1, not %d", JoinID(id), v)
 		}
-		switch scheme {
-		case NamingV1, NamingV2:
-		default:
-			return nil, nil, errs.Errorf(errs.CodeInvalidInput, "naming_scheme: %q is not V1 or V2", scheme)
-		}
 		t := c.handle(id)
 		st, err := t.readStaged(ctx, v, manifestPath, scheme)
 		if err != nil {
 			return nil, nil, err
 		}
-		if manifestSize != nil && *manifestSize != st.size {
-			return nil, nil, errs.Errorf(errs.CodeInvalidInput, "manifest_size: %d, but the staged manifest has %d bytes", *manifestSize, st.size)
-		}
-		sum := hex.EncodeToString(st.sum[:])
-		if e := strings.Trim(etag, `"`); e != "" && e != sum && !slices.Contains(t.storeETags(t.key+st.clean), e) {
-			return nil, nil, errs.Errorf(errs.CodeConcurrentModification, "e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", etag, sum)
+		if err := t.expectStaged(st, manifestSize, etag); err != nil {
+			return nil, nil, err
 		}
 		m, data := st.m, st.data
 		if metadata != nil || m.Transaction != "" || !m.lance {
@@ -102,17 +90,11 @@ func (c *Catalog) CreateDeclaredVersion(ctx context.Context, id []string, v uint
 			}
 		}
 		name := ManifestName(1, scheme)
-		err = c.wh.PutIfNotExists(ctx, t.versionsKey()+name, data)
+		err = t.putVersion(ctx, 1, scheme, name, data)
 		if errors.Is(err, ErrExists) {
 			return nil, nil, errs.Errorf(errs.CodeConcurrentModification, "version 1 already exists")
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("create version 1: %w", err)
-		}
-		if lost, err := t.lostToOtherScheme(ctx, 1, scheme, name); err != nil || lost {
-			if err == nil {
-				err = errs.Errorf(errs.CodeConcurrentModification, "version 1 already exists (written concurrently under the other naming scheme)")
-			}
 			return nil, nil, err
 		}
 		vf = VersionFile{Version: 1, Scheme: scheme, Name: name, Size: int64(len(data))}

@@ -229,11 +229,11 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		if err != nil {
 			return "", nil, fieldErr(e.Field, err)
 		}
-		if e.ManifestSize != nil && *e.ManifestSize != sv.stagedSize {
-			return "", nil, errs.Errorf(errs.CodeInvalidInput, "%s.manifest_size: %d, but the staged manifest has %d bytes", e.Field, *e.ManifestSize, sv.stagedSize)
+		if e.ManifestSize != nil && *e.ManifestSize != sv.st.size {
+			return "", nil, errs.Errorf(errs.CodeInvalidInput, "%s.manifest_size: %d, but the staged manifest has %d bytes", e.Field, *e.ManifestSize, sv.st.size)
 		}
-		if e.ETag != "" && strings.Trim(e.ETag, `"`) != sv.stagedMD5 {
-			return "", nil, errs.Errorf(errs.CodeConcurrentModification, "%s.e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", e.Field, e.ETag, sv.stagedMD5)
+		if e.ETag != "" && strings.Trim(e.ETag, `"`) != sv.st.md5() {
+			return "", nil, errs.Errorf(errs.CodeConcurrentModification, "%s.e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", e.Field, e.ETag, sv.st.md5())
 		}
 		all = append(all, staged{i: i, t: t, sv: sv, e: e})
 	}

@@ -33,21 +33,14 @@ func (t *Table) CreateVersion(ctx context.Context, v uint64, manifestPath string
 }
 
 // CreateVersionIf is CreateVersion with the client's expectations of the
-// staged manifest, as version/create and a batch entry carry them:
-// manifestSize, when set, must be its size (else invalid input), and
-// etag, when set, its ETag — the hex MD5 of its content, as S3 gives it
-// for a single-part object, quoted or not (else a conflict: it changed
-// since the client staged it).
+// staged manifest, as version/create carries them (expectStaged).
 func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath string, scheme NamingScheme, metadata map[string]string, manifestSize *int64, etag string) (VersionFile, *Manifest, []byte, error) {
 	sv, err := t.stageVersion(ctx, v, manifestPath, scheme, metadata)
 	if err != nil {
 		return VersionFile{}, nil, nil, err
 	}
-	if manifestSize != nil && *manifestSize != sv.stagedSize {
-		return VersionFile{}, nil, nil, errs.Errorf(errs.CodeInvalidInput, "manifest_size: %d, but the staged manifest has %d bytes", *manifestSize, sv.stagedSize)
-	}
-	if etag != "" && strings.Trim(etag, `"`) != sv.stagedMD5 && !slices.Contains(t.storeETags(sv.stagedKey), strings.Trim(etag, `"`)) {
-		return VersionFile{}, nil, nil, errs.Errorf(errs.CodeConcurrentModification, "e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", etag, sv.stagedMD5)
+	if err := t.expectStaged(sv.st, manifestSize, etag); err != nil {
+		return VersionFile{}, nil, nil, err
 	}
 	// Put within half the seal grace of the listing (seal.go).
 	if !t.fresh(sv.listed) {
@@ -57,7 +50,7 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 			return VersionFile{}, nil, nil, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
-	err = t.c.wh.PutIfNotExists(ctx, t.versionsKey()+sv.name, sv.data)
+	err = t.putVersion(ctx, v, scheme, sv.name, sv.data)
 	if errors.Is(err, ErrExists) {
 		if err := t.sealedVersion(ctx, v, sv.name); err != nil {
 			return VersionFile{}, nil, nil, err
@@ -65,12 +58,6 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 		return VersionFile{}, nil, nil, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", v)
 	}
 	if err != nil {
-		return VersionFile{}, nil, nil, fmt.Errorf("create version %d: %w", v, err)
-	}
-	if lost, err := t.lostToOtherScheme(ctx, v, scheme, sv.name); err != nil || lost {
-		if err == nil {
-			err = errs.Errorf(errs.CodeConcurrentModification, "version %d already exists (written concurrently under the other naming scheme)", v)
-		}
 		return VersionFile{}, nil, nil, err
 	}
 
@@ -80,16 +67,14 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 
 // stagedVersion is a version CreateVersion (or a batch) checked and is
 // about to publish: its file name under _versions/, its manifest and the
-// bytes to write; stagedSize is the size of the client's staged file.
+// bytes to write, and the client's staged file it came from.
 type stagedVersion struct {
-	name       string
-	parent     string    // the file name of the version it follows
-	listed     time.Time // when the listing that found parent began
-	m          *Manifest
-	data       []byte
-	stagedSize int64
-	stagedMD5  string // hex MD5 of the staged file (an S3 single-part ETag)
-	stagedKey  string // the staged file's key
+	name   string
+	parent string    // the file name of the version it follows
+	listed time.Time // when the listing that found parent began
+	m      *Manifest
+	data   []byte
+	st     *staged // the client's staged file, as read
 }
 
 // stageVersion does CreateVersion's checks and returns what it writes.
@@ -106,7 +91,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	if err != nil {
 		return nil, err
 	}
-	m, data, clean, stagedSize, stagedSum := st.m, st.data, st.clean, st.size, st.sum
+	m, data := st.m, st.data
 	latest, listed, err := t.latestToCommit(ctx)
 	if err != nil {
 		return nil, err
@@ -153,7 +138,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 			return nil, errs.Errorf(errs.CodeConcurrentModification, "version %d already exists", v)
 		}
 	}
-	return &stagedVersion{name: name, parent: latest.Name, listed: listed, m: m, data: data, stagedSize: stagedSize, stagedMD5: hex.EncodeToString(stagedSum[:]), stagedKey: t.key + clean}, nil
+	return &stagedVersion{name: name, parent: latest.Name, listed: listed, m: m, data: data, st: st}, nil
 }
 
 // isStagedManifest reports whether clean (relative to the table folder)
@@ -265,4 +250,43 @@ func (t *Table) readStaged(ctx context.Context, v uint64, manifestPath string, s
 		}
 	}
 	return &staged{m: m, data: data, clean: clean, size: stagedSize, sum: stagedSum}, nil
+}
+
+// md5 is the hex MD5 of the staged file (an S3 single-part ETag).
+func (s *staged) md5() string { return hex.EncodeToString(s.sum[:]) }
+
+// expectStaged checks the client's expectations of its staged file, as
+// version/create carries them: manifestSize, when set, must be its size
+// (else invalid input), and etag, when set, its ETag, quoted or not: its
+// MD5, or the ETag the store gives the file (storeETags); else a conflict,
+// as it changed since the client staged it.
+func (t *Table) expectStaged(st *staged, manifestSize *int64, etag string) error {
+	if manifestSize != nil && *manifestSize != st.size {
+		return errs.Errorf(errs.CodeInvalidInput, "manifest_size: %d, but the staged manifest has %d bytes", *manifestSize, st.size)
+	}
+	if e := strings.Trim(etag, `"`); e != "" && e != st.md5() && !slices.Contains(t.storeETags(t.key+st.clean), e) {
+		return errs.Errorf(errs.CodeConcurrentModification, "e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", etag, st.md5())
+	}
+	return nil
+}
+
+// putVersion writes version v's manifest data under name, put-if-not-
+// exists (an existing one is ErrExists), and takes it back when a writer
+// using the other naming scheme wrote the same version (lostToOtherScheme):
+// then a conflict.
+func (t *Table) putVersion(ctx context.Context, v uint64, scheme NamingScheme, name string, data []byte) error {
+	err := t.c.wh.PutIfNotExists(ctx, t.versionsKey()+name, data)
+	if errors.Is(err, ErrExists) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("create version %d: %w", v, err)
+	}
+	if lost, err := t.lostToOtherScheme(ctx, v, scheme, name); err != nil || lost {
+		if err == nil {
+			err = errs.Errorf(errs.CodeConcurrentModification, "version %d already exists (written concurrently under the other naming scheme)", v)
+		}
+		return err
+	}
+	return nil
 }
