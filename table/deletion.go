@@ -75,12 +75,18 @@ func (t *Table) deletionKey(f Fragment) string {
 }
 
 // Deleted reads the positions of the data file of f that its deletion
-// file deletes (nil when it has none), checked against the manifest.
+// file deletes (nil when it has none), checked against the manifest. The
+// bitmap is shared (the catalog caches it): callers must not change it.
 func (t *Table) Deleted(ctx context.Context, f Fragment) (*roaring.Bitmap, error) {
 	if !f.HasDeletions() {
 		return nil, nil
 	}
 	key := t.deletionKey(f)
+	// A deletion file never changes (its name carries a random id): it is
+	// decoded once per catalog, like index files.
+	if bm, ok := t.c.decoded.Get(key); ok {
+		return bm.(*roaring.Bitmap), nil
+	}
 	b, err := t.c.wh.Read(ctx, key)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("fragment %d: its deletion file is missing", f.ID), Err: err}
@@ -103,6 +109,7 @@ func (t *Table) Deleted(ctx context.Context, f Fragment) (*roaring.Bitmap, error
 	if !bm.IsEmpty() && int64(bm.Maximum()) >= f.PhysicalRows() {
 		return nil, errs.Errorf(errs.CodeInvalidTableState, "fragment %d: its deletion file deletes row %d of %d", f.ID, bm.Maximum(), f.PhysicalRows())
 	}
+	t.c.decoded.Put(key, bm, int64(bm.GetSizeInBytes()))
 	return bm, nil
 }
 
