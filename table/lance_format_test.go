@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
+	"github.com/mvq-dev/mvq/lance/dataset"
+	"github.com/mvq-dev/mvq/lance/pb/tablepb"
 )
 
 // Tables in the Lance format are read by LanceDB itself: every check here
@@ -258,4 +260,53 @@ func TestLanceDeletionFilesRead(t *testing.T) {
 	if r := rids[2]; r.Origin != 2 || fmt.Sprint(r.Deleted[:4]) != "[0 1 10 11]" || r.Deleted[len(r.Deleted)-2] != 90 || r.Deleted[len(r.Deleted)-1] != 100 {
 		t.Fatalf("row ids of fragment 2: %+v", r)
 	}
+}
+
+// TestLanceManifestHostile: a Lance manifest another writer (or a client
+// staging for version/create) made is checked, not trusted: column indices
+// shorter than the fields, or mvq.version facts whose schema disagrees
+// with the Lance fields, are errors, never a panic or a wrong schema.
+func TestLanceManifestHostile(t *testing.T) {
+	enc, err := EncodeSchema(lanceTestSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := &Manifest{Version: 2, Schema: enc, NextFragmentID: 1, lance: true,
+		Fragments: []Fragment{{ID: 0, Path: "data/a.lance", Rows: 4, Bytes: 10}}}
+	b, err := good.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeManifest(b); err != nil {
+		t.Fatalf("the good manifest: %v", err)
+	}
+	tamper := func(what string, fn func(pm *tablepb.Manifest)) {
+		t.Helper()
+		mf, err := dataset.DecodeManifest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(mf.Manifest)
+		bad, err := dataset.EncodeManifest(mf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := DecodeManifest(bad); err == nil {
+			t.Fatalf("%s: accepted, schema %q", what, m.Schema)
+		}
+	}
+	tamper("short column_indices", func(pm *tablepb.Manifest) {
+		delete(pm.Config, lanceVersionKey) // read as another writer's version
+		pm.Fragments[0].Files[0].ColumnIndices = pm.Fragments[0].Files[0].ColumnIndices[:1]
+	})
+	other, err := EncodeSchema(arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tamper("facts with another schema", func(pm *tablepb.Manifest) {
+		pm.Config[lanceVersionKey] = fmt.Sprintf(`{"v":2,"schema":%q}`, other)
+	})
+	tamper("facts with a column map of the wrong length", func(pm *tablepb.Manifest) {
+		pm.Config[lanceVersionKey] = fmt.Sprintf(`{"v":2,"schema":%q,"maps":{"0":{"columns":[0],"leaves":"1"}}}`, enc)
+	})
 }
