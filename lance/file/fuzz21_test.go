@@ -142,7 +142,7 @@ func FuzzLevels(f *testing.F) {
 		}
 		unravel(rep, def, layers, int(items)%64)
 		if rep != nil {
-			sliceRows(rep, def, maxRep(layers), maxVisibleDef(layers), levels[0]%2 == 0, uint64(items%3), uint64(items%3)+2)
+			sliceRows(rep, def, maxRep(layers), maxVisibleDef(layers), len(levels) > 0 && levels[0]%2 == 0, uint64(items%3), uint64(items%3)+2)
 		}
 	})
 }
