@@ -193,7 +193,7 @@ func TestBranchIndexes(t *testing.T) {
 	sc.expect("create_scalar_index on dev again", st, m, 200)
 	st, m = sc.j("/v1/table/docs$i/branches/delete", map[string]any{"name": "dev"})
 	sc.expect("branch delete", st, m, 200)
-	if _, err := os.Stat(filepath.Join(c.dir, "docs", "i.lance", "tree", "dev", "_indices", "id_idx.json")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(c.dir, "docs", "i.lance", "tree", "dev", "_mvq_indices")); !os.IsNotExist(err) {
 		t.Fatalf("the deleted branch's folder (indexes) is still there: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mvq-dev/mvq/arrowjson"
 	"github.com/mvq-dev/mvq/errs"
+	lancefile "github.com/mvq-dev/mvq/lance/file"
 	"github.com/mvq-dev/mvq/table/internal/datafile"
 )
 
@@ -127,9 +128,16 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 		// mvq reads.
 		rel = strings.TrimSuffix(rel, datafile.LanceExt) + ".parquet"
 	}
+	fileVersion := ""
 	if strings.HasSuffix(rel, datafile.LanceExt) {
+		v := lancefile.V2_1
+		if t.storageVersion(ctx) == "2.0" && datafile.LanceWritableVersion(schema, lancefile.V2_0) == nil {
+			// A dataset created as 2.0 stays 2.0: LanceDB writes its
+			// files in the dataset's version too.
+			v, fileVersion = lancefile.V2_0, "2.0"
+		}
 		err = t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
-			rows, size, err = datafile.WriteLance(w, schema, recs)
+			rows, size, err = datafile.WriteLanceVersion(w, schema, recs, v)
 			return err
 		})
 	} else {
@@ -142,7 +150,26 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 	if err != nil {
 		return Fragment{}, err
 	}
-	return Fragment{Path: rel, Rows: rows, Bytes: size, written: schema}, nil
+	return Fragment{Path: rel, Rows: rows, Bytes: size, written: schema, fileVersion: fileVersion}, nil
+}
+
+// storageVersion is the Lance data storage version of the table's latest
+// version ("2.1" when it has none yet), read once per handle: a dataset
+// keeps the version it was created with.
+func (t *Table) storageVersion(ctx context.Context) string {
+	if t.storage != nil {
+		if v := t.storage.Load(); v != nil {
+			return *v
+		}
+	}
+	v := lanceStorageVers
+	if m, err := t.Load(ctx, 0); err == nil && m.lance {
+		v = m.StorageVersion()
+	}
+	if t.storage != nil {
+		t.storage.Store(&v)
+	}
+	return v
 }
 
 // WriteFragments drains rdr into data files of at most maxRows rows each

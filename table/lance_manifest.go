@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,9 @@ type versionFacts struct {
 	// Maps holds the column maps of fragments whose file columns are not
 	// the schema's fields in order (after drop_columns), by fragment id.
 	Maps map[string]fragMaps `json:"maps,omitempty"`
+	// MaxField is the largest Lance field id the table ever used
+	// (lance_carry.go): a dropped field's id is not given again.
+	MaxField *int32 `json:"max_field,omitempty"`
 }
 
 type fragMaps struct {
@@ -111,8 +115,14 @@ func leafCounts(s *arrow.Schema) ([]int, []*filepb.Field, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return countsOf(fields, s.NumFields()), fields, nil
+}
+
+// countsOf answers the number of leaves under each of the n top-level
+// fields of a Lance field list.
+func countsOf(fields []*filepb.Field, n int) []int {
 	top := map[int32]int{}
-	counts := make([]int, s.NumFields())
+	counts := make([]int, n)
 	i := 0
 	for _, f := range fields {
 		if f.GetParentId() == -1 {
@@ -125,7 +135,7 @@ func leafCounts(s *arrow.Schema) ([]int, []*filepb.Field, error) {
 	for _, f := range lschema.Leaves(fields) {
 		counts[top[f.GetId()]]++
 	}
-	return counts, fields, nil
+	return counts
 }
 
 // encodeLance renders m as a Lance manifest file.
@@ -134,10 +144,11 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
 	}
-	counts, fields, err := leafCounts(s)
+	fields, maxField, changed, err := m.carry.fieldIDs(s)
 	if err != nil {
 		return nil, fmt.Errorf("manifest: schema: %w", err)
 	}
+	counts := countsOf(fields, s.NumFields())
 	leaves := lschema.Leaves(fields)
 	// leafIDs[i]: the leaf ids of top-level field i, in order.
 	leafIDs := make([][]int32, len(counts))
@@ -149,15 +160,19 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 		}
 	}
 	facts := versionFacts{Version: m.Version, ParentVersion: m.ParentVersion, Operation: m.Operation,
-		Transaction: m.Transaction, Schema: m.Schema, Metadata: m.Metadata}
+		Transaction: m.Transaction, Schema: m.Schema, Metadata: m.Metadata, MaxField: &maxField}
 	pm := &tablepb.Manifest{
 		Fields:     fields,
 		Version:    m.Version,
 		Timestamp:  timestamppb.New(time.UnixMilli(m.TimestampMillis)),
-		DataFormat: &tablepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: lanceStorageVers},
+		DataFormat: &tablepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: m.StorageVersion()},
 		WriterVersion: &tablepb.Manifest_WriterVersion{
 			Library: dataset.WriterLibrary, Version: dataset.WriterRelease},
-		Config: map[string]string{},
+		Config:        m.carry.foreignConfig(),
+		TableMetadata: m.carry.tableMetadata(),
+	}
+	if pm.Config == nil {
+		pm.Config = map[string]string{}
 	}
 	if md := s.Metadata(); md.Len() > 0 {
 		pm.SchemaMetadata = map[string][]byte{}
@@ -173,6 +188,9 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 		df := &tablepb.DataFile{Path: strings.TrimPrefix(f.Path, "data/"), FileSizeBytes: uint64(max(f.Bytes, 0))}
 		if strings.HasSuffix(f.Path, datafile.LanceExt) {
 			df.FileMajorVersion, df.FileMinorVersion = lanceFileMajor, lanceFileMinor
+			if f.fileVersion == "2.0" {
+				df.FileMinorVersion = 0
+			}
 		}
 		cols, err := f.Columns.Indices()
 		if err != nil {
@@ -237,7 +255,11 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 	}
 	pm.Config[lanceVersionKey] = string(fb)
 	pm.WriterFeatureFlags |= dataset.FlagTableConfig
-	return dataset.EncodeManifest(&dataset.ManifestFile{Manifest: pm, Major: dataset.ManifestMajor, Minor: dataset.ManifestMinor})
+	out := &dataset.ManifestFile{Manifest: pm, Major: dataset.ManifestMajor, Minor: dataset.ManifestMinor}
+	if ix := m.carry.keptIndices(fields, changed); len(ix) > 0 {
+		out.Indices = &tablepb.IndexSection{Indices: ix}
+	}
+	return dataset.EncodeManifest(out)
 }
 
 // decodeLance parses a Lance manifest file into a Manifest. Versions
@@ -257,12 +279,20 @@ func decodeLance(b []byte) (*Manifest, error) {
 		m.TimestampMillis = ts.AsTime().UnixMilli()
 	}
 	var facts versionFacts
-	own := false
+	own, stale := false, false
 	if raw, ok := pm.GetConfig()[lanceVersionKey]; ok {
-		if err := json.Unmarshal([]byte(raw), &facts); err == nil && facts.Version == m.Version {
-			own = true
+		if err := json.Unmarshal([]byte(raw), &facts); err == nil {
+			// Facts of an earlier version (another writer carried them
+			// along) still tell the largest field id mvq used and the
+			// column maps of the fragments mvq wrote then.
+			own, stale = facts.Version == m.Version, facts.Version != m.Version
 		}
 	}
+	factsMax := int32(-1)
+	if facts.MaxField != nil {
+		factsMax = *facts.MaxField
+	}
+	m.carry = newCarry(mf, factsMax)
 	var counts []int // leaf counts of the schema's fields, with own facts
 	if own {
 		// The facts are only trusted when they agree with the Lance
@@ -313,6 +343,9 @@ func decodeLance(b []byte) (*Manifest, error) {
 			return nil, fmt.Errorf("manifest: fragment %d lives under another base path, which is not supported", fr.GetId())
 		}
 		f := Fragment{ID: uint32(fr.GetId()), Path: "data/" + df.GetPath(), Rows: int64(fr.GetPhysicalRows()), Bytes: int64(df.GetFileSizeBytes())}
+		if df.GetFileMajorVersion() == 2 && df.GetFileMinorVersion() == 0 {
+			f.fileVersion = "2.0"
+		}
 		if del := fr.GetDeletionFile(); del != nil {
 			if err := f.setDeletion(del); err != nil {
 				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
@@ -326,7 +359,14 @@ func decodeLance(b []byte) (*Manifest, error) {
 				f.Columns, f.leaves = mp.Columns, mp.Leaves
 			}
 		} else if err := identityColumns(pm.GetFields(), df); err != nil {
-			return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
+			// A fragment mvq wrote with a column map, carried along by
+			// another writer: its map is in the facts of the version mvq
+			// wrote, when the data file still has the layout it says.
+			mp, ok := facts.Maps[strconv.FormatUint(fr.GetId(), 10)]
+			if !stale || !ok || carriedMap(mp, pm.GetFields(), df) != nil {
+				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
+			}
+			f.Columns, f.leaves = mp.Columns, mp.Leaves
 		}
 		m.Fragments = append(m.Fragments, f)
 		next = max(next, fr.GetId()+1)
@@ -379,6 +419,37 @@ func checkFacts(facts *versionFacts, fields []*filepb.Field) ([]int, error) {
 		return nil, fmt.Errorf("its schema has %d leaf fields, the manifest %d", a, b)
 	}
 	return counts, nil
+}
+
+// carriedMap checks that data file df places the leaves of fields where
+// column map mp says they are.
+func carriedMap(mp fragMaps, fields []*filepb.Field, df *tablepb.DataFile) error {
+	counts := countsOf(fields, len(subtrees(fields)))
+	if err := checkMap(mp, counts); err != nil {
+		return err
+	}
+	cols, _ := mp.Columns.Indices()
+	fl, _ := parseCounts(mp.Leaves)
+	base := make([]int32, len(fl)+1)
+	for i, n := range fl {
+		base[i+1] = base[i] + int32(n)
+	}
+	var want []int32
+	for i, n := range counts {
+		for j := 0; j < n; j++ {
+			want = append(want, base[cols[i]]+int32(j))
+		}
+	}
+	leaves := lschema.Leaves(fields)
+	if len(df.GetFields()) != len(leaves) || !slices.Equal(df.GetColumnIndices(), want) {
+		return fmt.Errorf("data file %s does not have the layout of its column map", df.GetPath())
+	}
+	for i, f := range leaves {
+		if df.GetFields()[i] != f.GetId() {
+			return fmt.Errorf("data file %s: field %d is id %d, want %d", df.GetPath(), i, df.GetFields()[i], f.GetId())
+		}
+	}
+	return nil
 }
 
 // checkMap checks a fragment's column map and leaf counts: one file

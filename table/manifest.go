@@ -86,6 +86,9 @@ type Fragment struct {
 	// leaf column counts of the file's top-level columns
 	// (lance_manifest.go), so the manifest can say where each leaf is.
 	leaves string
+	// fileVersion is "2.0" for a Lance 2.0 data file (another writer's);
+	// empty for the 2.1 files mvq writes.
+	fileVersion string
 }
 
 // Manifest describes one immutable table version.
@@ -114,6 +117,9 @@ type Manifest struct {
 	// lance: the version is (to be) stored as a Lance manifest
 	// (lance_manifest.go); versions derived from it keep the format.
 	lance bool
+	// carry is what its Lance manifest holds that versions derived from it
+	// keep (lance_carry.go): field ids, other writers' config and indexes.
+	carry *lanceCarry
 }
 
 // ViewProperty is the manifest property that makes a table a materialized

@@ -678,12 +678,22 @@ func (c *Catalog) openSettled(ctx context.Context, id []string) (*Table, error) 
 }
 
 // IndexDir is the folder of a line's index definitions and files (the
-// index package's layout: _indices/ in the table folder, or in a
-// branch's folder tree/{b}/).
-const IndexDir = "_indices/"
+// index package's layout: _mvq_indices/ in the table folder, or in a
+// branch's folder tree/{b}/). It is not Lance's _indices/: Lance's cleanup
+// (LanceDB's optimize) deletes every file there that no Lance index names.
+const IndexDir = "_mvq_indices/"
+
+// LegacyIndexDir is where mvq kept its index files before they moved out
+// of Lance's way; Upgrade moves them (index_move.go).
+const LegacyIndexDir = "_indices/"
 
 // indexFile reports whether rel (relative to a table folder) is under an
-// IndexDir.
+// IndexDir (or Lance's index folder: a move takes both along).
 func indexFile(rel string) bool {
-	return strings.HasPrefix(rel, IndexDir) || strings.Contains(rel, "/"+IndexDir)
+	for _, d := range []string{IndexDir, LegacyIndexDir} {
+		if strings.HasPrefix(rel, d) || strings.Contains(rel, "/"+d) {
+			return true
+		}
+	}
+	return false
 }

@@ -430,6 +430,7 @@ func (t *Table) DropColumns(ctx context.Context, columns []string) (*Manifest, e
 			}
 			base.Fragments[k].Columns = NewColumnMap(kept)
 		}
+		base.carry = base.carry.withoutFields(drop)
 		md := schema.Metadata()
 		return arrow.NewSchema(fields, &md), ch, nil
 	})

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -30,6 +31,9 @@ type Table struct {
 	// branch is the line of versions the handle reads and commits ("":
 	// main); see branch.go.
 	branch string
+	// storage caches storageVersion (shared by the handle's branch
+	// handles: a dataset has one storage version).
+	storage *atomic.Pointer[string]
 }
 
 // ID is the table identifier.
@@ -50,7 +54,7 @@ func (c *Catalog) tableExists(ctx context.Context, id []string) (bool, error) {
 }
 
 func (c *Catalog) handle(id []string) *Table {
-	return &Table{c: c, id: append([]string(nil), id...), key: tableKey(id)}
+	return &Table{c: c, id: append([]string(nil), id...), key: tableKey(id), storage: new(atomic.Pointer[string])}
 }
 
 // OpenTable returns a handle on an existing table; a table with no version
@@ -444,6 +448,7 @@ func OverwriteOp(schema *arrow.Schema, frags []Fragment, props map[string]json.R
 		base.Operation = "overwrite"
 		base.Schema = enc
 		base.Fragments = nil
+		base.carry = base.carry.restarted()
 		if props != nil {
 			base.Properties = rawProps(props)
 		}
@@ -505,6 +510,7 @@ func RestoreOp(old *Manifest) Op {
 		base.Operation = fmt.Sprintf("restore(%d)", old.Version)
 		base.Schema = old.Schema
 		base.Fragments = append([]Fragment(nil), old.Fragments...)
+		base.carry = old.carry.restoredOver(base.carry)
 		base.Properties = old.clone().Properties
 		return base, nil
 	}

@@ -84,6 +84,7 @@ type UpgradeReport struct {
 	Files        int      // data files converted
 	Versions     int      // manifests rewritten
 	Refs         int      // tag and branch records updated
+	IndexFiles   int      // mvq index files moved out of Lance's _indices/
 	Removed      int      // Parquet files removed
 	External     []string // external tables, left as they are
 	KeptParquet  []string // "table: reason" for tables left Parquet + JSON
@@ -295,6 +296,32 @@ type converted struct {
 }
 
 func (u *upgrader) table(ctx context.Context, id []string) error {
+	if err := u.convert(ctx, id); err != nil {
+		return err
+	}
+	lines, err := u.lines(ctx, u.c.handle(id))
+	if err != nil {
+		return err
+	}
+	for _, line := range lines {
+		n, err := u.moveIndexes(ctx, line)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			u.rep.IndexFiles += n
+			verb := "moved"
+			if u.o.DryRun {
+				verb = "to move"
+			}
+			u.event(UpgradeEvent{Kind: "indexes", Table: JoinID(id), Branch: line.branch, Detail: fmt.Sprintf("%d index files %s from %s to %s", n, verb, LegacyIndexDir, IndexDir)})
+		}
+	}
+	return nil
+}
+
+// convert converts table id's versions and data files to the Lance format.
+func (u *upgrader) convert(ctx context.Context, id []string) error {
 	name := JoinID(id)
 	t := u.c.handle(id)
 	lines, err := u.lines(ctx, t)
@@ -737,10 +764,13 @@ func (u *upgrader) putRef(ctx context.Context, key string, v any) error {
 // warehouseMarker is the content of WarehouseMarker.
 type warehouseMarker struct {
 	TableFormat string `json:"table_format"`
+	// IndexDir is where the warehouse's mvq indexes live (absent: the
+	// LegacyIndexDir of the first Lance layout).
+	IndexDir string `json:"index_dir,omitempty"`
 }
 
 func writeMarker(ctx context.Context, c *Catalog) error {
-	b, _ := json.Marshal(warehouseMarker{TableFormat: FormatLance})
+	b, _ := json.Marshal(warehouseMarker{TableFormat: FormatLance, IndexDir: IndexDir})
 	return c.wh.WriteFrom(ctx, WarehouseMarker, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
@@ -761,7 +791,7 @@ func WarehouseUpgraded(ctx context.Context, c *Catalog) (bool, error) {
 	if err := json.Unmarshal(b, &mk); err != nil {
 		return false, &errs.Error{Code: errs.CodeInvalidTableState, Message: WarehouseMarker + " is corrupt", Err: err}
 	}
-	return mk.TableFormat == FormatLance, nil
+	return mk.TableFormat == FormatLance && mk.IndexDir == IndexDir, nil
 }
 
 // ErrNotUpgraded is what CheckWarehouseFormat answers for a warehouse of
@@ -804,6 +834,16 @@ func CheckWarehouseFormat(ctx context.Context, c *Catalog) error {
 		if !m.lance && !m.IsExternal() {
 			return fmt.Errorf("%w: warehouse %s holds tables of the Parquet + JSON layout (table %s; no %s at its root), and the Lance table format is configured: stop the services and run `%s` (same MVQ_WAREHOUSE), or set MVQ_TABLE_FORMAT=parquet",
 				ErrNotUpgraded, c.wh.URI(), JoinID(id), WarehouseMarker, UpgradeCommand)
+		}
+		lines, err := (&upgrader{c: c}).lines(ctx, t)
+		if err != nil {
+			return err
+		}
+		if f, err := c.hasLegacyIndexes(ctx, t, lines); err != nil {
+			return err
+		} else if f != "" {
+			return fmt.Errorf("%w: warehouse %s keeps mvq indexes in Lance's %s folder (%s), where Lance's cleanup would delete them: stop the services and run `%s` (same MVQ_WAREHOUSE) to move them to %s",
+				ErrNotUpgraded, c.wh.URI(), LegacyIndexDir, f, UpgradeCommand, IndexDir)
 		}
 	}
 	return writeMarker(ctx, c)

@@ -122,6 +122,12 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 		}
 		m.UUID = cur.UUID
 		m.Transaction = ""
+		if cur.lance && !m.lance {
+			// mvq's JSON form names no field ids: its fields get ids
+			// never used before, and other writers' indexes (which name
+			// ids) go; their config stays.
+			m.carry = cur.carry.restarted()
+		}
 		m.lance = m.lance || cur.lance
 		if data, err = m.Encode(); err != nil {
 			return nil, err

@@ -109,6 +109,8 @@ func printUpgradeEvent(w io.Writer, e table.UpgradeEvent, dry bool) {
 		fmt.Fprintf(w, "  %s %sremoved\n", e.Path, would)
 	case "skipped":
 		fmt.Fprintf(w, "%s: left as it is: %s\n", e.Table, e.Detail)
+	case "indexes":
+		fmt.Fprintf(w, "%s (%s): %s\n", e.Table, line, e.Detail)
 	}
 }
 
@@ -120,8 +122,8 @@ func printUpgradeReport(w io.Writer, r table.UpgradeReport, dry, ok bool) {
 	if !ok {
 		head = "stopped after"
 	}
-	fmt.Fprintf(w, "%s: %d tables (%d converted, %d already Lance, %d kept Parquet, %d external), %d data files converted, %d versions rewritten, %d tags/branches updated, %d Parquet files removed\n",
-		head, r.Tables, r.Converted, r.AlreadyLance, len(r.KeptParquet), len(r.External), r.Files, r.Versions, r.Refs, r.Removed)
+	fmt.Fprintf(w, "%s: %d tables (%d converted, %d already Lance, %d kept Parquet, %d external), %d data files converted, %d versions rewritten, %d tags/branches updated, %d Parquet files removed, %d index files moved\n",
+		head, r.Tables, r.Converted, r.AlreadyLance, len(r.KeptParquet), len(r.External), r.Files, r.Versions, r.Refs, r.Removed, r.IndexFiles)
 	for _, k := range r.KeptParquet {
 		fmt.Fprintf(w, "kept Parquet + JSON: %s\n", k)
 	}

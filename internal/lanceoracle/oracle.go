@@ -595,6 +595,27 @@ func (o *Oracle) CreateIndex(t testing.TB, dir, column, kind string) {
 	o.must(t, args...)
 }
 
+// IndexInfo is one index as LanceDB lists it, with its statistics.
+type IndexInfo struct {
+	Name      string   `json:"name"`
+	IndexType string   `json:"indexType"`
+	Columns   []string `json:"columns"`
+	Stats     struct {
+		NumIndexedRows   int64 `json:"numIndexedRows"`
+		NumUnindexedRows int64 `json:"numUnindexedRows"`
+	} `json:"stats"`
+}
+
+// Indices is LanceDB's listIndices of the dataset in dir.
+func (o *Oracle) Indices(t testing.TB, dir string) []IndexInfo {
+	t.Helper()
+	var out []IndexInfo
+	if err := json.Unmarshal([]byte(o.must(t, "indices", dir)), &out); err != nil {
+		t.Fatalf("oracle indices: %v", err)
+	}
+	return out
+}
+
 // Clone has LanceDB make dir a shallow clone of the dataset source (version
 // at, or the latest when 0): a manifest whose files live under source,
 // named through base paths.
@@ -612,4 +633,12 @@ func (o *Oracle) Clone(t testing.TB, dir, source string, at uint64) {
 func (o *Oracle) Optimize(t testing.TB, dir string) {
 	t.Helper()
 	o.must(t, "optimize", dir)
+}
+
+// OptimizeCleanup is Optimize that also removes, as LanceDB's cleanup
+// does, every file older than now that the latest version does not
+// reference (unverified ones included).
+func (o *Oracle) OptimizeCleanup(t testing.TB, dir string) {
+	t.Helper()
+	o.must(t, "optimize", dir, "--cleanup")
 }

@@ -11,9 +11,10 @@
 //   node oracle.mjs versions <dataset_dir>
 //   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...]
 //   node oracle.mjs drop-columns <dataset_dir> --columns a,b
-//   node oracle.mjs optimize     <dataset_dir>   (compaction; keeps old versions; prints the stats JSON)
+//   node oracle.mjs optimize     <dataset_dir> [--cleanup]   (compaction; keeps old versions unless --cleanup; prints the stats JSON)
 //   node oracle.mjs clone        <dataset_dir> <source_dataset_dir> [--at VERSION]   (a shallow clone: base paths)
 //   node oracle.mjs create-index <dataset_dir> --column c [--type btree|bitmap|ivf_pq]   (prints listIndices JSON)
+//   node oracle.mjs indices      <dataset_dir>   (listIndices JSON, each with its indexStats)
 //
 // write --option sets LanceDB storage options of a new table, e.g.
 // new_table_enable_v2_manifest_paths=false (V1 manifest names) or
@@ -56,7 +57,7 @@ function usage(msg) {
 // parseArgs splits positional arguments from --flags; flags named in
 // `repeated` collect every value, --row-id style booleans take none.
 function parseArgs(argv) {
-  const booleans = new Set(["row-id", "js", "hold"]);
+  const booleans = new Set(["row-id", "js", "hold", "cleanup"]);
   const pos = [];
   const flags = { set: [], option: [] };
   for (let i = 0; i < argv.length; i++) {
@@ -348,11 +349,25 @@ async function cmdCreateIndex(pos, flags) {
   process.stdout.write(`${JSON.stringify(await t.listIndices())}\n`);
 }
 
-async function cmdOptimize(pos) {
+async function cmdIndices(pos) {
+  const [dir] = pos;
+  if (!dir) usage("indices needs <dataset_dir>");
+  const t = await openTable(dir);
+  const out = [];
+  for (const ix of await t.listIndices()) {
+    out.push({ ...ix, stats: await t.indexStats(ix.name) });
+  }
+  process.stdout.write(`${JSON.stringify(out)}\n`);
+}
+
+async function cmdOptimize(pos, flags) {
   const [dir] = pos;
   if (!dir) usage("optimize needs <dataset_dir>");
   const t = await openTable(dir);
-  const stats = await t.optimize();
+  // --cleanup: also remove every file older than now that the latest
+  // version does not reference (old versions too), unverified ones included.
+  const opts = flags.cleanup ? { cleanupOlderThan: new Date(), deleteUnverified: true } : undefined;
+  const stats = await t.optimize(opts);
   process.stdout.write(`${JSON.stringify(stats, (k, v) => (typeof v === "bigint" ? Number(v) : v))}\n`);
 }
 
@@ -389,6 +404,7 @@ const commands = {
   "add-columns": cmdAddColumns,
   "drop-columns": cmdDropColumns,
   "create-index": cmdCreateIndex,
+  indices: cmdIndices,
   clone: cmdClone,
   optimize: cmdOptimize,
 };

@@ -28,12 +28,18 @@ const LanceExt = ".lance"
 // table's field ids to the file's columns (column_indices), so the ids
 // inside the file do not matter to readers.
 func WriteLance(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) (rows, size int64, err error) {
+	return WriteLanceVersion(w, schema, recs, lancefile.V2_1)
+}
+
+// WriteLanceVersion is WriteLance in file format v (2.0 for a dataset
+// created with that storage version).
+func WriteLanceVersion(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch, v lancefile.Version) (rows, size int64, err error) {
 	fields, err := lschema.FromArrow(schema)
 	if err != nil {
 		return 0, 0, errs.Errorf(errs.CodeSchemaValidation, "schema: %v", err)
 	}
 	cw := &countingWriter{w: w}
-	fw, err := lancefile.NewWriter(cw, fields, lancefile.WriterOptions{})
+	fw, err := lancefile.NewWriter(cw, fields, lancefile.WriterOptions{Version: v, Schema: schema})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -64,12 +70,17 @@ func WriteLance(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) (ro
 // schema (it cannot, for example, hold a fixed-size list of strings); a
 // table writes such data as Parquet.
 func LanceWritable(schema *arrow.Schema) error {
+	return LanceWritableVersion(schema, lancefile.V2_1)
+}
+
+// LanceWritableVersion is LanceWritable for file format v.
+func LanceWritableVersion(schema *arrow.Schema, v lancefile.Version) error {
 	fields, err := lschema.FromArrow(schema)
 	if err != nil {
 		return err
 	}
 	// Building a writer checks every column's type; it writes nothing.
-	_, err = lancefile.NewWriter(io.Discard, fields, lancefile.WriterOptions{})
+	_, err = lancefile.NewWriter(io.Discard, fields, lancefile.WriterOptions{Version: v, Schema: schema})
 	return err
 }
 
