@@ -508,8 +508,16 @@ func (e *Engine) checkpoint(ctx context.Context, t *table.Table, plan *Plan, fra
 	}
 	cs := arrow.NewSchema(fields, nil)
 	name := checkpointName(plan.JobID, frag, k, e.cat.DataExt())
-	if ok, _ := e.cat.Warehouse().Exists(ctx, t.Key(name)); ok {
-		recs, err := t.ReadFragment(ctx, table.Fragment{ID: frag, Path: name}, nil, e.mem)
+	// A schema the Lance writer cannot hold was written as Parquet
+	// (WriteFileAt): look for either name.
+	saved := name
+	if alt := strings.TrimSuffix(name, ".lance") + ".parquet"; alt != name {
+		if ok, _ := e.cat.Warehouse().Exists(ctx, t.Key(alt)); ok {
+			saved = alt
+		}
+	}
+	if ok, _ := e.cat.Warehouse().Exists(ctx, t.Key(saved)); ok {
+		recs, err := t.ReadFragment(ctx, table.Fragment{ID: frag, Path: saved}, nil, e.mem)
 		if err == nil {
 			got, cerr := e.concatAll(cs, recs)
 			releaseAll(recs)
