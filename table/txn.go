@@ -137,8 +137,9 @@ type BatchVersion struct {
 	Version      uint64
 	ManifestPath string
 	// ManifestSize, when set, must be the staged manifest's size; ETag,
-	// when set, its ETag: the hex MD5 of its content (as S3 gives it for a
-	// single-part object), quoted or not.
+	// when set, its ETag, quoted or not: the hex MD5 of its content, or the
+	// ETag the store gives it (a local disk's inode-mtime-size), as for
+	// version/create.
 	ManifestSize *int64
 	ETag         string
 	Scheme       NamingScheme
@@ -229,11 +230,13 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		if err != nil {
 			return "", nil, fieldErr(e.Field, err)
 		}
-		if e.ManifestSize != nil && *e.ManifestSize != sv.st.size {
-			return "", nil, errs.Errorf(errs.CodeInvalidInput, "%s.manifest_size: %d, but the staged manifest has %d bytes", e.Field, *e.ManifestSize, sv.st.size)
-		}
-		if e.ETag != "" && strings.Trim(e.ETag, `"`) != sv.st.md5() {
-			return "", nil, errs.Errorf(errs.CodeConcurrentModification, "%s.e_tag: %s, but the staged manifest's is \"%s\" (it changed since)", e.Field, e.ETag, sv.st.md5())
+		// The checks of version/create (the store's ETag or the MD5).
+		if err := t.expectStaged(sv.st, e.ManifestSize, e.ETag); err != nil {
+			var ee *errs.Error
+			if errors.As(err, &ee) { // "manifest_size: …" → "{entry}.manifest_size: …"
+				err = &errs.Error{Code: ee.Code, Message: e.Field + "." + ee.Message, Err: ee.Err}
+			}
+			return "", nil, err
 		}
 		all = append(all, staged{i: i, t: t, sv: sv, e: e})
 	}
