@@ -114,6 +114,10 @@ type Manifest struct {
 	// lance: the version is (to be) stored as a Lance manifest
 	// (lance_manifest.go); versions derived from it keep the format.
 	lance bool
+	// parent is the version a commit derived this one from (set by
+	// Table.commit before encoding): a Lance manifest carries the change
+	// from it as its transaction (lanceTransaction).
+	parent *Manifest
 }
 
 // ViewProperty is the manifest property that makes a table a materialized
@@ -234,6 +238,7 @@ func (m *Manifest) clone() *Manifest {
 	c.Fragments = append([]Fragment(nil), m.Fragments...)
 	c.Metadata = nil
 	c.Transaction = ""
+	c.parent = nil
 	if m.Properties != nil {
 		c.Properties = make(map[string]json.RawMessage, len(m.Properties))
 		for k, v := range m.Properties {
