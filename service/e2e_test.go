@@ -96,7 +96,7 @@ func runAPIProcess() {
 }
 
 type env struct {
-	t         *testing.T
+	t         testing.TB
 	api       string
 	token     string        // sent as Authorization: Bearer when set
 	apiLogs   *lockedBuffer // the API process's output
@@ -116,7 +116,7 @@ func start(t *testing.T, workers int, clusters string) *env {
 
 // startAPI is start with extra environment for the API process (it runs
 // with MVQ_AUTH=none unless apiEnv says otherwise).
-func startAPI(t *testing.T, workers int, clusters string, apiEnv ...string) *env {
+func startAPI(t testing.TB, workers int, clusters string, apiEnv ...string) *env {
 	t.Helper()
 	r, db := testenv.SharedRedis(t)
 	e := &env{t: t, redisURL: r.URL(db), warehouse: "file://" + t.TempDir()}
