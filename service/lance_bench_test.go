@@ -220,6 +220,8 @@ func procKB(b *testing.B, pid int, name string) int64 {
 // into a Lance view, then of 4x the documents in a fresh worker. Targets:
 // <= 300 MB at 40k, and 4x the documents <= +20% (ratio <= 1.2). The
 // refresh must write exactly the chunks an in-process chunker makes.
+// MVQ_BENCH_HEAPPROFILE=PATH has each worker print its Go runtime's
+// memory on exit and write its allocation profile to PATH.DOCS.
 func BenchmarkWorkerPeakRSS(b *testing.B) {
 	docs := envInt("MVQ_BENCH_RSS_DOCS", 40_000)
 	ctx := context.Background()
@@ -227,7 +229,11 @@ func BenchmarkWorkerPeakRSS(b *testing.B) {
 		var peaks [2]int64
 		for k, n := range []int{docs, 4 * docs} {
 			o := newOrchestratorWith(b, n, false)
-			cmd, stop := o.startWorker(b)
+			var extra []string
+			if p := os.Getenv("MVQ_BENCH_HEAPPROFILE"); p != "" {
+				extra = append(extra, fmt.Sprintf("MVQ_TEST_HEAPPROFILE=%s.%d", p, n))
+			}
+			cmd, stop := o.startWorker(b, extra...)
 			idle := procKB(b, cmd.Process.Pid, "VmHWM")
 			view := o.view(b, fmt.Sprintf("rss%d_%d", it, k))
 			t0 := time.Now()
