@@ -260,3 +260,61 @@ func BenchmarkWorkerPeakRSS(b *testing.B) {
 		b.ReportMetric(ratio, "rss_4x/1x")
 	}
 }
+
+// BenchmarkIncrementalAfterLanceDBAppend: LanceDB fills a table of
+// MVQ_BENCH_ROWS (1M) rows through mvq's REST namespace (batches of 100k,
+// each a version/create), mvq creates a query view over it (its first,
+// full refresh is timed from the create request to the job's DONE), then
+// LanceDB appends 1% of the rows in one add and a refresh of the view is
+// timed the same way: it must be incremental, read only the new rows and
+// take <= 5% of the full refresh. One worker process, default settings.
+func BenchmarkIncrementalAfterLanceDBAppend(b *testing.B) {
+	o := oracle.Need(b)
+	n := envInt("MVQ_BENCH_ROWS", 1_000_000)
+	add := max(n/100, 1)
+	for it := 0; it < b.N; it++ {
+		e := startAPI(b, 1, "default")
+		out, err := o.RunScript("race.mjs", "fill", e.api, "", "docs", "big", "0", strconv.Itoa(n), "100000")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var filled struct{ Count int }
+		if err := json.Unmarshal([]byte(out), &filled); err != nil || filled.Count != n {
+			b.Fatalf("LanceDB filled the table: %q %v", out, err)
+		}
+		timed := func(path string, body any, want int) (map[string]any, time.Duration) {
+			t0 := time.Now()
+			var r map[string]any
+			if st := e.post(path, body, &r); st != want {
+				b.Fatalf("%s: %d %v", path, st, r)
+			}
+			j := e.mustDone(r["job_id"].(string))
+			return j, time.Since(t0)
+		}
+		j, full := timed("/v1/materialized_view/docs$en/create", map[string]any{
+			"kind": "query", "source_query": `SELECT id, lang, body FROM "docs$big" WHERE lang = 'en'`, "output_schema": "",
+		}, 201)
+		if r := j["result"].(map[string]any); r["mode"] != refresh.ModeFull || fmt.Sprint(r["rows_added"]) != strconv.Itoa(n*4/5) {
+			b.Fatalf("the view's first refresh: %v", r)
+		}
+		out, err = o.RunScript("race.mjs", "appends", e.api, "", "docs", "big", strconv.Itoa(n), "1", strconv.Itoa(add))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var appended raceAppends
+		if err := json.Unmarshal([]byte(out), &appended); err != nil || len(appended.Acked) != 1 {
+			b.Fatalf("LanceDB's 1%% append: %q %v", out, err)
+		}
+		j, inc := timed("/v1/materialized_view/docs$en/refresh", map[string]any{}, 202)
+		r := j["result"].(map[string]any)
+		if r["mode"] != refresh.ModeIncremental || fmt.Sprint(r["rows_added"]) != strconv.Itoa(add*4/5) {
+			b.Fatalf("refresh after LanceDB's append: %v", r)
+		}
+		ratio := inc.Seconds() / full.Seconds()
+		b.Logf("%d rows: full refresh %v, incremental after LanceDB appended %d rows %v: incremental/full %.4f (target <= 0.05)",
+			n, full.Round(time.Millisecond), add, inc.Round(time.Millisecond), ratio)
+		b.ReportMetric(full.Seconds(), "full_s")
+		b.ReportMetric(inc.Seconds(), "incremental_s")
+		b.ReportMetric(ratio, "incremental/full")
+	}
+}

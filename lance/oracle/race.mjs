@@ -11,15 +11,29 @@
 //       its message), the version each acknowledged add produced and how
 //       long each add took.
 //
+//   node race.mjs fill URL TOKEN NS TABLE FROM TO BATCH
+//       creates NS (when missing) and TABLE with rows FROM..TO, BATCH rows
+//       per commit (the first creates the table, the others are adds), so
+//       a large table never sits in node's memory at once. Prints {count,
+//       version}.
+//
 // Rows have the shape of namespace.mjs's: id, lang, body, and an
 // 8-dimensional float32 vector.
 import * as lancedb from "@lancedb/lancedb";
+import { Float32, Field, FixedSizeList, Int64, Schema, Utf8 } from "apache-arrow";
 
 const [cmd, uri, token, ns, name, a, b, c] = process.argv.slice(2);
 const db = await lancedb.connectNamespace("rest", {
   uri,
   headers: token ? { Authorization: `Bearer ${token}` } : {},
 });
+
+const schema = new Schema([
+  new Field("id", new Int64(), true),
+  new Field("lang", new Utf8(), true),
+  new Field("body", new Utf8(), true),
+  new Field("vec", new FixedSizeList(8, new Field("item", new Float32(), true)), true),
+]);
 
 function rows(from, to) {
   const out = [];
@@ -54,6 +68,23 @@ switch (cmd) {
         out.failed.push({ from: lo, to: hi, error: String(e && e.message ? e.message : e) });
       }
     }
+    break;
+  }
+  case "fill": {
+    const from = +a, to = +b, batch = +c;
+    try {
+      await db.createNamespace([ns]);
+    } catch (e) {
+      // It exists already.
+    }
+    let t;
+    for (let lo = from; lo < to; lo += batch) {
+      const rs = rows(lo, Math.min(lo + batch, to));
+      if (!t) t = await db.createTable(name, rs, [ns], { schema });
+      else await t.add(rs);
+    }
+    out.count = await t.countRows();
+    out.version = await t.version();
     break;
   }
   default:
