@@ -36,12 +36,17 @@ func envInt(name string, def int) int {
 // p50/p90/p99, interpolated within its buckets as Prometheus'
 // histogram_quantile does. The whole add as LanceDB sees it (writing the
 // data file, the version/create round trip, reloading) is reported next to
-// it. Target: p50 <= 5 ms.
+// it. Target: p50 <= 5 ms. MVQ_BENCH_API_CPUPROFILE=PATH writes the API
+// process's CPU profile.
 func BenchmarkVersionCreateLanceDB(b *testing.B) {
 	o := oracle.Need(b)
 	adds := envInt("MVQ_BENCH_ADDS", 200)
 	for it := 0; it < b.N; it++ {
-		e := startAPI(b, 0, "default")
+		var apiEnv []string
+		if p := os.Getenv("MVQ_BENCH_API_CPUPROFILE"); p != "" {
+			apiEnv = append(apiEnv, "MVQ_TEST_CPUPROFILE="+p)
+		}
+		e := startAPI(b, 0, "default", apiEnv...)
 		if got := e.lancedb(o, "create", "docs", "t", "0", "100"); got["count"] != 100.0 {
 			b.Fatalf("LanceDB created a table of %v rows", got["count"])
 		}

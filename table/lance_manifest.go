@@ -39,6 +39,10 @@ import (
 // (the version's schema comes from the Lance fields, its operation from
 // its transaction).
 //
+// A version mvq commits also carries its Lance transaction inline (the
+// change from its parent: lanceTransaction), which is what a Lance writer
+// that lost the race for the version reads to rebase its own commit.
+//
 // Field ids are assigned depth-first from 0 on each version's schema; a
 // data file's column_indices say where each leaf is in that file, which is
 // all a Lance reader needs to map a version's fields to a file's columns.
