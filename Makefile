@@ -116,6 +116,13 @@ bench: oracle ## Run the benchmarks; each prints ratios against a baseline from 
 	@# (MVQ_BENCH_INDEX_ROWS, MVQ_BENCH_VECTORS, MVQ_BENCH_FTS_DOCS).
 	$(GO) test -run '^$$' -bench . -benchtime 3x -timeout 30m ./index
 	$(GO) test -run '^$$' -bench 'RefreshOrchestrated|TracingOverhead|HTTPRuntimeWorkers' -benchtime 3x -timeout 60m ./service
+	@# Lance tables: LanceDB's adds through the REST namespace, version/create
+	@# p50/p90/p99 from the API's histogram (MVQ_BENCH_ADDS=200; target p50 <= 5 ms),
+	@# and a worker process's peak RSS over a chunker refresh of 40k documents
+	@# and of 4x that (MVQ_BENCH_RSS_DOCS=40000; targets <= 300 MB, ratio <= 1.2),
+	@# and the incremental refresh after LanceDB appends 1% to a table of
+	@# MVQ_BENCH_ROWS (1M) rows against the full one (target <= 0.05).
+	$(GO) test -run '^$$' -bench 'VersionCreateLanceDB|WorkerPeakRSS|IncrementalAfterLanceDBAppend' -benchtime 1x -timeout 30m -v ./service
 	@# The control plane: accept, job status, fixed cost, small jobs, cancel,
 	@# and its Redis side alone (each logs its ratios with -v).
 	$(GO) test -run '^$$' -bench 'APIControlPlane|JobFixedCost|SmallJobs' -benchtime 1x -timeout 30m -v ./service

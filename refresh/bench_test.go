@@ -3,6 +3,7 @@ package refresh
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -12,12 +13,11 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/index"
 	"github.com/mvq-dev/mvq/internal/corpus"
+	lfile "github.com/mvq-dev/mvq/lance/file"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -124,7 +124,8 @@ func BenchmarkChunkerRefresh(b *testing.B) {
 }
 
 // BenchmarkChunkerPlainLoop is the baseline: the same chunker over the same
-// Parquet file, read with pqarrow and chunked in a plain loop on one
+// Lance data file (the source table's one fragment), read with mvq's Lance
+// file reader in batches of 16k rows and chunked in a plain loop on one
 // goroutine.
 func BenchmarkChunkerPlainLoop(b *testing.B) {
 	_, path := benchSource(b)
@@ -139,28 +140,32 @@ func BenchmarkChunkerPlainLoop(b *testing.B) {
 	var outRows int64
 	start := time.Now()
 	for b.Loop() {
-		pf, err := file.OpenParquetFile(path, false)
+		f, err := os.Open(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 1 << 14}, memory.DefaultAllocator)
+		st, err := f.Stat()
 		if err != nil {
 			b.Fatal(err)
 		}
-		rr, err := fr.GetRecordReader(context.Background(), []int{1}, nil)
+		r, err := lfile.Open(f, st.Size())
 		if err != nil {
 			b.Fatal(err)
 		}
 		var buf []string
-		for rr.Next() {
-			body := rr.RecordBatch().Column(0).(*array.String)
+		for lo := uint64(0); lo < r.NumRows(); lo += 1 << 14 {
+			rec, err := r.Read(context.Background(), []int{1}, lo, min(lo+1<<14, r.NumRows()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			body := rec.Column(0).(*array.String)
 			for i := 0; i < body.Len(); i++ {
 				buf = ch.Chunk(body.Value(i), buf[:0])
 				outRows += int64(len(buf))
 			}
+			rec.Release()
 		}
-		rr.Release()
-		pf.Close()
+		f.Close()
 	}
 	reportRates(b, time.Since(start), outRows)
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -62,7 +63,18 @@ func runWorkerProcess() {
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if err := service.RunWorker(ctx, cfg, service.ReadyFile(os.Getenv)); err != nil {
+	err = service.RunWorker(ctx, cfg, service.ReadyFile(os.Getenv))
+	if p := os.Getenv("MVQ_TEST_HEAPPROFILE"); p != "" { // benchmarks: where the worker's memory goes
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Fprintf(os.Stderr, "worker memory: Go runtime Sys %d MB (heap Sys %d MB, in use %d MB, released %d MB; stacks %d MB)\n",
+			ms.Sys>>20, ms.HeapSys>>20, ms.HeapInuse>>20, ms.HeapReleased>>20, ms.StackSys>>20)
+		if f, ferr := os.Create(p); ferr == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -96,7 +108,7 @@ func runAPIProcess() {
 }
 
 type env struct {
-	t         *testing.T
+	t         testing.TB
 	api       string
 	token     string        // sent as Authorization: Bearer when set
 	apiLogs   *lockedBuffer // the API process's output
@@ -116,7 +128,7 @@ func start(t *testing.T, workers int, clusters string) *env {
 
 // startAPI is start with extra environment for the API process (it runs
 // with MVQ_AUTH=none unless apiEnv says otherwise).
-func startAPI(t *testing.T, workers int, clusters string, apiEnv ...string) *env {
+func startAPI(t testing.TB, workers int, clusters string, apiEnv ...string) *env {
 	t.Helper()
 	r, db := testenv.SharedRedis(t)
 	e := &env{t: t, redisURL: r.URL(db), warehouse: "file://" + t.TempDir()}

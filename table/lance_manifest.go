@@ -40,6 +40,10 @@ import (
 // (the version's schema comes from the Lance fields, its operation from
 // its transaction).
 //
+// A version mvq commits also carries its Lance transaction inline (the
+// change from its parent: lanceTransaction), which is what a Lance writer
+// that lost the race for the version reads to rebase its own commit.
+//
 // Field ids are assigned depth-first from 0 on each version's schema; a
 // data file's column_indices say where each leaf is in that file, which is
 // all a Lance reader needs to map a version's fields to a file's columns.
@@ -255,11 +259,65 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 	}
 	pm.Config[lanceVersionKey] = string(fb)
 	pm.WriterFeatureFlags |= dataset.FlagTableConfig
-	out := &dataset.ManifestFile{Manifest: pm, Major: dataset.ManifestMajor, Minor: dataset.ManifestMinor}
+	out := &dataset.ManifestFile{Manifest: pm, Major: dataset.ManifestMajor, Minor: dataset.ManifestMinor,
+		Transaction: m.lanceTransaction(pm)}
 	if ix := m.carry.keptIndices(fields, changed); len(ix) > 0 {
 		out.Indices = &tablepb.IndexSection{Indices: ix}
 	}
 	return dataset.EncodeManifest(out)
+}
+
+// lanceTransaction is the Lance transaction of the commit that made m
+// (encoded as pm), written inline in its manifest. A Lance writer that
+// loses a race to this version reads it to decide whether its own commit
+// still applies (LanceDB refuses to rebase over a version without one):
+// fragments only added are an Append, fragments removed or replaced (new
+// deletion files, rewritten rows) an Update, a first version or a new
+// schema an Overwrite. A version whose parent is unknown (a batch
+// transaction's) has none.
+func (m *Manifest) lanceTransaction(pm *tablepb.Manifest) *tablepb.Transaction {
+	if m.parent == nil {
+		if m.Version != 1 {
+			return nil
+		}
+		return dataset.Overwrite(0, pm.Fields, pm.SchemaMetadata, pm.Fragments, nil)
+	}
+	p := m.parent
+	if p.Schema != m.Schema {
+		return dataset.Overwrite(p.Version, pm.Fields, pm.SchemaMetadata, pm.Fragments, nil)
+	}
+	old := make(map[uint32]Fragment, len(p.Fragments))
+	for _, f := range p.Fragments {
+		old[f.ID] = f
+	}
+	var added, updated []*tablepb.DataFragment
+	for i, f := range m.Fragments {
+		o, ok := old[f.ID]
+		switch {
+		case !ok:
+			added = append(added, pm.Fragments[i])
+		case !sameFragment(o, f):
+			updated = append(updated, pm.Fragments[i])
+		}
+		delete(old, f.ID)
+	}
+	var removed []uint64
+	for _, f := range p.Fragments {
+		if _, ok := old[f.ID]; ok {
+			removed = append(removed, uint64(f.ID))
+		}
+	}
+	if len(updated) == 0 && len(removed) == 0 {
+		return dataset.Append(p.Version, added)
+	}
+	return dataset.Update(p.Version, removed, updated, added, nil)
+}
+
+// sameFragment reports whether a and b are the same fragment unchanged:
+// the same file, rows and deletions.
+func sameFragment(a, b Fragment) bool {
+	return a.Path == b.Path && a.Rows == b.Rows && a.DeletedRows == b.DeletedRows &&
+		a.DeletionID == b.DeletionID && a.DeletionReadVersion == b.DeletionReadVersion && a.Columns == b.Columns
 }
 
 // decodeLance parses a Lance manifest file into a Manifest. Versions

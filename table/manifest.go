@@ -120,6 +120,10 @@ type Manifest struct {
 	// carry is what its Lance manifest holds that versions derived from it
 	// keep (lance_carry.go): field ids, other writers' config and indexes.
 	carry *lanceCarry
+	// parent is the version a commit derived this one from (set by
+	// Table.commit before encoding): a Lance manifest carries the change
+	// from it as its transaction (lanceTransaction).
+	parent *Manifest
 }
 
 // ViewProperty is the manifest property that makes a table a materialized
@@ -240,6 +244,7 @@ func (m *Manifest) clone() *Manifest {
 	c.Fragments = append([]Fragment(nil), m.Fragments...)
 	c.Metadata = nil
 	c.Transaction = ""
+	c.parent = nil
 	if m.Properties != nil {
 		c.Properties = make(map[string]json.RawMessage, len(m.Properties))
 		for k, v := range m.Properties {

@@ -264,7 +264,9 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		next.Version = base.Version + 1
 		next.ParentVersion = base.Version
 		next.TimestampMillis = time.Now().UnixMilli()
+		next.parent = base
 		data, err := next.Encode()
+		next.parent = nil
 		if err != nil {
 			return nil, err
 		}

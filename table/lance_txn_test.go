@@ -1,0 +1,67 @@
+package table
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mvq-dev/mvq/lance/dataset"
+)
+
+// TestLanceCommitCarriesTransaction: each version mvq commits to a Lance
+// table carries its Lance transaction inline, read from its parent, so a
+// Lance writer that lost the race to it can check its own commit against
+// it and rebase (LanceDB refuses to commit over a version without one;
+// service/TestConcurrentWritersLanceDBAndMVQ races the two). An insert is
+// an Append of just its new fragments, a delete that rewrites fragments an
+// Update, the first version an Overwrite.
+func TestLanceCommitCarriesTransaction(t *testing.T) {
+	ctx := context.Background()
+	root, c := lanceCatalog(t)
+	tb, _, err := c.CreateTable(ctx, []string{"docs", "t"}, lanceTestSchema, lanceRows(t, 0, 150), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, _, err := tb.Insert(ctx, lanceRows(t, 150, 230), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3, n, err := tb.Delete(ctx, "id < 120")
+	if err != nil || n != 120 {
+		t.Fatalf("delete: %d rows, %v", n, err)
+	}
+	for _, c := range []struct {
+		v         uint64
+		op        string
+		fragments int // new fragments (Append), removed ones (Update)
+	}{{1, "overwrite", 2}, {m2.Version, "append", 1}, {m3.Version, "update", 2}} {
+		b, err := os.ReadFile(filepath.Join(root, "docs", "t.lance", "_versions", ManifestName(c.v, NamingV2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mf, err := dataset.DecodeManifest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn := mf.Transaction
+		if txn == nil {
+			t.Fatalf("version %d has no transaction", c.v)
+		}
+		if got := dataset.OperationName(txn); got != c.op || txn.GetReadVersion() != c.v-1 || txn.GetUuid() == "" {
+			t.Fatalf("version %d: transaction %s reading %d, want %s reading %d", c.v, got, txn.GetReadVersion(), c.op, c.v-1)
+		}
+		var got int
+		switch c.op {
+		case "overwrite":
+			got = len(txn.GetOverwrite().GetFragments())
+		case "append":
+			got = len(txn.GetAppend().GetFragments())
+		case "update":
+			got = len(txn.GetUpdate().GetRemovedFragmentIds())
+		}
+		if got != c.fragments {
+			t.Fatalf("version %d: %s of %d fragments, want %d", c.v, c.op, got, c.fragments)
+		}
+	}
+}
