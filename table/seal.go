@@ -156,18 +156,46 @@ func (t *Table) sealedVersion(ctx context.Context, v uint64, name string) error 
 // errMoved when the listing shows a seal, and the time the listing began
 // (a commit must put within half the seal grace of it; see the top).
 func (t *Table) latestToCommit(ctx context.Context) (VersionFile, time.Time, error) {
-	start := time.Now()
-	vs, seal, err := t.listVersions(ctx)
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		vs, seal, err := t.listVersionNames(ctx)
+		if err != nil {
+			return VersionFile{}, start, err
+		}
+		if seal != nil {
+			return VersionFile{}, start, t.errMoved(seal.Version, seal.Metadata[sealMovedTo])
+		}
+		if len(vs) == 0 {
+			return VersionFile{}, start, t.noVersions()
+		}
+		vf, ok, err := t.statVersion(vs[len(vs)-1])
+		if err != nil {
+			return VersionFile{}, start, err
+		}
+		if ok || attempt == 2 {
+			if !ok {
+				return VersionFile{}, start, fmt.Errorf("commit %s: the latest version %s went while it was listed: %w", JoinID(t.id), vf.Name, os.ErrNotExist)
+			}
+			return vf, start, nil
+		}
+		// Removed between the listing and the stat (a rollback, a
+		// move): list again.
+	}
+}
+
+// listVersionNames is listVersions on the cheapest listing the store has:
+// on a file:// warehouse the folder's names alone (the listing of a
+// local store reads every file's attributes: a commit cost that grew
+// with the number of versions), sizes and times left for statVersion.
+func (t *Table) listVersionNames(ctx context.Context) ([]VersionFile, *Manifest, error) {
+	if t.c.wh.Dir() == "" {
+		return t.listVersions(ctx)
+	}
+	entries, err := t.c.wh.ListNames(t.versionsKey())
 	if err != nil {
-		return VersionFile{}, start, err
+		return nil, nil, err
 	}
-	if seal != nil {
-		return VersionFile{}, start, t.errMoved(seal.Version, seal.Metadata[sealMovedTo])
-	}
-	if len(vs) == 0 {
-		return VersionFile{}, start, t.noVersions()
-	}
-	return vs[len(vs)-1], start, nil
+	return t.versionsOf(ctx, entries)
 }
 
 // fresh reports whether a commit that listed at listed may still put:
