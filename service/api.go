@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
@@ -156,8 +157,11 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 	apiCfg := httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Metrics:      tel.MetricsHandler(),
-		// The request span is the root of a refresh job's trace.
-		Middleware: []gin.HandlerFunc{otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tel.TracerProvider)), httpapi.Metrics(),
+		// The request span is the root of a refresh job's trace. Requests
+		// are counted and timed by httpapi.Metrics (mvq_http_*, the
+		// metrics contract); otelgin's own http.server.* series would
+		// count them again, at a cost on every request.
+		Middleware: []gin.HandlerFunc{otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tel.Tracing), otelgin.WithMeterProvider(noopmetric.NewMeterProvider())), httpapi.Metrics(),
 			httpapi.WriteDeadlines(cfg.WriteTimeout), httpapi.QueryQueueWait(cfg.QueryQueueWait)},
 		Auth:             authn,
 		TraceURLTemplate: cfg.TraceURLTemplate,
