@@ -1,0 +1,53 @@
+package telemetry
+
+import (
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// idTracerProvider is the tracer provider of a process that exports no
+// spans: its spans record nothing (a span nobody exports costs an
+// allocation-heavy record on every request and Redis command for
+// nothing), but each has a trace and span id as the SDK's would, so trace
+// ids reach logs, job records and the tasks a job enqueues (one trace per
+// job), and the sampled flag travels as the SDK's default sampler would
+// set it (parent-based, a root sampled): a worker that does export records
+// the job's spans under the API's trace id.
+type idTracerProvider struct{ embedded.TracerProvider }
+
+func (idTracerProvider) Tracer(string, ...trace.TracerOption) trace.Tracer { return idTracer{} }
+
+type idTracer struct{ embedded.Tracer }
+
+func (idTracer) Start(ctx context.Context, _ string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	parent := trace.SpanContextFromContext(ctx)
+	if sc := trace.NewSpanStartConfig(opts...); sc.NewRoot() {
+		parent = trace.SpanContext{}
+	}
+	cfg := trace.SpanContextConfig{TraceID: parent.TraceID(), TraceFlags: parent.TraceFlags(), TraceState: parent.TraceState()}
+	if !parent.IsValid() {
+		cfg = trace.SpanContextConfig{TraceFlags: trace.FlagsSampled}
+		binary.NativeEndian.PutUint64(cfg.TraceID[:8], rand.Uint64())
+		binary.NativeEndian.PutUint64(cfg.TraceID[8:], rand.Uint64())
+	}
+	for !cfg.SpanID.IsValid() {
+		binary.NativeEndian.PutUint64(cfg.SpanID[:], rand.Uint64())
+	}
+	s := idSpan{sc: trace.NewSpanContext(cfg)}
+	return trace.ContextWithSpan(ctx, s), s
+}
+
+// idSpan is a span that records nothing and has an id.
+type idSpan struct {
+	noop.Span
+	sc trace.SpanContext
+}
+
+func (s idSpan) SpanContext() trace.SpanContext { return s.sc }
+
+func (s idSpan) TracerProvider() trace.TracerProvider { return idTracerProvider{} }
