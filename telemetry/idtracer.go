@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
+	"reflect"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
@@ -26,7 +27,7 @@ type idTracer struct{ embedded.Tracer }
 
 func (idTracer) Start(ctx context.Context, _ string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
 	parent := trace.SpanContextFromContext(ctx)
-	if sc := trace.NewSpanStartConfig(opts...); sc.NewRoot() {
+	if newRoot(opts) {
 		parent = trace.SpanContext{}
 	}
 	cfg := trace.SpanContextConfig{TraceID: parent.TraceID(), TraceFlags: parent.TraceFlags(), TraceState: parent.TraceState()}
@@ -40,6 +41,28 @@ func (idTracer) Start(ctx context.Context, _ string, opts ...trace.SpanStartOpti
 	}
 	s := idSpan{sc: trace.NewSpanContext(cfg)}
 	return trace.ContextWithSpan(ctx, s), s
+}
+
+// attributesOption is the type of trace.WithAttributes, which cannot make
+// a span a new root: newRoot reads the other options only
+// (trace.NewSpanStartConfig copies every attribute given, which would be
+// most of what a span that records nothing costs).
+var attributesOption = reflect.TypeOf(trace.WithAttributes())
+
+// newRoot reports whether opts ask for a new trace (trace.WithNewRoot).
+func newRoot(opts []trace.SpanStartOption) bool {
+	var buf [4]trace.SpanStartOption
+	rest := buf[:0]
+	for _, o := range opts {
+		if reflect.TypeOf(o) != attributesOption {
+			rest = append(rest, o)
+		}
+	}
+	if len(rest) == 0 {
+		return false
+	}
+	cfg := trace.NewSpanStartConfig(rest...)
+	return cfg.NewRoot()
 }
 
 // idSpan is a span that records nothing and has an id.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -31,9 +32,12 @@ func TestSpansWithoutExportCarryIDs(t *testing.T) {
 	if child.SpanContext().TraceID() != root.SpanContext().TraceID() || child.SpanContext().SpanID() == root.SpanContext().SpanID() {
 		t.Fatalf("child %v of root %v", child.SpanContext(), root.SpanContext())
 	}
-	_, other := tr.Start(ctx, "new root", trace.WithNewRoot())
+	_, other := tr.Start(ctx, "new root", trace.WithAttributes(), trace.WithNewRoot())
 	if other.SpanContext().TraceID() == root.SpanContext().TraceID() {
 		t.Fatal("a new root kept its parent's trace")
+	}
+	if _, s := tr.Start(ctx, "attributes", trace.WithAttributes(), trace.WithSpanKind(trace.SpanKindServer)); s.SpanContext().TraceID() != root.SpanContext().TraceID() {
+		t.Fatal("a span with attributes left its parent's trace")
 	}
 	carrier := propagation.MapCarrier{}
 	otel.GetTextMapPropagator().Inject(ctx, carrier)
@@ -45,5 +49,22 @@ func TestSpansWithoutExportCarryIDs(t *testing.T) {
 	_, s := tr.Start(remote, "from remote")
 	if s.SpanContext().TraceID().String() != "0af7651916cd43dd8448eb211c80319c" || s.SpanContext().IsSampled() {
 		t.Fatalf("span of an unsampled remote parent: %+v", s.SpanContext())
+	}
+}
+
+// TestSpanWithoutExportAllocations: a span that records nothing allocates
+// little whatever attributes it is given (they are not copied).
+func TestSpanWithoutExportAllocations(t *testing.T) {
+	tr := idTracerProvider{}.Tracer("t")
+	ctx, root := tr.Start(context.Background(), "root")
+	defer root.End()
+	attrs := trace.WithAttributes(attribute.String("a", "1"), attribute.String("b", "2"), attribute.Int("c", 3), attribute.String("d", "4"))
+	kind := trace.WithSpanKind(trace.SpanKindServer)
+	n := testing.AllocsPerRun(100, func() {
+		_, s := tr.Start(ctx, "child", attrs, attrs, kind)
+		s.End()
+	})
+	if n > 3 { // the context, the span, its config (copying the attributes would add two)
+		t.Fatalf("%v allocations per span", n)
 	}
 }
