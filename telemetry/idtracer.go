@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/embedded"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -74,3 +75,12 @@ type idSpan struct {
 func (s idSpan) SpanContext() trace.SpanContext { return s.sc }
 
 func (s idSpan) TracerProvider() trace.TracerProvider { return idTracerProvider{} }
+
+// Recording reports whether the process's tracer provider records spans:
+// false once Setup found nothing to export them to. Instrumentation whose
+// spans only matter when recorded (a span per Redis command) is left out
+// then.
+func Recording() bool {
+	_, ids := otel.GetTracerProvider().(idTracerProvider)
+	return !ids
+}
