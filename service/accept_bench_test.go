@@ -127,7 +127,8 @@ func serverProcess(b *testing.B, env ...string) (string, int) {
 // view (every request has its own options, so none coalesces) and a
 // request that joins the view's pending job (coalescing). Targets: each
 // >= 0.8x the peer's rate with p99 <= 1.2x the peer's.
-// MVQ_BENCH_API_CPUPROFILE=FILE writes the API process's CPU profile.
+// MVQ_BENCH_API_CPUPROFILE=FILE writes the API process's CPU profile,
+// MVQ_BENCH_API_MEMPROFILE=FILE its allocations.
 func BenchmarkAcceptVsPeer(b *testing.B) {
 	o := newOrchestratorWith(b, 200, false)
 	e := &apiEnv{rdb: o.rdb}
@@ -140,6 +141,9 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 	apiEnv := []string{"MVQ_TEST_API=1", "MVQ_LISTEN=127.0.0.1:0", "MVQ_MAX_PENDING_JOBS=100000000", "MVQ_REDIS_URL=" + o.redisURL, "MVQ_WAREHOUSE=file://" + o.dir}
 	if p := os.Getenv("MVQ_BENCH_API_CPUPROFILE"); p != "" {
 		apiEnv = append(apiEnv, "MVQ_TEST_CPUPROFILE="+p)
+	}
+	if p := os.Getenv("MVQ_BENCH_API_MEMPROFILE"); p != "" {
+		apiEnv = append(apiEnv, "MVQ_TEST_MEMPROFILE="+p)
 	}
 	apiAddr, apiPID := serverProcess(b, apiEnv...)
 	peerAddr, peerPID := serverProcess(b, "MVQ_TEST_PEER=1", "MVQ_REDIS_URL="+o.redisURL)

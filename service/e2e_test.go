@@ -88,6 +88,12 @@ func runAPIProcess() {
 	}
 	err = service.RunAPI(ctx, cfg, service.ReadyFile(os.Getenv))
 	stopProfile()
+	if p := os.Getenv("MVQ_TEST_MEMPROFILE"); p != "" { // benchmarks: what the API allocates
+		if f, err := os.Create(p); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
