@@ -389,7 +389,7 @@ func peekBody(c *gin.Context, limit int64, fields bool) (bodyFields, error) {
 	if _, err := envelopeOf(raw, obj, &struct{}{}); err != nil {
 		return f, err
 	}
-	if fields {
+	if fields && (obj == nil || mayHoldBodyFields(obj)) {
 		if err := json.Unmarshal(raw, &f); err != nil {
 			return f, badInput("malformed JSON body: %v", strings.TrimPrefix(err.Error(), "json: "))
 		}
@@ -407,6 +407,29 @@ func peekBody(c *gin.Context, limit int64, fields bool) (bodyFields, error) {
 	}
 	restore(stripped)
 	return f, nil
+}
+
+// bodyFieldNames are the members bodyFields decodes.
+var bodyFieldNames = []string{"identity", "job_id", "view", "namespace", "source_query"}
+
+// mayHoldBodyFields reports whether decoding an object with these members
+// into bodyFields could set a field: some member's name is one of
+// bodyFieldNames but for ASCII case (encoding/json's match), or is not
+// ASCII (left to the decode). Most bodies have none, and skip a decode.
+func mayHoldBodyFields(obj map[string]json.RawMessage) bool {
+	for k := range obj {
+		for i := 0; i < len(k); i++ {
+			if k[i] >= utf8.RuneSelf {
+				return true
+			}
+		}
+		for _, name := range bodyFieldNames {
+			if strings.EqualFold(k, name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hasIdentityKey reports whether an object has a member isIdentityKey

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -105,5 +106,32 @@ func TestPrincipalInContext(t *testing.T) {
 	e.ServeHTTP(w, req)
 	if w.Code != 200 || w.Body.String() != "root/root" {
 		t.Fatalf("%d %q, want 200 root/root", w.Code, w.Body.String())
+	}
+}
+
+// TestMayHoldBodyFields: the decode of bodyFields is skipped only for an
+// object none of whose member names encoding/json could match to one of
+// its fields.
+func TestMayHoldBodyFields(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{`{}`, false},
+		{`{"max_rows_per_fragment":5,"concurrency":3}`, false},
+		{`{"identity":{"api_key":"k"}}`, true},
+		{`{"job_id":"x"}`, true},
+		{`{"VIEW":"a"}`, true},
+		{`{"Source_Query":"q"}`, true},
+		{`{"namespace":null}`, true},
+		{`{"ſource_query":"q"}`, true}, // not ASCII: left to the decode
+	} {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(tc.body), &obj); err != nil {
+			t.Fatal(err)
+		}
+		if got := mayHoldBodyFields(obj); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.body, got, tc.want)
+		}
 	}
 }

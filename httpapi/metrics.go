@@ -3,10 +3,12 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/mvq-dev/mvq/telemetry"
 )
@@ -41,6 +43,10 @@ func methodLabel(m string) string {
 // "unmatched", methods the standard ones or "OTHER", statuses what the
 // handlers answer.
 func Metrics() gin.HandlerFunc {
+	// The attribute sets of each label set, built once: their number is
+	// bounded (above), and building one on every request cost more than
+	// recording it.
+	var sets sync.Map // metricLabels -> metricAttrs
 	return func(c *gin.Context) {
 		start := time.Now()
 		c.Next()
@@ -48,8 +54,28 @@ func Metrics() gin.HandlerFunc {
 		if route == "" {
 			route = unmatchedRoute
 		}
-		r, m := attribute.String("route", route), attribute.String("method", methodLabel(c.Request.Method))
-		telemetry.HTTPRequests.Add(c.Request.Context(), 1, telemetry.Attrs(r, m, attribute.String("status", strconv.Itoa(c.Writer.Status()))))
-		telemetry.HTTPDuration.Record(c.Request.Context(), time.Since(start).Seconds(), telemetry.Attrs(r, m))
+		k := metricLabels{route: route, method: methodLabel(c.Request.Method), status: c.Writer.Status()}
+		a, ok := sets.Load(k)
+		if !ok {
+			r, m := attribute.String("route", k.route), attribute.String("method", k.method)
+			a, _ = sets.LoadOrStore(k, metricAttrs{
+				requests: telemetry.Attrs(r, m, attribute.String("status", strconv.Itoa(k.status))),
+				duration: telemetry.Attrs(r, m),
+			})
+		}
+		attrs := a.(metricAttrs)
+		telemetry.HTTPRequests.Add(c.Request.Context(), 1, attrs.requests)
+		telemetry.HTTPDuration.Record(c.Request.Context(), time.Since(start).Seconds(), attrs.duration)
 	}
+}
+
+// metricLabels are a request's labels in Metrics.
+type metricLabels struct {
+	route, method string
+	status        int
+}
+
+// metricAttrs are the attribute sets of one metricLabels.
+type metricAttrs struct {
+	requests, duration metric.MeasurementOption
 }

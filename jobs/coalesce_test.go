@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mvq-dev/mvq/refresh"
 )
 
@@ -100,5 +102,44 @@ func TestCoalesceBurst(t *testing.T) {
 	again, err := b.client.Submit(ctx, view, refresh.Options{})
 	if err != nil || again.Coalesced || again.ID == second {
 		t.Fatalf("request after the job started joined it: %+v %v", again, err)
+	}
+}
+
+// TestJoinAgeOfOlderRecord: a PENDING job's age for a join is its record's
+// created_ms; a record written before created_ms existed is aged by its
+// score among the cluster's unfinished jobs. A young one is joined, an
+// old one (its plan may be lost) is not. The first Submit of a queue puts
+// it in asynq's set of all queues.
+func TestJoinAgeOfOlderRecord(t *testing.T) {
+	t.Parallel()
+	fe := newFakeEngine()
+	view := []string{"v"}
+	fe.addSource(view, 10)
+	b := setup(t, fe)
+	ctx := context.Background()
+	if err := b.client.st.heartbeat(ctx, "placeholder", []string{"default"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	j1, err := b.client.Submit(ctx, view, refresh.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.rdb.SIsMember(ctx, asynqAllQueues, QueueName("default")).Result(); err != nil || !ok {
+		t.Fatalf("queue %s not in %s: %v %v", QueueName("default"), asynqAllQueues, ok, err)
+	}
+	if err := b.rdb.HDel(ctx, jobKey(j1.ID), fCreatedMs).Err(); err != nil {
+		t.Fatal(err)
+	}
+	j2, err := b.client.Submit(ctx, view, refresh.Options{})
+	if err != nil || !j2.Coalesced || j2.ID != j1.ID {
+		t.Fatalf("a young record without created_ms was not joined: %+v %v", j2, err)
+	}
+	old := time.Now().Add(-2 * lostPlanAge)
+	if err := b.rdb.ZAdd(ctx, liveJobsKey("default"), redis.Z{Score: float64(old.UnixMilli()), Member: j1.ID}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	j3, err := b.client.Submit(ctx, view, refresh.Options{})
+	if err != nil || j3.Coalesced || j3.ID == j1.ID {
+		t.Fatalf("an old record without created_ms was joined: %+v %v", j3, err)
 	}
 }

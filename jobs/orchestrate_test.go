@@ -240,7 +240,7 @@ func TestFakeLostPlanIsHealed(t *testing.T) {
 	}
 	// Created two lostPlanAge ago (the record and the cluster's index).
 	old := time.Now().Add(-2 * lostPlanAge)
-	if err := b.rdb.HSet(ctx, jobKey(j1.ID), fCreated, formatTime(old)).Err(); err != nil {
+	if err := b.rdb.HSet(ctx, jobKey(j1.ID), fCreated, formatTime(old), fCreatedMs, old.UnixMilli()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.rdb.ZAdd(ctx, liveJobsKey("default"), redis.Z{Score: float64(old.UnixMilli()), Member: j1.ID}).Err(); err != nil {

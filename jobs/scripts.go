@@ -75,22 +75,34 @@ end
 // unfinished jobs, cluster's workers, view's pending jobs by fingerprint,
 // then the plan task's asynq keys: task, queue's pending list, all queues,
 // queue's scheduled set (see asynqwire.go).
-// ARGV: id, now, maxlen and message (unused here), backlog limit (0: none), created (unix
+// ARGV: id, now, "fresh" when the id was made for this call (a new UUIDv7:
+// no record or plan task can hold it, so neither is looked for), "known"
+// when this process has put the queue in asynq's set of all queues before
+// (as asynq's client, it does so once), backlog limit (0: none), created (unix
 // ms), fingerprint ("": never join), pending TTL ms, job key prefix, join
 // age ms, plan task message ("": none), task id, now (unix ns), queue,
 // run at (unix s; 0: now, else the task is scheduled), then the record's
 // field/value pairs (created_ms among them, for emit).
 // Returns 1 (created), 0 (the record exists), -2 (backlog full), -3 (no
 // live worker) or the record (HGETALL) of the PENDING job joined.
+//
+// Each redis.call costs about as much again as the command it runs, so the
+// script makes as few as its checks allow: a joined job's state and age
+// are one HMGET (created_ms is in every record this version writes; an
+// older record's age is its score among the cluster's unfinished jobs).
 var scriptCreate = newScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local fresh = ARGV[3] == 'fresh'
+if not fresh and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('ZCOUNT', KEYS[7], '(' .. ARGV[6], '+inf') == 0 then return -3 end
 if ARGV[7] ~= '' then
   local other = redis.call('HGET', KEYS[8], ARGV[7])
-  if other and redis.call('HGET', ARGV[9] .. other, 'state') == @PENDING then
-    local created = tonumber(redis.call('ZSCORE', KEYS[6], other) or '0')
-    if created > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
-      return redis.call('HGETALL', ARGV[9] .. other)
+  if other then
+    local ok = redis.call('HMGET', ARGV[9] .. other, 'state', 'created_ms')
+    if ok[1] == @PENDING then
+      local created = tonumber(ok[2] or redis.call('ZSCORE', KEYS[6], other) or '0')
+      if created > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
+        return redis.call('HGETALL', ARGV[9] .. other)
+      end
     end
   end
 end
@@ -105,7 +117,7 @@ if ARGV[7] ~= '' then
   redis.call('HSET', KEYS[8], ARGV[7], ARGV[1])
   redis.call('PEXPIRE', KEYS[8], ARGV[8])
 end
-if ARGV[11] ~= '' and redis.call('EXISTS', KEYS[9]) == 0 then
+if ARGV[11] ~= '' and (fresh or redis.call('EXISTS', KEYS[9]) == 0) then
   if tonumber(ARGV[15]) > 0 then
     redis.call('HSET', KEYS[9], 'msg', ARGV[11], 'state', 'scheduled')
     redis.call('ZADD', KEYS[12], ARGV[15], ARGV[12])
@@ -113,7 +125,7 @@ if ARGV[11] ~= '' and redis.call('EXISTS', KEYS[9]) == 0 then
     redis.call('HSET', KEYS[9], 'msg', ARGV[11], 'state', 'pending', 'pending_since', ARGV[13])
     redis.call('LPUSH', KEYS[10], ARGV[12])
   end
-  redis.call('SADD', KEYS[11], ARGV[14])
+  if ARGV[4] ~= 'known' then redis.call('SADD', KEYS[11], ARGV[14]) end
 end
 -- The first event is not written here: the job's next event writes it
 -- first (emit), with the id created_ms-0, and a reader that comes before

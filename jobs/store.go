@@ -45,6 +45,9 @@ func (s *store) scanKeys(ctx context.Context, pattern string, fn func(key string
 // registry in Redis. Client and Server share it.
 type store struct {
 	rdb redis.UniversalClient
+	// queues holds the asynq queues this store's create script has put
+	// in asynq's set of all queues: as asynq's client, it adds each once.
+	queues sync.Map
 }
 
 func notFound(id string) error {

@@ -25,6 +25,7 @@ type newJob struct {
 	request     []byte // the job's options as JSON
 	fingerprint string // joins a PENDING job with the same one; "": never joins
 	backlog     int    // the cluster's limit of unfinished jobs; 0: none
+	fresh       bool   // the id is a new UUIDv7 made for this job: no record or plan task holds it
 	plan        planWrite
 }
 
@@ -43,8 +44,15 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 	keys := append([]string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
 		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}, n.plan.keys...)
 	created := formatTime(now)
+	fresh, known := "", ""
+	if n.fresh {
+		fresh = "fresh"
+	}
+	if _, ok := s.queues.Load(n.plan.queue); ok {
+		known = "known"
+	}
 	args := make([]any, 0, 15+2*15)
-	args = append(args, j.ID, created, eventsMaxLen, "submitted", n.backlog, now.UnixMilli(),
+	args = append(args, j.ID, created, fresh, known, n.backlog, now.UnixMilli(),
 		n.fingerprint, pendingIndexTTL.Milliseconds(), jobKey(""), lostPlanAge.Milliseconds(),
 		string(n.plan.msg), n.plan.taskID, now.UnixNano(), n.plan.queue, n.plan.runAt,
 		fID, j.ID, fType, j.Type, fView, j.View, fViewID, string(viewID), fState, string(j.State),
@@ -77,6 +85,9 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 	case int64:
 		switch r {
 		case 1:
+			if n.plan.msg != nil {
+				s.queues.Store(n.plan.queue, struct{}{})
+			}
 			return jobCreated, nil, nil
 		case 0:
 			return jobIDTaken, nil, nil

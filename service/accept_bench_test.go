@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -126,7 +127,8 @@ func serverProcess(b *testing.B, env ...string) (string, int) {
 // view (every request has its own options, so none coalesces) and a
 // request that joins the view's pending job (coalescing). Targets: each
 // >= 0.8x the peer's rate with p99 <= 1.2x the peer's.
-// MVQ_BENCH_API_CPUPROFILE=FILE writes the API process's CPU profile.
+// MVQ_BENCH_API_CPUPROFILE=FILE writes the API process's CPU profile,
+// MVQ_BENCH_API_MEMPROFILE=FILE its allocations.
 func BenchmarkAcceptVsPeer(b *testing.B) {
 	o := newOrchestratorWith(b, 200, false)
 	e := &apiEnv{rdb: o.rdb}
@@ -139,6 +141,9 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 	apiEnv := []string{"MVQ_TEST_API=1", "MVQ_LISTEN=127.0.0.1:0", "MVQ_MAX_PENDING_JOBS=100000000", "MVQ_REDIS_URL=" + o.redisURL, "MVQ_WAREHOUSE=file://" + o.dir}
 	if p := os.Getenv("MVQ_BENCH_API_CPUPROFILE"); p != "" {
 		apiEnv = append(apiEnv, "MVQ_TEST_CPUPROFILE="+p)
+	}
+	if p := os.Getenv("MVQ_BENCH_API_MEMPROFILE"); p != "" {
+		apiEnv = append(apiEnv, "MVQ_TEST_MEMPROFILE="+p)
 	}
 	apiAddr, apiPID := serverProcess(b, apiEnv...)
 	peerAddr, peerPID := serverProcess(b, "MVQ_TEST_PEER=1", "MVQ_REDIS_URL="+o.redisURL)
@@ -180,25 +185,29 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 		// shared machine the rates swing with the neighbours, the CPU a
 		// request costs does not.
 		var peerCPU, freshCPU, coalesceCPU, peerRedis, freshRedis, coalesceRedis time.Duration
-		measure := func(pid int, cpu, redisCPU *time.Duration, run func()) {
-			c0, r0 := procCPU(b, pid), redisCPUTime(b, o)
+		// What Redis ran for each phase, by command (INFO commandstats):
+		// the script's cost inside Redis, apart from the round trips.
+		peerCmds, freshCmds, coalesceCmds := cmdStats{}, cmdStats{}, cmdStats{}
+		measure := func(pid int, cpu, redisCPU *time.Duration, cmds cmdStats, run func()) {
+			c0, r0, s0 := procCPU(b, pid), redisCPUTime(b, o), redisCmdStats(b, o)
 			run()
 			*cpu += procCPU(b, pid) - c0
 			*redisCPU += redisCPUTime(b, o) - r0
+			cmds.addDiff(redisCmdStats(b, o), s0)
 		}
 		base := it * 10_000_000
 		for range rounds {
-			measure(peerPID, &peerCPU, &peerRedis, func() {
+			measure(peerPID, &peerCPU, &peerRedis, peerCmds, func() {
 				load(b, &peerP, hc, benchClients, slice, func(i int) *http.Request {
 					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", peer, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
 				}, wantStatus(http.StatusAccepted))
 			})
-			measure(apiPID, &freshCPU, &freshRedis, func() {
+			measure(apiPID, &freshCPU, &freshRedis, freshCmds, func() {
 				load(b, &fresh, hc, benchClients, slice, func(i int) *http.Request {
 					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
 				}, created)
 			})
-			measure(apiPID, &coalesceCPU, &coalesceRedis, func() {
+			measure(apiPID, &coalesceCPU, &coalesceRedis, coalesceCmds, func() {
 				load(b, &coalesce, hc, benchClients, slice, func(i int) *http.Request {
 					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(`{"concurrency":3}`))
 				}, joined)
@@ -210,6 +219,8 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 			it, benchClients, &peerP, &fresh, fresh.rate()/peerP.rate(), ms(fresh.q(0.99))/ms(peerP.q(0.99)),
 			&coalesce, coalesce.rate()/peerP.rate(), ms(coalesce.q(0.99))/ms(peerP.q(0.99)),
 			per(peerCPU, &peerP), per(peerRedis, &peerP), per(freshCPU, &fresh), per(freshRedis, &fresh), per(coalesceCPU, &coalesce), per(coalesceRedis, &coalesce))
+		b.Logf("Redis commands per request (calls, µs inside Redis; a script's calls are in its line):\n  peer     %s\n  new job  %s\n  joins    %s",
+			peerCmds.per(peerP.n()), freshCmds.per(fresh.n()), coalesceCmds.per(coalesce.n()))
 		b.ReportMetric(per(freshCPU, &fresh)/per(peerCPU, &peerP), "new_cpu/peer_cpu")
 		b.ReportMetric(fresh.rate()/peerP.rate(), "new/peer")
 		b.ReportMetric(ms(fresh.q(0.99))/ms(peerP.q(0.99)), "new_p99/peer_p99")
@@ -217,6 +228,66 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 		b.ReportMetric(ms(coalesce.q(0.99))/ms(peerP.q(0.99)), "joined_p99/peer_p99")
 		b.ReportMetric(peerP.rate(), "peer_req/s")
 	}
+}
+
+// cmdStats is, by Redis command, the calls and the µs Redis spent in them.
+type cmdStats map[string][2]float64
+
+// addDiff adds to s what Redis ran between the snapshots before and after.
+func (s cmdStats) addDiff(after, before cmdStats) {
+	for k, a := range after {
+		d := [2]float64{a[0] - before[k][0], a[1] - before[k][1]}
+		if d[0] > 0 {
+			s[k] = [2]float64{s[k][0] + d[0], s[k][1] + d[1]}
+		}
+	}
+}
+
+// per is s per request of n, the costliest commands first; commands run
+// less than once per 100 requests are left out (the workers' polling).
+func (s cmdStats) per(n int) string {
+	keys := make([]string, 0, len(s))
+	for k, v := range s {
+		if v[0]/float64(n) >= 0.01 {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return s[keys[i]][1] > s[keys[j]][1] })
+	var out []string
+	total := 0.0
+	for _, k := range keys {
+		total += s[k][1]
+		out = append(out, fmt.Sprintf("%s %.2f× %.1f µs", k, s[k][0]/float64(n), s[k][1]/float64(n)))
+	}
+	return fmt.Sprintf("%.1f µs: %s", total/float64(n), strings.Join(out, ", "))
+}
+
+// redisCmdStats is INFO commandstats of the shared redis-server.
+func redisCmdStats(b *testing.B, o *orchestrator) cmdStats {
+	info, err := o.rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := cmdStats{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, found := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !found {
+			continue
+		}
+		var calls, usec float64
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				fmt.Sscan(v, &calls)
+			case "usec":
+				fmt.Sscan(v, &usec)
+			}
+		}
+		s[name] = [2]float64{calls, usec}
+	}
+	return s
 }
 
 // procCPU is the user and system CPU time process pid has used so far

@@ -11,6 +11,10 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"go.opentelemetry.io/contrib/instrumentation/github.com/gin-gonic/gin/otelgin"
+	"go.opentelemetry.io/otel"
+	noopmetric "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/duck"
@@ -156,8 +160,10 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 	apiCfg := httpapi.Config{
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Metrics:      tel.MetricsHandler(),
-		// The request span is the root of a refresh job's trace.
-		Middleware: []gin.HandlerFunc{otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tel.TracerProvider)), httpapi.Metrics(),
+		// The request span is the root of a refresh job's trace
+		// (requestTracing); requests are counted and timed by
+		// httpapi.Metrics (mvq_http_*, the metrics contract).
+		Middleware: []gin.HandlerFunc{requestTracing(tel), httpapi.Metrics(),
 			httpapi.WriteDeadlines(cfg.WriteTimeout), httpapi.QueryQueueWait(cfg.QueryQueueWait)},
 		Auth:             authn,
 		TraceURLTemplate: cfg.TraceURLTemplate,
@@ -175,4 +181,28 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 		ready(ln.Addr().String())
 	}
 	return Serve(ctx, ln, api.Handler(), func() { api.SetReady(false) }, APIDrainTimeout, cfg.WriteTimeout)
+}
+
+// requestTracing is the middleware whose span is a request's, the root of
+// a refresh job's trace: otelgin's when spans are exported; else a span
+// with ids only (continuing the traceparent a client sent), without the
+// request attributes otelgin computes for a record nobody would keep.
+// otelgin's own http.server.* series are off: they would count every
+// request a second time, outside the metrics contract.
+func requestTracing(tel *telemetry.Telemetry) gin.HandlerFunc {
+	if tel.Exporting {
+		return otelgin.Middleware("mvq-api", otelgin.WithTracerProvider(tel.Tracing), otelgin.WithMeterProvider(noopmetric.NewMeterProvider()))
+	}
+	tracer := tel.Tracing.Tracer("mvq-api")
+	return func(c *gin.Context) {
+		saved := c.Request.Context()
+		ctx := otel.GetTextMapPropagator().Extract(saved, propagation.HeaderCarrier(c.Request.Header))
+		ctx, span := tracer.Start(ctx, c.FullPath(), trace.WithSpanKind(trace.SpanKindServer))
+		c.Request = c.Request.WithContext(ctx)
+		defer func() {
+			span.End()
+			c.Request = c.Request.WithContext(saved)
+		}()
+		c.Next()
+	}
 }

@@ -100,6 +100,12 @@ func runAPIProcess() {
 	}
 	err = service.RunAPI(ctx, cfg, service.ReadyFile(os.Getenv))
 	stopProfile()
+	if p := os.Getenv("MVQ_TEST_MEMPROFILE"); p != "" { // benchmarks: what the API allocates
+		if f, err := os.Create(p); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -456,6 +462,11 @@ func TestRefreshEndToEnd(t *testing.T) {
 	// Full refresh, bounded concurrency across two worker processes.
 	j := e.mustDone(e.refresh("docs$chunks", map[string]any{"source_task_size": 4, "concurrency": 2, "max_rows_per_fragment": 10}))
 	e.assertView("docs$chunks", "docs$articles", -1)
+	// No span exporter here: spans record nothing, but the job still has
+	// its trace id.
+	if tid, _ := j["trace_id"].(string); len(tid) != 32 || strings.Trim(tid, "0") == "" {
+		t.Fatalf("job trace_id %q", tid)
+	}
 	prog := j["progress"].(map[string]any)
 	if fmt.Sprint(prog["work_items_total"]) != "15" || fmt.Sprint(prog["work_items_done"]) != "15" {
 		t.Fatalf("progress %v", prog)

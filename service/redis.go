@@ -10,6 +10,8 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/telemetry"
 )
 
 // RedisTarget is MVQ_REDIS_URL resolved into the options of both Redis
@@ -172,6 +174,11 @@ func redisClientsPool(rawURL string, poolSize int) (redis.UniversalClient, asynq
 	// idempotency record the response it replays, which have no place in
 	// traces; and formatting them, with a stack walk for the caller, cost
 	// about a tenth of an accept's CPU (BenchmarkAcceptVsPeer's profile).
+	// Without a span exporter the spans would record nothing, and no log
+	// line names a Redis command's span: no hook then.
+	if !telemetry.Recording() {
+		return rdb, t.Asynq, nil
+	}
 	if err := redisotel.InstrumentTracing(rdb, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
 		rdb.Close()
 		return nil, nil, fmt.Errorf("redis tracing: %w", err)

@@ -1,7 +1,7 @@
 // Package telemetry sets up OpenTelemetry for mvq's processes: one tracer
 // provider (OTLP export configured by the standard OTEL_* variables;
 // nothing exported when they are unset, though spans and trace ids still
-// exist), W3C trace context propagation, and a meter provider exposed in
+// exist, recording nothing), W3C trace context propagation, and a meter provider exposed in
 // Prometheus format on /metrics.
 package telemetry
 
@@ -24,14 +24,19 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Telemetry owns the providers of one process.
 type Telemetry struct {
 	TracerProvider *sdktrace.TracerProvider
-	MeterProvider  *sdkmetric.MeterProvider
-	registry       *promclient.Registry
-	Exporting      bool // spans leave the process
+	// Tracing is the provider the process traces with (the global one):
+	// TracerProvider when spans are exported, else one whose spans only
+	// carry ids (idTracerProvider).
+	Tracing       trace.TracerProvider
+	MeterProvider *sdkmetric.MeterProvider
+	registry      *promclient.Registry
+	Exporting     bool // spans leave the process
 }
 
 // Options tune Setup.
@@ -86,7 +91,11 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	}
 	t.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(pe))
 
-	otel.SetTracerProvider(t.TracerProvider)
+	t.Tracing = t.TracerProvider
+	if !t.Exporting {
+		t.Tracing = idTracerProvider{}
+	}
+	otel.SetTracerProvider(t.Tracing)
 	// Series that only move on rare events exist from the start, so
 	// dashboards and alerts find them (at zero).
 	CommitConflicts.Add(ctx, 0)
