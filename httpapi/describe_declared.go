@@ -13,7 +13,7 @@ import (
 // is_only_declared. It reports whether it answered: false, writing
 // nothing, when id is not declared, and false with the error when the
 // catalog cannot tell.
-func (s *Server) describeDeclared(c *gin.Context, id []string) (bool, error) {
+func (s *Server) describeDeclared(c *gin.Context, id []string, opts map[string]string) (bool, error) {
 	props, ok, err := s.cat.DeclaredProperties(c.Request.Context(), id)
 	if err != nil || !ok {
 		return false, err
@@ -22,7 +22,7 @@ func (s *Server) describeDeclared(c *gin.Context, id []string) (bool, error) {
 		props = map[string]string{}
 	}
 	loc := s.cat.TableLocation(id)
-	c.JSON(http.StatusOK, gin.H{
+	resp := gin.H{
 		"table":            id[len(id)-1],
 		"namespace":        id[:len(id)-1],
 		"location":         loc,
@@ -32,6 +32,10 @@ func (s *Server) describeDeclared(c *gin.Context, id []string) (bool, error) {
 		"is_only_declared": true,
 		// Lance clients commit its first version through version/create.
 		"managed_versioning": s.cat.Format() == table.FormatLance,
-	})
+	}
+	if opts != nil {
+		resp["storage_options"] = opts
+	}
+	c.JSON(http.StatusOK, resp)
 	return true, nil
 }

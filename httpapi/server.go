@@ -71,6 +71,9 @@ type Config struct {
 	// read from (none: every notification that reads is a 403).
 	CatalogPrefix    string
 	AllowedLocations iceberg.Allowed
+	// StorageOptions are what describe, declare and create answer as
+	// storage_options (storage_options.go); nil: none.
+	StorageOptions *StorageOptions
 }
 
 // Views is what the API needs of the view and job layer: the view and job

@@ -139,7 +139,11 @@ func (s *Server) createTable(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	c.JSON(http.StatusOK, gin.H{"version": m.Version, "location": t.Location(), "properties": userProperties(m), "managed_versioning": m.ManagedVersioning()})
+	resp := gin.H{"version": m.Version, "location": t.Location(), "properties": userProperties(m), "managed_versioning": m.ManagedVersioning()}
+	if opts, _ := s.storageOptions(c, id, nil, ""); opts != nil {
+		resp["storage_options"] = opts
+	}
+	c.JSON(http.StatusOK, resp)
 	return nil
 }
 
@@ -227,14 +231,21 @@ func (s *Server) tableAndBody(c *gin.Context, req any, bodyID func() []string) (
 
 func (s *Server) describeTable(c *gin.Context) error {
 	ctx := c.Request.Context()
-	var req versionBody
+	var req struct {
+		versionBody
+		VendCredentials *bool `json:"vend_credentials"`
+	}
 	id, err := pathAndBody(c, &req, func() []string { return req.ID })
+	if err != nil {
+		return err
+	}
+	opts, err := s.storageOptions(c, id, req.VendCredentials, "vend_credentials")
 	if err != nil {
 		return err
 	}
 	t, err := s.cat.OpenTable(ctx, id)
 	if errs.CodeOf(err) == errs.CodeTableNotFound && req.Version == nil && req.Branch == nil {
-		if done, err := s.describeDeclared(c, id); done || err != nil {
+		if done, err := s.describeDeclared(c, id, opts); done || err != nil {
 			return err
 		}
 	}
@@ -297,6 +308,9 @@ func (s *Server) describeTable(c *gin.Context) error {
 			return err
 		}
 		resp["materialized_view"] = st
+	}
+	if opts != nil {
+		resp["storage_options"] = opts
 	}
 	c.JSON(http.StatusOK, resp)
 	return nil

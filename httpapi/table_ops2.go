@@ -52,8 +52,9 @@ func (s *Server) declareTable(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if req.VendCredentials != nil && *req.VendCredentials {
-		return errs.Errorf(errs.CodeUnsupported, "vend_credentials: this server vends no storage credentials; read and write through the API")
+	opts, err := s.storageOptions(c, id, req.VendCredentials, "vend_credentials")
+	if err != nil {
+		return err
 	}
 	if req.Location != nil && *req.Location != s.cat.TableLocation(id) {
 		return badInput("location: the directory catalog places table %s at %s, not %q", table.JoinID(id), s.cat.TableLocation(id), *req.Location)
@@ -66,7 +67,11 @@ func (s *Server) declareTable(c *gin.Context) error {
 	if props == nil {
 		props = map[string]string{}
 	}
-	c.JSON(http.StatusOK, gin.H{"location": loc, "properties": props, "managed_versioning": s.cat.Format() == table.FormatLance})
+	resp := gin.H{"location": loc, "properties": props, "managed_versioning": s.cat.Format() == table.FormatLance}
+	if opts != nil {
+		resp["storage_options"] = opts
+	}
+	c.JSON(http.StatusOK, resp)
 	return nil
 }
 

@@ -231,7 +231,7 @@ func (s *Server) batchOther(c *gin.Context, field string, op commitOperation) (t
 			return table.BatchVersion{}, err
 		}
 		if d.VendCredentials != nil && *d.VendCredentials {
-			return table.BatchVersion{}, errs.Errorf(errs.CodeUnsupported, "%s.vend_credentials: this server vends no storage credentials; read and write through the API", field)
+			return table.BatchVersion{}, errs.Errorf(errs.CodeUnsupported, "%s.vend_credentials: a batch commit answers no storage_options; ask declare or describe for them", field)
 		}
 		if d.Location != nil && *d.Location != s.cat.TableLocation(d.ID) {
 			return table.BatchVersion{}, badInput("%s.location: the directory catalog places table %s at %s, not %q", field, table.JoinID(d.ID), s.cat.TableLocation(d.ID), *d.Location)

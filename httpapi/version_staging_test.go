@@ -1,7 +1,10 @@
 package httpapi_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -76,4 +79,39 @@ func TestVersionCreateFromLanceStagingPath(t *testing.T) {
 	v1 := stage("_versions/" + table.ManifestName(4, table.NamingV1) + "-" + id)
 	st, m = c.post("/v1/table/t/version/create", map[string]any{"version": 4, "manifest_path": v1, "naming_scheme": "V1"})
 	c.want(st, m, 200, "")
+}
+
+// The first version of a declared table, created from a staged manifest,
+// answers the e_tag of the manifest it published (as version/create of a
+// later version does), not that of an empty file.
+func TestDeclaredVersionCreateETag(t *testing.T) {
+	t.Parallel()
+	c := setup(t, httpapi.Config{})
+	if st, _ := c.do("POST", "/v1/table/t/create", "application/json", []byte(`[{"id": 1}]`)); st != 200 {
+		t.Fatalf("create %d", st)
+	}
+	if st, m := c.post("/v1/table/d/declare", map[string]any{}); st != 200 {
+		t.Fatalf("declare: %d %v", st, m)
+	}
+	_, m := c.post("/v1/table/t/version/describe", map[string]any{"version": 1})
+	staged, err := readFile(manifestFile(c.dir+"/t.lance", m["version"].(map[string]any)["manifest_path"].(string)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(c.dir+"/d.lance/data", os.DirFS(c.dir+"/t.lance/data")); err != nil {
+		t.Fatal(err)
+	}
+	v1 := table.ManifestName(1, table.NamingV2)
+	writeFile(t, c.dir+"/d.lance/_versions/"+v1+"-"+uuid.NewString(), staged)
+	entries, _ := os.ReadDir(c.dir + "/d.lance/_versions")
+	st, m := c.post("/v1/table/d/version/create", map[string]any{"version": 1, "manifest_path": "_versions/" + entries[0].Name()})
+	c.want(st, m, 200, "")
+	published, err := readFile(c.dir + "/d.lance/_versions/" + v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(published)
+	if got, want := m["version"].(map[string]any)["e_tag"], `"`+hex.EncodeToString(sum[:16])+`"`; got != want {
+		t.Fatalf("e_tag of the declared table's first version: %v, want %s (of the %d bytes published)", got, want, len(published))
+	}
 }

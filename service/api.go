@@ -169,6 +169,7 @@ func serveAPI(ctx context.Context, cfg Config, core *Core, tel *telemetry.Teleme
 		TraceURLTemplate: cfg.TraceURLTemplate,
 		CatalogPrefix:    cfg.CatalogPrefix,
 		AllowedLocations: cfg.AllowedLocations,
+		StorageOptions:   cfg.StorageOptions,
 	}
 	cfg.HTTPLimits.apply(&apiCfg)
 	api := httpapi.New(apiCfg, core.Catalog, views)

@@ -97,6 +97,12 @@ type Config struct {
 	CatalogPrefix    string
 	AllowedLocations iceberg.Allowed
 
+	// StorageOptions is the file MVQ_STORAGE_OPTIONS_FILE names, loaded
+	// (API, environment only): the storage_options describe, declare and
+	// create answer, by principal and namespace, so that Lance clients
+	// reach the warehouse's bucket (httpapi.StorageOptions). nil: none.
+	StorageOptions *httpapi.StorageOptions
+
 	// HTTPLimits bound request bodies, spooled results, event streams and
 	// idempotency records (API, environment only; httplimits.go).
 	HTTPLimits HTTPLimits
@@ -238,6 +244,13 @@ func LoadConfig(name string, args []string, getenv func(string) string, stderr i
 			return cfg, fmt.Errorf("MVQ_ALLOWED_LOCATIONS: %v", err)
 		}
 		cfg.AllowedLocations = a
+	}
+	if p := getenv("MVQ_STORAGE_OPTIONS_FILE"); p != "" {
+		o, err := httpapi.LoadStorageOptions(p)
+		if err != nil {
+			return cfg, fmt.Errorf("MVQ_STORAGE_OPTIONS_FILE: %w", err)
+		}
+		cfg.StorageOptions = o
 	}
 	runtimesFile := ""
 	env("MVQ_RUNTIMES_FILE", &runtimesFile)

@@ -413,6 +413,15 @@ const (
 // the token-absence check sees every log line) and sends alice's token.
 func startWithTokens(t *testing.T, workers int) *env {
 	t.Helper()
+	e := startAPI(t, workers, "default", "MVQ_AUTH=tokens", "MVQ_AUTH_TOKENS_FILE="+tokensFile(t), "MVQ_LOG_LEVEL=debug")
+	e.token = aliceToken
+	return e
+}
+
+// tokensFile writes the tokens file of alice (read, write and refresh on
+// docs) and bob (read on other).
+func tokensFile(t *testing.T) string {
+	t.Helper()
 	sum := sha256.Sum256([]byte(aliceToken))
 	file := filepath.Join(t.TempDir(), "tokens.yaml")
 	yaml := "tokens:\n" +
@@ -425,9 +434,7 @@ func startWithTokens(t *testing.T, workers int) *env {
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e := startAPI(t, workers, "default", "MVQ_AUTH=tokens", "MVQ_AUTH_TOKENS_FILE="+file, "MVQ_LOG_LEVEL=debug")
-	e.token = aliceToken
-	return e
+	return file
 }
 
 func TestRefreshEndToEnd(t *testing.T) {

@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -52,5 +54,33 @@ func TestJWTConfig(t *testing.T) {
 	}
 	if err := cfg.Auth.Check("127.0.0.1:2333"); err == nil || !strings.Contains(err.Error(), "https") {
 		t.Fatalf("http JWKS to idp.example: %v", err)
+	}
+}
+
+// TestStorageOptionsConfig: MVQ_STORAGE_OPTIONS_FILE is loaded and
+// checked before the API starts; a missing or malformed file fails the
+// configuration, naming the variable.
+func TestStorageOptionsConfig(t *testing.T) {
+	t.Parallel()
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("storage_options:\n  - principal: alice\n    options: {aws_region: us-east-1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("storage_options:\n  - options: {aws_region: us-east-1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := service.LoadConfig("api", nil, env(map[string]string{"MVQ_STORAGE_OPTIONS_FILE": good}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.StorageOptions.For("alice", []string{"docs", "t"}); got["aws_region"] != "us-east-1" {
+		t.Fatalf("loaded options for alice: %v", got)
+	}
+	for _, p := range []string{bad, filepath.Join(dir, "missing.yaml")} {
+		if _, err := service.LoadConfig("api", nil, env(map[string]string{"MVQ_STORAGE_OPTIONS_FILE": p}), io.Discard); err == nil || !strings.Contains(err.Error(), "MVQ_STORAGE_OPTIONS_FILE") {
+			t.Errorf("MVQ_STORAGE_OPTIONS_FILE=%s: %v", p, err)
+		}
 	}
 }

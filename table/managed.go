@@ -75,7 +75,8 @@ func (c *Catalog) CreateDeclaredVersion(ctx context.Context, id []string, v uint
 		if err := t.expectStaged(st, manifestSize, etag); err != nil {
 			return nil, nil, err
 		}
-		m, data := st.m, st.data
+		m := st.m
+		data = st.data // the outer data: the caller's e_tag is of what is published
 		if metadata != nil || m.Transaction != "" || !m.lance {
 			if metadata != nil {
 				m.Metadata = metadata

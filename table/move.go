@@ -472,7 +472,7 @@ func (c *Catalog) registerKey(id []string, location string) (string, RegisterSou
 	bad := func(format string, args ...any) (string, RegisterSource, error) {
 		return "", src, errs.Errorf(errs.CodeInvalidInput, "location: %q "+format, append([]any{location}, args...)...)
 	}
-	key := strings.TrimPrefix(location, strings.TrimRight(c.wh.URI(), "/")+"/")
+	key := strings.TrimPrefix(location, c.wh.Root()+"/")
 	key = strings.Trim(key, "/")
 	if key == "" || strings.Contains(location, "://") && key == location || strings.Contains(key, "..") || strings.HasPrefix(key, "/") {
 		return bad("is not a folder inside the warehouse") // the root is not shown

@@ -62,7 +62,7 @@ func TestRegisterAdoptsOnlyTableRootsOfItsNamespace(t *testing.T) {
 	}
 	// A copy of B's table inside A keeps B's identity.
 	copyFolder(t, c, "B/secret.lance/", "A/import/")
-	uri := strings.TrimRight(c.wh.URI(), "/") + "/"
+	uri := c.wh.Root() + "/"
 	x := []string{"A", "x"}
 	for _, tc := range []struct {
 		loc  string

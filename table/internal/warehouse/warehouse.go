@@ -110,9 +110,21 @@ func (w *Warehouse) URI() string { return w.uri }
 // Close releases the bucket.
 func (w *Warehouse) Close() error { return w.bucket.Close() }
 
-// Location returns the full URI of key.
+// Root is the URI of the warehouse root as clients address objects in
+// it: URI without the query of an s3:// or gs:// warehouse (its endpoint,
+// region and addressing are how mvq reaches the store, not part of an
+// object's name; a Lance client gets them as storage options).
+func (w *Warehouse) Root() string {
+	root := w.uri
+	if strings.HasPrefix(root, "s3://") || strings.HasPrefix(root, "gs://") {
+		root, _, _ = strings.Cut(root, "?")
+	}
+	return strings.TrimRight(root, "/")
+}
+
+// Location returns the full URI of key (under Root).
 func (w *Warehouse) Location(key string) string {
-	return strings.TrimRight(w.uri, "/") + "/" + key
+	return w.Root() + "/" + key
 }
 
 // Read returns the whole object; a missing key wraps os.ErrNotExist.
