@@ -107,6 +107,17 @@ func TestLanceDBThroughRESTNamespace(t *testing.T) {
 	if got := e.lancedb(o, "read", "docs", "even", "id < 10"); fmt.Sprint(ints(got["ids"])) != "[0 2 4 6 8]" {
 		t.Fatalf("LanceDB where over the view: %v", got)
 	}
+	// vectorSearch over the 384-dimensional embedding column of a view:
+	// row i's vector is i*384+k, so the nearest rows are the nearest ids.
+	if st := e.post("/v1/materialized_view/docs$vecs/create", map[string]any{
+		"kind": "query", "source_query": `SELECT id, vec FROM "docs$articles" WHERE id % 3 = 0`, "output_schema": "",
+	}, &created); st != 201 {
+		t.Fatalf("create vector view: %d %v", st, created)
+	}
+	e.mustDone(created["job_id"].(string))
+	if got := e.lancedb(o, "search", "docs", "vecs", "31", "3"); fmt.Sprint(ints(got["ids"])) != "[27 30 33]" {
+		t.Fatalf("LanceDB vectorSearch over the view: %v", got)
+	}
 
 	// LanceDB appends; a refresh reads only the new fragment and LanceDB
 	// sees the views' new versions.

@@ -10,9 +10,10 @@
 //   node namespace.mjs update URL TOKEN NS TABLE WHERE BODY  set body on the rows WHERE matches
 //   node namespace.mjs upsert URL TOKEN NS TABLE FROM TO   mergeInsert on id of rows FROM..TO
 //   node namespace.mjs index URL TOKEN NS TABLE            a scalar index on id; its indices
+//   node namespace.mjs search URL TOKEN NS TABLE ID K      vectorSearch on vec with row ID's vector: the K nearest ids
 //
-// Rows have the shape of the Go tests' doc(i): id, lang, body, and an
-// 8-dimensional float32 vector.
+// Rows have the shape of the Go tests' doc(i): id, lang, body, and a
+// 384-dimensional float32 vector (row i's is i*384 + k, k = 0..383).
 import * as lancedb from "@lancedb/lancedb";
 import { Float32, Field, FixedSizeList, Float64, Int64, Schema, Utf8 } from "apache-arrow";
 
@@ -22,21 +23,26 @@ const db = await lancedb.connectNamespace("rest", {
   headers: token ? { Authorization: `Bearer ${token}` } : {},
 });
 
+const DIM = 384;
 const schema = new Schema([
   new Field("id", new Int64(), true),
   new Field("lang", new Utf8(), true),
   new Field("body", new Utf8(), true),
-  new Field("vec", new FixedSizeList(8, new Field("item", new Float32(), true)), true),
+  new Field("vec", new FixedSizeList(DIM, new Field("item", new Float32(), true)), true),
 ]);
+
+function vector(i) {
+  const vec = [];
+  for (let k = 0; k < DIM; k++) vec.push(i * DIM + k);
+  return vec;
+}
 
 function rows(from, to) {
   const out = [];
   for (let i = from; i < to; i++) {
     const words = [];
     for (let w = 0; w < 3 + (i % 9); w++) words.push(`w${i}_${w}`);
-    const vec = [];
-    for (let k = 0; k < 8; k++) vec.push(i * 8 + k);
-    out.push({ id: BigInt(i), lang: i % 5 === 4 ? "de" : "en", body: words.join(" "), vec });
+    out.push({ id: BigInt(i), lang: i % 5 === 4 ? "de" : "en", body: words.join(" "), vec: vector(i) });
   }
   return out;
 }
@@ -99,6 +105,12 @@ switch (cmd) {
     await t.createIndex("id");
     out.indices = (await t.listIndices()).map((i) => i.name);
     out.version = await t.version();
+    break;
+  }
+  case "search": {
+    const t = await db.openTable(name, [ns]);
+    const got = await t.vectorSearch(vector(+a)).column("vec").limit(+b).toArray();
+    out.ids = got.map((r) => Number(r.id)).sort((x, y) => x - y);
     break;
   }
   default:
