@@ -286,6 +286,10 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	}
 }
 
+// rewriteHookKey keys a func() in a delete's or update's context (tests
+// only) that runs between writing its files and committing them.
+type rewriteHookKey struct{}
+
 // maxRewriteAttempts bounds how often delete and update compute their
 // change again after a concurrent commit changed a fragment they touch.
 const maxRewriteAttempts = 8
@@ -452,6 +456,9 @@ func (t *Table) rewriteOnce(ctx context.Context, spec rewriteSpec) (*Manifest, i
 	}
 	if len(reps) == 0 {
 		return nil, 0, nil
+	}
+	if hook, _ := ctx.Value(rewriteHookKey{}).(func()); hook != nil {
+		hook()
 	}
 	nm, err := t.Commit(ctx, func(base *Manifest) (*Manifest, error) {
 		next, err := RewriteOp(operation, reps)(base)
