@@ -165,6 +165,36 @@ func TestLanceFormatReadByLanceDB(t *testing.T) {
 	if _, texts := lanceIDs(t, o, dir, "text", "id = 7"); texts[7] != "seven" {
 		t.Fatalf("LanceDB read the updated text %q", texts[7])
 	}
+	// mvq's delete and update wrote deletion files (every fragment lost
+	// rows) and the update's row as a new fragment; LanceDB reads the same
+	// rows as mvq.
+	md, err := tb.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dels, err := os.ReadDir(filepath.Join(dir, "_deletions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withDel := 0
+	for _, f := range md.Fragments {
+		if f.HasDeletions() {
+			withDel++
+			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f.deletionPath()))); err != nil {
+				t.Fatalf("fragment %d: %v", f.ID, err)
+			}
+		}
+	}
+	if last := md.Fragments[len(md.Fragments)-1]; withDel != 4 || len(dels) < withDel || last.Rows != 1 || last.HasDeletions() {
+		t.Fatalf("after delete and update: %d fragments with deletion files, %d files, fragments %+v", withDel, len(dels), md.Fragments)
+	}
+	lanceAll, lanceTexts := lanceIDs(t, o, dir, "text", "")
+	if mvqAll := sorted(ids(t, tb, QueryOptions{})); !eq(lanceAll, mvqAll) || md.NumRows() != int64(len(lanceAll)) {
+		t.Fatalf("LanceDB reads %d ids, mvq %d (%d in the manifest)", len(lanceAll), len(mvqAll), md.NumRows())
+	}
+	if n, err := tb.CountRows(ctx, 0, "text = 'seven'"); err != nil || n != 1 || lanceTexts[7] != "seven" || lanceTexts[8] != "doc 8" {
+		t.Fatalf("mvq counts %d updated rows (%v); LanceDB reads %q, %q", n, err, lanceTexts[7], lanceTexts[8])
+	}
 	// Older versions stay readable by LanceDB too.
 	if n := o.CountAt(t, dir, "", 1); n != 250 {
 		t.Fatalf("LanceDB counts %d rows at version 1, want 250", n)
