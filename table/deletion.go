@@ -245,3 +245,65 @@ func (t *Table) withDeletions(ctx context.Context, m *Manifest, f Fragment, live
 	}
 	return nf, false, nil
 }
+
+// lanceOp is what a delete or update did to the fragments, recorded as
+// the version's Lance transaction (the manifest's inline transaction
+// section), so Lance readers see a Delete or Update in the history: a
+// Delete when it only gave fragments deletion files and removed whole
+// ones, an Update when it also added fragments (an update's new rows, a
+// rewritten Parquet fragment).
+type lanceOp struct {
+	predicate string
+	updated   []uint32 // fragments that got a new deletion file
+	removed   []uint32 // fragments that left the version
+	added     []uint32 // fragments it added
+}
+
+// rewriteLanceOp describes the version next that applying reps and
+// appending fragments made from a base whose next fragment id was
+// nextID.
+func rewriteLanceOp(predicate string, reps []Replacement, nextID uint32, next *Manifest) *lanceOp {
+	op := &lanceOp{predicate: predicate}
+	for _, r := range reps {
+		if r.InPlace {
+			op.updated = append(op.updated, r.Old)
+		} else {
+			op.removed = append(op.removed, r.Old)
+		}
+	}
+	for _, f := range next.Fragments {
+		if f.ID >= nextID {
+			op.added = append(op.added, f.ID)
+		}
+	}
+	return op
+}
+
+// transaction renders the op for a manifest whose fragments are frags
+// (nil when there is no op).
+func (o *lanceOp) transaction(readVersion uint64, frags []*tablepb.DataFragment) *tablepb.Transaction {
+	if o == nil {
+		return nil
+	}
+	byID := make(map[uint64]*tablepb.DataFragment, len(frags))
+	for _, f := range frags {
+		byID[f.GetId()] = f
+	}
+	pick := func(ids []uint32) []*tablepb.DataFragment {
+		var out []*tablepb.DataFragment
+		for _, id := range ids {
+			if f, ok := byID[uint64(id)]; ok {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	removed := make([]uint64, len(o.removed))
+	for i, id := range o.removed {
+		removed[i] = uint64(id)
+	}
+	if len(o.added) == 0 {
+		return dataset.Delete(readVersion, pick(o.updated), removed, o.predicate)
+	}
+	return dataset.Update(readVersion, removed, pick(o.updated), pick(o.added), nil)
+}

@@ -58,6 +58,11 @@ func TestDeleteWritesDeletionFiles(t *testing.T) {
 	if got := deletionFiles(t, c, tb); len(got) != 1 || got[0] != fmt.Sprintf("0-1-%d.arrow", f.DeletionID) {
 		t.Fatalf("deletion files %v", got)
 	}
+	// The version records a Lance Delete transaction naming the fragment.
+	if tx := lanceTxn(t, c, tb, 2); tx.GetDelete() == nil || len(tx.GetDelete().GetUpdatedFragments()) != 1 ||
+		tx.GetDelete().GetUpdatedFragments()[0].GetDeletionFile().GetNumDeletedRows() != 3 || tx.GetReadVersion() != 1 {
+		t.Fatalf("transaction of v2: %v", tx)
+	}
 	// More rows of the same fragment: merged with the old positions, now
 	// over the threshold, so a roaring bitmap.
 	m3, n, err := tb.Delete(ctx, "id >= 100 AND id < 5200")
@@ -87,6 +92,9 @@ func TestDeleteWritesDeletionFiles(t *testing.T) {
 	if len(m4.Fragments) != 1 || m4.Fragments[0].ID != 0 {
 		t.Fatalf("after deleting fragment 1's rows: %+v", m4.Fragments)
 	}
+	if tx := lanceTxn(t, c, tb, 4); tx.GetDelete() == nil || fmt.Sprint(tx.GetDelete().GetDeletedFragmentIds()) != "[1]" || len(tx.GetDelete().GetUpdatedFragments()) != 0 {
+		t.Fatalf("transaction of v4: %v", tx)
+	}
 	var want []int64
 	for i := int64(0); i < 6000; i++ {
 		if i != 3 && i != 5 && i != 7 && (i < 100 || i >= 5200) {
@@ -115,6 +123,43 @@ func TestDeleteWritesDeletionFiles(t *testing.T) {
 	}
 	if got := ids(t, tb, QueryOptions{}); !eq(got, want) {
 		t.Fatalf("ids after the last delete: %d of them", len(got))
+	}
+}
+
+// lanceTxn reads the inline Lance transaction of version v.
+func lanceTxn(t *testing.T, c *Catalog, tb *Table, v uint64) *tablepb.Transaction {
+	t.Helper()
+	b, err := c.Warehouse().Read(context.Background(), tb.versionsKey()+ManifestName(v, NamingV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := dataset.DecodeManifest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mf.Transaction == nil {
+		t.Fatalf("v%d records no transaction", v)
+	}
+	return mf.Transaction
+}
+
+// TestUpdateRecordsLanceUpdate: an update's version records a Lance Update
+// transaction: the fragment with the new deletion file, the new one.
+func TestUpdateRecordsLanceUpdate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{MaxRowsPerFragment: 10})
+	tb, _, err := c.CreateTable(ctx, []string{"t"}, testSchema, rows(t, 0, 30), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, n, err := tb.Update(ctx, "id = 12 OR id >= 20", [][2]string{{"name", "'u'"}}); err != nil || n != 11 {
+		t.Fatalf("update: %d %v", n, err)
+	}
+	u := lanceTxn(t, c, tb, 2).GetUpdate()
+	if u == nil || fmt.Sprint(u.GetRemovedFragmentIds()) != "[2]" || len(u.GetUpdatedFragments()) != 1 || u.GetUpdatedFragments()[0].GetId() != 1 ||
+		len(u.GetNewFragments()) != 2 || u.GetNewFragments()[0].GetPhysicalRows()+u.GetNewFragments()[1].GetPhysicalRows() != 11 {
+		t.Fatalf("transaction: %v", u)
 	}
 }
 

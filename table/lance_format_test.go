@@ -290,6 +290,16 @@ func TestLanceDeletionFilesRead(t *testing.T) {
 	if r := rids[2]; r.Origin != 2 || fmt.Sprint(r.Deleted[:4]) != "[0 1 10 11]" || r.Deleted[len(r.Deleted)-2] != 90 || r.Deleted[len(r.Deleted)-1] != 100 {
 		t.Fatalf("row ids of fragment 2: %+v", r)
 	}
+	// mvq's update merged its row into fragment 0's LanceDB-written
+	// deletion file; LanceDB deletes again on top of mvq's version (whose
+	// Lance Update transaction it reads) and mvq reads the result.
+	o.Delete(t, dir, "id = 12 OR id = 301")
+	if n := o.Count(t, dir, ""); n != 269 {
+		t.Fatalf("LanceDB counts %d rows after its delete on mvq's version, want 269", n)
+	}
+	if got := sorted(ids(t, tb, QueryOptions{Filter: "id < 14 OR id > 299"})); !eq(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 300, 302, 303, 304, 305, 306, 307, 308, 309}) {
+		t.Fatalf("mvq ids after LanceDB's second delete = %v", got)
+	}
 }
 
 // TestLanceManifestHostile: a Lance manifest another writer (or a client

@@ -237,7 +237,8 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 	}
 	pm.Config[lanceVersionKey] = string(fb)
 	pm.WriterFeatureFlags |= dataset.FlagTableConfig
-	return dataset.EncodeManifest(&dataset.ManifestFile{Manifest: pm, Major: dataset.ManifestMajor, Minor: dataset.ManifestMinor})
+	return dataset.EncodeManifest(&dataset.ManifestFile{Manifest: pm, Major: dataset.ManifestMajor, Minor: dataset.ManifestMinor,
+		Transaction: m.lanceOp.transaction(m.ParentVersion, pm.Fragments)})
 }
 
 // decodeLance parses a Lance manifest file into a Manifest. Versions

@@ -114,6 +114,9 @@ type Manifest struct {
 	// lance: the version is (to be) stored as a Lance manifest
 	// (lance_manifest.go); versions derived from it keep the format.
 	lance bool
+	// lanceOp, set by the operation that makes this version (not read
+	// back), is the Lance transaction its manifest records (deletion.go).
+	lanceOp *lanceOp
 }
 
 // ViewProperty is the manifest property that makes a table a materialized
@@ -234,6 +237,7 @@ func (m *Manifest) clone() *Manifest {
 	c.Fragments = append([]Fragment(nil), m.Fragments...)
 	c.Metadata = nil
 	c.Transaction = ""
+	c.lanceOp = nil
 	if m.Properties != nil {
 		c.Properties = make(map[string]json.RawMessage, len(m.Properties))
 		for k, v := range m.Properties {

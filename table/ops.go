@@ -461,11 +461,13 @@ func (t *Table) rewriteOnce(ctx context.Context, spec rewriteSpec) (*Manifest, i
 		hook()
 	}
 	nm, err := t.Commit(ctx, func(base *Manifest) (*Manifest, error) {
+		nextID := base.NextFragmentID
 		next, err := RewriteOp(operation, reps)(base)
 		if err != nil {
 			return nil, err
 		}
 		assignIDs(next, added)
+		next.lanceOp = rewriteLanceOp(predicate, reps, nextID, next)
 		return next, nil
 	})
 	if err != nil {
