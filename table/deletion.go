@@ -246,7 +246,7 @@ func (t *Table) withDeletions(ctx context.Context, m *Manifest, f Fragment, live
 	return nf, false, nil
 }
 
-// lanceOp is what a delete or update did to the fragments, recorded as
+// lanceOp is what a delete, update or merge_insert did to the fragments, recorded as
 // the version's Lance transaction (the manifest's inline transaction
 // section), so Lance readers see a Delete or Update in the history: a
 // Delete when it only gave fragments deletion files and removed whole
@@ -302,8 +302,11 @@ func (o *lanceOp) transaction(readVersion uint64, frags []*tablepb.DataFragment)
 	for i, id := range o.removed {
 		removed[i] = uint64(id)
 	}
-	if len(o.added) == 0 {
+	switch {
+	case len(o.added) == 0:
 		return dataset.Delete(readVersion, pick(o.updated), removed, o.predicate)
+	case len(o.updated) == 0 && len(removed) == 0:
+		return dataset.Append(readVersion, pick(o.added)) // a merge that only inserted
 	}
 	return dataset.Update(readVersion, removed, pick(o.updated), pick(o.added), nil)
 }
