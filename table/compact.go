@@ -100,7 +100,9 @@ var compactBeforeCommit func()
 // Compact rewrites runs of small fragments (adjacent in table order, each
 // under half of TargetRows and of TargetBytes) into fragments of up to
 // TargetRows rows and TargetBytes bytes, and commits them in a new
-// version (operation "compact") with put-if-not-exists. Content and row
+// version (operation "compact") with put-if-not-exists. A fragment whose
+// deletion file deletes a tenth of its rows or more is rewritten without
+// them (materialize), alone if need be. Content and row
 // order are kept: each merged fragment takes the place of the run it
 // replaces (rows get new addresses, as after any rewrite). Views are
 // compacted too, the properties with a rewriter installed on the catalog

@@ -520,9 +520,9 @@ func (t *Table) matchedRows(ctx context.Context, m *Manifest, schema *arrow.Sche
 	return live, rows, nil
 }
 
-// Delete removes the rows where predicate is true, rewriting only the
-// fragments that hold such rows. It answers the new version, or the current
-// one when nothing matched.
+// Delete removes the rows where predicate is true: the fragments holding
+// such rows get a deletion file (rewrite). It answers the new version, or
+// the current one when nothing matched.
 func (t *Table) Delete(ctx context.Context, predicate string) (*Manifest, int64, error) {
 	if err := t.c.checkExpr(ctx, "predicate", predicate); err != nil {
 		return nil, 0, err
@@ -537,8 +537,9 @@ func (t *Table) Delete(ctx context.Context, predicate string) (*Manifest, int64,
 
 // Update sets columns to SQL expressions on the rows where predicate holds
 // (empty: all rows). Every expression sees the row as it was before the
-// update. Only fragments holding matching rows are rewritten; no match
-// commits nothing and answers the current version. An unknown column is
+// update. The matched rows are deleted from their fragments and their new
+// values appended as new fragments (rewrite), so they come last in table
+// order; no match commits nothing and answers the current version. An unknown column is
 // errs.CodeTableColumnNotFound; bad SQL or a value that does not fit the column
 // is errs.CodeInvalidInput.
 func (t *Table) Update(ctx context.Context, predicate string, updates [][2]string) (*Manifest, int64, error) {
