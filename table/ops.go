@@ -471,6 +471,10 @@ func (t *Table) rewriteOnce(ctx context.Context, spec rewriteSpec) (*Manifest, i
 		return next, nil
 	})
 	if err != nil {
+		// A conflict committed nothing: this attempt's files go. Another
+		// commit error may hide a version that was written after all, so
+		// they stay, for CleanupOrphans to judge.
+		ok = !IsConflict(err)
 		return nil, 0, err
 	}
 	ok = true
