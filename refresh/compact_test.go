@@ -142,7 +142,7 @@ func TestCompactUndoneByRefreshRemovingRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := b.plan(t, id, "j2", Options{})
-	if p.Mode != ModeIncremental || len(p.RemovedSourceFragments) != 1 {
+	if p.Mode != ModeIncremental || len(p.RemovedSourceRows) != 1 {
 		t.Fatalf("plan %+v", p)
 	}
 	results := b.expandAll(t, p)

@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -150,13 +151,15 @@ func (j viewRefresh) Plan(ctx context.Context, id []string, jobID string, opts O
 		kept := wm.Fragments.Minus(gone)
 		changed, err = changedOrigins(ctx, src, wm.SourceVersion, sm, rid)
 		lost := errs.CodeOf(err) == errs.CodeTableVersionNotFound
-		if err != nil && !lost {
+		if err != nil && !lost && !errors.Is(err, errRevived) {
 			return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
 		}
 		switch {
 		case lost:
 			// Which rows deletes removed since cannot be told.
 			p.Mode, p.Reason = ModeFull, fmt.Sprintf("source version %d, the one last refreshed from, is gone", wm.SourceVersion)
+		case errors.Is(err, errRevived):
+			p.Mode, p.Reason = ModeFull, "rows deleted from the source came back (a restore)"
 		case len(gone) == 0 && len(added) == 0 && len(changed) == 0:
 			p.Mode = ModeNoOp
 			return p, nil

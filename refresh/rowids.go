@@ -2,8 +2,10 @@ package refresh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -114,13 +116,16 @@ func (r removal) touches(lo, hi uint32) bool {
 }
 
 // changedOrigins are the origins both versions hold in different
-// fragments (deletes applied since), with the rows deleted now.
+// fragments (deletes applied since), with the rows deleted now; errRevived
+// when a fragment both hold deletes fewer rows now (a restore).
 func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, cur *table.Manifest, curIDs rowIDs) ([]RemovedRows, error) {
-	if len(curIDs) == 0 {
-		return nil, nil
-	}
 	prev, err := src.Load(ctx, prevVersion)
 	if err != nil {
+		if len(curIDs) == 0 {
+			// Nothing is deleted now: no row to remove; whether rows came
+			// back cannot be told without the old version, as before.
+			return nil, nil
+		}
 		return nil, fmt.Errorf("source version %d last refreshed from: %w", prevVersion, err)
 	}
 	prevIDs, err := rowIDsOf(ctx, src, prev)
@@ -136,6 +141,12 @@ func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, c
 	var out []RemovedRows
 	for _, f := range cur.Fragments {
 		ids, ok := curIDs[f.ID]
+		if k, held := key[f.ID]; held && k != f.Key() && revived(prevIDs[f.ID].Deleted, ids.Deleted) {
+			// The same fragment deletes fewer rows than before (a restore
+			// of an older version): rows come back, which only a full
+			// refresh puts in their place.
+			return nil, errRevived
+		}
 		if !ok {
 			continue
 		}
@@ -146,4 +157,25 @@ func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, c
 		}
 	}
 	return out, nil
+}
+
+// errRevived: rows the last refreshed source version had deleted are live
+// again in a fragment both versions hold.
+var errRevived = errors.New("rows deleted from the source came back")
+
+// revived reports whether a position deleted before (prev, sorted [lo, hi)
+// pairs) is not deleted now (cur).
+func revived(prev, cur []uint32) bool {
+	if len(prev) == 0 {
+		return false
+	}
+	p, c := roaring.New(), roaring.New()
+	for i := 0; i+1 < len(prev); i += 2 {
+		p.AddRange(uint64(prev[i]), uint64(prev[i+1]))
+	}
+	for i := 0; i+1 < len(cur); i += 2 {
+		c.AddRange(uint64(cur[i]), uint64(cur[i+1]))
+	}
+	p.AndNot(c)
+	return !p.IsEmpty()
 }

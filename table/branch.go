@@ -271,7 +271,7 @@ func (t *Table) DeleteBranch(ctx context.Context, name string) error {
 	return nil
 }
 
-// branchPaths adds to used the data files every version of every line
+// branchPaths adds to used the data and deletion files every version of every line
 // other than t's references (main, every folder under tree/, with or
 // without a record: a half-deleted branch's files are kept until its
 // manifests are gone).
@@ -305,9 +305,7 @@ func (t *Table) branchPaths(ctx context.Context, used map[string]bool) error {
 			if err != nil {
 				return err
 			}
-			for _, f := range m.Fragments {
-				used[f.Path] = true
-			}
+			fragmentFiles(m, used)
 		}
 	}
 	return nil

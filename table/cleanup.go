@@ -8,15 +8,17 @@ import (
 
 // CleanupResult reports what CleanupOrphans found.
 type CleanupResult struct {
-	Referenced int   // data files some version references
-	Removed    int   // orphan data files deleted
+	Referenced int   // data and deletion files some version references
+	Removed    int   // orphan data and deletion files deleted
 	Bytes      int64 // their size
 	Recent     int   // orphans younger than the grace period, kept
 }
 
-// CleanupOrphans deletes data files that no version of the table
-// references: what failed or killed writers, cancelled refreshes and
-// losing commits left behind. Files younger than grace are kept, since a
+// CleanupOrphans deletes data files (data/) and deletion files
+// (_deletions/) that no version of the table references: what failed or
+// killed writers, cancelled refreshes and losing commits left behind, and
+// the deletion files a later delete superseded once the versions naming
+// them are deleted. Files younger than grace are kept, since a
 // writer may still be about to commit them (use at least the longest
 // write-to-commit time, e.g. an hour). Readers are never affected: only
 // unreferenced files are removed.
@@ -26,12 +28,17 @@ func (t *Table) CleanupOrphans(ctx context.Context, grace time.Duration) (Cleanu
 
 // CleanupOrphansKeep is CleanupOrphans that also keeps the orphans for
 // which keep (given the name under data/) returns true, whatever their
-// age: files a writer still working on them will commit. keep may be nil.
+// age: files a writer still working on them will commit. keep may be nil;
+// it is asked about data files only.
 func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, keep func(name string) bool) (CleanupResult, error) {
 	var res CleanupResult
 	// List the files first: a file written after this listing is not a
 	// candidate, and one committed after it is in a version read below.
 	files, err := t.c.wh.List(ctx, t.key+"data/")
+	if err != nil {
+		return res, err
+	}
+	dels, err := t.c.wh.List(ctx, t.key+deletionsDir)
 	if err != nil {
 		return res, err
 	}
@@ -45,9 +52,7 @@ func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, kee
 		if err != nil {
 			return res, fmt.Errorf("cleanup %s: %w", JoinID(t.id), err)
 		}
-		for _, f := range m.Fragments {
-			used[f.Path] = true
-		}
+		fragmentFiles(m, used)
 	}
 	// Branches share the table's data files: what a branch references
 	// is in use too.
@@ -56,12 +61,24 @@ func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, kee
 	}
 	res.Referenced = len(used)
 	cutoff := time.Now().Add(-grace)
+	type candidate struct {
+		Entry
+		rel  string
+		data bool
+	}
+	var cands []candidate
 	for _, f := range files {
-		rel := "data/" + f.Name
+		cands = append(cands, candidate{f, "data/" + f.Name, true})
+	}
+	for _, f := range dels {
+		cands = append(cands, candidate{f, deletionsDir + f.Name, false})
+	}
+	for _, f := range cands {
+		rel := f.rel
 		if f.IsDir || used[rel] {
 			continue
 		}
-		if f.ModTime.After(cutoff) || (keep != nil && keep(f.Name)) {
+		if f.ModTime.After(cutoff) || (f.data && keep != nil && keep(f.Name)) {
 			res.Recent++
 			continue
 		}
@@ -72,4 +89,15 @@ func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, kee
 		res.Bytes += f.Size
 	}
 	return res, nil
+}
+
+// fragmentFiles adds to used the files the fragments of m name: data
+// files and deletion files, relative to the table folder.
+func fragmentFiles(m *Manifest, used map[string]bool) {
+	for _, f := range m.Fragments {
+		used[f.Path] = true
+		if f.HasDeletions() {
+			used[f.deletionPath()] = true
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -99,7 +100,9 @@ var compactBeforeCommit func()
 // Compact rewrites runs of small fragments (adjacent in table order, each
 // under half of TargetRows and of TargetBytes) into fragments of up to
 // TargetRows rows and TargetBytes bytes, and commits them in a new
-// version (operation "compact") with put-if-not-exists. Content and row
+// version (operation "compact") with put-if-not-exists. A fragment whose
+// deletion file deletes a tenth of its rows or more is rewritten without
+// them (materialize), alone if need be. Content and row
 // order are kept: each merged fragment takes the place of the run it
 // replaces (rows get new addresses, as after any rewrite). Views are
 // compacted too, the properties with a rewriter installed on the catalog
@@ -122,11 +125,12 @@ func (t *Table) Compact(ctx context.Context, opts CompactOptions) (CompactResult
 		return res, nil // its fragments mirror another engine's files one to one
 	}
 	runs := compactionRuns(m.Fragments, opts)
-	n := 0
+	n, deletions := 0, false
 	for _, r := range runs {
 		n += len(r)
+		deletions = deletions || slices.ContainsFunc(r, materialize)
 	}
-	if n < opts.MinFragments {
+	if n < opts.MinFragments && !deletions {
 		return res, nil
 	}
 	schema, err := m.ArrowSchema()
@@ -176,22 +180,36 @@ func (c *Catalog) Compact(ctx context.Context, id []string, opts CompactOptions)
 	return t.Compact(ctx, opts)
 }
 
+// materializeThreshold is the share of a fragment's rows its deletion
+// file must delete for Compact to rewrite it without them (Lance's
+// default materialize_deletions_threshold).
+const materializeThreshold = 0.1
+
+// materialize reports whether f deletes enough rows to be rewritten
+// without them.
+func materialize(f Fragment) bool {
+	return f.HasDeletions() && float64(f.DeletedRows) >= materializeThreshold*float64(f.PhysicalRows())
+}
+
 // compactionRuns cuts the small fragments of frags into runs to merge:
 // adjacent small fragments, greedily, each run within the targets; runs
-// of one fragment are left alone.
+// of one fragment are left alone, unless it has a deletion file that
+// deletes at least materializeThreshold of its rows (materialize): it is
+// rewritten with its live rows only. Such a fragment joins a run as a
+// small one does.
 func compactionRuns(frags []Fragment, o CompactOptions) [][]Fragment {
 	var runs [][]Fragment
 	var cur []Fragment
 	var rows, bytes int64
 	flush := func() {
-		if len(cur) >= 2 {
+		if len(cur) >= 2 || len(cur) == 1 && materialize(cur[0]) {
 			runs = append(runs, cur)
 		}
 		cur, rows, bytes = nil, 0, 0
 	}
 	for _, f := range frags {
 		small := f.Rows*2 < o.TargetRows && f.Bytes*2 < o.TargetBytes
-		if !small {
+		if !small && !materialize(f) {
 			flush()
 			continue
 		}

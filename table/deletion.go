@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/lance/dataset"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
+	"github.com/mvq-dev/mvq/table/internal/datafile"
 )
 
 // Deletion files. Another Lance writer (LanceDB's delete, update or
@@ -22,7 +24,15 @@ import (
 // live row its identity in the data file, (fragment << 32) | position,
 // exactly as for an external table's copied fragments, so views over the
 // table keep the rows that survive and remove only the deleted ones.
-// mvq's own deletes still rewrite the fragments they touch.
+//
+// mvq's own delete, update and merge_insert write deletion files too
+// (withDeletions): where a Lance-format table's Lance data file loses rows,
+// its fragment keeps its id and data file and gets a new deletion file
+// holding the old one's positions and the new ones; a fragment that loses
+// every row leaves the version. Updated rows are appended as new
+// fragments, as Lance's update does, so a one-row update costs one new
+// small fragment instead of a rewrite of the whole one. The superseded
+// deletion files are removed by CleanupOrphans once no version names them.
 
 // deletionsDir holds a Lance table's deletion files.
 const deletionsDir = "_deletions/"
@@ -71,7 +81,7 @@ func (f Fragment) deletionFile() *tablepb.DeletionFile {
 
 // deletionKey is the warehouse key of the fragment's deletion file.
 func (t *Table) deletionKey(f Fragment) string {
-	return t.key + deletionsDir + dataset.DeletionFileName(uint64(f.ID), f.deletionFile())
+	return t.key + f.deletionPath()
 }
 
 // Deleted reads the positions of the data file of f that its deletion
@@ -160,4 +170,143 @@ func (m *Manifest) NumDeletedRows() int64 {
 		n += f.DeletedRows
 	}
 	return n
+}
+
+// deletionPath is the path of the fragment's deletion file relative to
+// the table folder ("" when it has none).
+func (f Fragment) deletionPath() string {
+	if !f.HasDeletions() {
+		return ""
+	}
+	return deletionsDir + dataset.DeletionFileName(uint64(f.ID), f.deletionFile())
+}
+
+// canDelete reports whether rows of fragment f of version m can be
+// removed with a deletion file: a Lance-format table's Lance data file
+// (what LanceDB reads deletion files with); other fragments are rewritten.
+func canDelete(m *Manifest, f Fragment) bool {
+	return m.IsLance() && strings.HasSuffix(f.Path, datafile.LanceExt)
+}
+
+// physicalRows maps live offsets of a fragment (0..Rows-1, as readers see
+// them, ascending) to positions in its data file, given the positions its
+// deletion file already deletes (nil: none).
+func physicalRows(deleted *roaring.Bitmap, live []uint32) *roaring.Bitmap {
+	var dels []uint32
+	if deleted != nil {
+		dels = deleted.ToArray()
+	}
+	out := roaring.New()
+	j := 0
+	for _, o := range live {
+		p := o + uint32(j)
+		for j < len(dels) && dels[j] <= p {
+			j++
+			p = o + uint32(j)
+		}
+		out.Add(p)
+	}
+	return out
+}
+
+// withDeletions writes a deletion file for fragment f of version m that
+// deletes the live rows at offsets live (ascending) on top of what its
+// current one deletes, and answers the fragment with it (same id and data
+// file). gone is true when no row would be left: then nothing is written
+// and the fragment is to leave the version. The new file's name is
+// random, so a retried or concurrent writer never overwrites a file a
+// version names.
+func (t *Table) withDeletions(ctx context.Context, m *Manifest, f Fragment, live []uint32) (nf Fragment, gone bool, err error) {
+	old, err := t.Deleted(ctx, f)
+	if err != nil {
+		return Fragment{}, false, err
+	}
+	if n := len(live); n > 0 && int64(live[n-1]) >= f.Rows {
+		return Fragment{}, false, fmt.Errorf("fragment %d: delete of row %d of %d", f.ID, live[n-1], f.Rows)
+	}
+	del := physicalRows(old, live)
+	if old != nil {
+		del.Or(old)
+	}
+	if int64(del.GetCardinality()) >= f.PhysicalRows() {
+		return Fragment{}, true, nil
+	}
+	df, b, err := dataset.EncodeDeletionFile(m.Version, del)
+	if err != nil {
+		return Fragment{}, false, err
+	}
+	nf = f
+	nf.Rows = f.PhysicalRows() - int64(del.GetCardinality())
+	nf.DeletionID, nf.DeletionReadVersion = df.GetId(), df.GetReadVersion()
+	nf.DeletionBitmap = df.GetFileType() == tablepb.DeletionFile_BITMAP
+	nf.DeletedRows = int64(del.GetCardinality())
+	if err := t.c.wh.PutIfNotExists(ctx, t.key+nf.deletionPath(), b); err != nil {
+		return Fragment{}, false, fmt.Errorf("fragment %d: write deletion file: %w", f.ID, err)
+	}
+	return nf, false, nil
+}
+
+// lanceOp is what a delete, update or merge_insert did to the fragments, recorded as
+// the version's Lance transaction (the manifest's inline transaction
+// section), so Lance readers see a Delete or Update in the history: a
+// Delete when it only gave fragments deletion files and removed whole
+// ones, an Update when it also added fragments (an update's new rows, a
+// rewritten Parquet fragment).
+type lanceOp struct {
+	predicate string
+	updated   []uint32 // fragments that got a new deletion file
+	removed   []uint32 // fragments that left the version
+	added     []uint32 // fragments it added
+}
+
+// rewriteLanceOp describes the version next that applying reps and
+// appending fragments made from a base whose next fragment id was
+// nextID.
+func rewriteLanceOp(predicate string, reps []Replacement, nextID uint32, next *Manifest) *lanceOp {
+	op := &lanceOp{predicate: predicate}
+	for _, r := range reps {
+		if r.InPlace {
+			op.updated = append(op.updated, r.Old)
+		} else {
+			op.removed = append(op.removed, r.Old)
+		}
+	}
+	for _, f := range next.Fragments {
+		if f.ID >= nextID {
+			op.added = append(op.added, f.ID)
+		}
+	}
+	return op
+}
+
+// transaction renders the op for a manifest whose fragments are frags
+// (nil when there is no op).
+func (o *lanceOp) transaction(readVersion uint64, frags []*tablepb.DataFragment) *tablepb.Transaction {
+	if o == nil {
+		return nil
+	}
+	byID := make(map[uint64]*tablepb.DataFragment, len(frags))
+	for _, f := range frags {
+		byID[f.GetId()] = f
+	}
+	pick := func(ids []uint32) []*tablepb.DataFragment {
+		var out []*tablepb.DataFragment
+		for _, id := range ids {
+			if f, ok := byID[uint64(id)]; ok {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	removed := make([]uint64, len(o.removed))
+	for i, id := range o.removed {
+		removed[i] = uint64(id)
+	}
+	switch {
+	case len(o.added) == 0:
+		return dataset.Delete(readVersion, pick(o.updated), removed, o.predicate)
+	case len(o.updated) == 0 && len(removed) == 0:
+		return dataset.Append(readVersion, pick(o.added)) // a merge that only inserted
+	}
+	return dataset.Update(readVersion, removed, pick(o.updated), pick(o.added), nil)
 }

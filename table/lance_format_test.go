@@ -165,6 +165,36 @@ func TestLanceFormatReadByLanceDB(t *testing.T) {
 	if _, texts := lanceIDs(t, o, dir, "text", "id = 7"); texts[7] != "seven" {
 		t.Fatalf("LanceDB read the updated text %q", texts[7])
 	}
+	// mvq's delete and update wrote deletion files (every fragment lost
+	// rows) and the update's row as a new fragment; LanceDB reads the same
+	// rows as mvq.
+	md, err := tb.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dels, err := os.ReadDir(filepath.Join(dir, "_deletions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	withDel := 0
+	for _, f := range md.Fragments {
+		if f.HasDeletions() {
+			withDel++
+			if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f.deletionPath()))); err != nil {
+				t.Fatalf("fragment %d: %v", f.ID, err)
+			}
+		}
+	}
+	if last := md.Fragments[len(md.Fragments)-1]; withDel != 4 || len(dels) < withDel || last.Rows != 1 || last.HasDeletions() {
+		t.Fatalf("after delete and update: %d fragments with deletion files, %d files, fragments %+v", withDel, len(dels), md.Fragments)
+	}
+	lanceAll, lanceTexts := lanceIDs(t, o, dir, "text", "")
+	if mvqAll := sorted(ids(t, tb, QueryOptions{})); !eq(lanceAll, mvqAll) || md.NumRows() != int64(len(lanceAll)) {
+		t.Fatalf("LanceDB reads %d ids, mvq %d (%d in the manifest)", len(lanceAll), len(mvqAll), md.NumRows())
+	}
+	if n, err := tb.CountRows(ctx, 0, "text = 'seven'"); err != nil || n != 1 || lanceTexts[7] != "seven" || lanceTexts[8] != "doc 8" {
+		t.Fatalf("mvq counts %d updated rows (%v); LanceDB reads %q, %q", n, err, lanceTexts[7], lanceTexts[8])
+	}
 	// Older versions stay readable by LanceDB too.
 	if n := o.CountAt(t, dir, "", 1); n != 250 {
 		t.Fatalf("LanceDB counts %d rows at version 1, want 250", n)
@@ -191,7 +221,7 @@ func TestLanceFormatReadByLanceDB(t *testing.T) {
 	}
 
 	// mvq reads its own Lance versions back the same.
-	if got := ids(t, tb, QueryOptions{Filter: "id < 12"}); !eq(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11}) {
+	if got := sorted(ids(t, tb, QueryOptions{Filter: "id < 12"})); !eq(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11}) {
 		t.Fatalf("mvq ids = %v", got)
 	}
 }
@@ -249,7 +279,7 @@ func TestLanceDeletionFilesRead(t *testing.T) {
 	if n := o.Count(t, dir, ""); n != 271 {
 		t.Fatalf("LanceDB counts %d rows after mvq's commits, want 271", n)
 	}
-	if got := ids(t, tb, QueryOptions{Filter: "id < 13"}); !eq(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12}) {
+	if got := sorted(ids(t, tb, QueryOptions{Filter: "id < 13"})); !eq(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12}) {
 		t.Fatalf("mvq ids after its commits = %v", got)
 	}
 	rids, err := tb.RowIDs(ctx, m)
@@ -259,6 +289,16 @@ func TestLanceDeletionFilesRead(t *testing.T) {
 	// Fragment 2 held ids 200..299: positions 0, 10, …, 80 and 90..99 are gone.
 	if r := rids[2]; r.Origin != 2 || fmt.Sprint(r.Deleted[:4]) != "[0 1 10 11]" || r.Deleted[len(r.Deleted)-2] != 90 || r.Deleted[len(r.Deleted)-1] != 100 {
 		t.Fatalf("row ids of fragment 2: %+v", r)
+	}
+	// mvq's update merged its row into fragment 0's LanceDB-written
+	// deletion file; LanceDB deletes again on top of mvq's version (whose
+	// Lance Update transaction it reads) and mvq reads the result.
+	o.Delete(t, dir, "id = 12 OR id = 301")
+	if n := o.Count(t, dir, ""); n != 269 {
+		t.Fatalf("LanceDB counts %d rows after its delete on mvq's version, want 269", n)
+	}
+	if got := sorted(ids(t, tb, QueryOptions{Filter: "id < 14 OR id > 299"})); !eq(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 300, 302, 303, 304, 305, 306, 307, 308, 309}) {
+		t.Fatalf("mvq ids after LanceDB's second delete = %v", got)
 	}
 }
 

@@ -276,6 +276,11 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 // schema an Overwrite. A version whose parent is unknown (a batch
 // transaction's) has none.
 func (m *Manifest) lanceTransaction(pm *tablepb.Manifest) *tablepb.Transaction {
+	if m.lanceOp != nil {
+		// A delete, update or merge_insert says what it did (a Delete
+		// where it only wrote deletion files and dropped fragments).
+		return m.lanceOp.transaction(m.ParentVersion, pm.Fragments)
+	}
 	if m.parent == nil {
 		if m.Version != 1 {
 			return nil

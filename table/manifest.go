@@ -124,6 +124,9 @@ type Manifest struct {
 	// Table.commit before encoding): a Lance manifest carries the change
 	// from it as its transaction (lanceTransaction).
 	parent *Manifest
+	// lanceOp, set by the operation that makes this version (not read
+	// back), is the Lance transaction its manifest records (deletion.go).
+	lanceOp *lanceOp
 }
 
 // ViewProperty is the manifest property that makes a table a materialized
@@ -245,6 +248,7 @@ func (m *Manifest) clone() *Manifest {
 	c.Metadata = nil
 	c.Transaction = ""
 	c.parent = nil
+	c.lanceOp = nil
 	if m.Properties != nil {
 		c.Properties = make(map[string]json.RawMessage, len(m.Properties))
 		for k, v := range m.Properties {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -49,8 +50,9 @@ type MergeOptions struct {
 type MergeResult struct {
 	Updated, Inserted, Deleted int64
 	// FragmentsRewritten is how many fragments the committed version
-	// replaced (each by its rewritten copy, in its place); FragmentsAdded
-	// how many new fragments hold the inserted rows.
+	// changed (a new deletion file, a rewritten copy in its place, or
+	// dropped); FragmentsAdded how many new fragments hold the updated
+	// and inserted rows.
 	FragmentsRewritten, FragmentsAdded int
 	// Attempts counts the merges computed: more than one when a
 	// concurrent commit changed rows the merge had to see again.
@@ -89,11 +91,16 @@ type fragMatch struct {
 }
 
 // MergeInsert upserts the rows of rdr by the key columns o.On (the spec's
-// merge_insert) and commits one new version: fragments holding updated or
-// deleted rows are rewritten in their place (new ids, as Update does),
-// inserted rows are appended as new fragments. Matching reads only the
-// key columns (and the delete filter's). Nothing to change commits
-// nothing and answers the current version.
+// merge_insert) and commits one new version, as Lance's merge_insert
+// does: a fragment holding updated or deleted rows gets a deletion file
+// for them (deletion.go; same id and data file, dropped when no row is
+// left), and the updated rows' new values are appended with the inserted
+// rows as new fragments, so updated rows move to the end of table order.
+// A fragment that cannot take a deletion file (a Parquet file) is
+// rewritten in its place instead (a new id). Matching reads only the key
+// columns (and the delete filter's, and with an update filter the
+// matched fragments' rows). Nothing to change commits nothing and answers
+// the current version.
 //
 // The input must have the table's columns (trailing nullable ones may be
 // left out, as for Insert). Errors: a key column missing from the table
@@ -393,11 +400,15 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 		}
 	}
 	var written []Fragment // data files of this attempt, removed if it fails
+	var delFiles []string  // deletion files of this attempt, likewise
 	ok := false
 	defer func() {
 		if !ok {
 			for _, f := range written {
 				_ = t.c.wh.Delete(context.WithoutCancel(ctx), t.key+f.Path)
+			}
+			for _, k := range delFiles {
+				_ = t.c.wh.Delete(context.WithoutCancel(ctx), k)
 			}
 		}
 	}()
@@ -406,6 +417,11 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 		frag             Fragment
 		changed, dropped bool
 		updated, deleted int64
+		// inPlace: frag is the fragment with a new deletion file
+		// (canDelete); the updated rows are the input rows src, written
+		// with the inserted ones.
+		inPlace bool
+		src     []int32
 	}
 	outs := make([]rewritten, len(touched))
 	frags := make([]Fragment, len(touched))
@@ -415,6 +431,36 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 	schema := in.rec.Schema()
 	err = forEachFragment(ctx, frags, func(ctx context.Context, i int, f Fragment) error {
 		fm := matches[touched[i]]
+		if canDelete(m, f) {
+			// A deletion file for the matched and deleted rows; the
+			// updated rows are appended with the inserted ones.
+			off, src := fm.off, fm.src
+			if !o.WhenMatchedUpdateAll {
+				off, src = nil, nil
+			} else if o.WhenMatchedUpdateAllFilt != "" && len(off) > 0 {
+				rec, err := t.readWhole(ctx, m, f, schema)
+				if err != nil {
+					return err
+				}
+				off, src, err = t.filterPairs(ctx, rec, in.rec, off, src, o.WhenMatchedUpdateAllFilt)
+				rec.Release()
+				if err != nil {
+					return err
+				}
+			}
+			if len(off) == 0 && len(fm.del) == 0 {
+				return nil
+			}
+			live := append(slices.Clone(off), fm.del...)
+			slices.Sort(live)
+			nf, gone, err := t.withDeletions(ctx, m, f, slices.Compact(live))
+			if err != nil {
+				return err
+			}
+			outs[i] = rewritten{frag: nf, changed: true, dropped: gone, inPlace: !gone, src: src,
+				updated: int64(len(off)), deleted: int64(len(fm.del))}
+			return nil
+		}
 		rec, err := t.readWhole(ctx, m, f, schema)
 		if err != nil {
 			return err
@@ -446,7 +492,10 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 		return nil
 	})
 	for _, r := range outs {
-		if r.changed && !r.dropped {
+		switch {
+		case r.inPlace:
+			delFiles = append(delFiles, t.key+r.frag.deletionPath())
+		case r.changed && !r.dropped:
 			written = append(written, r.frag)
 		}
 	}
@@ -454,27 +503,34 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 		return nil, res, err
 	}
 	var reps []Replacement
+	var updIdx []int64 // input rows of updates done by a deletion file
 	for i, r := range outs {
 		if !r.changed {
 			continue
 		}
 		res.Updated += r.updated
 		res.Deleted += r.deleted
-		rep := Replacement{Old: frags[i].ID, OldKey: frags[i].Key()}
+		rep := Replacement{Old: frags[i].ID, OldKey: frags[i].Key(), InPlace: r.inPlace}
 		if !r.dropped {
 			rep.New = &r.frag
+		}
+		for _, s := range r.src {
+			updIdx = append(updIdx, int64(s))
 		}
 		reps = append(reps, rep)
 	}
 	res.FragmentsRewritten = len(reps)
 
 	var added []Fragment
-	if o.WhenNotMatchedInsertAll {
-		var idx []int64
-		for i, hit := range matched {
-			if !hit {
-				idx = append(idx, int64(i))
+	{
+		idx := updIdx
+		if o.WhenNotMatchedInsertAll {
+			for i, hit := range matched {
+				if !hit {
+					idx = append(idx, int64(i))
+				}
 			}
+			res.Inserted = int64(len(idx) - len(updIdx))
 		}
 		if len(idx) > 0 {
 			ins, err := records.TakeRows(ctx, in.rec, idx)
@@ -489,7 +545,6 @@ func (t *Table) mergeOnce(ctx context.Context, m *Manifest, in *mergeInput, o Me
 			if err != nil {
 				return nil, res, err
 			}
-			res.Inserted = int64(len(idx))
 		}
 	}
 	res.FragmentsAdded = len(added)
@@ -545,11 +600,13 @@ func (t *Table) mergeOp(ctx context.Context, snap *Manifest, in *mergeInput, o M
 				clear[fresh[i].ID] = true
 			}
 		}
+		nextID := base.NextFragmentID
 		next, err := RewriteOp("merge_insert", reps)(base)
 		if err != nil {
 			return nil, err
 		}
 		assignIDs(next, added)
+		next.lanceOp = rewriteLanceOp("", reps, nextID, next)
 		return next, nil
 	}
 }

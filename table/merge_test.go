@@ -3,6 +3,7 @@ package table
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -115,6 +116,16 @@ func sameRows(t testing.TB, what string, got, want []string) {
 	}
 }
 
+// sameRowSet is sameRows in any order: a merge appends its updated rows
+// as a new fragment, as Update does, so they move to the end.
+func sameRowSet(t testing.TB, what string, got, want []string) {
+	t.Helper()
+	got, want = slices.Clone(got), slices.Clone(want)
+	slices.Sort(got)
+	slices.Sort(want)
+	sameRows(t, what, got, want)
+}
+
 func clip(s []string) []string {
 	if len(s) > 40 {
 		return append(s[:40:40], "…")
@@ -153,17 +164,21 @@ func TestMergeInsertUpsert(t *testing.T) {
 		t.Fatalf("v%d %s %+v", m2.Version, m2.Operation, r)
 	}
 	want := append(kvWant(0, 1000, map[int64]string{150: "x150", 151: "x151", 550: "x550"}), "2000=new", "2001=new2")
-	sameRows(t, "after upsert", kvDump(t, tb, 0), want)
-	// Fragments 1 and 5 were rewritten in place with new ids; the rest kept.
-	if len(m2.Fragments) != 11 {
-		t.Fatalf("%d fragments", len(m2.Fragments))
+	sameRowSet(t, "after upsert", kvDump(t, tb, 0), want)
+	// Fragments 1 and 5 got deletion files (same ids and data files); the
+	// updated and the inserted rows are one new fragment.
+	if len(m2.Fragments) != 11 || m2.Fragments[10].Rows != 5 {
+		t.Fatalf("%d fragments: %+v", len(m2.Fragments), m2.Fragments)
 	}
 	for i, f := range m2.Fragments[:10] {
 		old := m1.Fragments[i]
-		rewritten := i == 1 || i == 5
-		if (f.ID != old.ID) != rewritten || (f.Path != old.Path) != rewritten {
+		changed := i == 1 || i == 5
+		if f.ID != old.ID || f.Path != old.Path || f.HasDeletions() != changed {
 			t.Errorf("fragment %d: %+v, was %+v", i, f, old)
 		}
+	}
+	if u := lanceTxn(t, tb.c, tb, 2).GetUpdate(); u == nil || len(u.GetUpdatedFragments()) != 2 || len(u.GetNewFragments()) != 1 || len(u.GetRemovedFragmentIds()) != 0 {
+		t.Fatalf("transaction of the merge: %v", u)
 	}
 	// Nothing to change: no commit.
 	m3, r, err := tb.MergeInsert(ctx, kvRows(t, kv{k: key(5000), v: "z"}), MergeOptions{On: []string{"k"}, WhenMatchedUpdateAll: true})
@@ -175,7 +190,7 @@ func TestMergeInsertUpsert(t *testing.T) {
 	if err != nil || m4.Version != 3 || r.Updated != 0 || r.Inserted != 1 || r.FragmentsRewritten != 0 {
 		t.Fatalf("insert-only merge: %+v %v", r, err)
 	}
-	sameRows(t, "after insert-only", kvDump(t, tb, 0), append(want, "3000=yes"))
+	sameRowSet(t, "after insert-only", kvDump(t, tb, 0), append(want, "3000=yes"))
 }
 
 // TestMergeInsertFiltersAndDelete: the update filter sees target.* and
@@ -191,27 +206,28 @@ func TestMergeInsertFiltersAndDelete(t *testing.T) {
 	if err != nil || r.Updated != 2 || r.Inserted != 0 || r.FragmentsRewritten != 2 {
 		t.Fatalf("filtered update: %+v %v", r, err)
 	}
-	sameRows(t, "after filtered update", kvDump(t, tb, 0), kvWant(0, 300, map[int64]string{11: "zz", 251: "zzz"}))
+	sameRowSet(t, "after filtered update", kvDump(t, tb, 0), kvWant(0, 300, map[int64]string{11: "zz", 251: "zzz"}))
 	// A filter that holds for no match rewrites nothing.
 	m, r, err := tb.MergeInsert(ctx, kvRows(t, kv{k: key(12), v: "a"}), MergeOptions{On: []string{"k"}, WhenMatchedUpdateAll: true, WhenMatchedUpdateAllFilt: "source.v > target.v"})
 	if err != nil || r.Updated != 0 || r.FragmentsRewritten != 0 || m.Version != 2 {
 		t.Fatalf("filtered-out update: v%d %+v %v", m.Version, r, err)
 	}
-	// Delete by source, only rows under 100 (fragment 0), upserting 5 and 400.
+	// Delete by source, only rows under 100 (fragment 0, and the
+	// fragment the update appended k=11 in), upserting 5 and 400.
 	m, r, err = tb.MergeInsert(ctx, kvRows(t, kv{k: key(5), v: "five"}, kv{k: key(400), v: "new"}), MergeOptions{On: []string{"k"},
 		WhenMatchedUpdateAll: true, WhenNotMatchedInsertAll: true, WhenNotMatchedBySourceDelete: true, WhenNotMatchedBySourceDeleteFilt: "k < 100"})
-	if err != nil || r.Updated != 1 || r.Inserted != 1 || r.Deleted != 99 || r.FragmentsRewritten != 1 || m.Version != 3 {
+	if err != nil || r.Updated != 1 || r.Inserted != 1 || r.Deleted != 99 || r.FragmentsRewritten != 2 || m.Version != 3 {
 		t.Fatalf("delete by source: v%d %+v %v", m.Version, r, err)
 	}
 	want := append([]string{"5=five"}, kvWant(100, 300, map[int64]string{251: "zzz"})...)
-	sameRows(t, "after delete by source", kvDump(t, tb, 0), append(want, "400=new"))
+	sameRowSet(t, "after delete by source", kvDump(t, tb, 0), append(want, "400=new"))
 	// Delete by source without a filter: only the matched rows stay; a
 	// fragment left empty is dropped.
 	_, r, err = tb.MergeInsert(ctx, kvRows(t, kv{k: key(5), v: "five"}, kv{k: key(120), v: "v120"}), MergeOptions{On: []string{"k"}, WhenNotMatchedBySourceDelete: true})
 	if err != nil || r.Deleted != 200 || r.Updated != 0 {
 		t.Fatalf("delete all unmatched: %+v %v", r, err)
 	}
-	sameRows(t, "after delete of all unmatched", kvDump(t, tb, 0), []string{"5=five", "120=v120"})
+	sameRowSet(t, "after delete of all unmatched", kvDump(t, tb, 0), []string{"5=five", "120=v120"})
 	if m, _ := tb.Load(ctx, 0); len(m.Fragments) != 2 {
 		t.Fatalf("fragments %+v", m.Fragments)
 	}
@@ -231,7 +247,7 @@ func TestMergeInsertNullKeysNeverMatch(t *testing.T) {
 	if err != nil || r.Updated != 1 || r.Inserted != 2 {
 		t.Fatalf("%+v %v", r, err)
 	}
-	sameRows(t, "null keys", kvDump(t, tb, 0), []string{"1=b", "_=nullkey", "_=n1", "_=n2"})
+	sameRowSet(t, "null keys", kvDump(t, tb, 0), []string{"1=b", "_=nullkey", "_=n1", "_=n2"})
 	// Delete by source deletes the null-key target rows: nothing matches them.
 	_, r, err = tb.MergeInsert(ctx, kvRows(t, kv{k: key(1), v: "c"}), MergeOptions{On: []string{"k"}, WhenMatchedUpdateAll: true, WhenNotMatchedBySourceDelete: true})
 	if err != nil || r.Deleted != 3 || r.Updated != 1 {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -285,10 +286,46 @@ func (t *Table) Insert(ctx context.Context, rdr array.RecordReader, mode string)
 	}
 }
 
-// rewrite applies query (over view t, one fragment at a time) to the
-// fragments where predicate matches and commits the replacements. It
-// returns the new version (nil when nothing matched) and the matched count.
-func (t *Table) rewrite(ctx context.Context, operation, predicate, query string) (*Manifest, int64, error) {
+// rewriteHookKey keys a func() in a delete's or update's context (tests
+// only) that runs between writing its files and committing them.
+type rewriteHookKey struct{}
+
+// maxRewriteAttempts bounds how often delete and update compute their
+// change again after a concurrent commit changed a fragment they touch.
+const maxRewriteAttempts = 8
+
+// rewriteSpec says what a delete or update does to the rows where
+// predicate matches.
+type rewriteSpec struct {
+	operation, predicate string
+	// query (over view t, one fragment at a time) is the whole new
+	// content of a fragment that is rewritten.
+	query string
+	// updated, for an update, is the select list of a matched row's new
+	// values (the table's columns, in order); empty for a delete.
+	updated string
+}
+
+// rewrite removes or changes the rows where spec.predicate matches and
+// commits the result: in a fragment that can take a deletion file
+// (canDelete), the matched rows are deleted by one and their new values
+// (update) appended as a new fragment; any other fragment is rewritten
+// whole with spec.query. It returns the new version (nil when nothing
+// matched) and the matched count. A concurrent commit that changed a
+// touched fragment (another delete's deletion file) makes it compute the
+// change again on the new version, so no delete is lost.
+func (t *Table) rewrite(ctx context.Context, spec rewriteSpec) (*Manifest, int64, error) {
+	for attempt := 1; ; attempt++ {
+		nm, n, err := t.rewriteOnce(ctx, spec)
+		if err != nil && isFragmentChanged(err) && attempt < maxRewriteAttempts && ctx.Err() == nil {
+			continue
+		}
+		return nm, n, err
+	}
+}
+
+func (t *Table) rewriteOnce(ctx context.Context, spec rewriteSpec) (*Manifest, int64, error) {
+	operation, predicate := spec.operation, spec.predicate
 	m, err := t.Load(ctx, 0)
 	if err != nil {
 		return nil, 0, err
@@ -300,7 +337,7 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := t.c.bindCheck(ctx, operation, schema, query); err != nil {
+	if err := t.c.bindCheck(ctx, operation, schema, spec.query); err != nil {
 		return nil, 0, err
 	}
 	counts, err := t.matchCounts(ctx, m, schema, predicate)
@@ -318,14 +355,67 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 	if matched == 0 {
 		return nil, 0, nil
 	}
-	added := make([]Fragment, len(touched))
-	keep := make([]bool, len(touched))
+	type change struct {
+		rep   Replacement
+		added *Fragment // an update's new rows of a fragment with a deletion file
+		skip  bool      // no matched row was left to read: no change
+	}
+	changes := make([]change, len(touched))
+	var written []string // files of this attempt, removed if it fails
+	var mu sync.Mutex
+	wrote := func(keys ...string) {
+		mu.Lock()
+		written = append(written, keys...)
+		mu.Unlock()
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			for _, k := range written {
+				_ = t.c.wh.Delete(context.WithoutCancel(ctx), k)
+			}
+		}
+	}()
 	err = forEachFragment(ctx, touched, func(ctx context.Context, i int, f Fragment) error {
+		ch := &changes[i]
+		ch.rep = Replacement{Old: f.ID, OldKey: f.Key()}
+		if canDelete(m, f) {
+			live, recs, err := t.matchedRows(ctx, m, schema, f, spec)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				for _, r := range recs {
+					r.Release()
+				}
+			}()
+			if len(live) == 0 {
+				ch.skip = true
+				return nil
+			}
+			nf, gone, err := t.withDeletions(ctx, m, f, live)
+			if err != nil {
+				return err
+			}
+			if !gone {
+				wrote(t.key + nf.deletionPath())
+				ch.rep.New, ch.rep.InPlace = &nf, true
+			}
+			if len(recs) > 0 {
+				af, err := t.WriteFile(ctx, schema, recs)
+				if err != nil {
+					return err
+				}
+				wrote(t.key + af.Path)
+				ch.added = &af
+			}
+			return nil
+		}
 		scan, err := t.Scan(ctx, m, ScanOptions{Fragments: []Fragment{f}, Prefetch: 1})
 		if err != nil {
 			return err
 		}
-		rdr, err := t.c.sql.Query(ctx, map[string]array.RecordReader{viewName: scan}, query)
+		rdr, err := t.c.sql.Query(ctx, map[string]array.RecordReader{viewName: scan}, spec.query)
 		if err != nil {
 			scan.Release()
 			return sqlErr(operation, err)
@@ -344,32 +434,105 @@ func (t *Table) rewrite(ctx context.Context, operation, predicate, query string)
 		if err != nil {
 			return err
 		}
-		added[i], keep[i] = nf, nf.Rows > 0
+		wrote(t.key + nf.Path)
+		if nf.Rows > 0 {
+			ch.rep.New = &nf
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, 0, err
 	}
-	reps := make([]Replacement, len(touched))
-	for i, f := range touched {
-		reps[i] = Replacement{Old: f.ID, OldKey: f.Key()}
-		if keep[i] {
-			reps[i].New = &added[i]
+	reps := make([]Replacement, 0, len(changes))
+	var added []Fragment
+	for _, ch := range changes {
+		if ch.skip {
+			continue
+		}
+		reps = append(reps, ch.rep)
+		if ch.added != nil {
+			added = append(added, *ch.added)
 		}
 	}
-	nm, err := t.Commit(ctx, RewriteOp(operation, reps))
-	return nm, matched, err
+	if len(reps) == 0 {
+		return nil, 0, nil
+	}
+	if hook, _ := ctx.Value(rewriteHookKey{}).(func()); hook != nil {
+		hook()
+	}
+	nm, err := t.Commit(ctx, func(base *Manifest) (*Manifest, error) {
+		nextID := base.NextFragmentID
+		next, err := RewriteOp(operation, reps)(base)
+		if err != nil {
+			return nil, err
+		}
+		assignIDs(next, added)
+		next.lanceOp = rewriteLanceOp(predicate, reps, nextID, next)
+		return next, nil
+	})
+	if err != nil {
+		// A conflict committed nothing: this attempt's files go. Another
+		// commit error may hide a version that was written after all, so
+		// they stay, for CleanupOrphans to judge.
+		ok = !IsConflict(err)
+		return nil, 0, err
+	}
+	ok = true
+	return nm, matched, nil
 }
 
-// Delete removes the rows where predicate is true, rewriting only the
-// fragments that hold such rows. It answers the new version, or the current
-// one when nothing matched.
+// matchedRows reads the rows of fragment f (of version m) where
+// spec.predicate matches: their live offsets, ascending, and for an
+// update their new values (records of schema, in the same order).
+func (t *Table) matchedRows(ctx context.Context, m *Manifest, schema *arrow.Schema, f Fragment, spec rewriteSpec) ([]uint32, []arrow.RecordBatch, error) {
+	cols := referencedColumns(schema, spec.predicate)
+	sel := RowAddrColumn
+	out := arrow.NewSchema([]arrow.Field{{Name: RowAddrColumn, Type: arrow.PrimitiveTypes.Uint64}}, nil)
+	if spec.updated != "" {
+		cols = nil
+		sel = spec.updated + ", " + RowAddrColumn
+		out = arrow.NewSchema(append(append([]arrow.Field(nil), schema.Fields()...), out.Field(0)), nil)
+	}
+	query := fmt.Sprintf("SELECT %s FROM %s WHERE COALESCE((%s), false) ORDER BY %s", sel, viewName, spec.predicate, RowAddrColumn)
+	scan, err := t.Scan(ctx, m, ScanOptions{Columns: cols, Fragments: []Fragment{f}, Prefetch: 1, RowAddr: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	rdr, err := t.c.sql.Query(ctx, map[string]array.RecordReader{viewName: scan}, query)
+	if err != nil {
+		scan.Release()
+		return nil, nil, sqlErr(spec.operation, err)
+	}
+	recs, err := duck.Collect(records.ConformReader(ctx, rdr, out, t.c.opts.Mem))
+	scan.Release()
+	if err != nil {
+		return nil, nil, sqlErr(spec.operation, err)
+	}
+	var live []uint32
+	var rows []arrow.RecordBatch
+	last := out.NumFields() - 1
+	for _, r := range recs {
+		for _, a := range r.Column(last).(*array.Uint64).Values() {
+			live = append(live, uint32(a)) // the offset: the address's low 32 bits
+		}
+		if spec.updated != "" && r.NumRows() > 0 {
+			rows = append(rows, array.NewRecordBatch(schema, r.Columns()[:last], r.NumRows()))
+		}
+		r.Release()
+	}
+	sort.Slice(live, func(i, j int) bool { return live[i] < live[j] })
+	return live, rows, nil
+}
+
+// Delete removes the rows where predicate is true: the fragments holding
+// such rows get a deletion file (rewrite). It answers the new version, or
+// the current one when nothing matched.
 func (t *Table) Delete(ctx context.Context, predicate string) (*Manifest, int64, error) {
 	if err := t.c.checkExpr(ctx, "predicate", predicate); err != nil {
 		return nil, 0, err
 	}
 	query := fmt.Sprintf("SELECT * FROM %s WHERE NOT COALESCE((%s), false)", viewName, predicate)
-	nm, n, err := t.rewrite(ctx, "delete", predicate, query)
+	nm, n, err := t.rewrite(ctx, rewriteSpec{operation: "delete", predicate: predicate, query: query})
 	if err == nil && nm == nil {
 		nm, err = t.Load(ctx, 0)
 	}
@@ -378,8 +541,9 @@ func (t *Table) Delete(ctx context.Context, predicate string) (*Manifest, int64,
 
 // Update sets columns to SQL expressions on the rows where predicate holds
 // (empty: all rows). Every expression sees the row as it was before the
-// update. Only fragments holding matching rows are rewritten; no match
-// commits nothing and answers the current version. An unknown column is
+// update. The matched rows are deleted from their fragments and their new
+// values appended as new fragments (rewrite), so they come last in table
+// order; no match commits nothing and answers the current version. An unknown column is
 // errs.CodeTableColumnNotFound; bad SQL or a value that does not fit the column
 // is errs.CodeInvalidInput.
 func (t *Table) Update(ctx context.Context, predicate string, updates [][2]string) (*Manifest, int64, error) {
@@ -410,6 +574,9 @@ func (t *Table) Update(ctx context.Context, predicate string, updates [][2]strin
 		}
 		set[col] = expr
 	}
+	// The CASE gives an expression the column's type as the SQL engine
+	// unifies them (a string literal set on an integer column is cast, or
+	// is a 400), for rewritten fragments and matched rows alike.
 	sel := make([]string, 0, schema.NumFields())
 	for _, f := range schema.Fields() {
 		q := duck.QuoteIdent(f.Name)
@@ -419,8 +586,9 @@ func (t *Table) Update(ctx context.Context, predicate string, updates [][2]strin
 			sel = append(sel, q)
 		}
 	}
-	query := fmt.Sprintf("SELECT %s FROM %s", strings.Join(sel, ", "), viewName)
-	nm, n, err := t.rewrite(ctx, "update", predicate, query)
+	list := strings.Join(sel, ", ")
+	query := fmt.Sprintf("SELECT %s FROM %s", list, viewName)
+	nm, n, err := t.rewrite(ctx, rewriteSpec{operation: "update", predicate: predicate, query: query, updated: list})
 	if err == nil && nm == nil {
 		nm, err = t.Load(ctx, 0)
 	}

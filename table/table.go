@@ -467,6 +467,24 @@ type Replacement struct {
 	// read: a concurrent commit that gave it another deletion file (a
 	// Lance writer's delete) is a conflict, not lost.
 	OldKey string
+	// InPlace: New is fragment Old itself with another deletion file
+	// (withDeletions), so it keeps its id.
+	InPlace bool
+}
+
+// errFragmentChanged is the cause of RewriteOp's conflict: a fragment it
+// replaces was removed or changed by a concurrent commit. An operation
+// that computes its replacements from the version it read (delete,
+// update) can compute them again on the new one.
+type fragmentChanged struct{ e *errs.Error }
+
+func (e fragmentChanged) Error() string { return e.e.Error() }
+func (e fragmentChanged) Unwrap() error { return e.e }
+
+// isFragmentChanged reports whether err is RewriteOp's conflict.
+func isFragmentChanged(err error) bool {
+	var fc fragmentChanged
+	return errors.As(err, &fc)
 }
 
 // RewriteOp swaps fragments for their rewritten copies (delete, update),
@@ -487,18 +505,22 @@ func RewriteOp(operation string, reps []Replacement) Op {
 				continue
 			}
 			if rep.OldKey != "" && rep.OldKey != f.Key() {
-				return nil, &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: fragment %d changed by a concurrent commit; retry", operation, f.ID)}
+				return nil, fragmentChanged{&errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: fragment %d changed by a concurrent commit; retry", operation, f.ID)}}
 			}
 			delete(byOld, f.ID)
 			if nf := rep.New; nf != nil {
 				r := *nf
-				r.ID = base.NextFragmentID
-				base.NextFragmentID++
+				if rep.InPlace {
+					r.ID = f.ID
+				} else {
+					r.ID = base.NextFragmentID
+					base.NextFragmentID++
+				}
 				out = append(out, r)
 			}
 		}
 		if len(byOld) > 0 {
-			return nil, &errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: fragments changed by a concurrent commit; retry", operation)}
+			return nil, fragmentChanged{&errs.Error{Code: errs.CodeConcurrentModification, Message: fmt.Sprintf("%s: fragments changed by a concurrent commit; retry", operation)}}
 		}
 		base.Operation = operation
 		base.Fragments = out

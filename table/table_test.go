@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,6 +106,14 @@ func seq(from, to int) []int64 {
 }
 
 func eq(a, b []int64) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+// sorted answers a sorted copy of ids: for reads after an update, which
+// moves the updated rows to the end of table order.
+func sorted(ids []int64) []int64 {
+	out := append([]int64(nil), ids...)
+	slices.Sort(out)
+	return out
+}
 
 func TestCreateInsertQuery(t *testing.T) {
 	t.Parallel()
@@ -207,19 +216,29 @@ func TestUpdateTouchesOnlyMatchingFragments(t *testing.T) {
 	if m2.Version != 2 {
 		t.Fatalf("version %d", m2.Version)
 	}
-	// Only fragment 1 (ids 100..199) was rewritten.
-	before := map[string]bool{}
-	for _, f := range m1.Fragments {
-		before[f.Path] = true
+	// Only fragment 1 (ids 100..199) changed: the same data file with a
+	// deletion file of the 10 rows, which are appended as a new fragment.
+	if len(m2.Fragments) != 11 {
+		t.Fatalf("update left %d fragments, want 11", len(m2.Fragments))
 	}
-	changed := 0
-	for _, f := range m2.Fragments {
-		if !before[f.Path] {
-			changed++
+	for i, f := range m2.Fragments[:10] {
+		want := m1.Fragments[i]
+		if i == 1 {
+			want.DeletedRows, want.Rows = 10, 90
+			if f.Path != want.Path || f.ID != want.ID || f.DeletedRows != 10 || f.Rows != 90 || f.DeletionReadVersion != 1 {
+				t.Fatalf("updated fragment: %+v, was %+v", f, m1.Fragments[i])
+			}
+			if ok, err := c.Warehouse().Exists(ctx, tb.Key(f.deletionPath())); !ok || err != nil {
+				t.Fatalf("deletion file %s: %v %v", f.deletionPath(), ok, err)
+			}
+			continue
+		}
+		if f.Key() != want.Key() || f.ID != want.ID {
+			t.Fatalf("fragment %d changed: %+v, was %+v", i, f, want)
 		}
 	}
-	if changed != 1 || len(m2.Fragments) != 10 {
-		t.Fatalf("update rewrote %d fragments (of %d)", changed, len(m2.Fragments))
+	if nf := m2.Fragments[10]; nf.Rows != 10 || nf.ID != 10 || nf.HasDeletions() {
+		t.Fatalf("new fragment: %+v", nf)
 	}
 	rdr, err := tb.Query(ctx, QueryOptions{Filter: "id >= 1000000"})
 	if err != nil {

@@ -251,17 +251,19 @@ func ReadDeletionFile(path string, kind tablepb.DeletionFile_DeletionFileType) (
 	return bm, nil
 }
 
-// WriteDeletionFile writes the deletion file of fragment fragmentID in the
-// dataset folder dir, for a commit that reads version readVersion, and
-// returns its manifest entry. The kind follows BitmapThreshold. rows must
-// not be empty (a fragment without deletions has no deletion file).
-func WriteDeletionFile(dir string, fragmentID, readVersion uint64, rows *roaring.Bitmap) (*tablepb.DeletionFile, error) {
+// EncodeDeletionFile encodes the deletion file of a fragment, for a commit
+// that reads version readVersion, with a fresh random id: its manifest
+// entry and its bytes, to be stored as `_deletions/` +
+// DeletionFileName(fragment, entry). The kind follows BitmapThreshold.
+// rows must not be empty (a fragment without deletions has no deletion
+// file).
+func EncodeDeletionFile(readVersion uint64, rows *roaring.Bitmap) (*tablepb.DeletionFile, []byte, error) {
 	if rows.IsEmpty() {
-		return nil, fmt.Errorf("write deletion file: no deleted rows for fragment %d", fragmentID)
+		return nil, nil, fmt.Errorf("encode deletion file: no deleted rows")
 	}
 	var idb [8]byte
 	if _, err := io.ReadFull(rand.Reader, idb[:]); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	df := &tablepb.DeletionFile{
 		ReadVersion:    readVersion,
@@ -277,7 +279,20 @@ func WriteDeletionFile(dir string, fragmentID, readVersion uint64, rows *roaring
 		b, err = EncodeDeletionArrow(rows)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("encode deletion file: %w", err)
+		return nil, nil, fmt.Errorf("encode deletion file: %w", err)
+	}
+	return df, b, nil
+}
+
+// WriteDeletionFile writes the deletion file of fragment fragmentID in the
+// dataset folder dir (EncodeDeletionFile) and returns its manifest entry.
+func WriteDeletionFile(dir string, fragmentID, readVersion uint64, rows *roaring.Bitmap) (*tablepb.DeletionFile, error) {
+	if rows.IsEmpty() {
+		return nil, fmt.Errorf("write deletion file: no deleted rows for fragment %d", fragmentID)
+	}
+	df, b, err := EncodeDeletionFile(readVersion, rows)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, DeletionsDir), 0o755); err != nil {
 		return nil, err
