@@ -27,9 +27,8 @@ import (
 // it: the schema as Lance fields, each fragment as a Lance fragment whose
 // data file maps the schema's leaf fields to the file's columns. What only
 // mvq knows lives in the manifest's config, which Lance carries from
-// version to version and never deletes (mvq's own commits write only
-// these keys, and no index section: another writer's indexes and config
-// do not survive them):
+// version to version and never deletes (mvq's commits keep another
+// writer's keys, table metadata and indexes: lance_carry.go):
 //
 //	mvq.uuid             the table's identity (Table.Identity)
 //	mvq.property.NAME    a table property (a view's definition, …), raw JSON
@@ -38,15 +37,16 @@ import (
 // mvq.version names the version it describes: a later version written by
 // another Lance writer carries it along unchanged, and then it is ignored
 // (the version's schema comes from the Lance fields, its operation from
-// its transaction).
+// its transaction), but for the column maps of the fragments mvq wrote
+// and the largest field id mvq used.
 //
 // A version mvq commits also carries its Lance transaction inline (the
 // change from its parent: lanceTransaction), which is what a Lance writer
 // that lost the race for the version reads to rebase its own commit.
 //
-// Field ids are assigned depth-first from 0 on each version's schema; a
-// data file's column_indices say where each leaf is in that file, which is
-// all a Lance reader needs to map a version's fields to a file's columns.
+// Field ids are stable from version to version (lance_carry.go); a data
+// file's column_indices say where each leaf is in that file, which is all
+// a Lance reader needs to map a version's fields to a file's columns.
 
 const (
 	lanceUUIDKey     = "mvq.uuid"
