@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -214,11 +213,12 @@ func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
 
 // buildFragments writes the index file of each fragment, in parallel.
 //
-// A fragment with a deletion file (another Lance writer's delete) is left
-// out: its live rows change with each new deletion file under the same
-// id, so it is read whole, as a fragment the index does not cover.
+// A fragment with a deletion file is indexed as its live rows (the
+// offsets its readers present): its coverage names the fragment's
+// content (Fragment.Key, the data file and the deletion file), so a new
+// deletion file under the same id is a fragment the index does not cover
+// until it is extended again.
 func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frags []table.Fragment) ([]Covered, error) {
-	frags = slices.DeleteFunc(slices.Clone(frags), func(f table.Fragment) bool { return f.HasDeletions() })
 	out := make([]Covered, len(frags))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -300,7 +300,7 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 	live := map[uint32]bool{}
 	for _, f := range m.Fragments {
 		live[f.ID] = true
-		if _, ok := im.covers(f); !ok && !f.HasDeletions() {
+		if _, ok := im.covers(f); !ok {
 			todo = append(todo, f)
 		}
 	}

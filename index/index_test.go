@@ -197,7 +197,7 @@ func TestScalarIndexAnswersEqualUnindexed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if ix, unix := im.Coverage(m); ix != 9000 || unix != 2999 {
-		t.Fatalf("coverage: %d indexed, %d not; want 9000 and 2999 (one fragment appended, one rewritten)", ix, unix)
+		t.Fatalf("coverage: %d indexed, %d not; want 9000 and 2999 (two fragments appended, one given a deletion file)", ix, unix)
 	}
 	schema, _ := m.ArrowSchema()
 	sel, err := index.Select(ctx, tb, m, schema, "id = 123")
@@ -238,7 +238,7 @@ func TestScalarIndexAnswersEqualUnindexed(t *testing.T) {
 	}
 	// Extend covers the new fragments; the answers stay the same.
 	if added, err := index.Extend(ctx, tb, "id_idx"); err != nil || added != 3 {
-		t.Fatalf("extend: %d %v, want 3 fragments (2 appended, 1 rewritten)", added, err)
+		t.Fatalf("extend: %d %v, want 3 fragments (2 appended, 1 given a deletion file)", added, err)
 	}
 	im, _ = index.Load(ctx, tb, "id_idx")
 	if ix, unix := im.Coverage(m); ix != 11999 || unix != 0 {
