@@ -31,8 +31,14 @@ var (
 
 func newCatalog(t testing.TB, opts table.Options) *table.Catalog {
 	t.Helper()
+	return newCatalogAt(t, t.TempDir(), opts)
+}
+
+// newCatalogAt is newCatalog on a warehouse in folder root.
+func newCatalogAt(t testing.TB, root string, opts table.Options) *table.Catalog {
+	t.Helper()
 	ctx := context.Background()
-	wh, err := table.OpenWarehouse(ctx, "file://"+t.TempDir())
+	wh, err := table.OpenWarehouse(ctx, "file://"+root)
 	if err != nil {
 		t.Fatal(err)
 	}

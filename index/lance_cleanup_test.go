@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/index"
 	lancedb "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/table"
@@ -18,22 +17,7 @@ import (
 // root, maintaining indexes, with a namespace ns.
 func lanceIndexCatalog(t *testing.T, root string) *table.Catalog {
 	t.Helper()
-	ctx := context.Background()
-	wh, err := table.OpenWarehouse(ctx, "file://"+root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wh.Close() })
-	db, err := duck.Open(duck.Options{Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	cat := table.NewCatalog(wh, db, table.Options{Format: table.FormatLance, MaxRowsPerFragment: 1000, Indexes: index.Maintenance()})
-	if err := cat.CreateNamespace(ctx, []string{"ns"}, "", nil); err != nil && !strings.Contains(err.Error(), "exists") {
-		t.Fatal(err)
-	}
-	return cat
+	return newCatalogAt(t, root, table.Options{Format: table.FormatLance, MaxRowsPerFragment: 1000})
 }
 
 // filesUnder lists the files under dir, relative to it.
