@@ -334,7 +334,16 @@ type chunkRow struct {
 	chunk string
 }
 
-func (r chunkRow) String() string { return fmt.Sprintf("%s/%s/%s/%q", r.addr, r.index, r.id, r.chunk) }
+// String shows the source fragment of the row's address, not the whole
+// address: a view row keeps its source row's identity (its position in the
+// data file), while a query's _rowaddr is the live row's offset, and the
+// two differ in a fragment with a deletion file. Rows are compared in
+// address order (sortRows), so the order within a fragment still counts.
+func (r chunkRow) String() string {
+	var a uint64
+	fmt.Sscan(r.addr, &a)
+	return fmt.Sprintf("%d/%s/%s/%q", a>>32, r.index, r.id, r.chunk)
+}
 
 // expected recomputes the view from the source as it is now: the oracle
 // every refresh result is compared with.

@@ -23,9 +23,9 @@ func raceRows(from, to int, suffix string) []map[string]any {
 	for i := from; i < to; i++ {
 		r := doc(i)
 		r["body"] = r["body"].(string) + suffix
-		vec := make([]float64, 8)
+		vec := make([]float64, 384) // namespace.mjs's dimension
 		for k := range vec {
-			vec[k] = float64(i*8 + k)
+			vec[k] = float64(i*384 + k)
 		}
 		r["vec"] = vec
 		out = append(out, r)

@@ -14,8 +14,9 @@ import (
 // Lance writer that lost the race to it can check its own commit against
 // it and rebase (LanceDB refuses to commit over a version without one;
 // service/TestConcurrentWritersLanceDBAndMVQ races the two). An insert is
-// an Append of just its new fragments, a delete that rewrites fragments an
-// Update, the first version an Overwrite.
+// an Append of just its new fragments, a delete a Delete (fragments whose
+// every row went removed, the others given deletion files), the first
+// version an Overwrite.
 func TestLanceCommitCarriesTransaction(t *testing.T) {
 	ctx := context.Background()
 	root, c := lanceCatalog(t)
@@ -34,8 +35,8 @@ func TestLanceCommitCarriesTransaction(t *testing.T) {
 	for _, c := range []struct {
 		v         uint64
 		op        string
-		fragments int // new fragments (Append), removed ones (Update)
-	}{{1, "overwrite", 2}, {m2.Version, "append", 1}, {m3.Version, "update", 2}} {
+		fragments int // new fragments (Append), removed ones (Update, Delete)
+	}{{1, "overwrite", 2}, {m2.Version, "append", 1}, {m3.Version, "delete", 1}} {
 		b, err := os.ReadFile(filepath.Join(root, "docs", "t.lance", "_versions", ManifestName(c.v, NamingV2)))
 		if err != nil {
 			t.Fatal(err)
@@ -59,6 +60,11 @@ func TestLanceCommitCarriesTransaction(t *testing.T) {
 			got = len(txn.GetAppend().GetFragments())
 		case "update":
 			got = len(txn.GetUpdate().GetRemovedFragmentIds())
+		case "delete":
+			got = len(txn.GetDelete().GetDeletedFragmentIds())
+			if u := len(txn.GetDelete().GetUpdatedFragments()); u != 1 {
+				t.Fatalf("version %d: a delete updating %d fragments, want 1 (ids 100..119 of the second)", c.v, u)
+			}
 		}
 		if got != c.fragments {
 			t.Fatalf("version %d: %s of %d fragments, want %d", c.v, c.op, got, c.fragments)

@@ -18,7 +18,7 @@
 //       version}.
 //
 // Rows have the shape of namespace.mjs's: id, lang, body, and an
-// 8-dimensional float32 vector.
+// 384-dimensional float32 vector (namespace.mjs's shape).
 import * as lancedb from "@lancedb/lancedb";
 import { Float32, Field, FixedSizeList, Int64, Schema, Utf8 } from "apache-arrow";
 
@@ -32,7 +32,7 @@ const schema = new Schema([
   new Field("id", new Int64(), true),
   new Field("lang", new Utf8(), true),
   new Field("body", new Utf8(), true),
-  new Field("vec", new FixedSizeList(8, new Field("item", new Float32(), true)), true),
+  new Field("vec", new FixedSizeList(384, new Field("item", new Float32(), true)), true),
 ]);
 
 function rows(from, to) {
@@ -41,7 +41,7 @@ function rows(from, to) {
     const words = [];
     for (let w = 0; w < 3 + (i % 9); w++) words.push(`w${i}_${w}`);
     const vec = [];
-    for (let k = 0; k < 8; k++) vec.push(i * 8 + k);
+    for (let k = 0; k < 384; k++) vec.push(i * 384 + k);
     out.push({ id: BigInt(i), lang: i % 5 === 4 ? "de" : "en", body: words.join(" "), vec });
   }
   return out;
