@@ -56,7 +56,9 @@ func LoadStorageOptions(path string) (*StorageOptions, error) {
 func ParseStorageOptions(data []byte) (*StorageOptions, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("storage options file: %v", err)
+		// The position only: the parser's own message quotes the lines
+		// around the error, which hold credentials.
+		return nil, fmt.Errorf("storage options file: %s", yaml.FormatError(err, false, false))
 	}
 	var doc struct {
 		Rules []storageRule `json:"storage_options"`

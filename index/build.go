@@ -233,7 +233,7 @@ func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frag
 				if err != nil {
 					return err
 				}
-				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, fileKey(t, im.UUID, f.ID), data); err != nil && !errors.Is(err, table.ErrExists) {
+				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, fileKey(t, im.UUID, f.ID, f.Key()), data); err != nil && !errors.Is(err, table.ErrExists) {
 					return err
 				}
 				out[i] = Covered{ID: f.ID, Path: f.Key(), Rows: f.Rows, Bytes: int64(len(data))}
@@ -324,7 +324,7 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		if cur == nil || cur.Dropped || cur.UUID != im.UUID {
 			// Replaced or dropped: this build's files go with it.
 			for _, c := range added {
-				_ = wh.Delete(context.WithoutCancel(ctx), fileKey(t, im.UUID, c.ID))
+				_ = wh.Delete(context.WithoutCancel(ctx), fileKey(t, im.UUID, c.ID, c.Path))
 			}
 			return 0, nil
 		}
@@ -379,9 +379,13 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		kept := make(map[string]bool, len(next.Fragments))
+		for _, c := range next.Fragments {
+			kept[fileKey(t, im.UUID, c.ID, c.Path)] = true
+		}
 		for _, c := range append(removed, unused...) {
-			if !have[c.ID] {
-				_ = wh.Delete(context.WithoutCancel(ctx), fileKey(t, im.UUID, c.ID))
+			if k := fileKey(t, im.UUID, c.ID, c.Path); !kept[k] {
+				_ = wh.Delete(context.WithoutCancel(ctx), k)
 			}
 		}
 		return n, nil

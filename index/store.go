@@ -113,7 +113,15 @@ type Params struct {
 	NoPositions bool `json:"no_positions,omitempty"`
 }
 
-func fileKey(t *table.Table, uuid string, frag uint32) string {
+// fileKey is the index file of build uuid for fragment frag as its
+// content was (content: its Fragment.Key, a Covered's Path): a fragment
+// with a deletion file has live rows of their own, so each deletion file
+// gets its own index file (frag-<id>-<read version>-<deletion id>.idx); a
+// fragment without one keeps the first layout's name.
+func fileKey(t *table.Table, uuid string, frag uint32, content string) string {
+	if i := strings.LastIndexByte(content, '#'); i >= 0 {
+		return t.LineKey(fmt.Sprintf("%s%s/frag-%d-%s.idx", dir, uuid, frag, content[i+1:]))
+	}
 	return t.LineKey(fmt.Sprintf("%s%s/frag-%d.idx", dir, uuid, frag))
 }
 func centroidKey(t *table.Table, uuid string) string {

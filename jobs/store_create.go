@@ -25,7 +25,6 @@ type newJob struct {
 	request     []byte // the job's options as JSON
 	fingerprint string // joins a PENDING job with the same one; "": never joins
 	backlog     int    // the cluster's limit of unfinished jobs; 0: none
-	fresh       bool   // the id is a new UUIDv7 made for this job: no record or plan task holds it
 	plan        planWrite
 }
 
@@ -44,10 +43,12 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 	keys := append([]string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
 		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}, n.plan.keys...)
 	created := formatTime(now)
+	// The script's "fresh" shortcut (no EXISTS of the record and plan task
+	// for an id made for this call) is not used: go-redis runs a command
+	// again after a read timeout, and a second run of this script must
+	// find the record it wrote the first time instead of writing it over
+	// (and queueing its plan task twice).
 	fresh, known := "", ""
-	if n.fresh {
-		fresh = "fresh"
-	}
 	if _, ok := s.queues.Load(n.plan.queue); ok {
 		known = "known"
 	}

@@ -150,7 +150,7 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 	if err != nil {
 		return Fragment{}, err
 	}
-	return Fragment{Path: rel, Rows: rows, Bytes: size, written: schema, fileVersion: fileVersion}, nil
+	return Fragment{Path: rel, Rows: rows, Bytes: size, written: schema, FileVersion: fileVersion}, nil
 }
 
 // storageVersion is the Lance data storage version of the table's latest
@@ -163,8 +163,12 @@ func (t *Table) storageVersion(ctx context.Context) string {
 		}
 	}
 	v := lanceStorageVers
-	if m, err := t.Load(ctx, 0); err == nil && m.lance {
+	m, err := t.Load(ctx, 0)
+	switch {
+	case err == nil && m.lance:
 		v = m.StorageVersion()
+	case err != nil && errs.CodeOf(err) != errs.CodeTableNotFound:
+		return v // not kept: a later write asks again
 	}
 	if t.storage != nil {
 		t.storage.Store(&v)

@@ -192,7 +192,7 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 		df := &tablepb.DataFile{Path: strings.TrimPrefix(f.Path, "data/"), FileSizeBytes: uint64(max(f.Bytes, 0))}
 		if strings.HasSuffix(f.Path, datafile.LanceExt) {
 			df.FileMajorVersion, df.FileMinorVersion = lanceFileMajor, lanceFileMinor
-			if f.fileVersion == "2.0" {
+			if f.FileVersion == "2.0" {
 				df.FileMinorVersion = 0
 			}
 		}
@@ -407,7 +407,7 @@ func decodeLance(b []byte) (*Manifest, error) {
 		}
 		f := Fragment{ID: uint32(fr.GetId()), Path: "data/" + df.GetPath(), Rows: int64(fr.GetPhysicalRows()), Bytes: int64(df.GetFileSizeBytes())}
 		if df.GetFileMajorVersion() == 2 && df.GetFileMinorVersion() == 0 {
-			f.fileVersion = "2.0"
+			f.FileVersion = "2.0"
 		}
 		if del := fr.GetDeletionFile(); del != nil {
 			if err := f.setDeletion(del); err != nil {

@@ -79,6 +79,10 @@ type Fragment struct {
 	DeletionReadVersion uint64 `json:"deletion_read_version,omitempty"`
 	DeletionBitmap      bool   `json:"deletion_bitmap,omitempty"`
 	DeletedRows         int64  `json:"deleted_rows,omitempty"`
+	// FileVersion is "2.0" for a Lance 2.0 data file (in a dataset created
+	// as 2.0); empty for the 2.1 files mvq writes elsewhere. It travels
+	// with the fragment (a refresh worker's results are JSON).
+	FileVersion string `json:"file_version,omitempty"`
 	// written is the schema WriteFileAt wrote the file with (this process
 	// only): Commit checks it still lines up with the table's.
 	written *arrow.Schema
@@ -86,9 +90,6 @@ type Fragment struct {
 	// leaf column counts of the file's top-level columns
 	// (lance_manifest.go), so the manifest can say where each leaf is.
 	leaves string
-	// fileVersion is "2.0" for a Lance 2.0 data file (another writer's);
-	// empty for the 2.1 files mvq writes.
-	fileVersion string
 }
 
 // Manifest describes one immutable table version.
