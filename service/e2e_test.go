@@ -216,29 +216,21 @@ func (e *env) post(path string, body any, out any) int {
 		b, _ := json.Marshal(body)
 		raw = string(b)
 	}
-	req, _ := http.NewRequest("POST", e.api+path, strings.NewReader(raw))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if e.token != "" {
-		req.Header.Set("Authorization", "Bearer "+e.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
+	status, b, err := e.do("POST", path, strings.NewReader(raw))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 500 {
-		e.t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+	if status >= 500 {
+		e.t.Fatalf("POST %s: %d %s", path, status, b)
 	}
 	if out != nil {
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber()
 		if err := dec.Decode(out); err != nil {
-			e.t.Fatalf("POST %s: %d %s: %v", path, resp.StatusCode, b, err)
+			e.t.Fatalf("POST %s: %d %s: %v", path, status, b, err)
 		}
 	}
-	return resp.StatusCode
+	return status
 }
 
 func (e *env) job(id string) map[string]any {

@@ -37,9 +37,17 @@ func raceRows(from, to int, suffix string) []map[string]any {
 // post it never fails the test, so goroutines may call it.
 func (e *env) send(path string, body any) (int, []byte, error) {
 	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest("POST", e.api+path, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
+	return e.do("POST", path, bytes.NewReader(b))
+}
+
+// do sends one request with the env's token (and a JSON body when body
+// is set) and returns the status and the response body.
+func (e *env) do(method, path string, body io.Reader) (int, []byte, error) {
+	req, _ := http.NewRequest(method, e.api+path, body)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+	}
 	if e.token != "" {
 		req.Header.Set("Authorization", "Bearer "+e.token)
 	}
@@ -290,19 +298,7 @@ func TestConcurrentWritersLanceDBAndMVQ(t *testing.T) {
 	}
 }
 
-func (e *env) getRaw(path string) (int, []byte, error) {
-	req, _ := http.NewRequest("GET", e.api+path, nil)
-	if e.token != "" {
-		req.Header.Set("Authorization", "Bearer "+e.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
+func (e *env) getRaw(path string) (int, []byte, error) { return e.do("GET", path, nil) }
 
 // idDiff names the ids missing from got and the ones it has twice or
 // without being wanted (both sorted).
