@@ -26,14 +26,7 @@ import (
 // without their sizes and times on file:// warehouses (stat them with
 // statVersion); other stores list, with them.
 func (t *Table) versionNames(ctx context.Context) ([]VersionFile, error) {
-	if t.c.wh.Dir() == "" {
-		return t.Versions(ctx)
-	}
-	entries, err := t.c.wh.ListNames(t.versionsKey())
-	if err != nil {
-		return nil, err
-	}
-	vs, _, err := t.versionsOf(ctx, entries)
+	vs, _, err := t.listVersionNames(ctx)
 	return vs, err
 }
 
