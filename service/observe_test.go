@@ -117,15 +117,18 @@ func TestTraceAcrossProcesses(t *testing.T) {
 		t.Fatalf("job trace_id %q", tid)
 	}
 	var spans []receivedSpan
+	// Every span the job makes, not only the commit's: a work item's span
+	// ends after its task returns, which can be after the commit it
+	// enqueued has finished and been exported.
 	waitFor(t, 30*time.Second, "the job's spans", func() bool {
 		spans = recv.trace(tid)
-		n := 0
+		n := map[string]int{}
 		for _, s := range spans {
-			if s.span.Name == "table.commit" || s.span.Name == "refresh.commit" || strings.Contains(s.span.Name, "/refresh") {
-				n++
-			}
+			n[s.span.Name]++
 		}
-		return n >= 3
+		return n["table.commit"] >= 1 && n["refresh.commit"] >= 1 && n["refresh.plan"] >= 1 &&
+			n["refresh.workitem"] >= 3 && n["refresh.read"] >= 3 && n["refresh.apply"] >= 3 &&
+			n["refresh.write"] >= 3 && n["POST /v1/materialized_view/:id/refresh"] >= 1
 	})
 	byID := map[string]receivedSpan{}
 	count := map[string]int{}
