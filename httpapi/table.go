@@ -492,7 +492,7 @@ func (req queryRequest) options() (table.QueryOptions, error) {
 		q.Version = uint64(*req.Version)
 	}
 	q.Filter = req.Filter
-	q.RowAddr = req.WithRowID
+	q.RowAddr, q.LanceRowAddr = req.WithRowID, req.WithRowID
 	if req.Columns != nil {
 		if len(req.Columns.ColumnNames) > 0 && len(req.Columns.ColumnAliases) > 0 {
 			return q, badInput("columns: give column_names or column_aliases, not both")

@@ -385,6 +385,15 @@ func fetchRows(ctx context.Context, t *table.Table, m *table.Manifest, out *arro
 		if err != nil {
 			return nil, err
 		}
+		if rowAddr && c == nread {
+			// Hits are live addresses; users get Lance's.
+			lance, err := t.LanceRowAddrArray(ctx, m, taken, mem)
+			taken.Release()
+			if err != nil {
+				return nil, err
+			}
+			taken = lance
+		}
 		resCols = append(resCols, taken)
 	}
 	scores.Retain()

@@ -326,15 +326,11 @@ type chunkRow struct {
 	chunk string
 }
 
-// String shows the source fragment of the row's address, not the whole
-// address: a view row keeps its source row's identity (its position in the
-// data file), while a query's _rowaddr is the live row's offset, and the
-// two differ in a fragment with a deletion file. Rows are compared in
-// address order (sortRows), so the order within a fragment still counts.
+// String shows the whole row: a view row keeps its source row's identity
+// (Lance's row address, its position in the data file), which is what a
+// query's _rowaddr answers, in fragments with deletion files too.
 func (r chunkRow) String() string {
-	var a uint64
-	fmt.Sscan(r.addr, &a)
-	return fmt.Sprintf("%d/%s/%s/%q", a>>32, r.index, r.id, r.chunk)
+	return fmt.Sprintf("%s/%s/%s/%q", r.addr, r.index, r.id, r.chunk)
 }
 
 // expected recomputes the view from the source as it is now: the oracle

@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/lance/dataset"
@@ -309,4 +312,71 @@ func (o *lanceOp) transaction(readVersion uint64, frags []*tablepb.DataFragment)
 		return dataset.Append(readVersion, pick(o.added)) // a merge that only inserted
 	}
 	return dataset.Update(readVersion, removed, pick(o.updated), pick(o.added), nil)
+}
+
+// livePositions is the data-file position of each live row of f (index:
+// the live offset readers see), or nil when f has no deletion file and
+// the two are the same.
+func (t *Table) livePositions(ctx context.Context, f Fragment) ([]uint32, error) {
+	del, err := t.Deleted(ctx, f)
+	if err != nil || del == nil {
+		return nil, err
+	}
+	return roaring.Flip(del, 0, uint64(f.PhysicalRows())).ToArray(), nil
+}
+
+// LanceRowAddrs rewrites row addresses of version m from the live form
+// this package's readers and indexes use, (fragment << 32) | live offset,
+// into Lance's, (fragment << 32) | position in the data file, which is
+// what LanceDB answers for _rowaddr and what a view's source row ids
+// hold. They differ only in fragments with a deletion file. An address of
+// a fragment m does not have, or past its rows, is an error.
+func (t *Table) LanceRowAddrs(ctx context.Context, m *Manifest, addrs []uint64) error {
+	byID := map[uint32]Fragment{}
+	for _, f := range m.Fragments {
+		if f.HasDeletions() {
+			byID[f.ID] = f
+		}
+	}
+	if len(byID) == 0 {
+		return nil
+	}
+	pos := map[uint32][]uint32{}
+	for i, a := range addrs {
+		fid, o := SplitRowAddress(a)
+		f, ok := byID[fid]
+		if !ok {
+			continue
+		}
+		p, ok := pos[fid]
+		if !ok {
+			var err error
+			if p, err = t.livePositions(ctx, f); err != nil {
+				return err
+			}
+			pos[fid] = p
+		}
+		if int(o) >= len(p) {
+			return fmt.Errorf("row address %d: fragment %d has %d rows", a, fid, len(p))
+		}
+		addrs[i] = RowAddress(fid, p[o])
+	}
+	return nil
+}
+
+// LanceRowAddrArray is LanceRowAddrs over a uint64 array of live
+// addresses, answered as a new array (a is left as it is).
+func (t *Table) LanceRowAddrArray(ctx context.Context, m *Manifest, a arrow.Array, mem memory.Allocator) (arrow.Array, error) {
+	u, ok := a.(*array.Uint64)
+	if !ok {
+		return nil, fmt.Errorf("row addresses are %s, not uint64", a.DataType())
+	}
+	vals := append([]uint64(nil), u.Uint64Values()...)
+	if err := t.LanceRowAddrs(ctx, m, vals); err != nil {
+		return nil, err
+	}
+	b := array.NewUint64Builder(mem)
+	defer b.Release()
+	b.AppendValues(vals, nil)
+	return b.NewArray(), nil
 }

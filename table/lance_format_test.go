@@ -300,6 +300,85 @@ func TestLanceDeletionFilesRead(t *testing.T) {
 	if got := sorted(ids(t, tb, QueryOptions{Filter: "id < 14 OR id > 299"})); !eq(got, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 300, 302, 303, 304, 305, 306, 307, 308, 309}) {
 		t.Fatalf("mvq ids after LanceDB's second delete = %v", got)
 	}
+
+	// A query's _rowaddr is Lance's (the row's position in its data file),
+	// as LanceDB answers it, in every fragment: with and without a deletion
+	// file, whole and through a filter.
+	lanceAddr := map[int64]uint64{}
+	lt := o.Read(t, dir, oracle.ReadOpts{RowID: true, Columns: []string{"id"}})
+	defer lt.Release()
+	ltr := array.NewTableReader(lt, 0)
+	defer ltr.Release()
+	for ltr.Next() {
+		r := ltr.RecordBatch()
+		idc, ac := r.Column(0).(*array.Int64), r.Column(1).(*array.Uint64)
+		for i := 0; i < idc.Len(); i++ {
+			lanceAddr[idc.Value(i)] = ac.Value(i)
+		}
+	}
+	if len(lanceAddr) != 269 {
+		t.Fatalf("LanceDB read %d row ids, want 269", len(lanceAddr))
+	}
+	mvqAddr := func(filter string) map[int64]uint64 {
+		t.Helper()
+		rdr, err := tb.Query(ctx, QueryOptions{Columns: []string{"id"}, Filter: filter, RowAddr: true, LanceRowAddr: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdr.Release()
+		out := map[int64]uint64{}
+		for rdr.Next() {
+			r := rdr.RecordBatch()
+			idc, ac := r.Column(0).(*array.Int64), r.Column(1).(*array.Uint64)
+			for i := 0; i < idc.Len(); i++ {
+				out[idc.Value(i)] = ac.Value(i)
+			}
+		}
+		if err := rdr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got := mvqAddr("")
+	for id, a := range lanceAddr {
+		if got[id] != a {
+			t.Fatalf("id %d: mvq's _rowaddr %#x, LanceDB's %#x", id, got[id], a)
+		}
+	}
+	if len(got) != len(lanceAddr) {
+		t.Fatalf("mvq answers %d rows, LanceDB %d", len(got), len(lanceAddr))
+	}
+	// id 205 is position 5 of fragment 2 (ids 200..299), which has
+	// deletions before it: its live offset is 4.
+	if a := lanceAddr[205]; a != RowAddress(2, 5) {
+		t.Fatalf("LanceDB's _rowaddr of id 205 = %#x", a)
+	}
+	if f := mvqAddr(fmt.Sprintf("_rowaddr = %d", RowAddress(2, 5))); len(f) != 1 || f[205] != RowAddress(2, 5) {
+		t.Fatalf("filter on Lance's _rowaddr of id 205: %v", f)
+	}
+	// Internal readers keep live offsets: the same row is offset 4 there,
+	// and LanceRowAddrs maps it.
+	live := map[int64]uint64{}
+	rdr, err := tb.Query(ctx, QueryOptions{Columns: []string{"id"}, Filter: "id = 205", RowAddr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rdr.Next() {
+		r := rdr.RecordBatch()
+		live[r.Column(0).(*array.Int64).Value(0)] = r.Column(1).(*array.Uint64).Value(0)
+	}
+	rdr.Release()
+	lm, err := tb.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := []uint64{live[205]}
+	if err := tb.LanceRowAddrs(ctx, lm, addrs); err != nil || live[205] != RowAddress(2, 4) || addrs[0] != RowAddress(2, 5) {
+		t.Fatalf("live address %#x maps to %#x (%v)", live[205], addrs[0], err)
+	}
+	if err := tb.LanceRowAddrs(ctx, lm, []uint64{RowAddress(2, 4000)}); err == nil {
+		t.Fatal("an address past the fragment's rows mapped")
+	}
 }
 
 // TestLanceManifestHostile: a Lance manifest another writer (or a client

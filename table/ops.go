@@ -612,7 +612,10 @@ type QueryOptions struct {
 	Filter  string   // SQL predicate; empty: all rows
 	Offset  int64
 	Limit   int64 // 0: no limit
-	RowAddr bool  // add _rowaddr
+	RowAddr bool  // add _rowaddr (live offsets; see ScanOptions.RowAddr)
+	// LanceRowAddr makes _rowaddr Lance's address, for answers to users
+	// (ScanOptions.LanceRowAddr); a filter sees the same values.
+	LanceRowAddr bool
 	// Rows, when set, reads only these rows (selection.go) instead of
 	// asking the catalog's row selector (Indexes.Select).
 	Rows Selection
@@ -636,7 +639,7 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 		out = arrow.NewSchema(fields, nil)
 	}
 	if q.Filter == "" {
-		scan, err := t.Scan(ctx, m, ScanOptions{Columns: q.Columns, RowAddr: q.RowAddr})
+		scan, err := t.Scan(ctx, m, ScanOptions{Columns: q.Columns, RowAddr: q.RowAddr, LanceRowAddr: q.LanceRowAddr})
 		if err != nil {
 			return nil, err
 		}
@@ -646,7 +649,7 @@ func (t *Table) Query(ctx context.Context, q QueryOptions) (array.RecordReader, 
 	if err != nil {
 		return nil, err
 	}
-	opts := ScanOptions{RowAddr: q.RowAddr}
+	opts := ScanOptions{RowAddr: q.RowAddr, LanceRowAddr: q.LanceRowAddr}
 	sel := q.Rows
 	if sel == nil {
 		if sel, err = t.selectRows(ctx, m, schema, q.Filter); err != nil {

@@ -18,8 +18,15 @@ type ScanOptions struct {
 	Columns []string
 	// Fragments to read, in this order (nil: all of the version).
 	Fragments []Fragment
-	// RowAddr appends a uint64 column _rowaddr = (fragment_id << 32) | offset.
+	// RowAddr appends a uint64 column _rowaddr = (fragment_id << 32) |
+	// offset, the live offset (0..Rows-1) this package's readers, row
+	// selections and indexes use.
 	RowAddr bool
+	// LanceRowAddr makes _rowaddr Lance's address instead: the offset is
+	// the row's position in the data file, counting the rows its deletion
+	// file hides (what LanceDB answers; see LanceRowAddrs). For answers
+	// to users, never for addresses fed back into a Selection.
+	LanceRowAddr bool
 	// Prefetch is how many fragments are read ahead (default 2).
 	Prefetch int
 	// Rows, when set, reads only the listed rows of the fragments it
@@ -79,8 +86,14 @@ func (t *Table) Scan(ctx context.Context, m *Manifest, opts ScanOptions) (array.
 		for _, f := range frags {
 			var recs []arrow.RecordBatch
 			err := Recover("read fragment", func() (err error) {
+				var pos []uint32 // data-file positions of the live rows
+				if opts.RowAddr && opts.LanceRowAddr {
+					if pos, err = t.livePositions(ctx, f); err != nil {
+						return err
+					}
+				}
 				if rows := opts.Rows[f.ID]; rows != nil {
-					recs, err = t.readSelected(ctx, f, idx, rows, opts.RowAddr, out, mem)
+					recs, err = t.readSelected(ctx, f, idx, rows, opts.RowAddr, pos, out, mem)
 					return err
 				}
 				recs, err = t.ReadFragment(ctx, f, idx, mem)
@@ -88,7 +101,7 @@ func (t *Table) Scan(ctx context.Context, m *Manifest, opts ScanOptions) (array.
 					recs, err = conformAll(ctx, recs, data, mem)
 				}
 				if err == nil && opts.RowAddr {
-					recs = withRowAddr(recs, out, f.ID, mem)
+					recs = withRowAddr(recs, out, f.ID, pos, mem)
 				}
 				return err
 			})
@@ -121,11 +134,24 @@ func RowAddrs(mem memory.Allocator, frag uint32, off uint64, n int) arrow.Array 
 	return b.NewArray()
 }
 
-func withRowAddr(recs []arrow.RecordBatch, schema *arrow.Schema, frag uint32, mem memory.Allocator) []arrow.RecordBatch {
+// withRowAddr appends _rowaddr to the records of a fragment read whole:
+// live offsets, or the data-file positions pos[offset] when pos is set.
+func withRowAddr(recs []arrow.RecordBatch, schema *arrow.Schema, frag uint32, pos []uint32, mem memory.Allocator) []arrow.RecordBatch {
 	var off uint64
 	out := make([]arrow.RecordBatch, 0, len(recs))
 	for _, r := range recs {
-		addr := RowAddrs(mem, frag, off, int(r.NumRows()))
+		var addr arrow.Array
+		if pos == nil {
+			addr = RowAddrs(mem, frag, off, int(r.NumRows()))
+		} else {
+			b := array.NewUint64Builder(mem)
+			b.Reserve(int(r.NumRows()))
+			for _, p := range pos[off : off+uint64(r.NumRows())] {
+				b.UnsafeAppend(RowAddress(frag, p))
+			}
+			addr = b.NewArray()
+			b.Release()
+		}
 		off += uint64(r.NumRows())
 		cols := append(append([]arrow.Array(nil), r.Columns()...), addr)
 		out = append(out, array.NewRecordBatch(schema, cols, r.NumRows()))

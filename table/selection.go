@@ -50,8 +50,9 @@ const wholeFileBytes = 4 << 20
 // readSelected reads the rows at offsets (sorted) of fragment f, fields
 // as ReadFragment, decoding only the row groups that hold them. With
 // rowAddr the records get a _rowaddr column of the rows' addresses
-// (schema out).
-func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offsets []uint32, rowAddr bool, out *arrow.Schema, mem memory.Allocator) ([]arrow.RecordBatch, error) {
+// (schema out): live offsets, or the data-file positions pos[offset] when
+// pos is set.
+func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offsets []uint32, rowAddr bool, pos []uint32, out *arrow.Schema, mem memory.Allocator) ([]arrow.RecordBatch, error) {
 	if len(offsets) == 0 {
 		return nil, nil
 	}
@@ -75,6 +76,9 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 		ab := array.NewUint64Builder(mem)
 		ab.Reserve(len(offsets))
 		for _, o := range offsets {
+			if pos != nil {
+				o = pos[o]
+			}
 			ab.UnsafeAppend(RowAddress(f.ID, o))
 		}
 		addr := ab.NewArray()

@@ -356,10 +356,16 @@ func fetch(ctx context.Context, t *table.Table, m *table.Manifest, schema, out *
 		cols = append(cols, col)
 	}
 	if q.RowAddr {
-		ab := array.NewUint64Builder(mem)
-		for _, h := range hits {
-			ab.Append(h.addr)
+		// Hits are live addresses; users get Lance's.
+		addrs := make([]uint64, len(hits))
+		for i, h := range hits {
+			addrs[i] = h.addr
 		}
+		if err := t.LanceRowAddrs(ctx, m, addrs); err != nil {
+			return nil, err
+		}
+		ab := array.NewUint64Builder(mem)
+		ab.AppendValues(addrs, nil)
 		cols = append(cols, ab.NewArray())
 		ab.Release()
 	}
