@@ -39,8 +39,9 @@ const jwtSecret = "a-test-secret-of-at-least-32-bytes!!"
 // authServer is the real router over a real warehouse, DuckDB and Redis,
 // with a real worker in-process, and an authenticator.
 type authServer struct {
-	t   *testing.T
-	url string
+	t     *testing.T
+	url   string
+	redis string // the address of its redis-server
 }
 
 func startAuthServer(t *testing.T, a auth.Authenticator) *authServer {
@@ -84,7 +85,7 @@ func startServer(t *testing.T, cfg httpapi.Config) *authServer {
 			a.Close()
 		}
 	})
-	return &authServer{t: t, url: srv.URL}
+	return &authServer{t: t, url: srv.URL, redis: r.Addr}
 }
 
 type reply struct {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -51,15 +53,84 @@ var _ IdempotencyStore = (*idem.Store)(nil)
 // retry runs again; a principal keeps at most jobs.IdempotencyMaxKeys
 // records (its oldest go first). Without a Redis store (no view layer configured) the header
 // is refused with 400 rather than silently ignored.
+//
+// Storage options (credentials) never go into Redis: a stored body keeps
+// only the fact that it had them, and a replay answers the options this
+// caller is given now (see withoutSecrets).
 func (s *Server) idempotent() gin.HandlerFunc {
 	var st IdempotencyStore
 	if s.views != nil {
 		st = s.views.IdempotencyStore()
 	}
-	return idempotent(st)
+	return idempotent(st, func(c *gin.Context) map[string]string {
+		id, err := pathID(c)
+		if err != nil {
+			return nil
+		}
+		opts, _ := s.storageOptions(c, id, nil, "")
+		return opts
+	})
 }
 
-func idempotent(st IdempotencyStore) gin.HandlerFunc {
+// storageOptionsKey is the response field withoutSecrets redacts.
+const storageOptionsKey = "storage_options"
+
+// withoutSecrets is a JSON object response body as it is stored for
+// replay: its storage_options, when it has them, become null (the mark
+// that a replay fills them in again); any other body is kept as it is.
+func withoutSecrets(contentType string, body []byte) []byte {
+	obj, ok := replayObject(contentType, body)
+	if !ok {
+		return body
+	}
+	if _, has := obj[storageOptionsKey]; !has {
+		return body
+	}
+	obj[storageOptionsKey] = json.RawMessage("null")
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// withSecrets is a stored body as it is replayed: a storage_options mark
+// becomes the options opts (the caller's now), or goes when there are none.
+func withSecrets(contentType string, body []byte, opts func() map[string]string) []byte {
+	obj, ok := replayObject(contentType, body)
+	if !ok {
+		return body
+	}
+	if _, has := obj[storageOptionsKey]; !has {
+		return body
+	}
+	delete(obj, storageOptionsKey)
+	if o := opts(); len(o) > 0 {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return body
+		}
+		obj[storageOptionsKey] = b
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func replayObject(contentType string, body []byte) (map[string]json.RawMessage, bool) {
+	if !strings.HasPrefix(contentType, "application/json") || !bytes.Contains(body, []byte(`"`+storageOptionsKey+`"`)) {
+		return nil, false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return nil, false
+	}
+	return obj, true
+}
+
+func idempotent(st IdempotencyStore, options func(c *gin.Context) map[string]string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		vals := c.Request.Header.Values(IdempotencyHeader)
 		if len(vals) == 0 {
@@ -95,7 +166,7 @@ func idempotent(st IdempotencyStore) gin.HandlerFunc {
 		switch rec.State {
 		case idem.Done:
 			c.Header("Idempotent-Replayed", "true")
-			c.Data(rec.Status, rec.ContentType, rec.Body)
+			c.Data(rec.Status, rec.ContentType, withSecrets(rec.ContentType, rec.Body, func() map[string]string { return options(c) }))
 			c.Abort()
 			return
 		case idem.InProgress:
@@ -119,7 +190,8 @@ func idempotent(st IdempotencyStore) gin.HandlerFunc {
 			_ = st.Abandon(bg, principal, key, fp)
 			return
 		}
-		_ = st.Finish(bg, principal, key, fp, status, c.Writer.Header().Get("Content-Type"), rw.buf.Bytes())
+		ct := c.Writer.Header().Get("Content-Type")
+		_ = st.Finish(bg, principal, key, fp, status, ct, withoutSecrets(ct, rw.buf.Bytes()))
 	}
 }
 

@@ -1,9 +1,12 @@
 package httpapi_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/httpapi"
@@ -91,5 +94,57 @@ func TestParseStorageOptionsRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error naming %s", c.file, err, c.want)
 		}
+	}
+}
+
+// TestIdempotentCreateKeepsNoSecrets: a table create with an
+// Idempotency-Key answers the caller's storage_options, and its replay
+// does too, but the record kept in Redis for the replay holds no secret:
+// it marks that options were answered and a replay fills in what the
+// caller is given now.
+func TestIdempotentCreateKeepsNoSecrets(t *testing.T) {
+	const secret = "sk-never-in-redis-5e1f"
+	opts, err := httpapi.ParseStorageOptions([]byte("storage_options:\n  - principal: alice\n    options: {aws_access_key_id: AK, aws_secret_access_key: " + secret + "}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, httpapi.Config{Auth: jwtAuth(t), StorageOptions: opts})
+	alice := bearer(mint(t, jwtSecret, "alice", time.Hour, grant("*", auth.Read, auth.Write, auth.Admin)))
+	if r := s.do("POST", "/v1/namespace/docs/create", `{}`, alice...); r.status != 200 {
+		t.Fatalf("create namespace: %d %s", r.status, r.body)
+	}
+	hdr := append([]string{httpapi.IdempotencyHeader, "create-t-1"}, alice...)
+	first := s.do("POST", "/v1/table/docs$t/create", `[{"id": 1}, {"id": 2}]`, hdr...)
+	so, _ := first.json["storage_options"].(map[string]any)
+	if first.status != 200 || so["aws_secret_access_key"] != secret {
+		t.Fatalf("create: %d %s", first.status, first.body)
+	}
+	again := s.do("POST", "/v1/table/docs$t/create", `[{"id": 1}, {"id": 2}]`, hdr...)
+	so, _ = again.json["storage_options"].(map[string]any)
+	if again.status != 200 || again.header.Get("Idempotent-Replayed") != "true" || so["aws_secret_access_key"] != secret || again.json["version"] != first.json["version"] {
+		t.Fatalf("replay: %d %v %s", again.status, again.header, again.body)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: s.redis})
+	defer rdb.Close()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dumped := 0
+	for _, k := range keys {
+		b, err := rdb.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(b, secret) {
+			t.Fatalf("redis key %s holds the secret", k)
+		}
+		if strings.Contains(b, "storage_options") {
+			dumped++
+		}
+	}
+	if dumped == 0 {
+		t.Fatalf("no redis key holds the create's record (keys %v)", keys)
 	}
 }
