@@ -273,8 +273,9 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 // still applies (LanceDB refuses to rebase over a version without one):
 // fragments only added are an Append, fragments removed or replaced (new
 // deletion files, rewritten rows) an Update, a first version or a new
-// schema an Overwrite. A version whose parent is unknown (a batch
-// transaction's) has none.
+// schema an Overwrite. A version whose parent is unknown has none (every
+// commit path sets it: Commit, and CreateVersion and batches for the
+// versions they re-encode).
 func (m *Manifest) lanceTransaction(pm *tablepb.Manifest) *tablepb.Transaction {
 	if m.lanceOp != nil {
 		// A delete, update or merge_insert says what it did (a Delete

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mvq-dev/mvq/lance/dataset"
 )
@@ -68,6 +69,64 @@ func TestLanceCommitCarriesTransaction(t *testing.T) {
 		}
 		if got != c.fragments {
 			t.Fatalf("version %d: %s of %d fragments, want %d", c.v, c.op, got, c.fragments)
+		}
+	}
+}
+
+// TestLanceStagedVersionsCarryTransaction: a version a client staged and
+// mvq re-encoded on publishing (a batch's, which mvq marks with its
+// transaction, and a version/create with metadata) carries its Lance
+// transaction too, worked out against the version it follows: a Lance
+// writer behind it rebases over it instead of failing.
+func TestLanceStagedVersionsCarryTransaction(t *testing.T) {
+	ctx := context.Background()
+	root, c := lanceCatalog(t)
+	tb, _, err := c.CreateTable(ctx, []string{"docs", "t"}, lanceTestSchema, lanceRows(t, 0, 100), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage := func(name string, from, to int) string {
+		t.Helper()
+		base, err := tb.Load(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frags, err := tb.WriteFragments(ctx, lanceTestSchema, lanceRows(t, from, to), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := base.clone()
+		assignIDs(next, frags)
+		next.Version, next.ParentVersion, next.Operation = base.Version+1, base.Version, "append"
+		next.TimestampMillis = time.Now().UnixMilli()
+		data, err := next.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := "staged/" + name + ".manifest"
+		if err := c.wh.Write(ctx, tb.key+path, data); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	if _, _, err := c.CommitBatch(ctx, "batch-create", []BatchVersion{{Field: "b", ID: tb.ID(), Version: 2, ManifestPath: stage("b", 100, 150), Scheme: NamingV2}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := tb.CreateVersion(ctx, 3, stage("m", 150, 170), NamingV2, map[string]string{"k": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(2); v <= 3; v++ {
+		b, err := os.ReadFile(filepath.Join(root, "docs", "t.lance", "_versions", ManifestName(v, NamingV2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mf, err := dataset.DecodeManifest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		txn := mf.Transaction
+		if got := dataset.OperationName(txn); txn == nil || got != "append" || txn.GetReadVersion() != v-1 || len(txn.GetAppend().GetFragments()) != 1 {
+			t.Fatalf("version %d: transaction %v", v, txn)
 		}
 	}
 }

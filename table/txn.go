@@ -257,6 +257,7 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 			return "", nil, err
 		}
 		s.sv.data = data
+		s.sv.m.parent = nil // encoded: no chain of versions kept alive
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {

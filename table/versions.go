@@ -60,6 +60,7 @@ func (t *Table) CreateVersionIf(ctx context.Context, v uint64, manifestPath stri
 	if err != nil {
 		return VersionFile{}, nil, nil, err
 	}
+	sv.m.parent = nil // encoded: no chain of versions kept alive
 
 	t.notify(ctx, sv.m)
 	return VersionFile{Version: v, Scheme: scheme, Name: sv.name, Size: int64(len(sv.data))}, sv.m, sv.data, nil
@@ -112,6 +113,10 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	if v > latest.Version+1 {
 		return nil, errs.Errorf(errs.CodeInvalidInput, "version: %d would leave a gap after the latest version %d", v, latest.Version)
 	}
+	// A re-encoded version (below, or a batch's) records its Lance
+	// transaction as the change from the version it follows, as every
+	// mvq commit does, so a Lance writer behind it can rebase over it.
+	m.parent = cur
 	// The table keeps its identity whatever the staged manifest says, and
 	// only a batch (txn.go) marks a version as part of a transaction.
 	// A version staged in mvq's JSON form joins a Lance table as a Lance
