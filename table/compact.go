@@ -124,6 +124,9 @@ func (t *Table) Compact(ctx context.Context, opts CompactOptions) (CompactResult
 	if m.IsExternal() {
 		return res, nil // its fragments mirror another engine's files one to one
 	}
+	if m.StableRowIDs() {
+		return res, nil // mvq would drop its row ids (refuseStableRowIDs); LanceDB's optimize() compacts it
+	}
 	runs := compactionRuns(m.Fragments, opts)
 	n, deletions := 0, false
 	for _, r := range runs {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/lance/dataset"
 	"github.com/mvq-dev/mvq/lance/pb/filepb"
 	"github.com/mvq-dev/mvq/lance/pb/tablepb"
@@ -42,6 +43,10 @@ type lanceCarry struct {
 	indices []*tablepb.IndexMetadata
 	// storage is the dataset's data storage version ("2.0", "2.1").
 	storage string
+	// stableRowIDs: the dataset has Lance's stable row ids (each fragment
+	// carries its rows' ids), which mvq's commits would drop: writes
+	// through mvq are refused (refuseStableRowIDs).
+	stableRowIDs bool
 }
 
 // subtrees splits Lance fields (a valid field list) into the depth-first
@@ -78,7 +83,8 @@ func subtrees(fields []*filepb.Field) [][]*filepb.Field {
 // newCarry reads what a decoded Lance manifest carries.
 func newCarry(mf *dataset.ManifestFile, factsMax int32) *lanceCarry {
 	pm := mf.Manifest
-	c := &lanceCarry{types: map[int32]string{}, maxField: max(factsMax, -1), tableMD: pm.GetTableMetadata()}
+	c := &lanceCarry{types: map[int32]string{}, maxField: max(factsMax, -1), tableMD: pm.GetTableMetadata(),
+		stableRowIDs: pm.GetReaderFeatureFlags()&dataset.FlagStableRowIDs != 0 || pm.GetWriterFeatureFlags()&dataset.FlagStableRowIDs != 0}
 	for _, st := range subtrees(pm.GetFields()) {
 		ids := make([]int32, len(st))
 		for j, f := range st {
@@ -248,4 +254,19 @@ func (m *Manifest) StorageVersion() string {
 		return m.carry.storage
 	}
 	return lanceStorageVers
+}
+
+// StableRowIDs reports whether version m is of a Lance dataset with
+// stable row ids (LanceDB's new_table_enable_stable_row_ids).
+func (m *Manifest) StableRowIDs() bool { return m != nil && m.carry != nil && m.carry.stableRowIDs }
+
+// refuseStableRowIDs refuses op on a table with stable row ids: mvq reads
+// such a table (queries, views over it) but does not write the row id
+// sequences its fragments need, so a commit of its own would silently
+// drop them, and with them what LanceDB's indexes point at.
+func refuseStableRowIDs(id []string, m *Manifest, op string) error {
+	if !m.StableRowIDs() {
+		return nil
+	}
+	return errs.Errorf(errs.CodeUnsupported, "%s uses Lance stable row ids, which mvq does not write yet: %s through mvq is refused (it would drop the row ids); write with LanceDB, read and refresh views through mvq", JoinID(id), op)
 }

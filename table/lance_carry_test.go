@@ -2,13 +2,16 @@ package table
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/mvq-dev/mvq/errs"
 	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/lance/dataset"
 )
@@ -169,5 +172,79 @@ func TestLanceStorage20Stays(t *testing.T) {
 	}
 	if got := ids(t, tb, QueryOptions{Filter: "id >= 145"}); !eq(got, seq(145, 150)) {
 		t.Fatalf("mvq reads %v", got)
+	}
+}
+
+// TestLanceStableRowIDsReadOnly: a dataset LanceDB made with stable row
+// ids reads through mvq (rows, filters, the row ids views use), but mvq
+// refuses to write it, before writing anything: its commits would drop
+// the row id sequences (they did, silently, before the guard). LanceDB
+// keeps writing it and mvq reads what it wrote.
+func TestLanceStableRowIDsReadOnly(t *testing.T) {
+	o := oracle.Need(t)
+	t.Parallel()
+	ctx := context.Background()
+	root, c := lanceCatalog(t)
+	dir := filepath.Join(root, "docs", "s.lance")
+	rec := withoutMeta(t, 0, 100)
+	defer rec.Release()
+	o.WriteWith(t, dir, rec, oracle.WriteOpts{Options: map[string]string{"new_table_enable_stable_row_ids": "true"}})
+	o.Delete(t, dir, "id < 3")
+	tb, err := c.OpenTable(ctx, []string{"docs", "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(t, tb, QueryOptions{Filter: "id < 6"}); !eq(got, []int64{3, 4, 5}) {
+		t.Fatalf("mvq reads %v", got)
+	}
+	m, err := tb.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.StableRowIDs() {
+		t.Fatal("the dataset's stable row ids are not seen")
+	}
+	if _, err := tb.RowIDs(ctx, m); err != nil {
+		t.Fatalf("row ids for views: %v", err)
+	}
+	more := withoutMeta(t, 100, 110)
+	defer more.Release()
+	rdr, err := array.NewRecordReader(more.Schema(), []arrow.RecordBatch{more})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if errs.CodeOf(err) != errs.CodeUnsupported || !strings.Contains(err.Error(), "stable row ids") {
+			t.Fatalf("%s on a table with stable row ids: %v", what, err)
+		}
+	}
+	_, _, err = tb.Insert(ctx, rdr, "")
+	refused("insert", err)
+	_, _, err = tb.Update(ctx, "id = 5", [][2]string{{"text", "'five'"}})
+	refused("update", err)
+	_, _, err = tb.Delete(ctx, "id = 5")
+	refused("delete", err)
+	_, err = tb.Restore(ctx, 1)
+	refused("restore", err)
+	if res, err := tb.Compact(ctx, CompactOptions{}); err != nil || res.FragmentsAfter != res.FragmentsBefore {
+		t.Fatalf("compaction: %+v %v", res, err)
+	}
+	d, err := dataset.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm := d.ManifestFile.Manifest
+	if pm.GetVersion() != 2 || pm.GetReaderFeatureFlags()&dataset.FlagStableRowIDs == 0 || pm.GetFragments()[0].GetRowIdSequence() == nil {
+		t.Fatalf("after the refused writes: version %d, flags %d", pm.GetVersion(), pm.GetReaderFeatureFlags())
+	}
+	// No data file was left behind by a refused write.
+	files, err := os.ReadDir(filepath.Join(dir, "data"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("data files after the refused writes: %d %v", len(files), err)
+	}
+	o.Write(t, dir, more, "", "append")
+	if got := ids(t, tb, QueryOptions{Filter: "id >= 105"}); !eq(got, seq(105, 110)) {
+		t.Fatalf("mvq reads LanceDB's append: %v", got)
 	}
 }

@@ -250,6 +250,11 @@ func (t *Table) commit(ctx context.Context, op Op, attempts *int) (*Manifest, er
 		if err != nil {
 			return nil, err
 		}
+		// Every commit of mvq's own re-encodes the manifest (the guards of
+		// the operations refuse earlier, before writing data).
+		if err := refuseStableRowIDs(t.id, base, "a commit"); err != nil {
+			return nil, err
+		}
 		next, err := op(base.clone())
 		if err != nil {
 			return nil, err

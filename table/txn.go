@@ -230,6 +230,12 @@ func (c *Catalog) CommitBatch(ctx context.Context, operation string, entries []B
 		if err != nil {
 			return "", nil, fieldErr(e.Field, err)
 		}
+		// A batch re-encodes every version (it marks them with its id).
+		for _, m := range []*Manifest{sv.m, sv.m.parent} {
+			if err := refuseStableRowIDs(t.id, m, "a batch commit"); err != nil {
+				return "", nil, fieldErr(e.Field, err)
+			}
+		}
 		// The checks of version/create (the store's ETag or the MD5).
 		if err := t.expectStaged(sv.st, e.ManifestSize, e.ETag); err != nil {
 			var ee *errs.Error

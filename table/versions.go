@@ -122,6 +122,9 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	// A version staged in mvq's JSON form joins a Lance table as a Lance
 	// manifest, so every version of the table stays readable by Lance.
 	if metadata != nil || m.UUID != cur.UUID || m.Transaction != "" || (cur.lance && !m.lance) {
+		if err := refuseStableRowIDs(t.id, cur, "a version/create that mvq rewrites (metadata, another identity, mvq's JSON form)"); err != nil {
+			return nil, err
+		}
 		if metadata != nil {
 			m.Metadata = metadata
 		}

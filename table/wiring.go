@@ -108,6 +108,14 @@ func (c *Catalog) runSchemaHooks(next *Manifest, ch SchemaChange) error {
 // guardWrite runs the installed write guards for op on table id at
 // version m.
 func (c *Catalog) guardWrite(id []string, m *Manifest, op string) error {
+	// A Lance writer's own commit through version/create passes as it is
+	// (stageVersion refuses only what it would re-encode); a rename moves
+	// the folder whole.
+	if op != "version create" && op != "rename" {
+		if err := refuseStableRowIDs(id, m, op); err != nil {
+			return err
+		}
+	}
 	for _, h := range c.installed() {
 		if h.WriteGuard == nil {
 			continue
