@@ -341,6 +341,9 @@ func (c *Catalog) compactOp(schema string, runs [][]Fragment, written []Fragment
 		}
 		base.Operation = OperationCompact
 		base.Fragments = out
+		if err := pruneRowIDs(base); err != nil {
+			return nil, err
+		}
 		base.Metadata = map[string]string{MetaCompaction: string(raw)}
 		return base, nil
 	}

@@ -161,6 +161,21 @@ func (t *Table) RowIDs(ctx context.Context, m *Manifest) (map[uint32]FragmentRow
 		if out == nil {
 			out = map[uint32]FragmentRowIDs{}
 		}
+		if p, ok := out[f.ID]; ok {
+			// A rewritten fragment (its rows keep the ids of an origin)
+			// that lost rows since: position q of its data file is the
+			// origin's position p.Position(q).
+			all := roaring.New()
+			for i := 0; i+1 < len(p.Deleted); i += 2 {
+				all.AddRange(uint64(p.Deleted[i]), uint64(p.Deleted[i+1]))
+			}
+			it := bm.Iterator()
+			for it.HasNext() {
+				all.Add(uint32(p.Position(uint64(it.Next()))))
+			}
+			out[f.ID] = FragmentRowIDs{Fragment: f.ID, Origin: p.Origin, Deleted: deletedRuns(all)}
+			continue
+		}
 		out[f.ID] = FragmentRowIDs{Fragment: f.ID, Origin: f.ID, Deleted: deletedRuns(bm)}
 	}
 	return out, nil

@@ -75,3 +75,28 @@ func (f FragmentRowIDs) IsDeleted(p uint32) bool {
 	// [Deleted[i-1], Deleted[i]) (a run's lo <= p < hi).
 	return i%2 == 1
 }
+
+// pruneRowIDs drops from m's RowIDsProperty the fragments m no longer
+// has (a compaction merged them: the merged rows take new ids).
+func pruneRowIDs(m *Manifest) error {
+	ids, err := RowIDsOf(m)
+	if err != nil || ids == nil {
+		return err
+	}
+	var keep RowIDs
+	for _, f := range m.Fragments {
+		if id, ok := ids[f.ID]; ok {
+			keep.Fragments = append(keep.Fragments, id)
+		}
+	}
+	if len(keep.Fragments) == 0 {
+		delete(m.Properties, RowIDsProperty)
+		return nil
+	}
+	raw, err := json.Marshal(keep)
+	if err != nil {
+		return err
+	}
+	m.Properties[RowIDsProperty] = raw
+	return nil
+}

@@ -2,6 +2,7 @@ package table
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/errs"
 	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
@@ -246,5 +248,94 @@ func TestLanceStableRowIDsReadOnly(t *testing.T) {
 	o.Write(t, dir, more, "", "append")
 	if got := ids(t, tb, QueryOptions{Filter: "id >= 105"}); !eq(got, seq(105, 110)) {
 		t.Fatalf("mvq reads LanceDB's append: %v", got)
+	}
+}
+
+// TestLanceWidenRewrites: widening a column of a Lance table (int32 to
+// int64) rewrites its fragments in the new type, live rows only: LanceDB
+// reads a column in its data file's type, and before the rewrite it
+// panicked decoding mvq's widened column ("the offset of the new Buffer
+// cannot exceed the existing length"). LanceDB and mvq read the same
+// values after it, and LanceDB appends int64 values on top.
+func TestLanceWidenRewrites(t *testing.T) {
+	o := oracle.Need(t)
+	t.Parallel()
+	ctx := context.Background()
+	root, c := lanceCatalog(t)
+	narrow := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "n", Type: arrow.PrimitiveTypes.Int32, Nullable: true}}, nil)
+	rows := func(s *arrow.Schema, from, to int) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+		defer b.Release()
+		for i := from; i < to; i++ {
+			b.Field(0).(*array.Int64Builder).Append(int64(i))
+			switch nb := b.Field(1).(type) {
+			case *array.Int32Builder:
+				nb.Append(int32(i * 3))
+			case *array.Int64Builder:
+				nb.Append(int64(i) << 33)
+			}
+		}
+		return b.NewRecordBatch()
+	}
+	first := rows(narrow, 0, 60)
+	defer first.Release()
+	rdr, err := array.NewRecordReader(narrow, []arrow.RecordBatch{first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _, err := c.CreateTable(ctx, []string{"docs", "w"}, narrow, rdr, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "docs", "w.lance")
+	o.Delete(t, dir, "id < 5")
+	if _, err := tb.AlterColumns(ctx, []Alteration{{Field: "alterations[0]", Path: "n", DataType: arrow.PrimitiveTypes.Int64}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := tb.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Fragments) != 1 || m.Fragments[0].ID == 0 || m.Fragments[0].HasDeletions() || m.NumRows() != 55 {
+		t.Fatalf("after the widening: %+v", m.Fragments)
+	}
+	// The rows keep their identities (views over the table keep theirs):
+	// the new fragment's rows are fragment 0's live rows.
+	rowIDs := func() FragmentRowIDs {
+		t.Helper()
+		m, err := tb.Load(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rids, err := tb.RowIDs(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rids[m.Fragments[0].ID]
+	}
+	if r := rowIDs(); r.Origin != 0 || fmt.Sprint(r.Deleted) != "[0 5]" {
+		t.Fatalf("row ids after the rewrite: %+v", r)
+	}
+	// A delete on the rewritten fragment adds to them (id 10 is its row 5,
+	// position 10 of the origin).
+	if _, n, err := tb.Delete(ctx, "id = 10"); err != nil || n != 1 {
+		t.Fatalf("delete: %d %v", n, err)
+	}
+	if r := rowIDs(); r.Origin != 0 || fmt.Sprint(r.Deleted) != "[0 5 10 11]" {
+		t.Fatalf("row ids after a delete on the rewritten fragment: %+v", r)
+	}
+	wide := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true}}, nil)
+	more := rows(wide, 60, 70)
+	defer more.Release()
+	o.Write(t, dir, more, "", "append")
+	_, vals := lanceIDs(t, o, dir, "n", "id IN (4, 5, 59, 61)")
+	if len(vals) != 3 || vals[5] != "15" || vals[59] != "177" || vals[61] != fmt.Sprint(int64(61)<<33) {
+		t.Fatalf("LanceDB reads %v", vals)
+	}
+	if n := o.Count(t, dir, ""); n != 64 {
+		t.Fatalf("LanceDB counts %d rows, want 64", n)
+	}
+	if got := ids(t, tb, QueryOptions{Filter: "n = 177 OR n > 100000"}); !eq(sorted(got), append([]int64{59}, seq(60, 70)...)) {
+		t.Fatalf("mvq reads %v", got)
 	}
 }

@@ -214,6 +214,9 @@ type SchemaChange struct {
 	Renamed   map[string]string // old name → new name
 	Dropped   []string
 	Retyped   []string // type or nullability changed (names after renames)
+	// rewrite: the data files no longer hold a column's type and are
+	// rewritten in the new schema (a widening on a Lance table).
+	rewrite bool
 }
 
 // SchemaHook sees every schema-evolution commit before it is written: it
@@ -279,6 +282,11 @@ func (t *Table) evolve(ctx context.Context, operation string, fn func(base *Mani
 		if err := t.c.runSchemaHooks(base, ch); err != nil {
 			return nil, err
 		}
+		if ch.rewrite {
+			if err := t.rewriteFragments(ctx, base, next); err != nil {
+				return nil, err
+			}
+		}
 		return base, nil
 	})
 }
@@ -290,7 +298,9 @@ func (t *Table) evolve(ctx context.Context, operation string, fn func(base *Mani
 // type change that is not a widening are 400s naming the entry and the
 // column; an unknown column is errs.CodeTableColumnNotFound (404).
 // Cost: one manifest write; no data is read or rewritten (widened types
-// are cast when read).
+// are cast when read), except that a widening on a Lance table rewrites
+// every fragment in the new type (rewriteFragments): LanceDB reads a
+// column in the type its data file holds, and misreads the old one.
 func (t *Table) AlterColumns(ctx context.Context, alts []Alteration) (*Manifest, error) {
 	if len(alts) == 0 {
 		return nil, errs.Errorf(errs.CodeInvalidInput, "alterations: at least one alteration is required")
@@ -319,6 +329,7 @@ func (t *Table) AlterColumns(ctx context.Context, alts []Alteration) (*Manifest,
 				}
 				f.Type = a.DataType
 				ch.Retyped = append(ch.Retyped, old)
+				ch.rewrite = base.IsLance()
 			}
 			if a.Nullable != nil && *a.Nullable != f.Nullable {
 				if !*a.Nullable {
@@ -530,4 +541,71 @@ func (t *Table) ReadFragmentAs(ctx context.Context, f Fragment, schema *arrow.Sc
 		want = arrow.NewSchema(fs, nil)
 	}
 	return conformAll(ctx, recs, want, mem)
+}
+
+// rewriteFragments rewrites every fragment of m (being committed, in
+// schema s) as a new data file in s: its live rows, cast to s's types, as
+// a fragment with a new id, as compaction does (property rewriters see
+// the moves, and mvq's per-fragment indexes are rebuilt for the new
+// fragments after the commit). Deletion files and column maps go with
+// the old files. The rows keep their identities (RowIDsProperty: the
+// new fragment's origin and deleted positions are the old one's), so a
+// view over the table does not expand them again. It runs in the
+// commit's op, so a retried commit rewrites again and cleanup removes
+// the unused files.
+func (t *Table) rewriteFragments(ctx context.Context, m *Manifest, s *arrow.Schema) error {
+	prev, err := t.RowIDs(ctx, m)
+	if err != nil {
+		return err
+	}
+	mem := t.c.opts.Mem
+	out := make([]Fragment, 0, len(m.Fragments))
+	var merges []Merge
+	var ids RowIDs
+	for _, f := range m.Fragments {
+		recs, err := t.ReadFragmentAs(ctx, f, s, nil, mem)
+		if err != nil {
+			return err
+		}
+		nf, err := t.WriteFile(ctx, s, recs)
+		for _, r := range recs {
+			r.Release()
+		}
+		if err != nil {
+			return err
+		}
+		if nf.Rows != f.Rows {
+			return &errs.Error{Code: errs.CodeInvalidTableState, Message: fmt.Sprintf("rewrite of fragment %d read %d rows of %d", f.ID, nf.Rows, f.Rows)}
+		}
+		nf.ID = m.NextFragmentID
+		m.NextFragmentID++
+		out = append(out, nf)
+		merges = append(merges, Merge{From: []uint32{f.ID}, To: nf.ID})
+		id := FragmentRowIDs{Fragment: nf.ID, Origin: f.ID}
+		if p, ok := prev[f.ID]; ok {
+			id.Origin, id.Deleted = p.Origin, p.Deleted
+		}
+		ids.Fragments = append(ids.Fragments, id)
+	}
+	raw, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	if m.Properties == nil {
+		m.Properties = map[string]json.RawMessage{}
+	}
+	for key, prop := range m.Properties {
+		fn, ok := t.c.propertyRewriter(key)
+		if !ok {
+			continue
+		}
+		np, err := fn(prop, merges)
+		if err != nil {
+			return fmt.Errorf("rewrite: property %s: %w", key, err)
+		}
+		m.Properties[key] = np
+	}
+	m.Properties[RowIDsProperty] = raw
+	m.Fragments = out
+	return nil
 }

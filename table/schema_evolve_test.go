@@ -90,11 +90,13 @@ func boolp(b bool) *bool    { return &b }
 
 // TestSchemaEvolution: rename, widening, nullability, drop and metadata
 // each make a version that changes only the manifest; files written
-// before and after read under every version's own schema.
+// before and after read under every version's own schema. (In the
+// Parquet format: on a Lance table a widening rewrites the files, see
+// TestLanceWidenRewrites.)
 func TestSchemaEvolution(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c := newCatalog(t, t.TempDir(), Options{MaxRowsPerFragment: 2})
+	c := newCatalog(t, t.TempDir(), Options{MaxRowsPerFragment: 2, Format: FormatParquet})
 	if err := c.CreateNamespace(ctx, []string{"ns"}, "", nil); err != nil {
 		t.Fatal(err)
 	}
