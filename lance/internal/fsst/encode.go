@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"slices"
 	"sort"
+	"sync"
 )
 
 // Encoder compresses strings with one symbol table built from a sample of
@@ -34,7 +35,8 @@ const maxSample = 1 << 16
 func Train(data []byte, offsets []uint64) *Encoder {
 	sample := sampleStrings(data, offsets)
 	e := &Encoder{}
-	t := &tally{pairs: make([]uint32, 512*512)}
+	t := tallies.Get().(*tally)
+	defer tallies.Put(t)
 	for gen := 0; gen < 8; gen++ {
 		e.build(e.count(t, sample))
 	}
@@ -136,7 +138,7 @@ func (e *Encoder) count(t *tally, sample [][]byte) []candidate {
 			t.add(sa|sb<<(8*uint(la)), tl, t.pairs[p])
 		}
 	}
-	out := make([]candidate, 0, t.n)
+	out := t.cands[:0]
 	for i, c := range t.counts {
 		if c == 0 {
 			continue
@@ -150,6 +152,7 @@ func (e *Encoder) count(t *tally, sample [][]byte) []candidate {
 		}
 		out = append(out, candidate{k.sym, k.len, g})
 	}
+	t.cands = out
 	return out
 }
 
@@ -159,7 +162,8 @@ type symKey struct {
 	len uint8
 }
 
-// tally is the counters of count, kept across the rounds of one Train.
+// tally is the counters of count, kept across the rounds of one Train
+// and pooled across Trains (count clears what the last round counted).
 type tally struct {
 	one     [512]uint32 // by token
 	first   [256]uint32 // first bytes of matched symbols longer than one
@@ -170,7 +174,10 @@ type tally struct {
 	keys   []symKey
 	counts []uint32
 	n      int
+	cands  []candidate // count's result, reused by the next round
 }
+
+var tallies = sync.Pool{New: func() any { return &tally{pairs: make([]uint32, 512*512)} }}
 
 // reset empties the candidate table, sized for up to n candidates.
 func (t *tally) reset(n int) {
