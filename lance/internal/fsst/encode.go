@@ -283,10 +283,13 @@ func top(cands []candidate) []candidate {
 		}
 	}
 	slices.SortFunc(h, func(a, b candidate) int {
-		if better(a, b) {
+		switch {
+		case better(a, b):
 			return -1
+		case better(b, a):
+			return 1
 		}
-		return 1
+		return 0
 	})
 	return h
 }
