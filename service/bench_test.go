@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -259,30 +260,70 @@ func (o *orchestrator) run(b *testing.B, ctx context.Context, view []string) (*j
 	return j, time.Since(t0)
 }
 
+// cpuProfile writes a CPU profile of what runs until the returned stop to
+// path (nothing when path is "").
+func cpuProfile(b *testing.B, path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err) // -cpuprofile is set too
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkRefreshOrchestrated: a full refresh of a chunker view over
 // ~2 KB documents through the whole orchestrator (Redis, asynq, job
 // records, a worker pool of concurrency 8 in this process), next to the
 // same chunker in an all-core plain loop over the same Lance data file
 // (with and without writing its output as Lance files; see plainLoop),
 // and an incremental refresh after a 1% append. Ratios are
-// orchestrated/plain throughput and incremental/full time.
+// orchestrated/plain throughput and incremental/full time;
+// cpu_ratio_vs_plain+write is the same ratio in CPU seconds of this
+// process (user and system), which other load on the machine moves less
+// than wall time. MVQ_BENCH_REFRESH_CPUPROFILE=PATH writes a CPU profile
+// of the first full refresh alone to PATH and one of the first plain loop
+// with writes to PATH.plain.
 func BenchmarkRefreshOrchestrated(b *testing.B) {
 	ctx := context.Background()
 	n := benchDocs()
 	o := newOrchestrator(b, n)
 	cat, srcFile, dir := o.cat, o.srcFile, o.dir
 	var full, incr, plain, plainW time.Duration
+	var fullCPU, plainWCPU float64
 	var plainRows int64
 	for i := 0; i < b.N; i++ {
+		prof, plainProf := "", ""
+		if i == 0 {
+			if prof = os.Getenv("MVQ_BENCH_REFRESH_CPUPROFILE"); prof != "" {
+				plainProf = prof + ".plain"
+			}
+		}
 		t0 := time.Now()
 		plainRows = plainLoop(b, srcFile, dir, false)
 		plain += time.Since(t0)
-		t0 = time.Now()
+		t0, c0 := time.Now(), cpuSeconds()
+		stop := cpuProfile(b, plainProf)
 		plainLoop(b, srcFile, dir, true)
+		stop()
 		plainW += time.Since(t0)
+		plainWCPU += cpuSeconds() - c0
 
 		view := o.view(b, fmt.Sprintf("chunks%d", i))
+		c0 = cpuSeconds()
+		stop = cpuProfile(b, prof)
 		j, d := o.run(b, ctx, view)
+		stop()
+		fullCPU += cpuSeconds() - c0
 		full += d
 		if j.Progress.RowsWritten != plainRows {
 			b.Fatalf("refresh wrote %d rows, plain loop made %d", j.Progress.RowsWritten, plainRows)
@@ -314,5 +355,8 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 	b.ReportMetric(float64(n)/secs(plainW), "plain+write_src_rows/s")
 	b.ReportMetric(secs(plain)/secs(full), "ratio_vs_plain")
 	b.ReportMetric(secs(plainW)/secs(full), "ratio_vs_plain+write")
+	if fullCPU > 0 {
+		b.ReportMetric(plainWCPU/fullCPU, "cpu_ratio_vs_plain+write")
+	}
 	b.ReportMetric(secs(incr)/secs(full), "incr1pct/full")
 }

@@ -2,7 +2,9 @@ package fsst
 
 import (
 	"encoding/binary"
+	"slices"
 	"sort"
+	"sync"
 )
 
 // Encoder compresses strings with one symbol table built from a sample of
@@ -33,8 +35,10 @@ const maxSample = 1 << 16
 func Train(data []byte, offsets []uint64) *Encoder {
 	sample := sampleStrings(data, offsets)
 	e := &Encoder{}
+	t := tallies.Get().(*tally)
+	defer tallies.Put(t)
 	for gen := 0; gen < 8; gen++ {
-		e.build(e.count(sample, gen))
+		e.build(e.count(t, sample))
 	}
 	return e
 }
@@ -73,42 +77,74 @@ type candidate struct {
 // each symbol (and each byte, escaped or not) occurs and how often pairs of
 // consecutive symbols do; the candidates are the symbols and the pairs'
 // concatenations (capped at 8 bytes), by gain = count * length.
-func (e *Encoder) count(sample [][]byte, gen int) []candidate {
-	type key struct {
-		sym uint64
-		len uint8
+//
+// A token is a code (0..254) or an escaped byte (256+b); tokens and pairs
+// of tokens are counted in arrays (t.pairs) and only the distinct ones are
+// merged by their bytes (two pairs, or a pair and a symbol, can spell the
+// same candidate), which is what makes a round cheap next to a map update
+// per token.
+func (e *Encoder) count(t *tally, sample [][]byte) []candidate {
+	clear(t.one[:])
+	clear(t.first[:])
+	for _, p := range t.touched {
+		t.pairs[p] = 0
 	}
-	counts := map[key]int{}
+	t.touched = t.touched[:0]
 	for _, s := range sample {
-		var prev key
-		havePrev := false
+		prev := -1
 		for i := 0; i < len(s); {
-			sym, l := e.match(s[i:])
-			var cur key
-			if l == 0 {
-				cur = key{uint64(s[i]), 1}
-				l = 1
-			} else {
-				cur = key{sym, l}
-			}
-			counts[cur]++
-			if cur.len > 1 {
-				// The first byte alone stays a candidate too.
-				counts[key{uint64(s[i]), 1}]++
-			}
-			if havePrev {
-				if tl := prev.len + cur.len; tl <= 8 {
-					joined := prev.sym | cur.sym<<(8*uint(prev.len))
-					counts[key{joined, tl}]++
+			tok, l := 256+int(s[i]), 1
+			if c := e.matchCode(s[i:]); c >= 0 {
+				tok, l = c, int(e.lens[c])
+				if l > 1 {
+					// The first byte alone stays a candidate too.
+					t.first[s[i]]++
 				}
 			}
-			prev, havePrev = cur, true
-			i += int(l)
+			t.one[tok]++
+			if prev >= 0 {
+				p := prev<<9 | tok
+				if t.pairs[p] == 0 {
+					t.touched = append(t.touched, int32(p))
+				}
+				t.pairs[p]++
+			}
+			prev = tok
+			i += l
 		}
 	}
-	out := make([]candidate, 0, len(counts))
-	for k, c := range counts {
-		g := c * int(k.len)
+	key := func(tok int) (uint64, uint8) {
+		if tok >= 256 {
+			return uint64(tok - 256), 1
+		}
+		return e.syms[tok], e.lens[tok]
+	}
+	t.reset(len(t.touched) + 768)
+	for tok, c := range t.one {
+		if c != 0 {
+			sym, l := key(tok)
+			t.add(sym, l, c)
+		}
+	}
+	for b, c := range t.first {
+		if c != 0 {
+			t.add(uint64(b), 1, c)
+		}
+	}
+	for _, p := range t.touched {
+		sa, la := key(int(p >> 9))
+		sb, lb := key(int(p & 511))
+		if tl := la + lb; tl <= 8 {
+			t.add(sa|sb<<(8*uint(la)), tl, t.pairs[p])
+		}
+	}
+	out := t.cands[:0]
+	for i, c := range t.counts {
+		if c == 0 {
+			continue
+		}
+		k := t.keys[i]
+		g := int(c) * int(k.len)
 		if k.len == 1 {
 			// Single bytes are favoured: each one kept avoids an escape,
 			// and they keep the exception rate down (as FSST does).
@@ -116,30 +152,154 @@ func (e *Encoder) count(sample [][]byte, gen int) []candidate {
 		}
 		out = append(out, candidate{k.sym, k.len, g})
 	}
+	t.cands = out
 	return out
 }
 
-func (e *Encoder) build(cands []candidate) {
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].gain != cands[j].gain {
-			return cands[i].gain > cands[j].gain
+// symKey is a candidate symbol: its bytes (little-endian) and length.
+type symKey struct {
+	sym uint64
+	len uint8
+}
+
+// tally is the counters of count, kept across the rounds of one Train
+// and pooled across Trains (count clears what the last round counted).
+type tally struct {
+	one     [512]uint32 // by token
+	first   [256]uint32 // first bytes of matched symbols longer than one
+	pairs   []uint32    // by prev<<9 | next token
+	touched []int32     // the pairs counted this round
+	// The candidates merged by their bytes: an open-addressing hash table
+	// (count 0: an empty slot) of a power of two slots, at most half full.
+	keys   []symKey
+	counts []uint32
+	n      int
+	cands  []candidate // count's result, reused by the next round
+}
+
+var tallies = sync.Pool{New: func() any { return &tally{pairs: make([]uint32, 512*512)} }}
+
+// reset empties the candidate table, sized for up to n candidates.
+func (t *tally) reset(n int) {
+	size := 1024
+	for size < 2*n {
+		size *= 2
+	}
+	if len(t.keys) < size {
+		t.keys, t.counts = make([]symKey, size), make([]uint32, size)
+	} else {
+		clear(t.counts)
+	}
+	t.n = 0
+}
+
+// add adds c to the count of candidate (sym, l).
+func (t *tally) add(sym uint64, l uint8, c uint32) {
+	mask := uint64(len(t.keys) - 1)
+	i := ((sym ^ uint64(l)<<59) * 0x9E3779B97F4A7C15 >> 32) & mask
+	for t.counts[i] != 0 {
+		if t.keys[i] == (symKey{sym, l}) {
+			t.counts[i] += c
+			return
 		}
-		if cands[i].len != cands[j].len {
-			return cands[i].len > cands[j].len
+		i = (i + 1) & mask
+	}
+	t.keys[i], t.counts[i] = symKey{sym, l}, c
+	t.n++
+}
+
+// matchCode returns the code of the longest symbol that prefixes s, or -1,
+// found as AppendEncode finds it.
+func (e *Encoder) matchCode(s []byte) int {
+	if e.two == nil { // no table yet
+		return -1
+	}
+	if len(s) >= 2 {
+		k := binary.LittleEndian.Uint16(s)
+		if h := e.longHead[k]; h != 0 {
+			v := load(s)
+			for c := h; c != 0; c = e.longNext[c-1] {
+				if l := int(e.lens[c-1]); l <= len(s) && v&masks[l] == e.syms[c-1] {
+					return int(c - 1)
+				}
+			}
 		}
-		return cands[i].sym < cands[j].sym
+		if c := e.two[k]; c != 0 {
+			return int(c - 1)
+		}
+	}
+	return int(e.one[s[0]]) - 1
+}
+
+// better orders candidates by gain, then length, then bytes (a total
+// order: the candidates of a round are distinct).
+func better(a, b candidate) bool {
+	if a.gain != b.gain {
+		return a.gain > b.gain
+	}
+	if a.len != b.len {
+		return a.len > b.len
+	}
+	return a.sym < b.sym
+}
+
+// top returns the best (by better) up to 255 candidates of positive gain,
+// best first, reordering cands: a heap of the best so far, whose worst
+// is at the root, instead of sorting all of them.
+func top(cands []candidate) []candidate {
+	h := cands[:0]
+	down := func(i int) {
+		for {
+			w, l, r := i, 2*i+1, 2*i+2
+			if l < len(h) && better(h[w], h[l]) {
+				w = l
+			}
+			if r < len(h) && better(h[w], h[r]) {
+				w = r
+			}
+			if w == i {
+				return
+			}
+			h[i], h[w] = h[w], h[i]
+			i = w
+		}
+	}
+	for _, c := range cands {
+		switch {
+		case c.gain <= 0:
+		case len(h) < 255:
+			h = append(h, c)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !better(h[p], h[i]) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+		case better(c, h[0]):
+			h[0] = c
+			down(0)
+		}
+	}
+	slices.SortFunc(h, func(a, b candidate) int {
+		switch {
+		case better(a, b):
+			return -1
+		case better(b, a):
+			return 1
+		}
+		return 0
 	})
+	return h
+}
+
+func (e *Encoder) build(cands []candidate) {
 	e.n = 0
 	for i := range e.index {
 		e.index[i] = e.index[i][:0]
 	}
-	for _, c := range cands {
-		if e.n == 255 {
-			break
-		}
-		if c.gain <= 0 {
-			break
-		}
+	for _, c := range top(cands) {
 		e.syms[e.n], e.lens[e.n] = c.sym, c.len
 		e.n++
 	}
@@ -195,22 +355,6 @@ func load(s []byte) uint64 {
 		v = v<<8 | uint64(s[i])
 	}
 	return v
-}
-
-// match returns the longest symbol that prefixes s, or length 0.
-func (e *Encoder) match(s []byte) (uint64, uint8) {
-	if len(s) == 0 {
-		return 0, 0
-	}
-	idx := e.index[s[0]]
-	v := load(s)
-	for _, c := range idx {
-		l := int(e.lens[c])
-		if l <= len(s) && v&masks[l] == e.syms[c] {
-			return e.syms[c], e.lens[c]
-		}
-	}
-	return 0, 0
 }
 
 // AppendEncode appends the compression of one string to dst: at each

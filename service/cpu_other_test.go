@@ -1,0 +1,6 @@
+//go:build !unix
+
+package service_test
+
+// cpuSeconds is 0 where getrusage is missing: no CPU ratio is reported.
+func cpuSeconds() float64 { return 0 }
