@@ -229,7 +229,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	if err != nil {
 		return nil, &errs.Error{Code: errs.CodeInternal, Message: "plan task", Err: err}
 	}
-	out, joined, err := enqueuePlan(ctx, c.st, c.enq, newJob{job: j, request: req, fingerprint: fp, backlog: c.maxPending}, task, runAt)
+	out, joined, err := enqueuePlan(ctx, c.st, c.enq, newJob{job: j, request: req, fingerprint: fp, backlog: c.maxPending, freshID: fresh}, task, runAt)
 	if err != nil {
 		return nil, err
 	}
