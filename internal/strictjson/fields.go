@@ -40,6 +40,15 @@ func Fold(name string) string {
 // not compared; values whose type decodes itself (json.Unmarshaler,
 // json.RawMessage, interfaces) are not walked.
 func CheckFields(data []byte, v any) error {
+	if json.Valid(data) && quickFields(data, reflect.TypeOf(v)) {
+		return nil // fast.go
+	}
+	return checkFieldsTokens(data, v)
+}
+
+// checkFieldsTokens is CheckFields by encoding/json's tokens; it makes
+// every error.
+func checkFieldsTokens(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	return walk(dec, reflect.TypeOf(v), "")
