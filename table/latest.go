@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/warehouse"
 )
 
 // Finding a table's latest version (and whether it has one) is on the path
@@ -12,7 +13,10 @@ import (
 // _versions/ straight from the directory (one open and getdents) instead of
 // through fileblob's List, which walks the folder, tries a sidecar
 // attribute file and stats every entry. Only the version chosen is stat'ed
-// (its size and time key caches). The names are judged exactly as
+// (its size and time key caches), and while the folder is as the kept
+// listing found it, that stat is answered from memory too (the warehouse's
+// StatListed: a manifest is never written in place, so an unchanged
+// folder holds the same file). The names are judged exactly as
 // Versions judges a listing (the same parse, the same transaction
 // markers), so the answer is the same; other stores list as before.
 //
@@ -30,17 +34,24 @@ func (t *Table) versionNames(ctx context.Context) ([]VersionFile, error) {
 	return vs, err
 }
 
+// versionNamesAt is versionNames with the state of the folder they were
+// read in, for statVersionAt.
+func (t *Table) versionNamesAt(ctx context.Context) ([]VersionFile, warehouse.Listed, error) {
+	vs, _, l, err := t.listVersionNamesAt(ctx)
+	return vs, l, err
+}
+
 // latestVersion is LatestVersion on the cheapest listing the store has.
 func (t *Table) latestVersion(ctx context.Context) (VersionFile, error) {
 	for range 3 {
-		vs, err := t.versionNames(ctx)
+		vs, l, err := t.versionNamesAt(ctx)
 		if err != nil {
 			return VersionFile{}, err
 		}
 		if len(vs) == 0 {
 			return VersionFile{}, t.noVersions()
 		}
-		vf, ok, err := t.statVersion(vs[len(vs)-1])
+		vf, ok, err := t.statVersionAt(l, vs[len(vs)-1])
 		if err != nil {
 			return VersionFile{}, err
 		}
@@ -62,7 +73,7 @@ func (t *Table) latestVersion(ctx context.Context) (VersionFile, error) {
 
 // version is Version on the cheapest listing the store has.
 func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
-	vs, err := t.versionNames(ctx)
+	vs, l, err := t.versionNamesAt(ctx)
 	if err != nil {
 		return VersionFile{}, err
 	}
@@ -70,7 +81,7 @@ func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
 	if i == len(vs) || vs[i].Version != v {
 		return VersionFile{}, errs.Errorf(errs.CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
 	}
-	vf, ok, err := t.statVersion(vs[i])
+	vf, ok, err := t.statVersionAt(l, vs[i])
 	if err != nil {
 		return VersionFile{}, err
 	}
@@ -85,10 +96,17 @@ func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
 // found on a file:// warehouse (others have them already); ok is false
 // when the file is gone.
 func (t *Table) statVersion(vf VersionFile) (VersionFile, bool, error) {
+	return t.statVersionAt(warehouse.Listed{}, vf)
+}
+
+// statVersionAt is statVersion for a version of a listing read at l: from
+// the warehouse's memory while the folder is as l found it (the readers'
+// LatestVersion and Version; a commit stats afresh).
+func (t *Table) statVersionAt(l warehouse.Listed, vf VersionFile) (VersionFile, bool, error) {
 	if t.c.wh.Dir() == "" {
 		return vf, true, nil
 	}
-	size, mtime, ok, err := t.c.wh.StatIn(t.versionsKey(), vf.Name)
+	size, mtime, ok, err := t.c.wh.StatListed(l, t.versionsKey(), vf.Name)
 	if !ok || err != nil {
 		return vf, false, err
 	}
