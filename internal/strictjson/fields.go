@@ -60,16 +60,25 @@ var (
 )
 
 // decodesItself reports whether values of t bypass the field matching.
+// The answer is kept per type (Implements searches the method set, on
+// every value of every body).
 func decodesItself(t reflect.Type) bool {
-	if t.Kind() == reflect.Interface {
-		return true
+	if d, ok := decodesCache.Load(t); ok {
+		return d.(bool)
 	}
-	pt := t
-	if t.Kind() != reflect.Pointer {
-		pt = reflect.PointerTo(t)
+	d := t.Kind() == reflect.Interface
+	if !d {
+		pt := t
+		if t.Kind() != reflect.Pointer {
+			pt = reflect.PointerTo(t)
+		}
+		d = pt.Implements(unmarshalerType) || pt.Implements(textUnmarshalerType)
 	}
-	return pt.Implements(unmarshalerType) || pt.Implements(textUnmarshalerType)
+	decodesCache.Store(t, d)
+	return d
 }
+
+var decodesCache sync.Map // reflect.Type → bool
 
 func walk(dec *json.Decoder, t reflect.Type, path string) error {
 	for t != nil && t.Kind() == reflect.Pointer && !decodesItself(t) {
