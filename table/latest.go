@@ -35,11 +35,37 @@ func (t *Table) versionNames(ctx context.Context) ([]VersionFile, error) {
 }
 
 // versionNamesAt is versionNames with the state of the folder they were
-// read in, for statVersionAt.
+// read in, for statVersionAt. The versions judged from a kept listing
+// with no transaction marker and no seal (whose judgement reads those
+// files) are kept with it (Catalog.listed): the same names give the same
+// versions. Callers must not change the slice.
 func (t *Table) versionNamesAt(ctx context.Context) ([]VersionFile, warehouse.Listed, error) {
-	vs, _, l, err := t.listVersionNamesAt(ctx)
+	if t.c.wh.Dir() == "" {
+		vs, _, l, err := t.listVersionNamesAt(ctx)
+		return vs, l, err
+	}
+	entries, l, err := t.c.wh.ListNamesAt(t.versionsKey())
+	if err != nil {
+		return nil, l, err
+	}
+	if l.Kept() {
+		if vs, ok := t.c.listed.Get(l); ok {
+			return vs, l, nil
+		}
+	}
+	vs, _, plain, err := t.judgeVersions(ctx, entries)
+	if err == nil && plain && l.Kept() {
+		size := int64(64)
+		for _, vf := range vs {
+			size += int64(len(vf.Name)) + 96
+		}
+		t.c.listed.Put(l, vs, size)
+	}
 	return vs, l, err
 }
+
+// listedBytes bounds Catalog.listed.
+const listedBytes = 4 << 20
 
 // latestVersion is LatestVersion on the cheapest listing the store has.
 func (t *Table) latestVersion(ctx context.Context) (VersionFile, error) {
@@ -118,6 +144,14 @@ func (t *Table) statVersionAt(l warehouse.Listed, vf VersionFile) (VersionFile, 
 // over V1 for one version), versions of batch transactions that did not
 // commit hidden; ascending.
 func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile, *Manifest, error) {
+	vs, seal, _, err := t.judgeVersions(ctx, entries)
+	return vs, seal, err
+}
+
+// judgeVersions is versionsOf; plain is true when the listing held no
+// transaction marker and no seal, so the versions follow from the names
+// alone.
+func (t *Table) judgeVersions(ctx context.Context, entries []Entry) ([]VersionFile, *Manifest, bool, error) {
 	byVersion := make(map[uint64]VersionFile, len(entries))
 	var markers []txnMarker
 	var seals []sealMarker
@@ -143,7 +177,7 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 	// versions yet (txn.go).
 	if len(markers) > 0 {
 		if err := t.hideUncommitted(ctx, byVersion, markers); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	// A move's seal is not a version (seal.go).
@@ -151,7 +185,7 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 	if len(seals) > 0 {
 		var err error
 		if seal, err = t.hideSeals(ctx, byVersion, seals); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	out := make([]VersionFile, 0, len(byVersion))
@@ -159,5 +193,5 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 		out = append(out, vf)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, seal, nil
+	return out, seal, len(markers) == 0 && len(seals) == 0, nil
 }

@@ -84,6 +84,11 @@ type Listed struct {
 	kept bool // the listing is the one kept under key
 }
 
+// Kept reports whether l is the state of a kept listing: while the
+// folder keeps it, the listing is the folder's (a key for what callers
+// derive from the listing alone).
+func (l Listed) Kept() bool { return l.kept }
+
 // statKey is a file of a folder in the state key.
 type statKey struct {
 	dir  dirKey
