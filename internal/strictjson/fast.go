@@ -233,3 +233,27 @@ func (s *scanner) fields(kind int, t reflect.Type) bool {
 		return true
 	}
 }
+
+// ObjectKeys calls fn with the name of each top-level member of data,
+// which must be valid JSON (Check it first), in order, until fn returns
+// false; plain is true when the name is the bytes between its quotes (no
+// escape, ASCII), else key is its decoded value. It reports whether data
+// is an object.
+func ObjectKeys(data []byte, fn func(key []byte, plain bool) bool) bool {
+	s := scanner{data: data}
+	if k, _ := s.next(); k != tokObject {
+		return false
+	}
+	for {
+		k, tok := s.next()
+		if k != tokString {
+			return true
+		}
+		key, plain := unquote(tok)
+		if !fn(key, plain) {
+			return true
+		}
+		vk, _ := s.next()
+		s.skipValue(vk)
+	}
+}

@@ -113,3 +113,35 @@ func BenchmarkCheckBody(b *testing.B) {
 	})
 	b.Logf("scanner %.0f ns, token walks %.0f ns: %.2fx", scanner, tokens, scanner/tokens)
 }
+
+// TestObjectKeys: the top-level member names of an object, decoded, in
+// order; nothing of nested objects; not an object is false.
+func TestObjectKeys(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		obj    bool
+		keys   []string
+		plains []bool
+	}{
+		{`{"a":1,"b":{"c":[{"d":2}]},"e\u0066":"}","g":[]}`, true, []string{"a", "b", "ef", "g"}, []bool{true, true, false, true}},
+		{` { } `, true, nil, nil},
+		{`{"é":null}`, true, []string{"é"}, []bool{false}},
+		{`[{"a":1}]`, false, nil, nil},
+		{`"a"`, false, nil, nil},
+	} {
+		var keys []string
+		var plains []bool
+		obj := ObjectKeys([]byte(tc.in), func(k []byte, plain bool) bool {
+			keys, plains = append(keys, string(k)), append(plains, plain)
+			return true
+		})
+		if obj != tc.obj || !slices.Equal(keys, tc.keys) || !slices.Equal(plains, tc.plains) {
+			t.Errorf("%s: %v %q %v, want %v %q %v", tc.in, obj, keys, plains, tc.obj, tc.keys, tc.plains)
+		}
+	}
+	n := 0
+	ObjectKeys([]byte(`{"a":1,"b":2,"c":3}`), func([]byte, bool) bool { n++; return n < 2 })
+	if n != 2 {
+		t.Errorf("fn returned false at the second key, called %d times", n)
+	}
+}
