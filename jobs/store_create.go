@@ -99,7 +99,7 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 	case int64:
 		switch r {
 		case 1:
-			if n.plan.msg != nil {
+			if n.plan.msg != nil && known == "" {
 				s.queues.Store(n.plan.queue, struct{}{})
 			}
 			return jobCreated, nil, nil
