@@ -144,24 +144,19 @@ func TestJoinAgeOfOlderRecord(t *testing.T) {
 	if err != nil || j3.Coalesced || j3.ID == j1.ID {
 		t.Fatalf("an old record without created_ms was joined: %+v %v", j3, err)
 	}
+	createRunTwice(t, b, view)
 }
 
-// TestCreateRunTwice: go-redis runs the create script again after a read
+// createRunTwice: go-redis runs the create script again after a read
 // timeout, so a second run of one create must not write the job over or
 // queue its plan task twice. With a fingerprint the second run finds its
 // own id in the view's pending index and answers created; without one it
 // finds the record. A join answers the joined job's id and creation time
-// with this request's options.
-func TestCreateRunTwice(t *testing.T) {
-	t.Parallel()
-	fe := newFakeEngine()
-	view := []string{"v"}
-	fe.addSource(view, 10)
-	b := setup(t, fe)
+// with this request's options. (Part of TestJoinAgeOfOlderRecord: the
+// package's tests have a bounded number of Redis databases.)
+func createRunTwice(t *testing.T, b *bundle, view []string) {
+	t.Helper()
 	ctx := context.Background()
-	if err := b.client.st.heartbeat(ctx, "placeholder", []string{"default"}, time.Minute); err != nil {
-		t.Fatal(err)
-	}
 	opts := refresh.Options{Cluster: "default", Concurrency: 3}
 	mk := func(fp string) newJob {
 		id, _ := uuid.NewV7()
