@@ -16,6 +16,7 @@ import (
 
 	"github.com/mvq-dev/mvq/auth"
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/internal/strictjson"
 	"github.com/mvq-dev/mvq/jobs"
 	"github.com/mvq-dev/mvq/refresh"
 	"github.com/mvq-dev/mvq/table"
@@ -385,6 +386,13 @@ func peekBody(c *gin.Context, limit int64, fields bool) (bodyFields, error) {
 	if err := checkJSON(raw); err != nil {
 		return f, err
 	}
+	if plainObject(raw) {
+		// No member the middleware reads or removes: nothing to decode,
+		// the body goes back as it came.
+		c.Set(checkedBodyKey, &checkedBody{body: raw})
+		restore(raw)
+		return f, nil
+	}
 	obj := jsonObject(raw)
 	if _, err := envelopeOf(raw, obj, &struct{}{}); err != nil {
 		return f, err
@@ -407,6 +415,33 @@ func peekBody(c *gin.Context, limit int64, fields bool) (bodyFields, error) {
 	}
 	restore(stripped)
 	return f, nil
+}
+
+// plainObject reports whether a valid JSON body is an object none of
+// whose member names the middleware reads or removes, even for
+// encoding/json's case-insensitive match: each is ASCII without escapes
+// and none is one of bodyFieldNames or "context" but for case. Such a
+// body decodes into bodyFields as nothing, has no envelope and is put
+// back unchanged, so peekBody skips decoding its members (most bodies).
+func plainObject(raw []byte) bool {
+	plain := true
+	obj := strictjson.ObjectKeys(raw, func(key []byte, ascii bool) bool {
+		if !ascii {
+			plain = false
+			return false
+		}
+		for _, name := range bodyFieldNames {
+			if strings.EqualFold(string(key), name) {
+				plain = false
+				return false
+			}
+		}
+		if strings.EqualFold(string(key), "context") {
+			plain = false
+		}
+		return plain
+	})
+	return obj && plain
 }
 
 // bodyFieldNames are the members bodyFields decodes.

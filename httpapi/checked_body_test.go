@@ -69,3 +69,31 @@ func TestBindJSONAfterPeek(t *testing.T) {
 		t.Fatalf("replaced body with a duplicate key: %v", err)
 	}
 }
+
+// TestPlainObject: a body skips the member decode only when no member
+// name could be one the middleware reads or removes (encoding/json
+// matches names without case; an escaped or non-ASCII name is decoded).
+func TestPlainObject(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		plain bool
+	}{
+		{`{"max_rows_per_fragment":1,"concurrency":3,"filter":{"identity":1}}`, true},
+		{`{}`, true},
+		{`{"a":1,"identity":{"api_key":"k"}}`, false},
+		{`{"IDENTITY":null}`, false},
+		{`{"Context":{}}`, false},
+		{`{"job_Id":"x"}`, false},
+		{`{"view":"a"}`, false},
+		{`{"namespace":"a"}`, false},
+		{`{"source_query":"a"}`, false},
+		{`{"\u0069dentity":{}}`, false},
+		{`{"é":1}`, false},
+		{`[1]`, false},
+		{`"x"`, false},
+	} {
+		if got := plainObject([]byte(tc.in)); got != tc.plain {
+			t.Errorf("%s: plain %v, want %v", tc.in, got, tc.plain)
+		}
+	}
+}

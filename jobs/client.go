@@ -167,8 +167,9 @@ func taskHeaders(ctx context.Context) map[string]string {
 // one without the other). It returns at once. When the view has a PENDING job
 // (one that has not started, created less than a minute ago) with the
 // same effective options (defaults filled, manifest checksum, cluster),
-// Submit joins it instead: it returns that job with Coalesced set and
-// records nothing. A burst of identical requests so costs at most two jobs
+// Submit joins it instead: it returns that job with Coalesced set (its
+// id, creation time, view and options; its trace, cause and trigger are
+// not read) and records nothing. A burst of identical requests so costs at most two jobs
 // (the running one and the one waiting for its turn). Errors: the engine's
 // validation errors; CodeInvalidInput when no live worker serves the
 // cluster; CodeServiceUnavailable when Redis fails, or wrapping
@@ -229,7 +230,7 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	if err != nil {
 		return nil, &errs.Error{Code: errs.CodeInternal, Message: "plan task", Err: err}
 	}
-	out, joined, err := enqueuePlan(ctx, c.st, c.enq, newJob{job: j, request: req, fingerprint: fp, backlog: c.maxPending}, task, runAt)
+	out, joined, err := enqueuePlan(ctx, c.st, c.enq, newJob{job: j, request: req, fingerprint: fp, backlog: c.maxPending, freshID: fresh}, task, runAt)
 	if err != nil {
 		return nil, err
 	}

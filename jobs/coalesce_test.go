@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mvq-dev/mvq/refresh"
+	"github.com/mvq-dev/mvq/table"
 )
 
 // TestCoalesceBurst: 3,000 identical refresh requests while the view's
@@ -141,5 +143,80 @@ func TestJoinAgeOfOlderRecord(t *testing.T) {
 	j3, err := b.client.Submit(ctx, view, refresh.Options{})
 	if err != nil || j3.Coalesced || j3.ID == j1.ID {
 		t.Fatalf("an old record without created_ms was joined: %+v %v", j3, err)
+	}
+	createRunTwice(t, b, view)
+}
+
+// createRunTwice: go-redis runs the create script again after a read
+// timeout, so a second run of one create must not write the job over or
+// queue its plan task twice. With a fingerprint the second run finds its
+// own id in the view's pending index and answers created; without one it
+// finds the record. A join answers the joined job's id and creation time
+// with this request's options. (Part of TestJoinAgeOfOlderRecord: the
+// package's tests have a bounded number of Redis databases.)
+func createRunTwice(t *testing.T, b *bundle, view []string) {
+	t.Helper()
+	ctx := context.Background()
+	opts := refresh.Options{Cluster: "default", Concurrency: 3}
+	mk := func(fp string) newJob {
+		id, _ := uuid.NewV7()
+		now := time.Now().UTC()
+		j := &Job{ID: id.String(), Type: JobTypeRefresh, View: table.JoinID(view), State: StatePending, CreatedAt: now,
+			Request: opts, Cluster: "default", Cause: CauseAPI, viewID: view}
+		return newJob{job: j, request: []byte(`{"concurrency":3}`), fingerprint: fp, freshID: true}
+	}
+	queued := func() int64 {
+		n, err := b.rdb.LLen(ctx, asynqPendingKey(QueueName("default"))).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, fp := range []string{"fp-twice", ""} {
+		n := mk(fp)
+		before := queued()
+		var outs []createOutcome
+		for range 2 {
+			task, err := NewPlanTask(n.job.ID, "default", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := enqueuePlan(ctx, b.client.st, b.client.enq, n, task, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outs = append(outs, out)
+		}
+		want := jobCreated
+		if fp == "" {
+			want = jobIDTaken
+		}
+		if outs[0] != jobCreated || outs[1] != want {
+			t.Fatalf("fingerprint %q: outcomes %v, want created then %v", fp, outs, want)
+		}
+		if got := queued() - before; got != 1 {
+			t.Fatalf("fingerprint %q: %d plan tasks queued, want 1", fp, got)
+		}
+		if n, err := b.rdb.LLen(ctx, viewQueueKey(view)).Result(); err != nil || n < 1 {
+			t.Fatalf("view queue: %d %v", n, err)
+		}
+	}
+	first := mk("fp-join")
+	task, _ := NewPlanTask(first.job.ID, "default", nil)
+	if out, _, err := enqueuePlan(ctx, b.client.st, b.client.enq, first, task, 0); err != nil || out != jobCreated {
+		t.Fatalf("first: %v %v", out, err)
+	}
+	second := mk("fp-join")
+	task, _ = NewPlanTask(second.job.ID, "default", nil)
+	out, joined, err := enqueuePlan(ctx, b.client.st, b.client.enq, second, task, 0)
+	if err != nil || out != jobJoined {
+		t.Fatalf("second: %v %v", out, err)
+	}
+	if joined.ID != first.job.ID || joined.State != StatePending || !joined.CreatedAt.Equal(first.job.CreatedAt.Truncate(time.Millisecond)) ||
+		joined.Request.Concurrency != 3 || joined.View != table.JoinID(view) || joined.Cluster != "default" {
+		t.Fatalf("joined %+v, want job %s created %s", joined, first.job.ID, first.job.CreatedAt)
+	}
+	if ok, err := b.rdb.Exists(ctx, jobKey(second.job.ID)).Result(); err != nil || ok != 0 {
+		t.Fatalf("a join wrote its own record: %d %v", ok, err)
 	}
 }

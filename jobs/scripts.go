@@ -75,37 +75,47 @@ end
 // unfinished jobs, cluster's workers, view's pending jobs by fingerprint,
 // then the plan task's asynq keys: task, queue's pending list, all queues,
 // queue's scheduled set (see asynqwire.go).
-// ARGV: id, now, "fresh" when the id was made for this call (a new UUIDv7:
-// no record or plan task can hold it, so neither is looked for), "known"
+// ARGV: id, now, "fresh" when the id is a new UUIDv7 made for this call
+// (no plan task can hold it, so the plan task is not looked for; the
+// record's EXISTS stays, see store.create), "known"
 // when this process has put the queue in asynq's set of all queues before
 // (as asynq's client, it does so once), backlog limit (0: none), created (unix
 // ms), fingerprint ("": never join), pending TTL ms, job key prefix, join
 // age ms, plan task message ("": none), task id, now (unix ns), queue,
 // run at (unix s; 0: now, else the task is scheduled), then the record's
 // field/value pairs (created_ms among them, for emit).
-// Returns 1 (created), 0 (the record exists), -2 (backlog full), -3 (no
-// live worker) or the record (HGETALL) of the PENDING job joined.
+// Returns 1 (created: also when a run of this very call before it created
+// the job, which go-redis runs again after a read timeout), 0 (the record
+// exists), -2 (backlog full), -3 (no live worker) or {id, created ms} of
+// the PENDING job joined.
 //
 // Each redis.call costs about as much again as the command it runs, so the
-// script makes as few as its checks allow: a joined job's state and age
-// are one HMGET (created_ms is in every record this version writes; an
-// older record's age is its score among the cluster's unfinished jobs).
+// script makes as few as its checks allow: a join is ZCOUNT, HGET and one
+// HMGET of the joined job's state and age (created_ms is in every record
+// this version writes; an older record's age is its score among the
+// cluster's unfinished jobs). The joined job's record is not returned:
+// reading it whole into Lua and answering it cost more than the rest of
+// the join, and its request is this one's (the fingerprint is of the
+// effective options). The record's EXISTS comes after the join (a join
+// writes nothing; the id the view's pending index gives is compared with
+// this call's own).
 var scriptCreate = newScript(`
 local fresh = ARGV[3] == 'fresh'
-if not fresh and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 if redis.call('ZCOUNT', KEYS[7], '(' .. ARGV[6], '+inf') == 0 then return -3 end
 if ARGV[7] ~= '' then
   local other = redis.call('HGET', KEYS[8], ARGV[7])
+  if other == ARGV[1] then return 1 end
   if other then
     local ok = redis.call('HMGET', ARGV[9] .. other, 'state', 'created_ms')
     if ok[1] == @PENDING then
-      local created = tonumber(ok[2] or redis.call('ZSCORE', KEYS[6], other) or '0')
-      if created > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
-        return redis.call('HGETALL', ARGV[9] .. other)
+      local created = ok[2] or redis.call('ZSCORE', KEYS[6], other) or '0'
+      if tonumber(created) > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
+        return {other, created}
       end
     end
   end
 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local limit = tonumber(ARGV[5])
 if limit > 0 and redis.call('ZCARD', KEYS[6]) >= limit then return -2 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 16))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/mvq-dev/mvq/errs"
 )
@@ -25,12 +27,22 @@ type newJob struct {
 	request     []byte // the job's options as JSON
 	fingerprint string // joins a PENDING job with the same one; "": never joins
 	backlog     int    // the cluster's limit of unfinished jobs; 0: none
+	freshID     bool   // job.ID is a new UUIDv7 made for this submit
 	plan        planWrite
+}
+
+// joinedJob is the PENDING job id (created at unix ms created) that the
+// submit of j joined, as far as the submit knows it: its view, type and
+// request are j's (the join is by the fingerprint of the effective
+// options); what else its record holds (trace, cause, trigger) is not read.
+func joinedJob(j *Job, id string, created int64) *Job {
+	return &Job{ID: id, Type: j.Type, View: j.View, State: StatePending, CreatedAt: time.UnixMilli(created).UTC(),
+		Request: j.Request, Cluster: j.Cluster, ManifestChecksum: j.ManifestChecksum, viewID: j.viewID}
 }
 
 // create records a new job, indexes it, queues it on its view and
 // cluster and, unless n.plan is empty, writes its plan task, all in one
-// step (scriptCreate). For jobJoined it returns the joined job's record.
+// step (scriptCreate). For jobJoined it returns the joined job (joinedJob).
 func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, error) {
 	j := n.job
 	now := j.CreatedAt
@@ -43,12 +55,16 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 	keys := append([]string{jobKey(j.ID), eventsKey(j.ID), allJobsKey, viewJobsKey(j.viewID), viewQueueKey(j.viewID),
 		liveJobsKey(j.Cluster), workersKey(j.Cluster), viewPendingKey(j.viewID)}, n.plan.keys...)
 	created := formatTime(now)
-	// The script's "fresh" shortcut (no EXISTS of the record and plan task
-	// for an id made for this call) is not used: go-redis runs a command
-	// again after a read timeout, and a second run of this script must
-	// find the record it wrote the first time instead of writing it over
-	// (and queueing its plan task twice).
+	// The record's EXISTS is always made: go-redis runs a command again
+	// after a read timeout, and a second run of this script must find the
+	// record it wrote the first time instead of writing it over (and
+	// queueing its plan task twice). Given no record, the plan task of an
+	// id made for this call (freshID) cannot exist: it is written with the
+	// record only, so its EXISTS is left out.
 	fresh, known := "", ""
+	if n.freshID {
+		fresh = "fresh"
+	}
 	if _, ok := s.queues.Load(n.plan.queue); ok {
 		known = "known"
 	}
@@ -71,22 +87,19 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 		return 0, nil, redisErr("create job", err)
 	}
 	switch r := res.(type) {
-	case []any: // the record of the PENDING job joined
-		m := make(map[string]string, len(r)/2)
-		for i := 0; i+1 < len(r); i += 2 {
-			k, _ := r[i].(string)
-			v, _ := r[i+1].(string)
-			m[k] = v
+	case []any: // {id, created ms} of the PENDING job joined
+		if len(r) == 2 {
+			id, _ := r[0].(string)
+			ms, _ := r[1].(string)
+			created, err := strconv.ParseInt(ms, 10, 64)
+			if id != "" && err == nil {
+				return jobJoined, joinedJob(j, id, created), nil
+			}
 		}
-		other, err := decodeJob(m)
-		if err != nil {
-			return 0, nil, err
-		}
-		return jobJoined, other, nil
 	case int64:
 		switch r {
 		case 1:
-			if n.plan.msg != nil {
+			if n.plan.msg != nil && known == "" {
 				s.queues.Store(n.plan.queue, struct{}{})
 			}
 			return jobCreated, nil, nil

@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/duck"
+	"github.com/mvq-dev/mvq/table/internal/warehouse"
 )
 
 // Options tune how tables are written.
@@ -99,7 +100,10 @@ type Catalog struct {
 	// idents caches identities of latest versions (resolve_cache.go).
 	idents  *lru.Cache[string, identityEntry]
 	decoded *lru.Cache[string, any]
-	wiring  wiring // Options.Indexes and the hooks installed with Use (wiring.go)
+	// listed keeps the versions judged from a kept listing of a
+	// _versions/ folder (latest.go).
+	listed *lru.Cache[warehouse.Listed, []VersionFile]
+	wiring wiring // Options.Indexes and the hooks installed with Use (wiring.go)
 }
 
 // CommitHook is told of every version this process commits to a table
@@ -132,7 +136,7 @@ func (c *Catalog) committed(ctx context.Context, id []string, m *Manifest) {
 func NewCatalog(wh *Warehouse, db *duck.DB, opts Options) *Catalog {
 	opts = opts.withDefaults()
 	c := &Catalog{wh: wh, sql: db, opts: opts, decoded: lru.New[string, any](opts.DecodedCacheBytes),
-		idents: lru.New[string, identityEntry](identsBytes)}
+		idents: lru.New[string, identityEntry](identsBytes), listed: lru.New[warehouse.Listed, []VersionFile](listedBytes)}
 	c.UseIndexes(opts.Indexes)
 	return c
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/mvq-dev/mvq/errs"
+	"github.com/mvq-dev/mvq/table/internal/warehouse"
 )
 
 // Finding a table's latest version (and whether it has one) is on the path
@@ -12,7 +13,10 @@ import (
 // _versions/ straight from the directory (one open and getdents) instead of
 // through fileblob's List, which walks the folder, tries a sidecar
 // attribute file and stats every entry. Only the version chosen is stat'ed
-// (its size and time key caches). The names are judged exactly as
+// (its size and time key caches), and while the folder is as the kept
+// listing found it, that stat is answered from memory too (the warehouse's
+// StatListed: a manifest is never written in place, so an unchanged
+// folder holds the same file). The names are judged exactly as
 // Versions judges a listing (the same parse, the same transaction
 // markers), so the answer is the same; other stores list as before.
 //
@@ -30,17 +34,50 @@ func (t *Table) versionNames(ctx context.Context) ([]VersionFile, error) {
 	return vs, err
 }
 
+// versionNamesAt is versionNames with the state of the folder they were
+// read in, for statVersionAt. The versions judged from a kept listing
+// with no transaction marker and no seal (whose judgement reads those
+// files) are kept with it (Catalog.listed): the same names give the same
+// versions. Callers must not change the slice.
+func (t *Table) versionNamesAt(ctx context.Context) ([]VersionFile, warehouse.Listed, error) {
+	if t.c.wh.Dir() == "" {
+		vs, _, l, err := t.listVersionNamesAt(ctx)
+		return vs, l, err
+	}
+	entries, l, err := t.c.wh.ListNamesAt(t.versionsKey())
+	if err != nil {
+		return nil, l, err
+	}
+	if l.Kept() {
+		if vs, ok := t.c.listed.Get(l); ok {
+			return vs, l, nil
+		}
+	}
+	vs, _, plain, err := t.judgeVersions(ctx, entries)
+	if err == nil && plain && l.Kept() {
+		size := int64(64)
+		for _, vf := range vs {
+			size += int64(len(vf.Name)) + 96
+		}
+		t.c.listed.Put(l, vs, size)
+	}
+	return vs, l, err
+}
+
+// listedBytes bounds Catalog.listed.
+const listedBytes = 4 << 20
+
 // latestVersion is LatestVersion on the cheapest listing the store has.
 func (t *Table) latestVersion(ctx context.Context) (VersionFile, error) {
 	for range 3 {
-		vs, err := t.versionNames(ctx)
+		vs, l, err := t.versionNamesAt(ctx)
 		if err != nil {
 			return VersionFile{}, err
 		}
 		if len(vs) == 0 {
 			return VersionFile{}, t.noVersions()
 		}
-		vf, ok, err := t.statVersion(vs[len(vs)-1])
+		vf, ok, err := t.statVersionAt(l, vs[len(vs)-1])
 		if err != nil {
 			return VersionFile{}, err
 		}
@@ -62,7 +99,7 @@ func (t *Table) latestVersion(ctx context.Context) (VersionFile, error) {
 
 // version is Version on the cheapest listing the store has.
 func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
-	vs, err := t.versionNames(ctx)
+	vs, l, err := t.versionNamesAt(ctx)
 	if err != nil {
 		return VersionFile{}, err
 	}
@@ -70,7 +107,7 @@ func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
 	if i == len(vs) || vs[i].Version != v {
 		return VersionFile{}, errs.Errorf(errs.CodeTableVersionNotFound, "table %s has no version %d", JoinID(t.id), v)
 	}
-	vf, ok, err := t.statVersion(vs[i])
+	vf, ok, err := t.statVersionAt(l, vs[i])
 	if err != nil {
 		return VersionFile{}, err
 	}
@@ -85,10 +122,17 @@ func (t *Table) version(ctx context.Context, v uint64) (VersionFile, error) {
 // found on a file:// warehouse (others have them already); ok is false
 // when the file is gone.
 func (t *Table) statVersion(vf VersionFile) (VersionFile, bool, error) {
+	return t.statVersionAt(warehouse.Listed{}, vf)
+}
+
+// statVersionAt is statVersion for a version of a listing read at l: from
+// the warehouse's memory while the folder is as l found it (the readers'
+// LatestVersion and Version; a commit stats afresh).
+func (t *Table) statVersionAt(l warehouse.Listed, vf VersionFile) (VersionFile, bool, error) {
 	if t.c.wh.Dir() == "" {
 		return vf, true, nil
 	}
-	size, mtime, ok, err := t.c.wh.StatIn(t.versionsKey(), vf.Name)
+	size, mtime, ok, err := t.c.wh.StatListed(l, t.versionsKey(), vf.Name)
 	if !ok || err != nil {
 		return vf, false, err
 	}
@@ -100,6 +144,14 @@ func (t *Table) statVersion(vf VersionFile) (VersionFile, bool, error) {
 // over V1 for one version), versions of batch transactions that did not
 // commit hidden; ascending.
 func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile, *Manifest, error) {
+	vs, seal, _, err := t.judgeVersions(ctx, entries)
+	return vs, seal, err
+}
+
+// judgeVersions is versionsOf; plain is true when the listing held no
+// transaction marker and no seal, so the versions follow from the names
+// alone.
+func (t *Table) judgeVersions(ctx context.Context, entries []Entry) ([]VersionFile, *Manifest, bool, error) {
 	byVersion := make(map[uint64]VersionFile, len(entries))
 	var markers []txnMarker
 	var seals []sealMarker
@@ -125,7 +177,7 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 	// versions yet (txn.go).
 	if len(markers) > 0 {
 		if err := t.hideUncommitted(ctx, byVersion, markers); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	// A move's seal is not a version (seal.go).
@@ -133,7 +185,7 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 	if len(seals) > 0 {
 		var err error
 		if seal, err = t.hideSeals(ctx, byVersion, seals); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	out := make([]VersionFile, 0, len(byVersion))
@@ -141,5 +193,5 @@ func (t *Table) versionsOf(ctx context.Context, entries []Entry) ([]VersionFile,
 		out = append(out, vf)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, seal, nil
+	return out, seal, len(markers) == 0 && len(seals) == 0, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -269,5 +270,51 @@ func TestLatestVersionListsNothing(t *testing.T) {
 	}
 	if _, err := c.OpenTable(ctx, []string{"absent"}); errs.CodeOf(err) != errs.CodeTableNotFound {
 		t.Fatalf("absent table: %v", err)
+	}
+}
+
+// TestLatestVersionFromKeptListing: once a _versions/ folder is old enough
+// for its listing to be kept, LatestVersion and Version answer from the
+// kept listing, its judged versions and the kept stat, exactly as a full
+// listing; a commit is seen at once.
+func TestLatestVersionFromKeptListing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{})
+	if c.wh.Dir() == "" {
+		t.Skip("other stores list")
+	}
+	tb, _, err := c.CreateTable(ctx, []string{"kept"}, testSchema, rows(t, 0, 3), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := touch(ctx, tb); err != nil {
+		t.Fatal(err)
+	}
+	// The listing is kept once the folder's last change is past the racy
+	// margin (dircache.go).
+	deadline := time.Now().Add(10 * time.Second)
+	for c.listed.Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Skip("the folder's listing was never kept (a file system the listing cache does not trust)")
+		}
+		if _, err := tb.LatestVersion(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 3 {
+		if vf := sameAsListing(t, tb); vf.Version != 2 {
+			t.Fatalf("latest %d, want 2", vf.Version)
+		}
+		if vf, err := tb.Version(ctx, 1); err != nil || vf.Version != 1 || vf.Size == 0 {
+			t.Fatalf("version 1: %+v %v", vf, err)
+		}
+	}
+	if _, err := touch(ctx, tb); err != nil {
+		t.Fatal(err)
+	}
+	if vf := sameAsListing(t, tb); vf.Version != 3 {
+		t.Fatalf("after a commit: latest %d, want 3", vf.Version)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table/internal/txnlog"
+	"github.com/mvq-dev/mvq/table/internal/warehouse"
 )
 
 // Seals: a move (rename, deregister, register) copies the table folder
@@ -188,14 +189,23 @@ func (t *Table) latestToCommit(ctx context.Context) (VersionFile, time.Time, err
 // local store reads every file's attributes: a commit cost that grew
 // with the number of versions), sizes and times left for statVersion.
 func (t *Table) listVersionNames(ctx context.Context) ([]VersionFile, *Manifest, error) {
+	vs, seal, _, err := t.listVersionNamesAt(ctx)
+	return vs, seal, err
+}
+
+// listVersionNamesAt is listVersionNames with the state of the folder the
+// names were read in (file:// warehouses; else zero), for statVersionAt.
+func (t *Table) listVersionNamesAt(ctx context.Context) ([]VersionFile, *Manifest, warehouse.Listed, error) {
 	if t.c.wh.Dir() == "" {
-		return t.listVersions(ctx)
+		vs, seal, err := t.listVersions(ctx)
+		return vs, seal, warehouse.Listed{}, err
 	}
-	entries, err := t.c.wh.ListNames(t.versionsKey())
+	entries, l, err := t.c.wh.ListNamesAt(t.versionsKey())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, l, err
 	}
-	return t.versionsOf(ctx, entries)
+	vs, seal, err := t.versionsOf(ctx, entries)
+	return vs, seal, l, err
 }
 
 // fresh reports whether a commit that listed at listed may still put:

@@ -40,6 +40,15 @@ func Fold(name string) string {
 // not compared; values whose type decodes itself (json.Unmarshaler,
 // json.RawMessage, interfaces) are not walked.
 func CheckFields(data []byte, v any) error {
+	if json.Valid(data) && quickFields(data, reflect.TypeOf(v)) {
+		return nil // fast.go
+	}
+	return checkFieldsTokens(data, v)
+}
+
+// checkFieldsTokens is CheckFields by encoding/json's tokens; it makes
+// every error.
+func checkFieldsTokens(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	return walk(dec, reflect.TypeOf(v), "")
@@ -51,16 +60,25 @@ var (
 )
 
 // decodesItself reports whether values of t bypass the field matching.
+// The answer is kept per type (Implements searches the method set, on
+// every value of every body).
 func decodesItself(t reflect.Type) bool {
-	if t.Kind() == reflect.Interface {
-		return true
+	if d, ok := decodesCache.Load(t); ok {
+		return d.(bool)
 	}
-	pt := t
-	if t.Kind() != reflect.Pointer {
-		pt = reflect.PointerTo(t)
+	d := t.Kind() == reflect.Interface
+	if !d {
+		pt := t
+		if t.Kind() != reflect.Pointer {
+			pt = reflect.PointerTo(t)
+		}
+		d = pt.Implements(unmarshalerType) || pt.Implements(textUnmarshalerType)
 	}
-	return pt.Implements(unmarshalerType) || pt.Implements(textUnmarshalerType)
+	decodesCache.Store(t, d)
+	return d
 }
+
+var decodesCache sync.Map // reflect.Type → bool
 
 func walk(dec *json.Decoder, t reflect.Type, path string) error {
 	for t != nil && t.Kind() == reflect.Pointer && !decodesItself(t) {

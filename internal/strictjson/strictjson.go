@@ -22,6 +22,14 @@ func (e *Error) Error() string { return e.Msg }
 // arrays, and data after the value are an *Error naming the key and where
 // it is ("duplicate key \"q\" in x[1].y").
 func Check(data []byte, maxDepth int) error {
+	if json.Valid(data) && quickCheck(data, maxDepth) {
+		return nil // fast.go
+	}
+	return checkTokens(data, maxDepth)
+}
+
+// checkTokens is Check by encoding/json's tokens; it makes every error.
+func checkTokens(data []byte, maxDepth int) error {
 	type frame struct {
 		obj     bool
 		wantKey bool

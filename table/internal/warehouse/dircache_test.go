@@ -26,7 +26,7 @@ func TestDirCache(t *testing.T) {
 	read := func(p string) ([]Entry, error) { reads++; return readNames(p) }
 	names := func() []string {
 		t.Helper()
-		es, err := c.list(dir, read)
+		es, _, err := c.list(dir, read)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,5 +96,71 @@ func TestDirCache(t *testing.T) {
 	os.Chtimes(dir, fi.ModTime(), fi.ModTime())
 	if got := names(); !slices.Equal(got, []string{"9.manifest"}) {
 		t.Fatalf("a folder made again: %v", got)
+	}
+}
+
+// TestDirCacheStat: a file stat'ed after a kept listing is answered from
+// memory while the folder is unchanged; a file written again under its
+// name (a rename over it, as writers publish) or removed is stat'ed
+// afresh, and a listing within the racy margin keeps no stat.
+func TestDirCacheStat(t *testing.T) {
+	root := t.TempDir()
+	c := newDirCache(root)
+	if c == nil {
+		t.Skip("the temp dir is not on a file system known to be local")
+	}
+	dir := filepath.Join(root, "_versions")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, data string) {
+		t.Helper()
+		tmp := filepath.Join(dir, ".tmp-"+name)
+		if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat := func() (int64, bool) {
+		t.Helper()
+		_, l, err := c.list(dir, readNames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, _, ok, err := c.statListed(l, dir, "2.manifest")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return size, ok
+	}
+	write("2.manifest", "ab")
+	// Within the racy margin nothing is kept.
+	if size, ok := stat(); !ok || size != 2 || c.stats.Len() != 0 {
+		t.Fatalf("size %d ok %v, %d stats kept", size, ok, c.stats.Len())
+	}
+	c.now = func() time.Time { return time.Now().Add(time.Second) }
+	if size, ok := stat(); !ok || size != 2 || c.stats.Len() != 1 {
+		t.Fatalf("size %d ok %v, %d stats kept", size, ok, c.stats.Len())
+	}
+	// A kept stat answers without reading the file: a write in place
+	// (which leaves the folder as it was, and which no writer of
+	// _versions/ makes) is not seen.
+	if err := os.WriteFile(filepath.Join(dir, "2.manifest"), []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if size, ok := stat(); !ok || size != 2 {
+		t.Fatalf("from the cache: size %d ok %v", size, ok)
+	}
+	write("2.manifest", "abcd")
+	if size, ok := stat(); !ok || size != 4 {
+		t.Fatalf("after a rename over the file: size %d ok %v", size, ok)
+	}
+	if err := os.Remove(filepath.Join(dir, "2.manifest")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := stat(); ok {
+		t.Fatal("a removed file was answered from the cache")
 	}
 }

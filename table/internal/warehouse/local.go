@@ -28,17 +28,31 @@ func (w *Warehouse) Path(key string) string {
 // with no entries. An unchanged folder is answered from the warehouse's
 // listing cache (dircache.go); callers must not change the entries.
 func (w *Warehouse) ListNames(prefix string) ([]Entry, error) {
-	entries, err := w.dirs.list(w.Path(prefix), readNames)
+	entries, _, err := w.ListNamesAt(prefix)
+	return entries, err
+}
+
+// ListNamesAt is ListNames with the folder's state the listing was read
+// in, for StatListed.
+func (w *Warehouse) ListNamesAt(prefix string) ([]Entry, Listed, error) {
+	entries, l, err := w.dirs.list(w.Path(prefix), readNames)
 	if err != nil {
-		return nil, w.Rel(err)
+		return nil, Listed{}, w.Rel(err)
 	}
-	return entries, nil
+	return entries, l, nil
 }
 
 // StatIn answers the size and time of file name in folder prefix of a
 // file:// warehouse; ok is false when the file is gone.
 func (w *Warehouse) StatIn(prefix, name string) (size int64, mtime time.Time, ok bool, err error) {
-	size, mtime, ok, err = statIn(w.Path(prefix), name)
+	return w.StatListed(Listed{}, prefix, name)
+}
+
+// StatListed is StatIn for a file of a folder ListNamesAt listed at l:
+// while the folder is as l found it, the file is the one stat'ed then
+// (dircache.go), and its size and time are answered from memory.
+func (w *Warehouse) StatListed(l Listed, prefix, name string) (size int64, mtime time.Time, ok bool, err error) {
+	size, mtime, ok, err = w.dirs.statListed(l, w.Path(prefix), name)
 	return size, mtime, ok, w.Rel(err)
 }
 
