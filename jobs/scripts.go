@@ -90,8 +90,10 @@ end
 // the PENDING job joined.
 //
 // Each redis.call costs about as much again as the command it runs, so the
-// script makes as few as its checks allow: a join is ZCOUNT, HGET and one
-// HMGET of the joined job's state and age (created_ms is in every record
+// script makes as few as its checks allow: a join is HGET, ZCOUNT and one
+// HMGET of the joined job's state and age (the HGET comes first, so a
+// run again of a call that created its job answers created even if the
+// cluster's last worker left in between) (created_ms is in every record
 // this version writes; an older record's age is its score among the
 // cluster's unfinished jobs). The joined job's record is not returned:
 // reading it whole into Lua and answering it cost more than the rest of
@@ -101,17 +103,18 @@ end
 // this call's own).
 var scriptCreate = newScript(`
 local fresh = ARGV[3] == 'fresh'
-if redis.call('ZCOUNT', KEYS[7], '(' .. ARGV[6], '+inf') == 0 then return -3 end
+local other = false
 if ARGV[7] ~= '' then
-  local other = redis.call('HGET', KEYS[8], ARGV[7])
+  other = redis.call('HGET', KEYS[8], ARGV[7])
   if other == ARGV[1] then return 1 end
-  if other then
-    local ok = redis.call('HMGET', ARGV[9] .. other, 'state', 'created_ms')
-    if ok[1] == @PENDING then
-      local created = ok[2] or redis.call('ZSCORE', KEYS[6], other) or '0'
-      if tonumber(created) > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
-        return {other, created}
-      end
+end
+if redis.call('ZCOUNT', KEYS[7], '(' .. ARGV[6], '+inf') == 0 then return -3 end
+if other then
+  local ok = redis.call('HMGET', ARGV[9] .. other, 'state', 'created_ms')
+  if ok[1] == @PENDING then
+    local created = ok[2] or redis.call('ZSCORE', KEYS[6], other) or '0'
+    if tonumber(created) > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
+      return {other, created}
     end
   end
 end
