@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mvq-dev/mvq/lance/dataset"
+	"github.com/mvq-dev/mvq/lance/pb/tablepb"
 )
 
 // TestLanceCommitCarriesTransaction: each version mvq commits to a Lance
@@ -38,15 +39,7 @@ func TestLanceCommitCarriesTransaction(t *testing.T) {
 		op        string
 		fragments int // new fragments (Append), removed ones (Update, Delete)
 	}{{1, "overwrite", 2}, {m2.Version, "append", 1}, {m3.Version, "delete", 1}} {
-		b, err := os.ReadFile(filepath.Join(root, "docs", "t.lance", "_versions", ManifestName(c.v, NamingV2)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		mf, err := dataset.DecodeManifest(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		txn := mf.Transaction
+		txn := inlineTxn(t, root, c.v)
 		if txn == nil {
 			t.Fatalf("version %d has no transaction", c.v)
 		}
@@ -116,17 +109,24 @@ func TestLanceStagedVersionsCarryTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	for v := uint64(2); v <= 3; v++ {
-		b, err := os.ReadFile(filepath.Join(root, "docs", "t.lance", "_versions", ManifestName(v, NamingV2)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		mf, err := dataset.DecodeManifest(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		txn := mf.Transaction
+		txn := inlineTxn(t, root, v)
 		if got := dataset.OperationName(txn); txn == nil || got != "append" || txn.GetReadVersion() != v-1 || len(txn.GetAppend().GetFragments()) != 1 {
 			t.Fatalf("version %d: transaction %v", v, txn)
 		}
 	}
+}
+
+// inlineTxn is the inline Lance transaction of version v of docs.t under
+// warehouse root (nil when it has none).
+func inlineTxn(t *testing.T, root string, v uint64) *tablepb.Transaction {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "docs", "t.lance", "_versions", ManifestName(v, NamingV2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := dataset.DecodeManifest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mf.Transaction
 }
