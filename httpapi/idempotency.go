@@ -83,9 +83,6 @@ func withoutSecrets(contentType string, body []byte) []byte {
 	if !ok {
 		return body
 	}
-	if _, has := obj[storageOptionsKey]; !has {
-		return body
-	}
 	obj[storageOptionsKey] = json.RawMessage("null")
 	out, err := json.Marshal(obj)
 	if err != nil {
@@ -99,9 +96,6 @@ func withoutSecrets(contentType string, body []byte) []byte {
 func withSecrets(contentType string, body []byte, opts func() map[string]string) []byte {
 	obj, ok := replayObject(contentType, body)
 	if !ok {
-		return body
-	}
-	if _, has := obj[storageOptionsKey]; !has {
 		return body
 	}
 	delete(obj, storageOptionsKey)
@@ -119,6 +113,8 @@ func withSecrets(contentType string, body []byte, opts func() map[string]string)
 	return out
 }
 
+// replayObject is a JSON object body's members when it has a
+// storage_options member (ok false otherwise: the body is kept as is).
 func replayObject(contentType string, body []byte) (map[string]json.RawMessage, bool) {
 	if !strings.HasPrefix(contentType, "application/json") || !bytes.Contains(body, []byte(`"`+storageOptionsKey+`"`)) {
 		return nil, false
@@ -127,7 +123,8 @@ func replayObject(contentType string, body []byte) (map[string]json.RawMessage, 
 	if json.Unmarshal(body, &obj) != nil {
 		return nil, false
 	}
-	return obj, true
+	_, has := obj[storageOptionsKey]
+	return obj, has
 }
 
 func idempotent(st IdempotencyStore, options func(c *gin.Context) map[string]string) gin.HandlerFunc {

@@ -356,10 +356,30 @@ func TestLanceDeletionFilesRead(t *testing.T) {
 	if f := mvqAddr(fmt.Sprintf("_rowaddr = %d", RowAddress(2, 5))); len(f) != 1 || f[205] != RowAddress(2, 5) {
 		t.Fatalf("filter on Lance's _rowaddr of id 205: %v", f)
 	}
+	// A read of selected rows (an index's answer: live offset 4 of
+	// fragment 2) answers the same address.
+	rdr, err := tb.Query(ctx, QueryOptions{Columns: []string{"id"}, Filter: "id = 205", RowAddr: true, LanceRowAddr: true, Rows: Selection{2: {4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel := 0
+	for rdr.Next() {
+		r := rdr.RecordBatch()
+		for i := 0; i < int(r.NumRows()); i++ {
+			if r.Column(0).(*array.Int64).Value(i) != 205 || r.Column(1).(*array.Uint64).Value(i) != RowAddress(2, 5) {
+				t.Fatalf("selected read: id %d at %#x", r.Column(0).(*array.Int64).Value(i), r.Column(1).(*array.Uint64).Value(i))
+			}
+			sel++
+		}
+	}
+	rdr.Release()
+	if sel != 1 {
+		t.Fatalf("selected read answered %d rows", sel)
+	}
 	// Internal readers keep live offsets: the same row is offset 4 there,
 	// and LanceRowAddrs maps it.
 	live := map[int64]uint64{}
-	rdr, err := tb.Query(ctx, QueryOptions{Columns: []string{"id"}, Filter: "id = 205", RowAddr: true})
+	rdr, err = tb.Query(ctx, QueryOptions{Columns: []string{"id"}, Filter: "id = 205", RowAddr: true})
 	if err != nil {
 		t.Fatal(err)
 	}

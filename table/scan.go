@@ -86,15 +86,15 @@ func (t *Table) Scan(ctx context.Context, m *Manifest, opts ScanOptions) (array.
 		for _, f := range frags {
 			var recs []arrow.RecordBatch
 			err := Recover("read fragment", func() (err error) {
+				if rows := opts.Rows[f.ID]; rows != nil {
+					recs, err = t.readSelected(ctx, f, idx, rows, opts.RowAddr, opts.LanceRowAddr, out, mem)
+					return err
+				}
 				var pos []uint32 // data-file positions of the live rows
 				if opts.RowAddr && opts.LanceRowAddr {
 					if pos, err = t.livePositions(ctx, f); err != nil {
 						return err
 					}
-				}
-				if rows := opts.Rows[f.ID]; rows != nil {
-					recs, err = t.readSelected(ctx, f, idx, rows, opts.RowAddr, pos, out, mem)
-					return err
 				}
 				recs, err = t.ReadFragment(ctx, f, idx, mem)
 				if err == nil {

@@ -50,9 +50,9 @@ const wholeFileBytes = 4 << 20
 // readSelected reads the rows at offsets (sorted) of fragment f, fields
 // as ReadFragment, decoding only the row groups that hold them. With
 // rowAddr the records get a _rowaddr column of the rows' addresses
-// (schema out): live offsets, or the data-file positions pos[offset] when
-// pos is set.
-func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offsets []uint32, rowAddr bool, pos []uint32, out *arrow.Schema, mem memory.Allocator) ([]arrow.RecordBatch, error) {
+// (schema out): live offsets, or with lanceAddr the rows' positions in
+// the data file (physicalRows, for the selected rows only).
+func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offsets []uint32, rowAddr, lanceAddr bool, out *arrow.Schema, mem memory.Allocator) ([]arrow.RecordBatch, error) {
 	if len(offsets) == 0 {
 		return nil, nil
 	}
@@ -73,12 +73,19 @@ func (t *Table) readSelected(ctx context.Context, f Fragment, fields []int, offs
 		}
 	}()
 	if rowAddr {
-		ab := array.NewUint64Builder(mem)
-		ab.Reserve(len(offsets))
-		for _, o := range offsets {
-			if pos != nil {
-				o = pos[o]
+		addrs := offsets
+		if lanceAddr {
+			del, err := t.Deleted(ctx, f)
+			if err != nil {
+				return nil, err
 			}
+			if del != nil {
+				addrs = physicalRows(del, offsets).ToArray() // ascending, as offsets
+			}
+		}
+		ab := array.NewUint64Builder(mem)
+		ab.Reserve(len(addrs))
+		for _, o := range addrs {
 			ab.UnsafeAppend(RowAddress(f.ID, o))
 		}
 		addr := ab.NewArray()
