@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	lancefile "github.com/mvq-dev/mvq/lance/file"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -102,6 +103,7 @@ type fragWriter struct {
 	max    int64
 	addr   int // column of __source_row_id (0); -1: no spans
 	noDict []string
+	fsst   *lancefile.FSSTTables // shared with the view's other files
 
 	pending     []arrow.RecordBatch
 	pendingRows int64
@@ -112,7 +114,7 @@ type fragWriter struct {
 // newFragWriter returns a writer of files prefix{k}.{parquet,lance} of view v's
 // table; for row-wise kinds it records each file's source span.
 func (e *Engine) newFragWriter(v *View, prefix string, maxRows int) *fragWriter {
-	w := &fragWriter{e: e, t: v.Table, schema: v.Schema, prefix: prefix, max: int64(maxRows), addr: -1}
+	w := &fragWriter{e: e, t: v.Table, schema: v.Schema, prefix: prefix, max: int64(maxRows), addr: -1, fsst: e.fsstTables(v)}
 	if traitsOf(v.Def.Kind).RowWise {
 		w.addr = 0
 	}
@@ -167,7 +169,7 @@ func (w *fragWriter) release() {
 func (w *fragWriter) flush(ctx context.Context) error {
 	defer w.release()
 	rel := w.prefix + strconv.Itoa(len(w.frags)) + w.t.Catalog().DataExt()
-	f, err := w.e.writeFile(ctx, w.t, rel, w.schema, w.pending, w.noDict)
+	f, err := w.e.writeFile(ctx, w.t, rel, w.schema, w.pending, table.FileOptions{NoDict: w.noDict, FSST: w.fsst})
 	if err != nil {
 		return err
 	}
@@ -181,14 +183,34 @@ func (w *fragWriter) flush(ctx context.Context) error {
 	return nil
 }
 
-// writeFile writes recs as the Parquet file rel of t (replacing it if
+// writeFile writes recs as the data file rel of t (replacing it if
 // present: a retried step rewrites its own files) and returns its
-// fragment, ID unassigned. The columns noDict (chunk text, all but unique)
-// skip the dictionary encoding Parquet would try first and then abandon.
-func (e *Engine) writeFile(ctx context.Context, t *table.Table, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, noDict []string) (table.Fragment, error) {
-	f, err := t.WriteFileAt(ctx, rel, schema, recs, noDict...)
+// fragment, ID unassigned. In a Parquet file the columns o.NoDict (chunk
+// text, all but unique) skip the dictionary encoding Parquet would try
+// first and then abandon; a Lance file shares FSST tables through o.FSST.
+func (e *Engine) writeFile(ctx context.Context, t *table.Table, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, o table.FileOptions) (table.Fragment, error) {
+	f, err := t.WriteFileWith(ctx, rel, schema, recs, o)
 	if err != nil {
 		return table.Fragment{}, fmt.Errorf("write %s %s: %w", table.JoinID(t.ID()), rel, err)
 	}
 	return f, nil
+}
+
+// fsstTablesBytes bounds the FSST tables kept for views (about 200 KB per
+// string column); each view's entry is counted as 1 MiB.
+const fsstTablesBytes = 8 << 20
+
+// fsstTables is the shared FSST tables of view v's files in its current
+// schema: the work items of a refresh (and later refreshes) in this
+// process compress a text column with one trained table instead of
+// training one per file (lance/file.FSSTTables retrains for values the
+// table does markedly worse on).
+func (e *Engine) fsstTables(v *View) *lancefile.FSSTTables {
+	key := table.JoinID(v.Table.ID()) + "\x00" + v.Schema.String()
+	if t, ok := e.fssts.Get(key); ok {
+		return t
+	}
+	e.fssts.Put(key, lancefile.NewFSSTTables(), 1<<20)
+	t, _ := e.fssts.Get(key) // the first Put's, when two raced
+	return t
 }

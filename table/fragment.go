@@ -121,6 +121,20 @@ func (c *Catalog) DataExt() string {
 // ending in .lance is a Lance 2.1 file, unless the Lance writer cannot
 // hold the schema: then it is Parquet under the name with .parquet.
 func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, noDict ...string) (Fragment, error) {
+	return t.WriteFileWith(ctx, rel, schema, recs, FileOptions{NoDict: noDict})
+}
+
+// FileOptions tunes how WriteFileWith encodes a data file.
+type FileOptions struct {
+	// NoDict are columns a Parquet file skips dictionary encoding for.
+	NoDict []string
+	// FSST, for a Lance 2.1 file, shares trained FSST symbol tables with
+	// the other files written with it (files of one schema only).
+	FSST *lancefile.FSSTTables
+}
+
+// WriteFileWith is WriteFileAt with options.
+func (t *Table) WriteFileWith(ctx context.Context, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, o FileOptions) (Fragment, error) {
 	var rows, size int64
 	var err error
 	if strings.HasSuffix(rel, datafile.LanceExt) && datafile.LanceWritable(schema) != nil {
@@ -137,11 +151,11 @@ func (t *Table) WriteFileAt(ctx context.Context, rel string, schema *arrow.Schem
 			v, fileVersion = lancefile.V2_0, "2.0"
 		}
 		err = t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
-			rows, size, err = datafile.WriteLanceVersion(w, schema, recs, v)
+			rows, size, err = datafile.WriteLanceVersion(w, schema, recs, v, o.FSST)
 			return err
 		})
 	} else {
-		props, aprops := t.c.writerProps(noDict...)
+		props, aprops := t.c.writerProps(o.NoDict...)
 		err = t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
 			rows, size, err = datafile.Write(w, schema, recs, props, aprops, t.c.opts.Mem)
 			return err

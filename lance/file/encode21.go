@@ -15,7 +15,7 @@ import (
 // 2.1: every leaf (primitive, fixed-size list, string, or an empty struct)
 // is a column; structs and lists are folded into the leaves' repetition and
 // definition levels.
-func newColumnWriters21(fields []*filepb.Field, pageSize int) ([]columnWriter, error) {
+func newColumnWriters21(fields []*filepb.Field, pageSize int, tables *FSSTTables) ([]columnWriter, error) {
 	children := map[int32][]*filepb.Field{}
 	for _, f := range fields {
 		children[f.ParentId] = append(children[f.ParentId], f)
@@ -45,7 +45,7 @@ func newColumnWriters21(fields []*filepb.Field, pageSize int) ([]columnWriter, e
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, &fieldWriter21{field: f, ncols: n, pageSize: pageSize})
+		out = append(out, &fieldWriter21{field: f, ncols: n, pageSize: pageSize, fsst: tables})
 	}
 	return out, nil
 }
@@ -59,6 +59,7 @@ type fieldWriter21 struct {
 	field        *filepb.Field
 	ncols        int
 	pageSize     int
+	fsst         *FSSTTables // nil: a table per page
 	dt           arrow.DataType
 	leaves       [][]int // per leaf: the child index taken at each struct
 	pending      []arrow.Array
@@ -132,7 +133,7 @@ func (w *fieldWriter21) flush() ([]encodedPage, error) {
 	}()
 	pages := make([]encodedPage, 0, len(w.leaves))
 	for i, path := range w.leaves {
-		p, err := encodeLeafPages(w.pending, path, i, w.nextRow, w.pendingRows)
+		p, err := encodeLeafPages(w.pending, path, i, w.nextRow, w.pendingRows, fsstColumn{w.fsst, uint64(uint32(w.field.Id))<<32 | uint64(i)})
 		if err != nil {
 			return nil, err
 		}
@@ -145,22 +146,23 @@ func (w *fieldWriter21) flush() ([]encodedPage, error) {
 // firstRow of the file) as one page of the leaf at path, or, when a
 // mini-block chunk would overflow its 16-bit level counts (long runs of
 // empty or null lists), as pages over halves of the rows.
-func encodeLeafPages(arrs []arrow.Array, path []int, col int, firstRow uint64, numRows int) ([]encodedPage, error) {
+func encodeLeafPages(arrs []arrow.Array, path []int, col int, firstRow uint64, numRows int, fc fsstColumn) ([]encodedPage, error) {
 	sh, err := shredLeaf(arrs, path)
 	if err != nil {
 		return nil, err
 	}
+	sh.fsst = fc
 	layout, bufs, err := encodePage21(sh, uint64(numRows))
 	if errors.Is(err, errChunkLevels) && numRows > 1 {
 		half := numRows / 2
 		a, b := splitRows(arrs, half)
 		defer releaseAll(a)
 		defer releaseAll(b)
-		p1, err := encodeLeafPages(a, path, col, firstRow, half)
+		p1, err := encodeLeafPages(a, path, col, firstRow, half, fc)
 		if err != nil {
 			return nil, err
 		}
-		p2, err := encodeLeafPages(b, path, col, firstRow+uint64(half), numRows-half)
+		p2, err := encodeLeafPages(b, path, col, firstRow+uint64(half), numRows-half, fc)
 		if err != nil {
 			return nil, err
 		}
@@ -281,7 +283,8 @@ type shredded struct {
 	vis      []bool   // per level: has a value slot (only with lists)
 	layers   []enc21pb.RepDefLayer
 	sink     valueSink
-	valid    int // number of non-null visible values
+	valid    int        // number of non-null visible values
+	fsst     fsstColumn // the column's shared FSST tables, if any
 }
 
 type nodeKind uint8

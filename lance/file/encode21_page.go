@@ -83,7 +83,7 @@ type mbChunk struct {
 }
 
 // chunkValues splits the sink's values into mini-block chunks.
-func chunkValues(sink valueSink) ([]mbChunk, *enc21pb.CompressiveEncoding, error) {
+func chunkValues(sink valueSink, fc fsstColumn) ([]mbChunk, *enc21pb.CompressiveEncoding, error) {
 	switch s := sink.(type) {
 	case *fixedSink:
 		if s.dim == 0 {
@@ -134,7 +134,7 @@ func chunkValues(sink valueSink) ([]mbChunk, *enc21pb.CompressiveEncoding, error
 		out[len(out)-1].log = lastLog(out[len(out)-1], per, log)
 		return out, flatEnc(1), nil
 	case *varSink:
-		if c, table := tryFSST(s); c != nil {
+		if c, table := tryFSST(s, fc); c != nil {
 			return chunkVariable(c), fsstEnc(table, variableEnc(offsetBits(s))), nil
 		}
 		return chunkVariable(s), variableEnc(offsetBits(s)), nil
@@ -238,7 +238,7 @@ func encodeMiniblock(sh *shredded, dict *dictionary) (*enc21pb.PageLayout, [][]b
 	if dict != nil {
 		values = dict.indices
 	}
-	chunks, valueEnc, err := chunkValues(values)
+	chunks, valueEnc, err := chunkValues(values, sh.fsst)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -493,7 +493,7 @@ func encodeFullZip(sh *shredded) (*enc21pb.PageLayout, [][]byte, error) {
 		if z := tryPerValueZstd(s, len(s.data)*9/10); z != nil {
 			s = z
 			layout.ValueCompression = zstdEncOf(variableEnc(ob))
-		} else if c, table := tryFSST(s); c != nil {
+		} else if c, table := tryFSST(s, sh.fsst); c != nil {
 			s = c
 			layout.ValueCompression = fsstEnc(table, variableEnc(ob))
 		}

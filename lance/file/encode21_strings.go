@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -101,13 +102,31 @@ func blockVariable(s *varSink) []byte {
 }
 
 // tryFSST compresses the values when that saves more than the table costs,
-// returning the compressed values and the serialized table.
-func tryFSST(s *varSink) (*varSink, []byte) {
+// returning the compressed values and the serialized table. With shared
+// tables (fc) the column's table is reused when it does about as well on
+// these values as on the page it was trained on.
+func tryFSST(s *varSink, fc fsstColumn) (*varSink, []byte) {
 	if len(s.data) < fsstMinBytes {
 		return nil, nil
 	}
-	enc := fsst.Train(s.data, s.offsets)
-	codes, offs := enc.EncodeAll(s.data, s.offsets)
+	var codes []byte
+	var offs []uint64
+	var table []byte
+	if sh := fc.tables.get(fc.key); sh != nil {
+		codes, offs = sh.enc.EncodeAll(s.data, s.offsets)
+		if float64(len(codes)) <= float64(len(s.data))*(sh.ratio+fsstReuseSlack) {
+			fc.tables.reused.Add(1)
+			table = sh.table
+		} else {
+			codes, offs = nil, nil // markedly worse: train on these values
+		}
+	}
+	if table == nil {
+		enc := fsst.Train(s.data, s.offsets)
+		codes, offs = enc.EncodeAll(s.data, s.offsets)
+		table = enc.Table()
+		fc.tables.put(fc.key, &fsstShared{enc: enc, table: table, ratio: float64(len(codes)) / float64(len(s.data))})
+	}
 	if len(codes)+fsst.SymbolTableSize >= len(s.data) {
 		return nil, nil
 	}
@@ -115,7 +134,67 @@ func tryFSST(s *varSink) (*varSink, []byte) {
 	for i := 1; i < len(offs); i++ {
 		out.maxLen = max(out.maxLen, int(offs[i]-offs[i-1]))
 	}
-	return out, enc.Table()
+	return out, table
+}
+
+// fsstReuseSlack is how much worse (in compressed bytes per input byte) a
+// shared table may do on a page than on the page it was trained on before
+// the page gets a table of its own: 2% of the input.
+const fsstReuseSlack = 0.02
+
+// FSSTTables shares trained FSST symbol tables among the pages of a
+// column (WriterOptions.FSST): in every file written with it, a column's
+// strings are compressed with the table last trained for that column,
+// unless that table does markedly worse on a page than it did on the page
+// it was trained on, which then gets a table of its own (and the column
+// keeps it). Training is most of FSST's cost on small pages; a writer of
+// many small files of one schema (a refresh's work items) pays it once per
+// column instead of once per page. Every page still stores its table, so
+// the files read as any other. Share one only among files of the same
+// schema (columns are keyed by field id). Safe for concurrent use.
+type FSSTTables struct {
+	mu     sync.Mutex
+	m      map[uint64]*fsstShared
+	reused atomic.Int64
+}
+
+// NewFSSTTables returns empty shared tables.
+func NewFSSTTables() *FSSTTables { return &FSSTTables{m: map[uint64]*fsstShared{}} }
+
+// Reused is how many pages were compressed with a table trained for
+// another page.
+func (t *FSSTTables) Reused() int64 { return t.reused.Load() }
+
+// fsstShared is a trained table, its serialized form and the compressed
+// size per input byte on the page it was trained on.
+type fsstShared struct {
+	enc   *fsst.Encoder
+	table []byte
+	ratio float64
+}
+
+// fsstColumn is a leaf column's key in its shared tables (nil: none).
+type fsstColumn struct {
+	tables *FSSTTables
+	key    uint64 // field id << 32 | leaf index
+}
+
+func (t *FSSTTables) get(key uint64) *fsstShared {
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[key]
+}
+
+func (t *FSSTTables) put(key uint64, s *fsstShared) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	t.m[key] = s
+	t.mu.Unlock()
 }
 
 func fsstEnc(table []byte, inner *enc21pb.CompressiveEncoding) *enc21pb.CompressiveEncoding {

@@ -81,6 +81,10 @@ type WriterOptions struct {
 	// Schema is the Arrow schema of the batches, needed up front only for
 	// V2_0; for V2_1 the first batch's schema is used.
 	Schema *arrow.Schema
+	// FSST, when set, shares trained FSST symbol tables among the pages
+	// of a column (V2_1), in this file and in every other file written
+	// with the same FSSTTables; nil trains a table for every page.
+	FSST *FSSTTables
 }
 
 // Writer writes one Lance data file. It is not safe for concurrent use.
@@ -194,7 +198,7 @@ func NewWriter(w io.Writer, fields []*filepb.Field, opts WriterOptions) (*Writer
 	}
 	switch opts.Version {
 	case V2_1:
-		cols, err := newColumnWriters21(fields, opts.PageSize)
+		cols, err := newColumnWriters21(fields, opts.PageSize, opts.FSST)
 		if err != nil {
 			return nil, err
 		}

@@ -28,18 +28,19 @@ const LanceExt = ".lance"
 // table's field ids to the file's columns (column_indices), so the ids
 // inside the file do not matter to readers.
 func WriteLance(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) (rows, size int64, err error) {
-	return WriteLanceVersion(w, schema, recs, lancefile.V2_1)
+	return WriteLanceVersion(w, schema, recs, lancefile.V2_1, nil)
 }
 
 // WriteLanceVersion is WriteLance in file format v (2.0 for a dataset
-// created with that storage version).
-func WriteLanceVersion(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch, v lancefile.Version) (rows, size int64, err error) {
+// created with that storage version), sharing trained FSST tables with
+// the other files written with tables (nil: none).
+func WriteLanceVersion(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch, v lancefile.Version, tables *lancefile.FSSTTables) (rows, size int64, err error) {
 	fields, err := lschema.FromArrow(schema)
 	if err != nil {
 		return 0, 0, errs.Errorf(errs.CodeSchemaValidation, "schema: %v", err)
 	}
 	cw := &countingWriter{w: w}
-	fw, err := lancefile.NewWriter(cw, fields, lancefile.WriterOptions{Version: v, Schema: schema})
+	fw, err := lancefile.NewWriter(cw, fields, lancefile.WriterOptions{Version: v, Schema: schema, FSST: tables})
 	if err != nil {
 		return 0, 0, err
 	}
