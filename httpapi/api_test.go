@@ -6,6 +6,7 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -296,6 +297,26 @@ func TestVersionCreate(t *testing.T) {
 	st, m = c.post("/v1/table/t/insert", `[{"id": 2}]`)
 	if st != 200 || m["version"] != 3.0 {
 		t.Fatalf("insert after V1 version: %d %v", st, m)
+	}
+	// Files are checked for the fragments the latest version does not
+	// have as they are: one of its fragments pointed at another (missing)
+	// file, or a new fragment whose file is missing, is a 400.
+	st, m = c.post("/v1/table/t/version/describe", map[string]any{"version": 3})
+	c.want(st, m, 200, "")
+	for i, edit := range []func(man map[string]any){
+		func(man map[string]any) { man["fragments"].([]any)[0].(map[string]any)["path"] = "data/moved.lance" },
+		func(man map[string]any) {
+			man["fragments"] = append(man["fragments"].([]any), map[string]any{"id": 99, "path": "data/gone.lance", "rows": 1, "bytes": 100})
+			man["next_fragment_id"] = 100
+		},
+	} {
+		man := manifestJSON(t, manifestFile(c.dir+"/t.lance", m["version"].(map[string]any)["manifest_path"].(string)))
+		man["version"] = 4
+		edit(man)
+		b, _ := json.Marshal(man)
+		writeFile(t, fmt.Sprintf("%s/t.lance/staging/bad%d.manifest", c.dir, i), b)
+		st, res := c.post("/v1/table/t/version/create", map[string]any{"version": 4, "manifest_path": fmt.Sprintf("staging/bad%d.manifest", i)})
+		c.want(st, res, 400, "does not exist")
 	}
 }
 

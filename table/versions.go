@@ -101,6 +101,9 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 	if err != nil {
 		return nil, err
 	}
+	if err := t.checkFiles(ctx, m, cur); err != nil {
+		return nil, err
+	}
 	if err := t.c.guardWrite(t.id, cur, "version create"); err != nil {
 		return nil, err
 	}
@@ -194,8 +197,8 @@ func (t *Table) lostToOtherScheme(ctx context.Context, v uint64, scheme NamingSc
 }
 
 // staged is a manifest a client staged for version/create, read and
-// checked: it parses, carries the version asked for, has a valid schema
-// and references only data files that exist.
+// checked: it parses, carries the version asked for and has a valid
+// schema (checkFiles checks the files it references).
 type staged struct {
 	m     *Manifest
 	data  []byte
@@ -243,13 +246,32 @@ func (t *Table) readStaged(ctx context.Context, v uint64, manifestPath string, s
 	} else if err := checkSchema(s); err != nil {
 		return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
 	}
+	return &staged{m: m, data: data, clean: clean, size: stagedSize, sum: stagedSum}, nil
+}
+
+// checkFiles checks that the data and deletion files the staged manifest
+// references exist (and its deletion files say what it says), but for
+// fragments that the table's latest version cur (nil: none) already has
+// with the same files: those were checked when cur was published, and a
+// LanceDB append adds one fragment to a table of thousands.
+func (t *Table) checkFiles(ctx context.Context, m, cur *Manifest) error {
+	var known map[uint32]Fragment
+	if cur != nil {
+		known = make(map[uint32]Fragment, len(cur.Fragments))
+		for _, f := range cur.Fragments {
+			known[f.ID] = f
+		}
+	}
 	for _, f := range m.Fragments {
+		if k, ok := known[f.ID]; ok && sameFiles(k, f) {
+			continue
+		}
 		ok, err := t.c.wh.Exists(ctx, t.key+f.Path)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
-			return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, f.Path)
+			return errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, f.Path)
 		}
 		// A deletion file it names must be there and say what the
 		// manifest says, or the version would be unreadable.
@@ -257,13 +279,20 @@ func (t *Table) readStaged(ctx context.Context, v uint64, manifestPath string, s
 			if _, err := t.Deleted(ctx, f); err != nil {
 				var e *errs.Error
 				if errors.As(err, &e) && e.Code == errs.CodeInvalidTableState {
-					return nil, errs.Errorf(errs.CodeInvalidInput, "manifest_path: %s", e.Message) // not the cause: it may name a path
+					return errs.Errorf(errs.CodeInvalidInput, "manifest_path: %s", e.Message) // not the cause: it may name a path
 				}
-				return nil, err
+				return err
 			}
 		}
 	}
-	return &staged{m: m, data: data, clean: clean, size: stagedSize, sum: stagedSum}, nil
+	return nil
+}
+
+// sameFiles reports whether fragments a and b name the same data file and
+// deletion file, with the same counts.
+func sameFiles(a, b Fragment) bool {
+	return a.Path == b.Path && a.Rows == b.Rows && a.DeletionID == b.DeletionID && a.DeletionReadVersion == b.DeletionReadVersion &&
+		a.DeletionBitmap == b.DeletionBitmap && a.DeletedRows == b.DeletedRows
 }
 
 // md5 is the hex MD5 of the staged file (an S3 single-part ETag).
