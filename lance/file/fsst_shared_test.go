@@ -1,6 +1,7 @@
 package file
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
 	"testing"
@@ -80,5 +81,51 @@ func TestWriter21SharedFSSTLanceDB(t *testing.T) {
 			assertOracleEqual(t, root, name, []arrow.RecordBatch{f.rec})
 			assertReaderEqual(t, f.file, []arrow.RecordBatch{f.rec})
 		})
+	}
+}
+
+// TestSharedFSSTConcurrentWriters: writers on several goroutines share one
+// FSSTTables (a worker's concurrent work items); every file reads back as
+// written. Run with -race to check the sharing.
+func TestSharedFSSTConcurrentWriters(t *testing.T) {
+	s := arrow.NewSchema([]arrow.Field{{Name: "body", Type: arrow.BinaryTypes.String}}, nil)
+	shared := NewFSSTTables()
+	const writers = 4
+	files := make([][]byte, writers)
+	recs := make([]arrow.RecordBatch, writers)
+	errc := make(chan error, writers)
+	for w := range writers {
+		b := array.NewStringBuilder(memory.DefaultAllocator)
+		for i := range 300 {
+			b.Append(textcorpus.Doc(w*1000+i, 1024))
+		}
+		recs[w] = array.NewRecordBatch(s, []arrow.Array{b.NewArray()}, 300)
+		b.Release()
+	}
+	fields := testFields(t, s)
+	for w := range writers {
+		go func() {
+			var buf bytes.Buffer
+			fw, err := NewWriter(&buf, fields, WriterOptions{FSST: shared, PageSize: 64 << 10})
+			if err == nil {
+				err = fw.Write(recs[w])
+			}
+			if err == nil {
+				_, err = fw.Close()
+			}
+			files[w] = buf.Bytes()
+			errc <- err
+		}()
+	}
+	for range writers {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if shared.Reused() == 0 {
+		t.Fatal("no page reused a shared table")
+	}
+	for w := range writers {
+		assertReaderEqual(t, files[w], []arrow.RecordBatch{recs[w]})
 	}
 }
