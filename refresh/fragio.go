@@ -196,9 +196,10 @@ func (e *Engine) writeFile(ctx context.Context, t *table.Table, rel string, sche
 	return f, nil
 }
 
-// fsstTablesBytes bounds the FSST tables kept for views (about 200 KB per
-// string column); each view's entry is counted as 1 MiB.
-const fsstTablesBytes = 8 << 20
+// fsstTablesBytes bounds the FSST tables kept for views: a trained table
+// holds about 200 KB of lookups, and a view's entry is counted as 256 KiB
+// per text column of its schema.
+const fsstTablesBytes = 16 << 20
 
 // fsstTables is the shared FSST tables of view v's files in its current
 // schema: the work items of a refresh (and later refreshes) in this
@@ -210,7 +211,24 @@ func (e *Engine) fsstTables(v *View) *lancefile.FSSTTables {
 	if t, ok := e.fssts.Get(key); ok {
 		return t
 	}
-	e.fssts.Put(key, lancefile.NewFSSTTables(), 1<<20)
+	e.fssts.Put(key, lancefile.NewFSSTTables(), int64(max(1, textLeaves(v.Schema.Fields())))<<18)
 	t, _ := e.fssts.Get(key) // the first Put's, when two raced
 	return t
+}
+
+// textLeaves counts the string and binary leaves of fields, the columns
+// FSST compresses.
+func textLeaves(fields []arrow.Field) int {
+	n := 0
+	for _, f := range fields {
+		switch t := f.Type.(type) {
+		case *arrow.StringType, *arrow.LargeStringType, *arrow.BinaryType, *arrow.LargeBinaryType:
+			n++
+		case *arrow.StructType:
+			n += textLeaves(t.Fields())
+		case arrow.ListLikeType:
+			n += textLeaves([]arrow.Field{t.ElemField()})
+		}
+	}
+	return n
 }
