@@ -103,7 +103,12 @@ type fragWriter struct {
 	max    int64
 	addr   int // column of __source_row_id (0); -1: no spans
 	noDict []string
-	fsst   *lancefile.FSSTTables // shared with the view's other files
+	// fsst shares trained FSST tables among this writer's files and
+	// pages, and only those: an item run again must write the same bytes
+	// (a late duplicate run may replace a staged file after its size was
+	// recorded, even after the commit), which tables shared across items
+	// in a process would not give.
+	fsst *lancefile.FSSTTables
 
 	pending     []arrow.RecordBatch
 	pendingRows int64
@@ -114,7 +119,7 @@ type fragWriter struct {
 // newFragWriter returns a writer of files prefix{k}.{parquet,lance} of view v's
 // table; for row-wise kinds it records each file's source span.
 func (e *Engine) newFragWriter(v *View, prefix string, maxRows int) *fragWriter {
-	w := &fragWriter{e: e, t: v.Table, schema: v.Schema, prefix: prefix, max: int64(maxRows), addr: -1, fsst: e.fsstTables(v)}
+	w := &fragWriter{e: e, t: v.Table, schema: v.Schema, prefix: prefix, max: int64(maxRows), addr: -1, fsst: lancefile.NewFSSTTables()}
 	if traitsOf(v.Def.Kind).RowWise {
 		w.addr = 0
 	}
@@ -194,41 +199,4 @@ func (e *Engine) writeFile(ctx context.Context, t *table.Table, rel string, sche
 		return table.Fragment{}, fmt.Errorf("write %s %s: %w", table.JoinID(t.ID()), rel, err)
 	}
 	return f, nil
-}
-
-// fsstTablesBytes bounds the FSST tables kept for views: a trained table
-// holds about 200 KB of lookups, and a view's entry is counted as 256 KiB
-// per text column of its schema.
-const fsstTablesBytes = 16 << 20
-
-// fsstTables is the shared FSST tables of view v's files in its current
-// schema: the work items of a refresh (and later refreshes) in this
-// process compress a text column with one trained table instead of
-// training one per file (lance/file.FSSTTables retrains for values the
-// table does markedly worse on).
-func (e *Engine) fsstTables(v *View) *lancefile.FSSTTables {
-	key := table.JoinID(v.Table.ID()) + "\x00" + v.Schema.String()
-	if t, ok := e.fssts.Get(key); ok {
-		return t
-	}
-	e.fssts.Put(key, lancefile.NewFSSTTables(), int64(max(1, textLeaves(v.Schema.Fields())))<<18)
-	t, _ := e.fssts.Get(key) // the first Put's, when two raced
-	return t
-}
-
-// textLeaves counts the string and binary leaves of fields, the columns
-// FSST compresses.
-func textLeaves(fields []arrow.Field) int {
-	n := 0
-	for _, f := range fields {
-		switch t := f.Type.(type) {
-		case *arrow.StringType, *arrow.LargeStringType, *arrow.BinaryType, *arrow.LargeBinaryType:
-			n++
-		case *arrow.StructType:
-			n += textLeaves(t.Fields())
-		case arrow.ListLikeType:
-			n += textLeaves([]arrow.Field{t.ElemField()})
-		}
-	}
-	return n
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/lru"
-	lancefile "github.com/mvq-dev/mvq/lance/file"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -45,9 +44,6 @@ type Engine struct {
 	udfs      *udf.Manager
 	chunkHook func()       // tests: runs in each chunking goroutine
 	passes    passThroughs // projection-only queries run without DuckDB (project.go)
-	// fssts shares trained FSST tables among the files written for a
-	// view (fsstTables).
-	fssts *lru.Cache[string, *lancefile.FSSTTables]
 }
 
 // Close stops the subprocesses user code runs in. The engine must not be
@@ -63,7 +59,7 @@ func NewEngine(cat *table.Catalog) *Engine { return NewEngineWith(cat, EngineOpt
 func NewEngineWith(cat *table.Catalog, opts EngineOptions) *Engine {
 	cat.Use(Hooks())
 	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults(), udfs: udf.NewManager(cat.Options().Mem),
-		views: lru.New[string, viewEntry](viewsBytes), fssts: lru.New[string, *lancefile.FSSTTables](fsstTablesBytes)}
+		views: lru.New[string, viewEntry](viewsBytes)}
 }
 
 // CreateRequest mirrors the API's CreateMaterializedViewRequest.

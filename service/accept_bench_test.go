@@ -77,7 +77,12 @@ func runPeerProcess() {
 	}
 	client := asynq.NewClient(opt)
 	defer client.Close()
-	rdb, _ := opt.MakeRedisClient().(redis.UniversalClient)
+	rdb, ok := opt.MakeRedisClient().(redis.UniversalClient)
+	if !ok {
+		fmt.Fprintln(os.Stderr, "asynq's Redis client is not a go-redis v9 client")
+		os.Exit(2)
+	}
+	defer rdb.Close()
 	floor := redis.NewScript(floorScript)
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()

@@ -112,11 +112,11 @@ func tryFSST(s *varSink, fc fsstColumn) (*varSink, []byte) {
 	var codes []byte
 	var offs []uint64
 	var table []byte
+	reused := false
 	if sh := fc.tables.get(fc.key); sh != nil {
 		codes, offs = sh.enc.EncodeAll(s.data, s.offsets)
 		if float64(len(codes)) <= float64(len(s.data))*(sh.ratio+fsstReuseSlack) {
-			fc.tables.reused.Add(1)
-			table = sh.table
+			table, reused = sh.table, true
 		} else {
 			codes, offs = nil, nil // markedly worse: train on these values
 		}
@@ -130,6 +130,9 @@ func tryFSST(s *varSink, fc fsstColumn) (*varSink, []byte) {
 	if len(codes)+fsst.SymbolTableSize >= len(s.data) {
 		return nil, nil
 	}
+	if reused {
+		fc.tables.reused.Add(1)
+	}
 	out := &varSink{offsets: offs, data: codes, wide: s.wide}
 	for i := 1; i < len(offs); i++ {
 		out.maxLen = max(out.maxLen, int(offs[i]-offs[i-1]))
@@ -139,19 +142,21 @@ func tryFSST(s *varSink, fc fsstColumn) (*varSink, []byte) {
 
 // fsstReuseSlack is how much worse (in compressed bytes per input byte) a
 // shared table may do on a page than on the page it was trained on before
-// the page gets a table of its own: 2% of the input.
+// the page gets a table of its own: 2% of the page's input bytes.
 const fsstReuseSlack = 0.02
 
 // FSSTTables shares trained FSST symbol tables among the pages of a
 // column (WriterOptions.FSST): in every file written with it, a column's
 // strings are compressed with the table last trained for that column,
-// unless that table does markedly worse on a page than it did on the page
-// it was trained on, which then gets a table of its own (and the column
-// keeps it). Training is most of FSST's cost on small pages; a writer of
-// many small files of one schema (a refresh's work items) pays it once per
-// column instead of once per page. Every page still stores its table, so
-// the files read as any other. Share one only among files of the same
-// schema (columns are keyed by field id). Safe for concurrent use.
+// unless that table does markedly worse on a page (by more than 2% of the
+// page's bytes) than it did on the page it was trained on, which then gets
+// a table of its own (and the column keeps it). Training is most of FSST's
+// cost on small pages; a writer of many files or pages of one schema pays
+// it once per column instead of once per page. Every page still stores its
+// table, so the files read as any other. Share one only among files of the
+// same schema (columns are keyed by field id). Safe for concurrent use, but
+// what a file holds then depends on which writer trained first: share
+// tables across writers only where the bytes need not be reproducible.
 type FSSTTables struct {
 	mu     sync.Mutex
 	m      map[uint64]*fsstShared
@@ -163,7 +168,12 @@ func NewFSSTTables() *FSSTTables { return &FSSTTables{m: map[uint64]*fsstShared{
 
 // Reused is how many pages were compressed with a table trained for
 // another page.
-func (t *FSSTTables) Reused() int64 { return t.reused.Load() }
+func (t *FSSTTables) Reused() int64 {
+	if t == nil {
+		return 0
+	}
+	return t.reused.Load()
+}
 
 // fsstShared is a trained table, its serialized form and the compressed
 // size per input byte on the page it was trained on.
@@ -193,6 +203,9 @@ func (t *FSSTTables) put(key uint64, s *fsstShared) {
 		return
 	}
 	t.mu.Lock()
+	if t.m == nil {
+		t.m = map[uint64]*fsstShared{}
+	}
 	t.m[key] = s
 	t.mu.Unlock()
 }
