@@ -486,9 +486,8 @@ func (d *DB) release(s *sql.DB, key string, keep, fresh bool, t ticket) {
 // Settle waits until the sessions being opened or closed in the
 // background (after a query) are. For tests and benchmarks: call it only
 // when no query runs or can start (a query's end adds background work,
-// which must not race the wait). A benchmark
-// settles before it measures, so that work left by what it set up is not
-// counted in what it measures.
+// which must not race the wait). A benchmark settles before it measures,
+// so that work left by what it set up is not counted in what it measures.
 func (d *DB) Settle() { d.bg.Wait() }
 
 // SessionsOpened is how many sessions the engine has opened so far.
