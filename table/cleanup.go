@@ -96,6 +96,11 @@ func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, kee
 func fragmentFiles(m *Manifest, used map[string]bool) {
 	for _, f := range m.Fragments {
 		used[f.Path] = true
+		if f.Extra != "" {
+			for _, p := range f.DataPaths()[1:] {
+				used[p] = true
+			}
+		}
 		if f.HasDeletions() {
 			used[f.deletionPath()] = true
 		}

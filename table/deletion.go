@@ -47,10 +47,15 @@ func (f Fragment) HasDeletions() bool { return f.DeletedRows > 0 }
 // one, its deletion file (the same fragment id holds other rows once its
 // deletion file changes).
 func (f Fragment) Key() string {
-	if !f.HasDeletions() {
-		return f.Path
+	p := f.Path
+	if f.Extra != "" || f.Parts != "" {
+		// Another file, or a column moved to one: other content.
+		p += "+" + strings.Join(f.DataPaths()[1:], "+") + "@" + f.Parts
 	}
-	return f.Path + "#" + strconv.FormatUint(f.DeletionReadVersion, 10) + "-" + strconv.FormatUint(f.DeletionID, 10)
+	if !f.HasDeletions() {
+		return p
+	}
+	return p + "#" + strconv.FormatUint(f.DeletionReadVersion, 10) + "-" + strconv.FormatUint(f.DeletionID, 10)
 }
 
 // PhysicalRows is the number of rows of the fragment's data file.

@@ -88,16 +88,66 @@ func (t *Table) openLanceFragment(ctx context.Context, f Fragment, o FragmentRea
 		}
 		opts.Deleted = del
 	}
-	if o.WholeFileBytes < 0 || (f.Bytes > 0 && f.Bytes <= o.WholeFileBytes) {
-		data, err := t.c.wh.Read(ctx, t.key+f.Path)
-		if err != nil {
-			return nil, datafile.Fail(label, "unreadable", err)
+	if f.Parts != "" {
+		if err := t.lanceParts(ctx, f, o, label, &opts); err != nil {
+			return nil, err
 		}
-		return datafile.OpenLance(bytes.NewReader(data), int64(len(data)), nil, opts)
 	}
-	obj, err := t.c.wh.Open(ctx, t.key+f.Path)
+	src, err := t.lanceSource(ctx, f.Path, f.Bytes, o)
 	if err != nil {
+		for _, s := range opts.More {
+			if s.Closer != nil {
+				s.Closer.Close()
+			}
+		}
 		return nil, datafile.Fail(label, "unreadable", err)
 	}
-	return datafile.OpenLance(datafile.NewReaderAt(obj, obj.Size()), obj.Size(), obj, opts)
+	return datafile.OpenLance(src.Src, src.Size, src.Closer, opts)
+}
+
+// lanceSource fetches a Lance data file of the table: whole when small
+// (as a Parquet one), else opened for ranged reads.
+func (t *Table) lanceSource(ctx context.Context, rel string, size int64, o FragmentReadOptions) (datafile.Source, error) {
+	if o.WholeFileBytes < 0 || (size > 0 && size <= o.WholeFileBytes) {
+		data, err := t.c.wh.Read(ctx, t.key+rel)
+		if err != nil {
+			return datafile.Source{}, err
+		}
+		return datafile.Source{Src: bytes.NewReader(data), Size: int64(len(data))}, nil
+	}
+	obj, err := t.c.wh.Open(ctx, t.key+rel)
+	if err != nil {
+		return datafile.Source{}, err
+	}
+	return datafile.Source{Src: datafile.NewReaderAt(obj, obj.Size()), Size: obj.Size(), Closer: obj}, nil
+}
+
+// lanceParts sets the layout of a fragment of several data files (or of
+// columns out of the file's order) into opts, opening its other files.
+func (t *Table) lanceParts(ctx context.Context, f Fragment, o FragmentReadOptions, label string, opts *datafile.Options) error {
+	ps, err := f.parts()
+	if err != nil {
+		return datafile.Fail(label, "corrupt", err)
+	}
+	ex, err := f.extraFiles()
+	if err != nil {
+		return datafile.Fail(label, "corrupt", err)
+	}
+	for _, p := range ps {
+		opts.Parts = append(opts.Parts, datafile.Part{File: p.file, Start: p.start})
+	}
+	for _, e := range ex {
+		src, err := t.lanceSource(ctx, e.Path, e.Bytes, o)
+		if err != nil {
+			for _, s := range opts.More {
+				if s.Closer != nil {
+					s.Closer.Close()
+				}
+			}
+			opts.More = nil
+			return datafile.Fail(label, "unreadable", fmt.Errorf("%s: %w", e.Path, err))
+		}
+		opts.More = append(opts.More, src)
+	}
+	return nil
 }

@@ -196,11 +196,16 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 				df.FileMinorVersion = 0
 			}
 		}
+		files := []*tablepb.DataFile{df}
 		cols, err := f.Columns.Indices()
 		if err != nil {
 			return nil, err
 		}
-		if cols == nil {
+		if f.Parts != "" {
+			if files, err = lanceFiles(f, df, leafIDs); err != nil {
+				return nil, fmt.Errorf("manifest: %w", err)
+			}
+		} else if cols == nil {
 			col := int32(0)
 			for _, ids := range leafIDs {
 				for _, id := range ids {
@@ -236,7 +241,7 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 			}
 			facts.Maps[strconv.FormatUint(uint64(f.ID), 10)] = fragMaps{Columns: f.Columns, Leaves: f.leaves}
 		}
-		fr := &tablepb.DataFragment{Id: uint64(f.ID), Files: []*tablepb.DataFile{df}, PhysicalRows: uint64(max(f.Rows, 0) + f.DeletedRows)}
+		fr := &tablepb.DataFragment{Id: uint64(f.ID), Files: files, PhysicalRows: uint64(max(f.Rows, 0) + f.DeletedRows)}
 		if f.HasDeletions() {
 			fr.DeletionFile = f.deletionFile()
 			pm.ReaderFeatureFlags |= dataset.FlagDeletionFiles
@@ -323,7 +328,8 @@ func (m *Manifest) lanceTransaction(pm *tablepb.Manifest) *tablepb.Transaction {
 // the same file, rows and deletions.
 func sameFragment(a, b Fragment) bool {
 	return a.Path == b.Path && a.Rows == b.Rows && a.DeletedRows == b.DeletedRows &&
-		a.DeletionID == b.DeletionID && a.DeletionReadVersion == b.DeletionReadVersion && a.Columns == b.Columns
+		a.DeletionID == b.DeletionID && a.DeletionReadVersion == b.DeletionReadVersion && a.Columns == b.Columns &&
+		a.Parts == b.Parts && a.Extra == b.Extra
 }
 
 // decodeLance parses a Lance manifest file into a Manifest. Versions
@@ -399,8 +405,8 @@ func decodeLance(b []byte) (*Manifest, error) {
 		if fr.GetId() > math.MaxUint32-1 {
 			return nil, fmt.Errorf("manifest: fragment id %d is too large", fr.GetId())
 		}
-		if len(fr.GetFiles()) != 1 {
-			return nil, fmt.Errorf("manifest: fragment %d has %d data files; only one per fragment is supported", fr.GetId(), len(fr.GetFiles()))
+		if len(fr.GetFiles()) == 0 {
+			return nil, fmt.Errorf("manifest: fragment %d has no data file", fr.GetId())
 		}
 		df := fr.GetFiles()[0]
 		if df.GetBaseId() != 0 {
@@ -415,22 +421,32 @@ func decodeLance(b []byte) (*Manifest, error) {
 				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
 			}
 		}
-		if own {
-			if mp, ok := facts.Maps[strconv.FormatUint(fr.GetId(), 10)]; ok {
-				if err := checkMap(mp, counts); err != nil {
-					return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
-				}
-				f.Columns, f.leaves = mp.Columns, mp.Leaves
+		mp, mapped := facts.Maps[strconv.FormatUint(fr.GetId(), 10)]
+		switch {
+		case len(fr.GetFiles()) > 1:
+			// Several data files (a LanceDB Merge): the layout is in the
+			// manifest, whoever wrote the version.
+			if err := lanceLayout(&f, fr, pm.GetFields()); err != nil {
+				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
 			}
-		} else if err := identityColumns(pm.GetFields(), df); err != nil {
-			// A fragment mvq wrote with a column map, carried along by
-			// another writer: its map is in the facts of the version mvq
-			// wrote, when the data file still has the layout it says.
-			mp, ok := facts.Maps[strconv.FormatUint(fr.GetId(), 10)]
-			if !stale || !ok || carriedMap(mp, pm.GetFields(), df) != nil {
+		case own && mapped:
+			if err := checkMap(mp, counts); err != nil {
 				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
 			}
 			f.Columns, f.leaves = mp.Columns, mp.Leaves
+		case identityColumns(pm.GetFields(), df) == nil:
+		case stale && mapped && carriedMap(mp, pm.GetFields(), df) == nil:
+			// A fragment mvq wrote with a column map, carried along by
+			// another writer: its map is in the facts of the version mvq
+			// wrote, when the data file still has the layout it says.
+			f.Columns, f.leaves = mp.Columns, mp.Leaves
+		default:
+			// One data file with other columns than the schema's, in
+			// another order (a dropped or retyped column, a field in no
+			// file).
+			if err := lanceLayout(&f, fr, pm.GetFields()); err != nil {
+				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
+			}
 		}
 		m.Fragments = append(m.Fragments, f)
 		next = max(next, fr.GetId()+1)

@@ -83,6 +83,12 @@ type Fragment struct {
 	// as 2.0); empty for the 2.1 files mvq writes elsewhere. It travels
 	// with the fragment (a refresh worker's results are JSON).
 	FileVersion string `json:"file_version,omitempty"`
+	// Parts and Extra describe a Lance fragment whose columns are not its
+	// first file's in order, or live in several data files (another
+	// writer's add_columns or alter_columns): lance_layout.go. Empty for
+	// every fragment mvq writes.
+	Parts string `json:"parts,omitempty"`
+	Extra string `json:"extra,omitempty"`
 	// written is the schema WriteFileAt wrote the file with (this process
 	// only): Commit checks it still lines up with the table's.
 	written *arrow.Schema

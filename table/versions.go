@@ -266,12 +266,14 @@ func (t *Table) checkFiles(ctx context.Context, m, cur *Manifest) error {
 		if k, ok := known[f.ID]; ok && sameFiles(k, f) {
 			continue
 		}
-		ok, err := t.c.wh.Exists(ctx, t.key+f.Path)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, f.Path)
+		for _, p := range f.DataPaths() {
+			ok, err := t.c.wh.Exists(ctx, t.key+p)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d file %s does not exist", f.ID, p)
+			}
 		}
 		// A deletion file it names must be there and say what the
 		// manifest says, or the version would be unreadable.
@@ -291,7 +293,7 @@ func (t *Table) checkFiles(ctx context.Context, m, cur *Manifest) error {
 // sameFiles reports whether fragments a and b name the same data file and
 // deletion file, with the same counts.
 func sameFiles(a, b Fragment) bool {
-	return a.Path == b.Path && a.Rows == b.Rows && a.DeletionID == b.DeletionID && a.DeletionReadVersion == b.DeletionReadVersion &&
+	return a.Path == b.Path && a.Extra == b.Extra && a.Rows == b.Rows && a.DeletionID == b.DeletionID && a.DeletionReadVersion == b.DeletionReadVersion &&
 		a.DeletionBitmap == b.DeletionBitmap && a.DeletedRows == b.DeletedRows
 }
 

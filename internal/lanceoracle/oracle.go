@@ -474,6 +474,30 @@ func (o *Oracle) AddColumns(t testing.TB, dir string, cols map[string]string) {
 	o.must(t, args...)
 }
 
+// AlterColumns gives columns new data types (path -> int64, float64,
+// int32 or float32): LanceDB writes each cast column as a new data file
+// per fragment under a new field id.
+func (o *Oracle) AlterColumns(t testing.TB, dir string, types map[string]string) {
+	t.Helper()
+	args := []string{"alter-columns", dir}
+	names := make([]string, 0, len(types))
+	for c := range types {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for _, c := range names {
+		args = append(args, "--set", c+"="+types[c])
+	}
+	o.must(t, args...)
+}
+
+// AddNullColumn adds a nullable column of type typ (int64, float64 or
+// utf8) without data: no data file holds it, every row reads null.
+func (o *Oracle) AddNullColumn(t testing.TB, dir, name, typ string) {
+	t.Helper()
+	o.must(t, "add-columns", dir, "--field", name+"="+typ)
+}
+
 // DropColumns drops columns (a Project transaction).
 func (o *Oracle) DropColumns(t testing.TB, dir string, cols ...string) {
 	t.Helper()

@@ -11,6 +11,9 @@
 //   node namespace.mjs upsert URL TOKEN NS TABLE FROM TO   mergeInsert on id of rows FROM..TO
 //   node namespace.mjs index URL TOKEN NS TABLE            a scalar index on id; its indices
 //   node namespace.mjs search URL TOKEN NS TABLE ID K      vectorSearch on vec with row ID's vector: the K nearest ids
+//   node namespace.mjs addcol URL TOKEN NS TABLE NAME SQL  addColumns: NAME computed by SQL (a new data file per fragment)
+//   node namespace.mjs altercol URL TOKEN NS TABLE NAME    alterColumns: NAME cast to float32 (rewritten in new files)
+//   node namespace.mjs dropcol URL TOKEN NS TABLE NAME     dropColumns
 //
 // Rows have the shape of the Go tests' doc(i): id, lang, body, and a
 // 384-dimensional float32 vector (row i's is i*384 + k, k = 0..383).
@@ -111,6 +114,24 @@ switch (cmd) {
     const t = await db.openTable(name, [ns]);
     const got = await t.vectorSearch(vector(+a)).column("vec").limit(+b).toArray();
     out.ids = got.map((r) => Number(r.id)).sort((x, y) => x - y);
+    break;
+  }
+  case "addcol": {
+    const t = await db.openTable(name, [ns]);
+    out.version = (await t.addColumns([{ name: a, valueSql: b }])).version;
+    out.columns = (await t.schema()).fields.map((f) => f.name);
+    break;
+  }
+  case "altercol": {
+    const t = await db.openTable(name, [ns]);
+    out.version = (await t.alterColumns([{ path: a, dataType: new Float32() }])).version;
+    out.type = String((await t.schema()).fields.find((f) => f.name === a).type);
+    break;
+  }
+  case "dropcol": {
+    const t = await db.openTable(name, [ns]);
+    out.version = (await t.dropColumns([a])).version;
+    out.columns = (await t.schema()).fields.map((f) => f.name);
     break;
   }
   default:

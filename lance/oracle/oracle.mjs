@@ -9,8 +9,9 @@
 //   node oracle.mjs delete   <dataset_dir> --where SQL
 //   node oracle.mjs search   <dataset_dir> <out.arrows> --column v --vector '[..]' --k N [--distance l2|cosine|dot] [--columns a,b] [--where SQL]
 //   node oracle.mjs versions <dataset_dir>
-//   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...]
+//   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...] | --field name=int64|float64|utf8   (--field: a column of nulls, no data)
 //   node oracle.mjs drop-columns <dataset_dir> --columns a,b
+//   node oracle.mjs alter-columns <dataset_dir> --set path=TYPE [--set ...]   (a new data type: int64, float64, …)
 //   node oracle.mjs optimize     <dataset_dir> [--cleanup]   (compaction; keeps old versions unless --cleanup; prints the stats JSON)
 //   node oracle.mjs clone        <dataset_dir> <source_dataset_dir> [--at VERSION]   (a shallow clone: base paths)
 //   node oracle.mjs create-index <dataset_dir> --column c [--type btree|bitmap|ivf_pq]   (prints listIndices JSON)
@@ -317,12 +318,21 @@ async function cmdSearch(pos, flags) {
 
 async function cmdAddColumns(pos, flags) {
   const [dir] = pos;
-  if (!dir || flags.set.length === 0) usage("add-columns needs <dataset_dir> --set name=SQLEXPR");
-  const cols = flags.set.map((s) => {
-    const i = s.indexOf("=");
-    if (i <= 0) usage(`bad --set ${s}`);
-    return { name: s.slice(0, i), valueSql: s.slice(i + 1) };
-  });
+  if (!dir || (flags.set.length === 0 && !flags.field)) usage("add-columns needs <dataset_dir> --set name=SQLEXPR or --field name=TYPE");
+  let cols;
+  if (flags.field) {
+    // A column of nulls the schema gains without data (no data file).
+    const [name, type] = flags.field.split("=");
+    const types = { int64: new arrow.Int64(), float64: new arrow.Float64(), utf8: new arrow.Utf8() };
+    if (!name || !types[type]) usage(`bad --field ${flags.field}`);
+    cols = new arrow.Field(name, types[type], true);
+  } else {
+    cols = flags.set.map((s) => {
+      const i = s.indexOf("=");
+      if (i <= 0) usage(`bad --set ${s}`);
+      return { name: s.slice(0, i), valueSql: s.slice(i + 1) };
+    });
+  }
   const t = await openTable(dir);
   process.stdout.write(`${JSON.stringify(await t.addColumns(cols))}\n`);
 }
@@ -332,6 +342,19 @@ async function cmdDropColumns(pos, flags) {
   if (!dir || !flags.columns) usage("drop-columns needs <dataset_dir> --columns a,b");
   const t = await openTable(dir);
   process.stdout.write(`${JSON.stringify(await t.dropColumns(flags.columns.split(",")))}\n`);
+}
+
+async function cmdAlterColumns(pos, flags) {
+  const [dir] = pos;
+  if (!dir || flags.set.length === 0) usage("alter-columns needs <dataset_dir> --set path=TYPE");
+  const types = { int64: new arrow.Int64(), float64: new arrow.Float64(), int32: new arrow.Int32(), float32: new arrow.Float32() };
+  const alts = flags.set.map((s) => {
+    const i = s.indexOf("=");
+    if (i <= 0 || !types[s.slice(i + 1)]) usage(`bad --set ${s}`);
+    return { path: s.slice(0, i), dataType: types[s.slice(i + 1)] };
+  });
+  const t = await openTable(dir);
+  process.stdout.write(`${JSON.stringify(await t.alterColumns(alts))}\n`);
 }
 
 async function cmdCreateIndex(pos, flags) {
@@ -402,6 +425,7 @@ const commands = {
   search: cmdSearch,
   versions: cmdVersions,
   "add-columns": cmdAddColumns,
+  "alter-columns": cmdAlterColumns,
   "drop-columns": cmdDropColumns,
   "create-index": cmdCreateIndex,
   indices: cmdIndices,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/errs"
 	lancefile "github.com/mvq-dev/mvq/lance/file"
@@ -99,6 +100,12 @@ func OpenLance(src io.ReaderAt, size int64, closer io.Closer, o Options) (*Reade
 		return nil, Fail(o.Label, "corrupt", err)
 	}
 	r.lf = lr
+	if o.Parts != nil {
+		if err := r.place(); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 	if o.Deleted != nil && !o.Deleted.IsEmpty() {
 		if int64(o.Deleted.Maximum()) >= int64(lr.NumRows()) {
 			r.Close()
@@ -160,9 +167,12 @@ func (r *Reader) lanceRange(ctx context.Context, fields []int, start, end, batch
 		}
 		next := min(end, pos+batch)
 		var rec arrow.RecordBatch
-		if r.live != nil {
+		switch {
+		case r.parts != nil:
+			rec, err = r.readParts(ctx, cols, pos, next)
+		case r.live != nil:
 			rec, err = r.lf.Take(ctx, cols, r.live[pos:next])
-		} else {
+		default:
 			rec, err = r.lf.Read(ctx, cols, uint64(pos), uint64(next))
 		}
 		if err != nil {
@@ -201,4 +211,120 @@ func release(recs []arrow.RecordBatch) {
 	for _, r := range recs {
 		r.Release()
 	}
+}
+
+// placed is a virtual column of a fragment of several files: the file
+// (0: the reader's own, k: more[k-1], -1: none) and its top-level column.
+type placed struct {
+	file, col int
+}
+
+// place opens the fragment's other files and finds the top-level column
+// of each part: the one of its file that holds the part's first leaf.
+func (r *Reader) place() error {
+	for i, s := range r.o.More {
+		lr, err := lancefile.Open(s.Src, s.Size)
+		if err != nil {
+			return Fail(r.o.Label, "corrupt", fmt.Errorf("data file %d: %w", i+1, err))
+		}
+		if lr.NumRows() != r.lf.NumRows() {
+			return Fail(r.o.Label, "corrupt", fmt.Errorf("data file %d has %d rows, the first %d", i+1, lr.NumRows(), r.lf.NumRows()))
+		}
+		r.more = append(r.more, lr)
+	}
+	r.parts = make([]placed, len(r.o.Parts))
+	for i, p := range r.o.Parts {
+		if p.File < 0 {
+			r.parts[i] = placed{-1, -1}
+			continue
+		}
+		if p.File > len(r.more) {
+			return Fail(r.o.Label, "corrupt", fmt.Errorf("column %d is in data file %d of %d", i, p.File, len(r.more)+1))
+		}
+		lr := r.file(p.File)
+		col := -1
+		for c := 0; c < lr.Schema().NumFields() && col < 0; c++ {
+			for _, x := range lr.ColumnIndexes(c) {
+				if x == int(p.Start) {
+					col = c
+					break
+				}
+			}
+		}
+		if col < 0 {
+			return Fail(r.o.Label, "corrupt", fmt.Errorf("data file %d has no column %d", p.File, p.Start))
+		}
+		r.parts[i] = placed{p.File, col}
+	}
+	return nil
+}
+
+func (r *Reader) file(k int) *lancefile.Reader {
+	if k == 0 {
+		return r.lf
+	}
+	return r.more[k-1]
+}
+
+// readParts reads live rows [pos, next) of virtual columns cols (nil:
+// all) from the files that hold them, one read per file; a column in no
+// file is nulls of Arrow's null type (Conform casts it to the field's).
+func (r *Reader) readParts(ctx context.Context, cols []int, pos, next int64) (arrow.RecordBatch, error) {
+	if cols == nil {
+		cols = make([]int, len(r.parts))
+		for i := range cols {
+			cols[i] = i
+		}
+	}
+	n := next - pos
+	arrs := make([]arrow.Array, len(cols))
+	fields := make([]arrow.Field, len(cols))
+	defer func() {
+		for _, a := range arrs {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	byFile := map[int][]int{} // file -> positions in cols
+	for i, c := range cols {
+		if c < 0 || c >= len(r.parts) {
+			return nil, fmt.Errorf("column %d of %d", c, len(r.parts))
+		}
+		if p := r.parts[c]; p.file >= 0 {
+			byFile[p.file] = append(byFile[p.file], i)
+			continue
+		}
+		mem := r.o.Mem
+		if mem == nil {
+			mem = memory.DefaultAllocator
+		}
+		arrs[i] = array.MakeArrayOfNull(mem, arrow.Null, int(n))
+		fields[i] = arrow.Field{Name: fmt.Sprintf("column_%d", c), Type: arrow.Null, Nullable: true}
+	}
+	for k, at := range byFile {
+		fc := make([]int, len(at))
+		for j, i := range at {
+			fc[j] = r.parts[cols[i]].col
+		}
+		var rec arrow.RecordBatch
+		var err error
+		if r.live != nil {
+			rec, err = r.file(k).Take(ctx, fc, r.live[pos:next])
+		} else {
+			rec, err = r.file(k).Read(ctx, fc, uint64(pos), uint64(next))
+		}
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range at {
+			a := rec.Column(j)
+			a.Retain()
+			arrs[i] = a
+			fields[i] = rec.Schema().Field(j)
+		}
+		rec.Release()
+	}
+	out := array.NewRecordBatch(arrow.NewSchema(fields, nil), arrs, n)
+	return out, nil
 }

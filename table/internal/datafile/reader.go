@@ -44,6 +44,28 @@ type Options struct {
 	// Deleted, for a Lance file, are positions of its rows to leave out:
 	// the reader then presents the live rows only, as rows 0, 1, …
 	Deleted *roaring.Bitmap
+	// Parts, for a Lance fragment whose columns are not its file's in
+	// order or live in several files, places each of its virtual columns
+	// (the columns Fields maps to): Part.File 0 is this file, k > 0 is
+	// More[k-1], -1 is none (the column reads as nulls).
+	Parts []Part
+	// More are the fragment's other Lance data files.
+	More []Source
+}
+
+// Part is where a virtual column of a fragment is: the data file and the
+// file column of its first leaf.
+type Part struct {
+	File  int
+	Start int32
+}
+
+// Source is a Lance data file to open: its bytes and size, and what to
+// close with the reader (nil: nothing).
+type Source struct {
+	Src    io.ReaderAt
+	Size   int64
+	Closer io.Closer
 }
 
 // Reader reads one data file: its row groups, and the records of chosen
@@ -55,6 +77,8 @@ type Reader struct {
 	o      Options
 	pf     *file.Reader
 	lf     *lancefile.Reader // a Lance data file instead (lance.go)
+	more   []*lancefile.Reader
+	parts  []placed // with Options.Parts: each virtual column's file and top-level column
 	live   []uint64          // with Options.Deleted: the positions of the live rows
 	closer io.Closer
 	groups []int64 // rows of each row group
@@ -116,6 +140,14 @@ func (r *Reader) Close() error {
 		}
 		r.closer = nil
 	}
+	for _, s := range r.o.More {
+		if s.Closer != nil {
+			if cerr := s.Closer.Close(); err == nil {
+				err = cerr
+			}
+		}
+	}
+	r.o.More = nil
 	return err
 }
 
