@@ -79,7 +79,7 @@ type Reader struct {
 	lf     *lancefile.Reader // a Lance data file instead (lance.go)
 	more   []*lancefile.Reader
 	parts  []placed // with Options.Parts: each virtual column's file and top-level column
-	live   []uint64          // with Options.Deleted: the positions of the live rows
+	live   []uint64 // with Options.Deleted: the positions of the live rows
 	closer io.Closer
 	groups []int64 // rows of each row group
 }
