@@ -15,8 +15,9 @@ import (
 
 // TestWriter21SharedFSSTLanceDB writes three files with one FSSTTables:
 // the second, of text like the first's, reuses the first's tables (no
-// training) and comes out within 2% of the size it has with tables of its
-// own; the third, of other text (hex), trains its own. LanceDB and the Go
+// training) and comes out within 3% of the size it has with tables of its
+// own (the reuse rule allows 2% of the page's input bytes over the ratio
+// the table had on its own page, about 6% of compressed prose); the third, of other text (hex), trains its own. LanceDB and the Go
 // reader read every file as written.
 func TestWriter21SharedFSSTLanceDB(t *testing.T) {
 	s := arrow.NewSchema([]arrow.Field{
@@ -62,8 +63,8 @@ func TestWriter21SharedFSSTLanceDB(t *testing.T) {
 		t.Fatalf("second file of like text: %d pages reused a table, want 2 (both columns)", reusedB)
 	}
 	own := writeTestDataset(t, t.TempDir(), "own", []arrow.RecordBatch{b}, WriterOptions{})
-	if float64(len(fileB)) > 1.02*float64(len(own)) {
-		t.Fatalf("second file with the shared tables is %d bytes, %d with its own: more than 2%% larger", len(fileB), len(own))
+	if float64(len(fileB)) > 1.03*float64(len(own)) {
+		t.Fatalf("second file with the shared tables is %d bytes, %d with its own: more than 3%% larger", len(fileB), len(own))
 	}
 	fileC := writeTestDataset(t, root, "c", []arrow.RecordBatch{c}, WriterOptions{FSST: shared})
 	if n := shared.Reused(); n != reusedB {

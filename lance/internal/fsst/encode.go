@@ -41,10 +41,37 @@ func Train(data []byte, offsets []uint64) *Encoder {
 	e := &Encoder{}
 	t := tallies.Get().(*tally)
 	defer tallies.Put(t)
-	for gen := 0; gen < 8; gen++ {
-		e.build(e.count(t, sample))
+	part := make([][]byte, 0, len(sample))
+	for _, frac := range trainFracs {
+		e.build(e.count(t, sampleFrac(sample, frac, part)))
 	}
 	return e
+}
+
+// trainFracs are the rounds of training, as FSST's: each counts a growing
+// share (in 128ths) of the sample with the table of the round before, so
+// the early rounds, whose tables are rough anyway, are cheap. Five rounds
+// over 2.65 samples' worth of strings instead of eight over eight: 0.4x
+// the training for files within 0.1% of the size.
+var trainFracs = [...]int{8, 38, 68, 98, 128}
+
+// sampleFrac is the strings of sample whose index hashes below frac/128
+// (all of them at 128), appended to out[:0]: the same strings for the
+// same sample every time.
+func sampleFrac(sample [][]byte, frac int, out [][]byte) [][]byte {
+	if frac >= 128 {
+		return sample
+	}
+	out = out[:0]
+	for i, s := range sample {
+		if int(uint32(i)*2654435761>>25) < frac {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 && len(sample) > 0 {
+		out = append(out, sample[0])
+	}
+	return out
 }
 
 func sampleStrings(data []byte, offsets []uint64) [][]byte {

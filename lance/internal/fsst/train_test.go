@@ -126,8 +126,9 @@ func TestCountMatchesReference(t *testing.T) {
 			sample := sampleStrings(in.data, in.offs)
 			e, ref := &Encoder{}, &Encoder{}
 			tl := &tally{pairs: make([]uint32, 512*512)}
-			for gen := range 8 {
-				got, want := sortedCands(e.count(tl, sample)), sortedCands(ref.countRef(sample))
+			for gen, frac := range trainFracs {
+				part := sampleFrac(sample, frac, nil)
+				got, want := sortedCands(e.count(tl, part)), sortedCands(ref.countRef(part))
 				if !slices.Equal(got, want) {
 					t.Fatalf("round %d: %d candidates, reference %d", gen, len(got), len(want))
 				}
@@ -168,8 +169,8 @@ func BenchmarkTrainReference(b *testing.B) {
 	for b.Loop() {
 		sample := sampleStrings(data, offs)
 		e := &Encoder{}
-		for range 8 {
-			e.build(e.countRef(sample))
+		for _, frac := range trainFracs {
+			e.build(e.countRef(sampleFrac(sample, frac, nil)))
 		}
 	}
 }
