@@ -32,7 +32,9 @@ package index
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/gob"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,10 +121,19 @@ type Params struct {
 // gets its own index file (frag-<id>-<read version>-<deletion id>.idx); a
 // fragment without one keeps the first layout's name.
 func fileKey(t *table.Table, uuid string, frag uint32, content string) string {
-	if i := strings.LastIndexByte(content, '#'); i >= 0 {
-		return t.LineKey(fmt.Sprintf("%s%s/frag-%d-%s.idx", dir, uuid, frag, content[i+1:]))
+	files, del, _ := strings.Cut(content, "#")
+	name := fmt.Sprintf("frag-%d", frag)
+	if strings.Contains(files, "+") {
+		// A fragment of several data files (table.Fragment.Key): another
+		// writer may rewrite a column under the same id and deletion
+		// file, so the files are part of the name.
+		sum := sha256.Sum256([]byte(files))
+		name += "-f" + hex.EncodeToString(sum[:8])
 	}
-	return t.LineKey(fmt.Sprintf("%s%s/frag-%d.idx", dir, uuid, frag))
+	if del != "" {
+		name += "-" + del
+	}
+	return t.LineKey(dir + uuid + "/" + name + ".idx")
 }
 func centroidKey(t *table.Table, uuid string) string {
 	return t.LineKey(dir + uuid + "/centroids.idx")

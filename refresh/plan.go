@@ -160,6 +160,21 @@ func (j viewRefresh) Plan(ctx context.Context, id []string, jobID string, opts O
 			p.Mode, p.Reason = ModeFull, fmt.Sprintf("source version %d, the one last refreshed from, is gone", wm.SourceVersion)
 		case errors.Is(err, errRevived):
 			p.Mode, p.Reason = ModeFull, "rows deleted from the source came back (a restore)"
+		}
+		if p.Mode == ModeIncremental {
+			// Another Lance writer may rewrite a column under the same
+			// fragment ids (alter_columns writes it to a new data file):
+			// rows the view holds may then differ, with no deletion.
+			why, err := e.rewrittenReads(ctx, v, src, wm.SourceVersion, sm)
+			if err != nil {
+				return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
+			}
+			if why != "" {
+				p.Mode, p.Reason = ModeFull, why
+			}
+		}
+		switch {
+		case p.Mode != ModeIncremental:
 		case len(gone) == 0 && len(added) == 0 && len(changed) == 0:
 			p.Mode = ModeNoOp
 			return p, nil

@@ -81,6 +81,66 @@ func (e *Engine) sourceSchemaProblem(ctx context.Context, v *View, src *table.Ta
 	return nil
 }
 
+// rewrittenReads answers why a column view v reads may hold other values
+// in a fragment the source kept since version from: the column now sits
+// in another data file of that fragment (LanceDB's alter_columns writes
+// a cast column to a new file under the same fragment id). "" when no
+// such column moved; nothing is read when neither version has a fragment
+// of several files or columns out of order.
+func (e *Engine) rewrittenReads(ctx context.Context, v *View, src *table.Table, from uint64, to *table.Manifest) (string, error) {
+	layered := func(m *table.Manifest) bool {
+		return slices.ContainsFunc(m.Fragments, func(f table.Fragment) bool { return f.Parts != "" || f.Extra != "" })
+	}
+	if from == 0 || from == to.Version {
+		return "", nil
+	}
+	old, err := src.Load(ctx, from)
+	if err != nil {
+		return "", nil // the caller's change detection answers for a lost version
+	}
+	if !layered(old) && !layered(to) {
+		return "", nil
+	}
+	os, err := old.ArrowSchema()
+	if err != nil {
+		return "", err
+	}
+	ns, err := to.ArrowSchema()
+	if err != nil {
+		return "", err
+	}
+	prev := make(map[uint32]table.Fragment, len(old.Fragments))
+	for _, f := range old.Fragments {
+		prev[f.ID] = f
+	}
+	for _, name := range e.sourceReads(ctx, v, os) {
+		oi, ni := os.FieldIndices(name), ns.FieldIndices(name)
+		if len(oi) != 1 || len(ni) != 1 {
+			continue // gone or renamed: sourceSchemaProblem's to answer
+		}
+		for _, f := range to.Fragments {
+			pf, ok := prev[f.ID]
+			if !ok || pf.Path != f.Path {
+				continue
+			}
+			// Data files are never changed: a column in the same file
+			// holds the same values.
+			op, _, ook, err := pf.FieldFile(oi[0])
+			if err != nil {
+				return "", err
+			}
+			np, _, nok, err := f.FieldFile(ni[0])
+			if err != nil {
+				return "", err
+			}
+			if op != np || ook != nok {
+				return fmt.Sprintf("column %q of source fragment %d was rewritten in place since version %d (another writer's alter_columns)", name, f.ID, from), nil
+			}
+		}
+	}
+	return "", nil
+}
+
 func describeField(f arrow.Field) string {
 	if f.Nullable {
 		return f.Type.String() + " (nullable)"

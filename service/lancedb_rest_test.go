@@ -183,7 +183,7 @@ func TestLanceDBThroughRESTNamespace(t *testing.T) {
 	if got := e.lancedb(o, "addcol", "docs", "articles", "tens", "CAST(id * 10 AS DOUBLE)"); !slices.Contains(got["columns"].([]any), any("tens")) {
 		t.Fatalf("LanceDB addColumns: %v", got)
 	}
-	if got := e.lancedb(o, "altercol", "docs", "articles", "tens"); got["type"] != "Float32" {
+	if got := e.lancedb(o, "altercol", "docs", "articles", "tens", "float32"); got["type"] != "Float32" {
 		t.Fatalf("LanceDB alterColumns: %v", got)
 	}
 	if got := e.lancedb(o, "dropcol", "docs", "articles", "lang"); slices.Contains(got["columns"].([]any), any("lang")) {
@@ -209,4 +209,35 @@ func TestLanceDBThroughRESTNamespace(t *testing.T) {
 	check("docs$tens", 2)
 	e.mustDone(e.refresh("docs$even", map[string]any{}))
 	check("docs$even", 0)
+
+	// A column rewritten in place: LanceDB casts frac (tenths: most are
+	// not float32s) to float32 and back, new data files under the same
+	// fragment ids and no deletion. The view reading it refreshes whole
+	// and holds the new values.
+	e.lancedb(o, "addcol", "docs", "articles", "frac", "CAST(id AS DOUBLE) / 10")
+	if st := e.post("/v1/materialized_view/docs$frac/create", map[string]any{
+		"kind": "query", "source_query": `SELECT id, frac FROM "docs$articles" WHERE id < 10`, "output_schema": "",
+	}, &created); st != 201 {
+		t.Fatalf("create a view over frac: %d %v", st, created)
+	}
+	e.mustDone(created["job_id"].(string))
+	e.lancedb(o, "altercol", "docs", "articles", "frac", "float32")
+	e.lancedb(o, "altercol", "docs", "articles", "frac", "float64")
+	j = e.mustDone(e.refresh("docs$frac", map[string]any{}))
+	if r := j["result"].(map[string]any); r["mode"] != "full" {
+		t.Fatalf("refresh after LanceDB rewrote frac: %v", r)
+	}
+	fracs := func(tbl string) map[string]string {
+		var rows []map[string]any
+		e.post("/v1/table/"+tbl+"/query", map[string]any{"filter": "id < 10"}, &rows)
+		out := map[string]string{}
+		for _, r := range rows {
+			out[fmt.Sprint(r["id"])] = fmt.Sprint(r["frac"])
+		}
+		return out
+	}
+	src, view := fracs("docs$articles"), fracs("docs$frac")
+	if len(view) == 0 || fmt.Sprint(view) != fmt.Sprint(src) || src["1"] == "0.1" {
+		t.Fatalf("view frac %v, source %v (id 1 must no longer be 0.1)", view, src)
+	}
 }

@@ -211,17 +211,18 @@ func compactionRuns(frags []Fragment, o CompactOptions) [][]Fragment {
 		cur, rows, bytes = nil, 0, 0
 	}
 	for _, f := range frags {
-		small := f.Rows*2 < o.TargetRows && f.Bytes*2 < o.TargetBytes
+		size := f.DataBytes()
+		small := f.Rows*2 < o.TargetRows && size*2 < o.TargetBytes
 		if !small && !materialize(f) {
 			flush()
 			continue
 		}
-		if rows+f.Rows > o.TargetRows || bytes+f.Bytes > o.TargetBytes {
+		if rows+f.Rows > o.TargetRows || bytes+size > o.TargetBytes {
 			flush()
 		}
 		cur = append(cur, f)
 		rows += f.Rows
-		bytes += f.Bytes
+		bytes += size
 	}
 	flush()
 	return runs

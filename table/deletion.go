@@ -48,9 +48,11 @@ func (f Fragment) HasDeletions() bool { return f.DeletedRows > 0 }
 // deletion file changes).
 func (f Fragment) Key() string {
 	p := f.Path
-	if f.Extra != "" || f.Parts != "" {
-		// Another file, or a column moved to one: other content.
-		p += "+" + strings.Join(f.DataPaths()[1:], "+") + "@" + f.Parts
+	if f.Extra != "" {
+		// Other data files beside the first (another writer's new or
+		// rewritten columns): other content. Which columns the files hold
+		// (Parts) is not content: a dropped column changes it alone.
+		p += "+" + strings.Join(f.DataPaths()[1:], "+")
 	}
 	if !f.HasDeletions() {
 		return p

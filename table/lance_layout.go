@@ -75,6 +75,17 @@ func (f Fragment) DataPaths() []string {
 	return out
 }
 
+// DataBytes is the size of every data file of the fragment: Bytes, and
+// those of its other files.
+func (f Fragment) DataBytes() int64 {
+	n := f.Bytes
+	ex, _ := f.extraFiles()
+	for _, e := range ex {
+		n += e.Bytes
+	}
+	return n
+}
+
 // parts decodes f.Parts (nil: the fragment's columns are its first file's).
 func (f Fragment) parts() ([]part, error) {
 	if f.Parts == "" {
@@ -112,6 +123,9 @@ func (f Fragment) parts() ([]part, error) {
 // holds that the schema lacks (a dropped or retyped column) are left
 // unread.
 func lanceLayout(f *Fragment, fr *tablepb.DataFragment, fields []*filepb.Field) error {
+	if len(fr.GetFiles()) == 0 || !strings.HasSuffix(fr.GetFiles()[0].GetPath(), datafile.LanceExt) {
+		return fmt.Errorf("its columns are not its data file's in order, which only a Lance data file may have")
+	}
 	type at struct {
 		file int
 		col  int32
@@ -243,4 +257,44 @@ func lanceFiles(f Fragment, first *tablepb.DataFile, leafIDs [][]int32) ([]*tabl
 		}
 	}
 	return files, nil
+}
+
+// FieldFile answers where field i of the version's schema is in fragment
+// f: the data file (relative to the table folder) and the file column of
+// its first leaf (a top-level column index for a fragment of one file in
+// the schema's order). ok is false for a field no file holds.
+func (f Fragment) FieldFile(i int) (path string, col int32, ok bool, err error) {
+	cols, err := f.Columns.Indices()
+	if err != nil {
+		return "", 0, false, err
+	}
+	c := i
+	if cols != nil {
+		if i < 0 || i >= len(cols) {
+			return "", 0, false, fmt.Errorf("fragment %d: field %d not in its column map", f.ID, i)
+		}
+		c = cols[i]
+	}
+	ps, err := f.parts()
+	if err != nil {
+		return "", 0, false, err
+	}
+	if ps == nil {
+		return f.Path, int32(c), true, nil
+	}
+	if c < 0 || c >= len(ps) {
+		return "", 0, false, fmt.Errorf("fragment %d: column %d of %d parts", f.ID, c, len(ps))
+	}
+	switch p := ps[c]; {
+	case p.file < 0:
+		return "", 0, false, nil
+	case p.file == 0:
+		return f.Path, p.start, true, nil
+	default:
+		ex, err := f.extraFiles()
+		if err != nil {
+			return "", 0, false, err
+		}
+		return ex[p.file-1].Path, p.start, true, nil
+	}
 }

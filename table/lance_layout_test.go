@@ -97,6 +97,34 @@ func sameNames(a, b *arrow.Schema) bool {
 	return true
 }
 
+// fragmentKeys reads the latest version of table id through a catalog of
+// its own (no cache shared with the test's) and answers its fragments'
+// keys, sorted.
+func fragmentKeys(t *testing.T, root string, id []string) []string {
+	t.Helper()
+	ctx := context.Background()
+	wh, err := OpenWarehouse(ctx, "file://"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wh.Close()
+	c := NewCatalog(wh, testDB(t), Options{Format: FormatLance})
+	tb, err := c.OpenTable(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tb.Load(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range m.Fragments {
+		out = append(out, f.Key())
+	}
+	slices.Sort(out)
+	return out
+}
+
 // filesPerFragment counts the data files of each fragment of the latest version.
 func filesPerFragment(t *testing.T, dir string) []int {
 	t.Helper()
@@ -160,8 +188,14 @@ func TestLanceFragmentsOfSeveralFiles(t *testing.T) {
 	// one unread in the first files.
 	o.AlterColumns(t, dir, map[string]string{"score": "float32"})
 	sameAsLanceDB(t, o, tb, dir, 298)
+	keysBefore := fragmentKeys(t, root, []string{"docs", "t"})
 	o.DropColumns(t, dir, "text")
 	sameAsLanceDB(t, o, tb, dir, 298)
+	// A dropped column changes no fragment's content: the same keys (an
+	// index or a view keyed on them keeps its work).
+	if after := fragmentKeys(t, root, []string{"docs", "t"}); !slices.Equal(after, keysBefore) {
+		t.Fatalf("fragment keys after LanceDB's drop_columns %v, before %v", after, keysBefore)
+	}
 	o.AddNullColumn(t, dir, "note", "utf8")
 	sameAsLanceDB(t, o, tb, dir, 298)
 	if n, err := tb.CountRows(ctx, 0, "note IS NULL"); err != nil || n != 298 {
@@ -191,10 +225,19 @@ func TestLanceFragmentsOfSeveralFiles(t *testing.T) {
 		}
 	}
 	sameAsLanceDB(t, o, tb, dir, 301)
-	if _, err := tb.DropColumns(ctx, []string{"label"}); err != nil {
+	dm, err := tb.DropColumns(ctx, []string{"label"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	sameAsLanceDB(t, o, tb, dir, 301)
+	var committed []string
+	for _, f := range dm.Fragments {
+		committed = append(committed, f.Key())
+	}
+	slices.Sort(committed)
+	if read := fragmentKeys(t, root, []string{"docs", "t"}); !slices.Equal(read, committed) {
+		t.Fatalf("fragment keys of mvq's drop_columns as committed %v, read back %v", committed, read)
+	}
 
 	// Cleanup keeps the files the fragments' other data files are; an
 	// old version still reads.

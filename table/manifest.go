@@ -243,7 +243,7 @@ func (m *Manifest) NumRows() int64 {
 func (m *Manifest) NumBytes() int64 {
 	var n int64
 	for _, f := range m.Fragments {
-		n += f.Bytes
+		n += f.DataBytes()
 	}
 	return n
 }

@@ -12,7 +12,7 @@
 //   node namespace.mjs index URL TOKEN NS TABLE            a scalar index on id; its indices
 //   node namespace.mjs search URL TOKEN NS TABLE ID K      vectorSearch on vec with row ID's vector: the K nearest ids
 //   node namespace.mjs addcol URL TOKEN NS TABLE NAME SQL  addColumns: NAME computed by SQL (a new data file per fragment)
-//   node namespace.mjs altercol URL TOKEN NS TABLE NAME    alterColumns: NAME cast to float32 (rewritten in new files)
+//   node namespace.mjs altercol URL TOKEN NS TABLE NAME TYPE  alterColumns: NAME cast to TYPE, float32 or float64 (rewritten in new files)
 //   node namespace.mjs dropcol URL TOKEN NS TABLE NAME     dropColumns
 //
 // Rows have the shape of the Go tests' doc(i): id, lang, body, and a
@@ -124,7 +124,9 @@ switch (cmd) {
   }
   case "altercol": {
     const t = await db.openTable(name, [ns]);
-    out.version = (await t.alterColumns([{ path: a, dataType: new Float32() }])).version;
+    const types = { float32: new Float32(), float64: new Float64() };
+    if (!types[b]) throw new Error(`altercol: type ${b}`);
+    out.version = (await t.alterColumns([{ path: a, dataType: types[b] }])).version;
     out.type = String((await t.schema()).fields.find((f) => f.name === a).type);
     break;
   }
