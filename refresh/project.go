@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"context"
+	"encoding/binary"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,9 +216,32 @@ func (pt *passThrough) project(in []arrow.RecordBatch) (out []arrow.RecordBatch,
 	return out, true
 }
 
+// plainASCII reports whether b is ASCII without NUL bytes, eight bytes
+// at a time.
+func plainASCII(b []byte) bool {
+	const hi, lo = 0x8080808080808080, 0x0101010101010101
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		// A byte with its high bit set, or a zero byte.
+		if w&hi != 0 || (w-lo)&^w&hi != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c == 0 || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 // validUTF8 checks s's values are UTF-8 without NUL bytes (DuckDB's
 // VARCHAR: other values go through DuckDB, which decides).
 func validUTF8(s *array.String) bool {
+	if plainASCII(s.ValueBytes()) {
+		return true // every value is ASCII without NUL (the common case)
+	}
 	for i := 0; i < s.Len(); i++ {
 		if s.IsNull(i) {
 			continue

@@ -3,7 +3,11 @@ package refresh
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/mvq-dev/mvq/table"
 )
@@ -117,5 +121,35 @@ func TestPassThroughInvalidUTF8(t *testing.T) {
 	}
 	if b.e.passes.passed.Load() != before {
 		t.Fatal("an item with invalid UTF-8 skipped DuckDB")
+	}
+}
+
+// TestValidUTF8: the ASCII fast path and the per-value check agree on
+// values with NUL bytes and non-ASCII bytes at every place of an 8-byte
+// word, and in the tail.
+func TestValidUTF8(t *testing.T) {
+	cases := []struct {
+		vals []string
+		want bool
+	}{
+		{[]string{"plain ascii text", "", "x"}, true},
+		{[]string{"sixteen bytes!!!", "héllo wörld"}, true},
+		{[]string{"abcdefghijk\x00mnop"}, false},
+		{[]string{"abcdefghijklmno", "pq\x00"}, false},
+		{[]string{"abcdefghijklmnop\xff"}, false},
+		{[]string{"abcdefg\xc3", "\xa9tail"}, false}, // valid only across the boundary
+	}
+	for _, c := range cases {
+		for shift := 0; shift < 8; shift++ {
+			vals := append([]string{strings.Repeat("a", shift)}, c.vals...)
+			b := array.NewStringBuilder(memory.DefaultAllocator)
+			b.AppendValues(vals, nil)
+			arr := b.NewStringArray()
+			if got := validUTF8(arr); got != c.want {
+				t.Errorf("%q (after %d bytes): validUTF8 %v, want %v", c.vals, shift, got, c.want)
+			}
+			arr.Release()
+			b.Release()
+		}
 	}
 }
