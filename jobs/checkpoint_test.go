@@ -176,7 +176,17 @@ func TestCheckpointReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	wh := w.cat.Warehouse()
-	f0 := tb.Key("data/_staging-" + j5.ID + "-0-0" + w.cat.DataExt())
+	// An item's file k is data/_staging-{job}-{item}-{k}-{run}.EXT.
+	staged := func(item int) string {
+		t.Helper()
+		prefix := tb.Key(fmt.Sprintf("data/_staging-%s-%d-0", j5.ID, item))
+		ents, err := wh.List(ctx, prefix)
+		if err != nil || len(ents) != 1 {
+			t.Fatalf("staged files of item %d: %v (%v)", item, ents, err)
+		}
+		return prefix + ents[0].Name
+	}
+	f0 := staged(0)
 	data, err := wh.Read(ctx, f0)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +194,7 @@ func TestCheckpointReuse(t *testing.T) {
 	if err := wh.Write(ctx, f0, data[:len(data)/2]); err != nil {
 		t.Fatal(err)
 	}
-	if err := wh.Delete(ctx, tb.Key("data/_staging-"+j5.ID+"-2-0"+w.cat.DataExt())); err != nil {
+	if err := wh.Delete(ctx, staged(2)); err != nil {
 		t.Fatal(err)
 	}
 	j6 := refreshDone(t, b, w, ckptOpts())

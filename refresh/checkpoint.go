@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/mvq-dev/mvq/errs"
@@ -151,10 +152,12 @@ func (e *Engine) Reuse(ctx context.Context, plan *Plan, index int, from string, 
 	var written int64
 	for k, f := range prior.Fragments {
 		// Staged files take the catalog's data file extension (fragio.go).
+		// A run's token may follow the file's number (fragio.go).
 		ext := path.Ext(f.Path)
-		want := fmt.Sprintf("%s%d%s", src, k, ext)
-		if (ext != ".parquet" && ext != ".lance") || f.Path != want || f.Rows <= 0 || f.Bytes <= 0 {
-			return ItemResult{}, bad("file %d is %q (%d rows, %d bytes), not %q", k, f.Path, f.Rows, f.Bytes, want)
+		rest, staged := strings.CutPrefix(f.Path, src)
+		num, _, _ := strings.Cut(strings.TrimSuffix(rest, ext), "-")
+		if !staged || !itemFileName.MatchString(rest) || num != strconv.Itoa(k) || f.Rows <= 0 || f.Bytes <= 0 {
+			return ItemResult{}, bad("file %d is %q (%d rows, %d bytes), not %s%d[-RUN]%s", k, f.Path, f.Rows, f.Bytes, src, k, ext)
 		}
 		if size, err := wh.Size(ctx, t.Key(f.Path)); err != nil {
 			return ItemResult{}, bad("%s: %v", f.Path, wh.Rel(err))

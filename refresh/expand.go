@@ -45,7 +45,7 @@ func (j viewRefresh) Expand(ctx context.Context, plan *Plan, index int) (ItemRes
 	if err != nil {
 		return ItemResult{}, err
 	}
-	w := e.newFragWriter(v, itemPrefix(plan.JobID, index), plan.Options.MaxRowsPerFragment)
+	w := e.newItemWriter(v, itemPrefix(plan.JobID, index), plan.Options.MaxRowsPerFragment)
 	defer w.release()
 	if !traitsOf(plan.Kind).RowWise {
 		env := e.applyEnv(ctx, plan, index, v)

@@ -2,6 +2,8 @@ package refresh
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -15,12 +17,21 @@ import (
 )
 
 // Staged files live in the view's data/ folder under names derived from
-// the job, so a retried step overwrites its own output and Discard finds
-// a job's files by prefix:
+// the job, so Discard finds a job's files by prefix:
 //
-//	data/_staging-{job}-{item}-{k}.EXT       output k of a work item (EXT: the catalog's DataExt)
-//	data/_staging-{job}-c{n}-{k}.EXT         a view fragment Commit rewrote
-//	data/_staging-{job}-b{frag}-{k}.EXT      checkpoint k of a backfill of fragment frag
+//	data/_staging-{job}-{item}-{k}-{run}.EXT  output k of a run of a work item (EXT: the catalog's DataExt)
+//	data/_staging-{job}-c{n}-{k}.EXT          a view fragment Commit rewrote
+//	data/_staging-{job}-b{frag}-{k}.EXT       checkpoint k of a backfill of fragment frag
+//
+// Each run of a work item names its files with a run token of its own
+// (8 hex digits), so a run never replaces a file another run wrote: a
+// redelivered duplicate of an item whose result was recorded, or even
+// committed, writes beside it, and its files are orphans unless its
+// result is the one the commit takes. The bytes of an item's files may
+// then depend on what ran before it in the worker (its FSST tables are
+// the view's, shared by the items of the process). A commit's and a
+// backfill's retried step overwrites its own output, which it writes the
+// same every time. Item files of jobs from before run tokens have none.
 func stagingPrefix(jobID string) string { return "data/_staging-" + jobID + "-" }
 
 // StagedJob reports whether name, a file name under data/, is a file a job
@@ -68,7 +79,18 @@ func commitPrefix(jobID string, n int) string {
 
 // stagedName matches what follows a job's staging prefix: a job id that
 // extends another ("a" and "a-1") cannot match the shorter one's files.
-var stagedName = regexp.MustCompile(`^[cb]?[0-9]+-[0-9]+\.(parquet|lance)$`)
+var stagedName = regexp.MustCompile(`^[cb]?[0-9]+-[0-9]+(-[0-9a-f]{8})?\.(parquet|lance)$`)
+
+// itemFileName matches what follows an item's prefix: the file's number
+// and its run's token (none for a job from before tokens).
+var itemFileName = regexp.MustCompile(`^[0-9]+(-[0-9a-f]{8})?\.(parquet|lance)$`)
+
+// runToken is a new work item run's token for its file names.
+func runToken() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // defaultWholeFileBytes is Engine.wholeFileBytes.
 const defaultWholeFileBytes = 4 << 20
@@ -103,11 +125,14 @@ type fragWriter struct {
 	max    int64
 	addr   int // column of __source_row_id (0); -1: no spans
 	noDict []string
-	// fsst shares trained FSST tables among this writer's files and
-	// pages, and only those: an item run again must write the same bytes
-	// (a late duplicate run may replace a staged file after its size was
-	// recorded, even after the commit), which tables shared across items
-	// in a process would not give.
+	// run, for a work item's writer, is "-" and its run token, put after
+	// each file's number (a file no other run replaces); "" for a writer
+	// whose retries rewrite their own files.
+	run string
+	// fsst shares trained FSST tables among the files and pages written
+	// with it: the view's, for a work item (its items in this process
+	// train a column once); the writer's own, for a writer that may
+	// rewrite a file and must write the same bytes again.
 	fsst *lancefile.FSSTTables
 
 	pending     []arrow.RecordBatch
@@ -120,13 +145,25 @@ type fragWriter struct {
 // table; for row-wise kinds it records each file's source span.
 func (e *Engine) newFragWriter(v *View, prefix string, maxRows int) *fragWriter {
 	w := &fragWriter{e: e, t: v.Table, schema: v.Schema, prefix: prefix, max: int64(maxRows), addr: -1, fsst: lancefile.NewFSSTTables()}
+	w.setKind(v)
+	return w
+}
+
+// newItemWriter is newFragWriter for a run of a work item: files
+// prefix{k}-{run}.EXT, compressed with the view's shared FSST tables.
+func (e *Engine) newItemWriter(v *View, prefix string, maxRows int) *fragWriter {
+	w := &fragWriter{e: e, t: v.Table, schema: v.Schema, prefix: prefix, max: int64(maxRows), addr: -1, fsst: e.fsstTables(v), run: "-" + runToken()}
+	w.setKind(v)
+	return w
+}
+
+func (w *fragWriter) setKind(v *View) {
 	if traitsOf(v.Def.Kind).RowWise {
 		w.addr = 0
 	}
 	if nd, ok := v.Binding.(noDictionary); ok {
 		w.noDict = nd.NoDictionary()
 	}
-	return w
 }
 
 // write queues rec (which the writer retains slices of), conformed to the
@@ -173,7 +210,7 @@ func (w *fragWriter) release() {
 
 func (w *fragWriter) flush(ctx context.Context) error {
 	defer w.release()
-	rel := w.prefix + strconv.Itoa(len(w.frags)) + w.t.Catalog().DataExt()
+	rel := w.prefix + strconv.Itoa(len(w.frags)) + w.run + w.t.Catalog().DataExt()
 	f, err := w.e.writeFile(ctx, w.t, rel, w.schema, w.pending, table.FileOptions{NoDict: w.noDict, FSST: w.fsst})
 	if err != nil {
 		return err
@@ -189,7 +226,7 @@ func (w *fragWriter) flush(ctx context.Context) error {
 }
 
 // writeFile writes recs as the data file rel of t (replacing it if
-// present: a retried step rewrites its own files) and returns its
+// present: a retried commit or backfill step rewrites its own files) and returns its
 // fragment, ID unassigned. In a Parquet file the columns o.NoDict (chunk
 // text, all but unique) skip the dictionary encoding Parquet would try
 // first and then abandon; a Lance file shares FSST tables through o.FSST.
@@ -199,4 +236,41 @@ func (e *Engine) writeFile(ctx context.Context, t *table.Table, rel string, sche
 		return table.Fragment{}, fmt.Errorf("write %s %s: %w", table.JoinID(t.ID()), rel, err)
 	}
 	return f, nil
+}
+
+// fsstTablesBytes bounds the FSST tables kept for views: a trained table
+// holds about 200 KB of lookups, and a view's entry is counted as 256 KiB
+// per text column of its schema.
+const fsstTablesBytes = 16 << 20
+
+// fsstTables is the shared FSST tables of view v's files in its current
+// schema: the work items of a refresh (and later refreshes) in this
+// process compress a text column with one trained table instead of
+// training one per item (lance/file.FSSTTables retrains for values the
+// table does markedly worse on).
+func (e *Engine) fsstTables(v *View) *lancefile.FSSTTables {
+	key := table.JoinID(v.Table.ID()) + "\x00" + v.Schema.String()
+	if t, ok := e.fssts.Get(key); ok {
+		return t
+	}
+	e.fssts.Put(key, lancefile.NewFSSTTables(), int64(max(1, textLeaves(v.Schema.Fields())))<<18)
+	t, _ := e.fssts.Get(key) // the first Put's, when two raced
+	return t
+}
+
+// textLeaves counts the string and binary leaves of fields, the columns
+// FSST compresses.
+func textLeaves(fields []arrow.Field) int {
+	n := 0
+	for _, f := range fields {
+		switch t := f.Type.(type) {
+		case *arrow.StringType, *arrow.LargeStringType, *arrow.BinaryType, *arrow.LargeBinaryType:
+			n++
+		case *arrow.StructType:
+			n += textLeaves(t.Fields())
+		case arrow.ListLikeType:
+			n += textLeaves([]arrow.Field{t.ElemField()})
+		}
+	}
+	return n
 }

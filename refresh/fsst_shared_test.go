@@ -13,12 +13,14 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-// TestWorkItemRunAgainWritesSameBytes: a work item whose chunk text
-// fills several files (sharing FSST tables among them) writes the very
-// same bytes when it runs again, whatever ran before it in the worker, as
-// a redelivered duplicate must: it may replace a staged file after its
-// size was recorded. The view then holds every chunk.
-func TestWorkItemRunAgainWritesSameBytes(t *testing.T) {
+// TestWorkItemRunAgainNeverReplacesFiles: the work items of a worker
+// share the view's FSST tables (item 1 trains no table item 0 trained),
+// so an item's bytes depend on what ran before it; a run again of an item
+// (a redelivered duplicate) therefore writes files of its own names and
+// never replaces the files of the first run, whose recorded sizes and
+// bytes stay as they were, whichever result the commit takes. The view
+// then holds every chunk.
+func TestWorkItemRunAgainNeverReplacesFiles(t *testing.T) {
 	b := setup(t, table.Options{})
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
@@ -55,6 +57,9 @@ func TestWorkItemRunAgainWritesSameBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if int64(len(data)) != f.Bytes {
+				t.Fatalf("%s has %d bytes, its result says %d", f.Path, len(data), f.Bytes)
+			}
 			out[f.Path] = data
 		}
 		return out
@@ -66,8 +71,8 @@ func TestWorkItemRunAgainWritesSameBytes(t *testing.T) {
 		}
 		return r
 	}
-	// Item 0 alone in one worker; then, in another, item 1 first and item
-	// 0 again: item 0's bytes may not depend on what ran before it.
+	// Item 0 in one worker; then, in another, item 1 first and item 0
+	// again.
 	first := expand(b.e, 0)
 	if len(first.Fragments) < 2 {
 		t.Fatalf("item 0 wrote %d files, want at least 2", len(first.Fragments))
@@ -75,11 +80,24 @@ func TestWorkItemRunAgainWritesSameBytes(t *testing.T) {
 	was := files(first)
 	other := NewEngine(b.cat)
 	item1 := expand(other, 1)
+	ov, err := other.View(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := other.fsstTables(ov)
+	reusedBefore := shared.Reused()
 	again := expand(other, 0)
+	if shared.Reused() == reusedBefore {
+		t.Fatal("item 0 run after item 1 in one worker reused none of the view's FSST tables")
+	}
 	now := files(again)
 	for path, data := range was {
-		if !bytes.Equal(now[path], data) {
-			t.Fatalf("%s: %d bytes the first time, %d when item 0 ran again after item 1, or other bytes", path, len(data), len(now[path]))
+		if _, clash := now[path]; clash {
+			t.Fatalf("the run again wrote %s, a file of the first run", path)
+		}
+		got, err := wh.Read(b.ctx, v.Table.Key(path))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s changed after item 0 ran again (%v)", path, err)
 		}
 	}
 	if _, err := b.e.Commit(b.ctx, p, []ItemResult{again, item1}); err != nil {

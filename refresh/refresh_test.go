@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -670,15 +671,44 @@ func TestIdempotentExpandAndCommit(t *testing.T) {
 	}
 	before := files()
 	ext := b.cat.DataExt()
-	eqRows(t, "staged files", before, []string{
-		"_staging-job-1-0-0" + ext, "_staging-job-1-0-1" + ext,
-		"_staging-job-1-1-0" + ext, "_staging-job-1-1-1" + ext,
-	})
+	// Each run of an item names its files with its own token.
+	staged := regexp.MustCompile(`^_staging-job-1-([01])-([01])-[0-9a-f]{8}` + regexp.QuoteMeta(ext) + `$`)
+	if len(before) != 4 {
+		t.Fatalf("staged files %v, want 2 per item", before)
+	}
+	for _, name := range before {
+		if !staged.MatchString(name) {
+			t.Fatalf("staged file %q is not _staging-job-1-{item}-{k}-{run}%s", name, ext)
+		}
+	}
+	// A retried expand writes the same rows into files of its own: it
+	// never replaces a file the first run wrote (and recorded).
 	second := b.expandAll(t, p)
-	if fmt.Sprint(first) != fmt.Sprint(second) {
+	shape := func(rs []ItemResult) string {
+		var out []string
+		for _, r := range rs {
+			for _, f := range r.Fragments {
+				out = append(out, fmt.Sprintf("%d:%d", r.Index, f.Rows))
+			}
+			out = append(out, fmt.Sprint(r.RowsRead, r.RowsWritten, r.Spans))
+		}
+		return strings.Join(out, " ")
+	}
+	if shape(first) != shape(second) {
 		t.Fatalf("retried expand differs:\n%+v\n%+v", first, second)
 	}
-	eqRows(t, "files after retry", files(), before)
+	after := files()
+	if len(after) != 8 {
+		t.Fatalf("files after retry %v, want the first run's 4 and the retry's 4", after)
+	}
+	for _, r := range second {
+		for _, f := range r.Fragments {
+			if slices.Contains(before, strings.TrimPrefix(f.Path, "data/")) {
+				t.Fatalf("the retry wrote %s, a file of the first run", f.Path)
+			}
+		}
+	}
+	before = after
 
 	res, err := b.e.Commit(b.ctx, p, second)
 	if err != nil {
@@ -729,7 +759,7 @@ func TestCommitConflictAndDiscard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ents) != 1 || ents[0].Name != "_staging-a-1-0-0"+b.cat.DataExt() {
+	if len(ents) != 1 || !strings.HasPrefix(ents[0].Name, "_staging-a-1-0-0-") || !strings.HasSuffix(ents[0].Name, b.cat.DataExt()) {
 		t.Fatalf("files %+v", ents)
 	}
 	eqRows(t, "view", b.rows(t, id)[:1], []string{"0:0|0|1|aaaa"})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/lru"
+	lancefile "github.com/mvq-dev/mvq/lance/file"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -44,6 +45,9 @@ type Engine struct {
 	udfs      *udf.Manager
 	chunkHook func()       // tests: runs in each chunking goroutine
 	passes    passThroughs // projection-only queries run without DuckDB (project.go)
+	// fssts shares trained FSST tables among the files the work items of
+	// a view write in this process (fragio.go).
+	fssts *lru.Cache[string, *lancefile.FSSTTables]
 }
 
 // Close stops the subprocesses user code runs in. The engine must not be
@@ -59,7 +63,7 @@ func NewEngine(cat *table.Catalog) *Engine { return NewEngineWith(cat, EngineOpt
 func NewEngineWith(cat *table.Catalog, opts EngineOptions) *Engine {
 	cat.Use(Hooks())
 	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults(), udfs: udf.NewManager(cat.Options().Mem),
-		views: lru.New[string, viewEntry](viewsBytes)}
+		views: lru.New[string, viewEntry](viewsBytes), fssts: lru.New[string, *lancefile.FSSTTables](fsstTablesBytes)}
 }
 
 // CreateRequest mirrors the API's CreateMaterializedViewRequest.
