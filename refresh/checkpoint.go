@@ -109,7 +109,7 @@ func (e *Engine) CheckpointKey(ctx context.Context, plan *Plan, index int) (stri
 // index: each staged file of prior is checked (present, with the size
 // recorded), copied to the plan's own staging name for the item and
 // checked again (size, and the row count in the file's footer). The
-// result answers the copies; a retried Reuse rewrites them. Any file
+// result answers the copies (under a run token of their own). Any file
 // missing, short or different is an error (CodeInvalidTableState), and
 // so is a result that names files outside from's staging of the item:
 // the caller then expands the item instead. Copies made before an error
@@ -164,8 +164,11 @@ func (e *Engine) Reuse(ctx context.Context, plan *Plan, index int, from string, 
 		} else if size != f.Bytes {
 			return ItemResult{}, bad("%s has %d bytes, %d recorded", f.Path, size, f.Bytes)
 		}
+		// The copy takes a run token of its own: a run again of this
+		// reuse (a duplicate) writes, and on failure removes, only its
+		// own copies, never the files another run recorded.
 		nf := f
-		nf.Path = strings.Replace(f.Path, src, dst, 1)
+		nf.Path = dst + strconv.Itoa(k) + "-" + runToken() + ext
 		if err := wh.CopyObject(ctx, t.Key(f.Path), t.Key(nf.Path)); err != nil {
 			return ItemResult{}, fmt.Errorf("copy checkpoint %s to %s: %w", f.Path, nf.Path, wh.Rel(err))
 		}

@@ -1,6 +1,7 @@
 package refresh
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -133,6 +134,25 @@ func TestReuse(t *testing.T) {
 			}
 		}
 		rs = append(rs, r)
+	}
+	// A duplicate reuse of item 0 copies under names of its own, and one
+	// that fails removes only its own copies: the recorded ones stay.
+	dup, err := b.e.Reuse(b.ctx, p2, 0, "j1", r1[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, f := range dup.Fragments {
+		if f.Path == rs[0].Fragments[k].Path {
+			t.Fatalf("the duplicate reuse copied to %s, a file of the first reuse", f.Path)
+		}
+	}
+	if _, err := b.e.Reuse(b.ctx, p2, 0, "j1", short); err == nil {
+		t.Fatal("a checkpoint with a wrong size was reused")
+	}
+	for _, f := range append(slices.Clone(rs[0].Fragments), dup.Fragments...) {
+		if size, err := wh.Size(b.ctx, tb.Key(f.Path)); err != nil || size != f.Bytes {
+			t.Fatalf("%s after a failed duplicate reuse: %d bytes (%v), recorded %d", f.Path, size, err, f.Bytes)
+		}
 	}
 	r, err := b.e.Expand(b.ctx, p2, 2)
 	if err != nil {

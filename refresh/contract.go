@@ -109,8 +109,8 @@ type Plan struct {
 }
 
 // ItemResult is what expanding one work item produced: staged fragments
-// of the view table (IDs unassigned), written under deterministic names so
-// a retried item overwrites its own output.
+// of the view table (IDs unassigned), written under names of the run that
+// wrote them, which no other run replaces (fragio.go).
 type ItemResult struct {
 	Index       int              `json:"index"`
 	Fragments   []table.Fragment `json:"fragments"`

@@ -40,9 +40,9 @@
 // job stores them and the later steps trust them. Plan diffs the source
 // against the watermark and cuts the rows to expand into work items of at
 // most source_task_size rows, in row address order. Expand computes one
-// item and stages its output as Parquet files in the view folder, under
-// names that depend only on the job and item, so a redelivered item
-// rewrites its own files. Commit assembles the new version and commits it
+// item and stages its output as data files in the view folder, under
+// names of the job, the item and the run, so a redelivered item writes
+// beside an earlier run and never replaces its files. Commit assembles the new version and commits it
 // with put-if-not-exists; it records the job id in the version's
 // metadata, so a retried Commit finds its version and answers the same
 // result. Discard removes a failed job's staged files, but those of the

@@ -20,10 +20,12 @@ import (
 // Expand computes work item index of plan: it reads the item's source
 // rows, applies the view (the chunker with IntraApplierConcurrency
 // goroutines) and writes the output as staged files of at most
-// MaxRowsPerFragment rows, data/_staging-{job}-{index}-{k}.parquet in the
-// view folder. The output is a function of the plan alone, so a retry
-// rewrites the same files, and items may run in any number of processes
-// at once. With output_limit, an item whose ExistingRowsBefore reaches the
+// MaxRowsPerFragment rows, data/_staging-{job}-{index}-{k}-{run}.EXT in
+// the view folder. Its rows are a function of the plan alone; each run
+// writes files of its own names (its bytes may differ: FSST tables are
+// shared by the view's items in the process), so items may run again, and
+// in any number of processes at once, without replacing a file another
+// run recorded. With output_limit, an item whose ExistingRowsBefore reaches the
 // limit is Skipped without reading, and an item writes no more rows than
 // the limit leaves room for. Errors in the user's SQL that only rows
 // reveal (a failed cast) are CodeInvalidInput; they will not go away on a

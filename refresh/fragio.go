@@ -24,7 +24,7 @@ import (
 //	data/_staging-{job}-b{frag}-{k}.EXT       checkpoint k of a backfill of fragment frag
 //
 // Each run of a work item names its files with a run token of its own
-// (8 hex digits), so a run never replaces a file another run wrote: a
+// ("r" and 8 hex digits), so a run never replaces a file another run wrote: a
 // redelivered duplicate of an item whose result was recorded, or even
 // committed, writes beside it, and its files are orphans unless its
 // result is the one the commit takes. The bytes of an item's files may
@@ -79,17 +79,19 @@ func commitPrefix(jobID string, n int) string {
 
 // stagedName matches what follows a job's staging prefix: a job id that
 // extends another ("a" and "a-1") cannot match the shorter one's files.
-var stagedName = regexp.MustCompile(`^[cb]?[0-9]+-[0-9]+(-[0-9a-f]{8})?\.(parquet|lance)$`)
+var stagedName = regexp.MustCompile(`^[cb]?[0-9]+-[0-9]+(-r[0-9a-f]{8})?\.(parquet|lance)$`)
 
 // itemFileName matches what follows an item's prefix: the file's number
 // and its run's token (none for a job from before tokens).
-var itemFileName = regexp.MustCompile(`^[0-9]+(-[0-9a-f]{8})?\.(parquet|lance)$`)
+var itemFileName = regexp.MustCompile(`^[0-9]+(-r[0-9a-f]{8})?\.(parquet|lance)$`)
 
-// runToken is a new work item run's token for its file names.
+// runToken is a new work item run's token for its file names: "r" and 8
+// hex digits (the letter keeps a token from reading as an item number
+// under a job id that extends another).
 func runToken() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return "r" + hex.EncodeToString(b[:])
 }
 
 // defaultWholeFileBytes is Engine.wholeFileBytes.
@@ -254,8 +256,11 @@ func (e *Engine) fsstTables(v *View) *lancefile.FSSTTables {
 		return t
 	}
 	e.fssts.Put(key, lancefile.NewFSSTTables(), int64(max(1, textLeaves(v.Schema.Fields())))<<18)
-	t, _ := e.fssts.Get(key) // the first Put's, when two raced
-	return t
+	if t, ok := e.fssts.Get(key); ok {
+		return t // the first Put's, when two raced
+	}
+	// Too wide for the cache, or evicted at once: the writer's own.
+	return lancefile.NewFSSTTables()
 }
 
 // textLeaves counts the string and binary leaves of fields, the columns

@@ -672,7 +672,7 @@ func TestIdempotentExpandAndCommit(t *testing.T) {
 	before := files()
 	ext := b.cat.DataExt()
 	// Each run of an item names its files with its own token.
-	staged := regexp.MustCompile(`^_staging-job-1-([01])-([01])-[0-9a-f]{8}` + regexp.QuoteMeta(ext) + `$`)
+	staged := regexp.MustCompile(`^_staging-job-1-([01])-([01])-r[0-9a-f]{8}` + regexp.QuoteMeta(ext) + `$`)
 	if len(before) != 4 {
 		t.Fatalf("staged files %v, want 2 per item", before)
 	}
