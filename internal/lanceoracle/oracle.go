@@ -462,16 +462,20 @@ func (o *Oracle) Versions(t testing.TB, dir string) []Version {
 // LanceDB writes a new data file per fragment (a Merge transaction).
 func (o *Oracle) AddColumns(t testing.TB, dir string, cols map[string]string) {
 	t.Helper()
-	args := []string{"add-columns", dir}
-	names := make([]string, 0, len(cols))
-	for c := range cols {
+	o.must(t, withSets([]string{"add-columns", dir}, cols)...)
+}
+
+// withSets appends --set name=value for each entry of sets, by name.
+func withSets(args []string, sets map[string]string) []string {
+	names := make([]string, 0, len(sets))
+	for c := range sets {
 		names = append(names, c)
 	}
 	sort.Strings(names)
 	for _, c := range names {
-		args = append(args, "--set", c+"="+cols[c])
+		args = append(args, "--set", c+"="+sets[c])
 	}
-	o.must(t, args...)
+	return args
 }
 
 // AlterColumns gives columns new data types (path -> int64, float64,
@@ -479,16 +483,7 @@ func (o *Oracle) AddColumns(t testing.TB, dir string, cols map[string]string) {
 // per fragment under a new field id.
 func (o *Oracle) AlterColumns(t testing.TB, dir string, types map[string]string) {
 	t.Helper()
-	args := []string{"alter-columns", dir}
-	names := make([]string, 0, len(types))
-	for c := range types {
-		names = append(names, c)
-	}
-	sort.Strings(names)
-	for _, c := range names {
-		args = append(args, "--set", c+"="+types[c])
-	}
-	o.must(t, args...)
+	o.must(t, withSets([]string{"alter-columns", dir}, types)...)
 }
 
 // AddNullColumn adds a nullable column of type typ (int64, float64 or
