@@ -176,6 +176,18 @@ func (fz *fullZip) unzip(buf []byte, rows int) (levelSlice, error) {
 	if !fz.fixed {
 		offs = make([]uint64, 1, rows+1)
 	}
+	if !fz.fixed || fz.cwBytes > 0 {
+		// The values are at most the entries' bytes: one allocation, not
+		// the copies of growing by append (a 40k-document read allocated
+		// 2.8 times its values).
+		vals = make([]byte, 0, len(buf))
+	}
+	if fz.hasRep {
+		rep = make([]uint16, 0, rows)
+	}
+	if fz.hasDef {
+		def = make([]uint16, 0, rows)
+	}
 	nvis := 0
 	mask := uint32(1)<<fz.bitsDef - 1
 	for pos < len(buf) {
