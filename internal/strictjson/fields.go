@@ -260,7 +260,18 @@ func editDistance(a, b string, limit int) int {
 	if d := len(a) - len(b); d >= limit || -d >= limit {
 		return limit
 	}
-	rows := [3][]int{make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)}
+	// Three rows; keys and field names are short, so on the stack (this
+	// runs for every unknown key of every request body against each
+	// field name).
+	var stack [3 * 40]int
+	var cells []int
+	if n := 3 * (len(b) + 1); n <= len(stack) {
+		cells = stack[:n]
+	} else {
+		cells = make([]int, n)
+	}
+	w := len(b) + 1
+	rows := [3][]int{cells[:w:w], cells[w : 2*w : 2*w], cells[2*w:]}
 	for j := range rows[0] {
 		rows[0][j] = j // row i lives in rows[i%3]
 	}

@@ -68,6 +68,8 @@ func TestEditDistance(t *testing.T) {
 		{"ca", "abc", 9, 3},
 		{"kitten", "sitting", 2, 2}, // capped at the limit
 		{"a", "abcdef", 3, 3},
+		// Longer than the rows kept on the stack.
+		{strings.Repeat("field_", 9), strings.Repeat("field_", 8) + "fiedl_", 9, 1},
 	} {
 		if got := editDistance(tc.a, tc.b, tc.limit); got != tc.want {
 			t.Errorf("editDistance(%q, %q, %d) = %d, want %d", tc.a, tc.b, tc.limit, got, tc.want)
