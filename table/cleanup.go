@@ -95,11 +95,8 @@ func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, kee
 // files and deletion files, relative to the table folder.
 func fragmentFiles(m *Manifest, used map[string]bool) {
 	for _, f := range m.Fragments {
-		used[f.Path] = true
-		if f.Extra != "" {
-			for _, p := range f.DataPaths()[1:] {
-				used[p] = true
-			}
+		for _, p := range f.DataPaths() {
+			used[p] = true
 		}
 		if f.HasDeletions() {
 			used[f.deletionPath()] = true

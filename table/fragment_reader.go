@@ -95,11 +95,7 @@ func (t *Table) openLanceFragment(ctx context.Context, f Fragment, o FragmentRea
 	}
 	src, err := t.lanceSource(ctx, f.Path, f.Bytes, o)
 	if err != nil {
-		for _, s := range opts.More {
-			if s.Closer != nil {
-				s.Closer.Close()
-			}
-		}
+		datafile.CloseSources(opts.More)
 		return nil, datafile.Fail(label, "unreadable", err)
 	}
 	return datafile.OpenLance(src.Src, src.Size, src.Closer, opts)
@@ -139,11 +135,7 @@ func (t *Table) lanceParts(ctx context.Context, f Fragment, o FragmentReadOption
 	for _, e := range ex {
 		src, err := t.lanceSource(ctx, e.Path, e.Bytes, o)
 		if err != nil {
-			for _, s := range opts.More {
-				if s.Closer != nil {
-					s.Closer.Close()
-				}
-			}
+			datafile.CloseSources(opts.More)
 			opts.More = nil
 			return datafile.Fail(label, "unreadable", fmt.Errorf("%s: %w", e.Path, err))
 		}

@@ -187,11 +187,7 @@ func lanceLayout(f *Fragment, fr *tablepb.DataFragment, fields []*filepb.Field) 
 		if !strings.HasSuffix(df.GetPath(), datafile.LanceExt) || strings.Contains(df.GetPath(), "..") || strings.HasPrefix(df.GetPath(), "/") {
 			return fmt.Errorf("data file %q is not a Lance data file of the table", df.GetPath())
 		}
-		e := extraFile{Path: "data/" + df.GetPath(), Bytes: int64(df.GetFileSizeBytes())}
-		if df.GetFileMajorVersion() == 2 && df.GetFileMinorVersion() == 0 {
-			e.FileVersion = "2.0"
-		}
-		extra = append(extra, e)
+		extra = append(extra, extraFile{Path: "data/" + df.GetPath(), Bytes: int64(df.GetFileSizeBytes()), FileVersion: fileVersion(df)})
 	}
 	if len(extra) > 0 {
 		b, err := json.Marshal(extra)
@@ -234,12 +230,7 @@ func lanceFiles(f Fragment, first *tablepb.DataFile, leafIDs [][]int32) ([]*tabl
 	}
 	files := []*tablepb.DataFile{first}
 	for _, e := range ex {
-		df := &tablepb.DataFile{Path: strings.TrimPrefix(e.Path, "data/"), FileSizeBytes: uint64(max(e.Bytes, 0)),
-			FileMajorVersion: lanceFileMajor, FileMinorVersion: lanceFileMinor}
-		if e.FileVersion == "2.0" {
-			df.FileMinorVersion = 0
-		}
-		files = append(files, df)
+		files = append(files, dataFile(e.Path, e.Bytes, e.FileVersion))
 	}
 	for i, ids := range leafIDs {
 		c := cols[i]

@@ -189,13 +189,7 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 		pm.MaxFragmentId = &v
 	}
 	for _, f := range m.Fragments {
-		df := &tablepb.DataFile{Path: strings.TrimPrefix(f.Path, "data/"), FileSizeBytes: uint64(max(f.Bytes, 0))}
-		if strings.HasSuffix(f.Path, datafile.LanceExt) {
-			df.FileMajorVersion, df.FileMinorVersion = lanceFileMajor, lanceFileMinor
-			if f.FileVersion == "2.0" {
-				df.FileMinorVersion = 0
-			}
-		}
+		df := dataFile(f.Path, f.Bytes, f.FileVersion)
 		files := []*tablepb.DataFile{df}
 		cols, err := f.Columns.Indices()
 		if err != nil {
@@ -332,6 +326,28 @@ func sameFragment(a, b Fragment) bool {
 		a.Parts == b.Parts && a.Extra == b.Extra
 }
 
+// dataFile is the manifest's entry for data file rel (data/…) of size
+// bytes: a Lance file in format 2.1, or 2.0 when version says so.
+func dataFile(rel string, bytes int64, version string) *tablepb.DataFile {
+	df := &tablepb.DataFile{Path: strings.TrimPrefix(rel, "data/"), FileSizeBytes: uint64(max(bytes, 0))}
+	if strings.HasSuffix(rel, datafile.LanceExt) {
+		df.FileMajorVersion, df.FileMinorVersion = lanceFileMajor, lanceFileMinor
+		if version == "2.0" {
+			df.FileMinorVersion = 0
+		}
+	}
+	return df
+}
+
+// fileVersion is Fragment.FileVersion of data file df: "2.0" for a Lance
+// 2.0 file, else "".
+func fileVersion(df *tablepb.DataFile) string {
+	if df.GetFileMajorVersion() == 2 && df.GetFileMinorVersion() == 0 {
+		return "2.0"
+	}
+	return ""
+}
+
 // decodeLance parses a Lance manifest file into a Manifest. Versions
 // another Lance writer made are read as far as this table layer can hold
 // them: one data file per fragment, no deletion files.
@@ -412,10 +428,7 @@ func decodeLance(b []byte) (*Manifest, error) {
 		if df.GetBaseId() != 0 {
 			return nil, fmt.Errorf("manifest: fragment %d lives under another base path, which is not supported", fr.GetId())
 		}
-		f := Fragment{ID: uint32(fr.GetId()), Path: "data/" + df.GetPath(), Rows: int64(fr.GetPhysicalRows()), Bytes: int64(df.GetFileSizeBytes())}
-		if df.GetFileMajorVersion() == 2 && df.GetFileMinorVersion() == 0 {
-			f.FileVersion = "2.0"
-		}
+		f := Fragment{ID: uint32(fr.GetId()), Path: "data/" + df.GetPath(), Rows: int64(fr.GetPhysicalRows()), Bytes: int64(df.GetFileSizeBytes()), FileVersion: fileVersion(df)}
 		if del := fr.GetDeletionFile(); del != nil {
 			if err := f.setDeletion(del); err != nil {
 				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)

@@ -140,14 +140,24 @@ func (r *Reader) Close() error {
 		}
 		r.closer = nil
 	}
-	for _, s := range r.o.More {
+	if cerr := CloseSources(r.o.More); err == nil {
+		err = cerr
+	}
+	r.o.More = nil
+	return err
+}
+
+// CloseSources closes what each source holds open, answering the first
+// error.
+func CloseSources(srcs []Source) error {
+	var err error
+	for _, s := range srcs {
 		if s.Closer != nil {
 			if cerr := s.Closer.Close(); err == nil {
 				err = cerr
 			}
 		}
 	}
-	r.o.More = nil
 	return err
 }
 
