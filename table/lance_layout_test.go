@@ -15,6 +15,8 @@ import (
 	"github.com/mvq-dev/mvq/duck"
 	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/lance/dataset"
+	"github.com/mvq-dev/mvq/lance/pb/tablepb"
+	lschema "github.com/mvq-dev/mvq/lance/schema"
 )
 
 // rowsByID renders each row of recs as "name=value|…" by its id column.
@@ -253,4 +255,47 @@ func TestLanceFragmentsOfSeveralFiles(t *testing.T) {
 		t.Fatalf("compact: %v", err)
 	}
 	sameAsLanceDB(t, o, tb, dir, 301)
+}
+
+// TestLanceLayoutRefusesHostileFiles: a manifest (a staged version/create,
+// say) whose fragment names a second data file outside the table's data/
+// folder, or not a Lance file, or whose first file is not Lance while its
+// columns are out of order, is refused when read, before any file is
+// opened; the same fragment with a plain second file is taken.
+func TestLanceLayoutRefusesHostileFiles(t *testing.T) {
+	fields, err := lschema.FromArrow(arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "w", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := func(files ...*tablepb.DataFile) error {
+		pm := &tablepb.Manifest{Fields: fields, Version: 2,
+			DataFormat: &tablepb.Manifest_DataStorageFormat{FileFormat: "lance", Version: "2.1"},
+			Fragments:  []*tablepb.DataFragment{{Id: 0, Files: files, PhysicalRows: 3}}}
+		b, err := dataset.EncodeManifest(&dataset.ManifestFile{Manifest: pm, Major: dataset.ManifestMajor, Minor: dataset.ManifestMinor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = decodeLance(b)
+		return err
+	}
+	file := func(path string, id int32) *tablepb.DataFile {
+		return &tablepb.DataFile{Path: path, Fields: []int32{id}, ColumnIndices: []int32{0}, FileMajorVersion: 2, FileMinorVersion: 1, FileSizeBytes: 100}
+	}
+	ids := []int32{fields[0].GetId(), fields[1].GetId()}
+	if err := decode(file("a.lance", ids[0]), file("b.lance", ids[1])); err != nil {
+		t.Fatalf("two plain data files: %v", err)
+	}
+	for _, second := range []string{"../../other/t.lance/data/b.lance", "/etc/b.lance", "sub/../../b.lance", "b.parquet", "b.lance.json"} {
+		if err := decode(file("a.lance", ids[0]), file(second, ids[1])); err == nil {
+			t.Errorf("second data file %q was taken", second)
+		}
+	}
+	// Columns out of order in one Parquet file: no layout for it.
+	out := &tablepb.DataFile{Path: "a.parquet", Fields: []int32{ids[1], ids[0]}, ColumnIndices: []int32{0, 1}}
+	if err := decode(out); err == nil {
+		t.Error("a Parquet file with its columns out of order was taken")
+	}
 }
