@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -33,6 +34,12 @@ type EngineOptions struct {
 	// Runtimes are the operator's declared runtimes (MVQ_RUNTIMES_FILE);
 	// nil: none, and views or manifests naming one are refused.
 	Runtimes *udf.Registry
+	// CPUItems bounds how many row-wise work items (query and chunker
+	// views: in-process SQL, chunking and encoding) apply and write at
+	// once in this process; the others wait with their source rows read.
+	// 0: GOMAXPROCS. The worker's concurrency can then stay high for I/O
+	// (reads, user code, commits) while memory follows the cores.
+	CPUItems int
 }
 
 func (o EngineOptions) withDefaults() EngineOptions {
@@ -41,6 +48,9 @@ func (o EngineOptions) withDefaults() EngineOptions {
 	}
 	if o.MaxItemOutputBytes <= 0 {
 		o.MaxItemOutputBytes = DefaultMaxItemOutputBytes
+	}
+	if o.CPUItems <= 0 {
+		o.CPUItems = runtime.GOMAXPROCS(0)
 	}
 	return o
 }

@@ -250,8 +250,18 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 	if err != nil {
 		return err
 	}
+	// Applying and encoding are in-process CPU work: at most CPUItems
+	// items of the process do them at once, so the memory they hold
+	// follows the cores, not the worker's concurrency.
+	release, waited, err := e.cpuSlot(ctx)
+	if err != nil {
+		releaseAll(in)
+		return err
+	}
+	defer release()
 	actx, applySpan := tracer.Start(ctx, "refresh.apply", trace.WithAttributes(attribute.String("mvq.view_kind", string(plan.Kind)),
-		attribute.Int("mvq.intra_applier_concurrency", plan.Options.IntraApplierConcurrency)))
+		attribute.Int("mvq.intra_applier_concurrency", plan.Options.IntraApplierConcurrency),
+		attribute.Int64("mvq.cpu_wait_ms", waited.Milliseconds())))
 	batches, err := e.apply(actx, plan, res.Index, v, src, in)
 	endSpan(applySpan, err, recordsAttrs(batches)...)
 	defer func() {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/internal/lru"
@@ -43,11 +44,16 @@ type Engine struct {
 	opts           EngineOptions
 	// udfs runs user code (subprocess pools, http limits); Close stops it.
 	udfs      *udf.Manager
-	chunkHook func()       // tests: runs in each chunking goroutine
-	passes    passThroughs // projection-only queries run without DuckDB (project.go)
+	chunkHook func() // tests: runs in each chunking goroutine
+	// cpuWaitHook (tests) runs when an item finds every CPU token taken.
+	cpuWaitHook func()
+	passes      passThroughs // projection-only queries run without DuckDB (project.go)
 	// fssts shares trained FSST tables among the files the work items of
 	// a view write in this process (fragio.go).
 	fssts *lru.Cache[string, *lancefile.FSSTTables]
+	// cpu holds a token per row-wise item applying and writing
+	// (EngineOptions.CPUItems).
+	cpu chan struct{}
 }
 
 // Close stops the subprocesses user code runs in. The engine must not be
@@ -62,9 +68,33 @@ func NewEngine(cat *table.Catalog) *Engine { return NewEngineWith(cat, EngineOpt
 // It installs Hooks on cat.
 func NewEngineWith(cat *table.Catalog, opts EngineOptions) *Engine {
 	cat.Use(Hooks())
-	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts.withDefaults(), udfs: udf.NewManager(cat.Options().Mem),
-		views: lru.New[string, viewEntry](viewsBytes), fssts: lru.New[string, *lancefile.FSSTTables](fsstTablesBytes)}
+	opts = opts.withDefaults()
+	return &Engine{cat: cat, db: cat.SQL(), mem: cat.Options().Mem, wholeFileBytes: defaultWholeFileBytes, opts: opts, udfs: udf.NewManager(cat.Options().Mem),
+		views: lru.New[string, viewEntry](viewsBytes), fssts: lru.New[string, *lancefile.FSSTTables](fsstTablesBytes),
+		cpu: make(chan struct{}, opts.CPUItems)}
 }
+
+// cpuSlot waits for one of the engine's CPUItems tokens (or ctx) and
+// returns its release and how long it waited.
+func (e *Engine) cpuSlot(ctx context.Context) (func(), time.Duration, error) {
+	select {
+	case e.cpu <- struct{}{}:
+		return e.releaseCPU, 0, nil
+	default:
+	}
+	if e.cpuWaitHook != nil {
+		e.cpuWaitHook()
+	}
+	t0 := time.Now()
+	select {
+	case e.cpu <- struct{}{}:
+		return e.releaseCPU, time.Since(t0), nil
+	case <-ctx.Done():
+		return nil, time.Since(t0), context.Cause(ctx)
+	}
+}
+
+func (e *Engine) releaseCPU() { <-e.cpu }
 
 // CreateRequest mirrors the API's CreateMaterializedViewRequest.
 type CreateRequest struct {

@@ -1,0 +1,101 @@
+package refresh
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mvq-dev/mvq/table"
+)
+
+// TestCPUItemsBoundsApplying: with CPUItems 1, a second work item that
+// has read its rows waits while the first one chunks, and chunks once the
+// first is done (both items' rows land); a waiting item whose context
+// ends gives up without taking a token. With CPUItems 2 two items chunk
+// at once.
+func TestCPUItemsBoundsApplying(t *testing.T) {
+	t.Parallel()
+	for _, slots := range []int{1, 2} {
+		b := setup(t, table.Options{})
+		b.e = NewEngineWith(b.cat, EngineOptions{CPUItems: slots})
+		b.source(t, frag0, frag1)
+		id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$articles"`, UDTFSpec: chunkerEntry(fixed4)})
+		p := b.plan(t, id, "j1", Options{SourceTaskSize: 1})
+		if len(p.Items) < 3 {
+			t.Fatalf("plan has %d items, want at least 3", len(p.Items))
+		}
+		var inside, most atomic.Int32
+		entered := make(chan struct{}, 8)
+		hold := make(chan struct{})
+		b.e.chunkHook = func() {
+			n := inside.Add(1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			entered <- struct{}{}
+			<-hold
+			inside.Add(-1)
+		}
+		waiting := make(chan struct{}, 8)
+		b.e.cpuWaitHook = func() { waiting <- struct{}{} }
+		deadline := time.After(time.Minute)
+		wait := func(ch chan struct{}, what string) {
+			t.Helper()
+			select {
+			case <-ch:
+			case <-deadline:
+				t.Fatalf("CPUItems %d: timed out waiting for %s", slots, what)
+			}
+		}
+		var wg sync.WaitGroup
+		results := make([]ItemResult, 2)
+		errList := make([]error, 2)
+		for i := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], errList[i] = b.e.Expand(b.ctx, p, i)
+			}()
+		}
+		wait(entered, "the first item to chunk")
+		if slots == 1 {
+			wait(waiting, "the second item to wait for a token")
+			if n := inside.Load(); n != 1 {
+				t.Fatalf("%d items chunking with CPUItems 1", n)
+			}
+			// A third item whose context ends while it waits gives up.
+			cctx, cancel := context.WithCancel(b.ctx)
+			done := make(chan error, 1)
+			go func() { _, err := b.e.Expand(cctx, p, 2); done <- err }()
+			wait(waiting, "the third item to wait")
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled waiting item: err = %v, want context.Canceled", err)
+			}
+		} else {
+			wait(entered, "the second item to chunk beside the first")
+		}
+		close(hold)
+		wg.Wait()
+		for i, err := range errList {
+			if err != nil {
+				t.Fatalf("item %d: %v", i, err)
+			}
+			if results[i].RowsWritten == 0 {
+				t.Fatalf("item %d wrote no rows", i)
+			}
+		}
+		if got := most.Load(); got != int32(slots) {
+			t.Fatalf("at most %d items chunked at once, want %d", got, slots)
+		}
+		if n := len(b.e.cpu); n != 0 {
+			t.Fatalf("%d CPU tokens still held after every item ended", n)
+		}
+	}
+}
