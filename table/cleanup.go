@@ -42,22 +42,10 @@ func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, kee
 	if err != nil {
 		return res, err
 	}
-	vs, err := t.Versions(ctx)
-	if err != nil {
-		return res, err
-	}
 	used := map[string]bool{}
-	for _, vf := range vs {
-		m, err := t.readManifest(ctx, vf)
-		if err != nil {
-			return res, fmt.Errorf("cleanup %s: %w", JoinID(t.id), err)
-		}
-		fragmentFiles(m, used)
-	}
-	// Branches share the table's data files: what a branch references
-	// is in use too.
-	if err := t.branchPaths(ctx, used); err != nil {
-		return res, fmt.Errorf("cleanup %s: %w", JoinID(t.id), err)
+	read := map[string]bool{} // version files already read
+	if err := t.markUsed(ctx, used, read); err != nil {
+		return res, err
 	}
 	res.Referenced = len(used)
 	cutoff := time.Now().Add(-grace)
@@ -73,22 +61,66 @@ func (t *Table) CleanupOrphansKeep(ctx context.Context, grace time.Duration, kee
 	for _, f := range dels {
 		cands = append(cands, candidate{f, deletionsDir + f.Name, false})
 	}
+	var orphans []candidate
 	for _, f := range cands {
-		rel := f.rel
-		if f.IsDir || used[rel] {
+		if f.IsDir || used[f.rel] {
 			continue
 		}
 		if f.ModTime.After(cutoff) || (f.data && keep != nil && keep(f.Name)) {
 			res.Recent++
 			continue
 		}
-		if err := t.c.wh.Delete(ctx, t.key+rel); err != nil {
+		orphans = append(orphans, f)
+	}
+	if len(orphans) == 0 {
+		return res, nil
+	}
+	// keep answers false for the files of a writer that has finished,
+	// and a writer commits before it finishes: the versions read again
+	// now hold every commit of a file keep gave up (one that happened
+	// after the first read included).
+	if err := t.markUsed(ctx, used, read); err != nil {
+		return res, err
+	}
+	for _, f := range orphans {
+		if used[f.rel] {
+			res.Recent++
+			continue
+		}
+		if err := t.c.wh.Delete(ctx, t.key+f.rel); err != nil {
 			return res, err
 		}
 		res.Removed++
 		res.Bytes += f.Size
 	}
 	return res, nil
+}
+
+// markUsed adds to used the files every version of the table and of its
+// branches references, reading only the version files not in read (which
+// it extends).
+func (t *Table) markUsed(ctx context.Context, used, read map[string]bool) error {
+	vs, err := t.Versions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, vf := range vs {
+		if read[vf.Name] {
+			continue
+		}
+		m, err := t.readManifest(ctx, vf)
+		if err != nil {
+			return fmt.Errorf("cleanup %s: %w", JoinID(t.id), err)
+		}
+		fragmentFiles(m, used)
+		read[vf.Name] = true
+	}
+	// Branches share the table's data files: what a branch references
+	// is in use too.
+	if err := t.branchPaths(ctx, used); err != nil {
+		return fmt.Errorf("cleanup %s: %w", JoinID(t.id), err)
+	}
+	return nil
 }
 
 // fragmentFiles adds to used the files the fragments of m name: data

@@ -549,6 +549,54 @@ func TestCleanupOrphans(t *testing.T) {
 	}
 }
 
+// TestCleanupRacesCommit: a writer's old staged files, which keep still
+// protected when cleanup read the versions, are committed and the writer
+// finishes (keep then gives them up) before cleanup asks keep about
+// them: cleanup reads the versions again before deleting and keeps them,
+// and the committed version reads whole. A file no version took is still
+// removed in the same pass.
+func TestCleanupRacesCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCatalog(t, t.TempDir(), Options{MaxRowsPerFragment: 10})
+	tb, m, err := c.CreateTable(ctx, []string{"t"}, testSchema, rows(t, 0, 5), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	frags, err := tb.WriteFragments(ctx, testSchema, rows(t, 5, 8), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, err := tb.WriteFile(ctx, testSchema, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := false
+	res, err := tb.CleanupOrphansKeep(ctx, 0, func(name string) bool {
+		if !committed {
+			committed = true
+			if _, err := tb.Commit(ctx, AppendOp(m.Schema, frags)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return false // the writer has finished: its files are no longer kept
+	})
+	if err != nil || res.Removed != 1 {
+		t.Fatalf("cleanup: %+v %v", res, err)
+	}
+	for _, f := range frags {
+		if ok, _ := c.Warehouse().Exists(ctx, tb.Key(f.Path)); !ok {
+			t.Fatalf("cleanup removed %s, which the version committed meanwhile uses", f.Path)
+		}
+	}
+	if ok, _ := c.Warehouse().Exists(ctx, tb.Key(lost.Path)); ok {
+		t.Fatal("the file no version took is still there")
+	}
+	if got := ids(t, tb, QueryOptions{}); !eq(got, seq(0, 8)) {
+		t.Fatalf("latest after cleanup: %v", got)
+	}
+}
+
 // TestAppendConflictsWithSchemaChange: an append prepared against one
 // schema never lands on a version with another.
 func TestAppendConflictsWithSchemaChange(t *testing.T) {
