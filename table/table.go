@@ -516,7 +516,12 @@ func RewriteOp(operation string, reps []Replacement) Op {
 			if nf := rep.New; nf != nil {
 				r := *nf
 				if rep.InPlace {
+					// The same data files with another deletion file:
+					// how their columns map to the schema is the base's
+					// (a concurrent drop, rename or added column changed
+					// it since the fragment was read, not its data).
 					r.ID = f.ID
+					r.Columns, r.Parts, r.leaves = f.Columns, f.Parts, f.leaves
 				} else {
 					r.ID = base.NextFragmentID
 					base.NextFragmentID++
