@@ -79,6 +79,9 @@ type fragMaps struct {
 	// Leaves are the leaf column counts of the file's top-level columns,
 	// comma-separated.
 	Leaves string `json:"leaves"`
+	// Path is the fragment's data file the map is of (absent in maps
+	// written before it was recorded).
+	Path string `json:"path,omitempty"`
 }
 
 // formatCounts and parseCounts render leaf counts as "1,3,1".
@@ -230,10 +233,25 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 					df.ColumnIndices = append(df.ColumnIndices, base[c]+int32(j))
 				}
 			}
+			// The file's columns no field maps to (a dropped column) are
+			// listed as Lance's tombstones: a reader that takes a file
+			// listing exactly the schema's fields as holding only them
+			// (mvq does, and another writer keeps the list as it is)
+			// must not find them missing from the list.
+			used := make([]bool, len(fl))
+			for _, c := range cols {
+				used[c] = true
+			}
+			for c, n := range fl {
+				for j := 0; j < n && !used[c]; j++ {
+					df.Fields = append(df.Fields, lanceTombstone)
+					df.ColumnIndices = append(df.ColumnIndices, base[c]+int32(j))
+				}
+			}
 			if facts.Maps == nil {
 				facts.Maps = map[string]fragMaps{}
 			}
-			facts.Maps[strconv.FormatUint(uint64(f.ID), 10)] = fragMaps{Columns: f.Columns, Leaves: f.leaves}
+			facts.Maps[strconv.FormatUint(uint64(f.ID), 10)] = fragMaps{Columns: f.Columns, Leaves: f.leaves, Path: f.Path}
 		}
 		fr := &tablepb.DataFragment{Id: uint64(f.ID), Files: files, PhysicalRows: uint64(max(f.Rows, 0) + f.DeletedRows)}
 		if f.HasDeletions() {
@@ -271,8 +289,9 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 // loses a race to this version reads it to decide whether its own commit
 // still applies (LanceDB refuses to rebase over a version without one):
 // fragments only added are an Append, fragments removed or replaced (new
-// deletion files, rewritten rows) an Update, a first version or a new
-// schema an Overwrite. A version whose parent is unknown has none (every
+// deletion files, rewritten rows) an Update, a new schema over the same
+// data a Project, a first version or a new schema with new data an
+// Overwrite. A version whose parent is unknown has none (every
 // commit path sets it: Commit, and CreateVersion and batches for the
 // versions they re-encode).
 func (m *Manifest) lanceTransaction(pm *tablepb.Manifest) *tablepb.Transaction {
@@ -289,6 +308,13 @@ func (m *Manifest) lanceTransaction(pm *tablepb.Manifest) *tablepb.Transaction {
 	}
 	p := m.parent
 	if p.Schema != m.Schema {
+		if sameData(p.Fragments, m.Fragments) {
+			// Only the schema changed (columns dropped or renamed, made
+			// nullable, their metadata): a Project, as Lance writes for
+			// its own drop and rename, so a LanceDB append or delete
+			// racing it rebases instead of failing.
+			return dataset.Project(p.Version, pm.Fields)
+		}
 		return dataset.Overwrite(p.Version, pm.Fields, pm.SchemaMetadata, pm.Fragments, nil)
 	}
 	old := make(map[uint32]Fragment, len(p.Fragments))
@@ -320,6 +346,31 @@ func (m *Manifest) lanceTransaction(pm *tablepb.Manifest) *tablepb.Transaction {
 
 // sameFragment reports whether a and b are the same fragment unchanged:
 // the same file, rows and deletions.
+// lanceTombstone is Lance's field id for a data file column no field of
+// the schema uses.
+const lanceTombstone = -2
+
+// sameData reports whether two versions' fragments hold the same rows in
+// the same files: the same ids, data files, row counts and deletion
+// files (how their columns map to the schema may differ).
+func sameData(a, b []Fragment) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	byID := make(map[uint32]Fragment, len(a))
+	for _, f := range a {
+		byID[f.ID] = f
+	}
+	for _, f := range b {
+		o, ok := byID[f.ID]
+		if !ok || o.Path != f.Path || o.Extra != f.Extra || o.Rows != f.Rows || o.DeletedRows != f.DeletedRows ||
+			o.DeletionID != f.DeletionID || o.DeletionReadVersion != f.DeletionReadVersion {
+			return false
+		}
+	}
+	return true
+}
+
 func sameFragment(a, b Fragment) bool {
 	return a.Path == b.Path && a.Rows == b.Rows && a.DeletedRows == b.DeletedRows &&
 		a.DeletionID == b.DeletionID && a.DeletionReadVersion == b.DeletionReadVersion && a.Columns == b.Columns &&
@@ -447,12 +498,15 @@ func decodeLance(b []byte) (*Manifest, error) {
 				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
 			}
 			f.Columns, f.leaves = mp.Columns, mp.Leaves
-		case identityColumns(pm.GetFields(), df) == nil:
-		case stale && mapped && carriedMap(mp, pm.GetFields(), df) == nil:
+		case stale && mapped && (mp.Path == "" || mp.Path == f.Path) && carriedMap(mp, pm.GetFields(), df) == nil:
 			// A fragment mvq wrote with a column map, carried along by
 			// another writer: its map is in the facts of the version mvq
 			// wrote, when the data file still has the layout it says.
+			// Before the identity check: versions mvq wrote before it
+			// listed a dropped column's tombstones name only the mapped
+			// columns of such a file, which then looks like the schema's.
 			f.Columns, f.leaves = mp.Columns, mp.Leaves
+		case identityColumns(pm.GetFields(), df) == nil:
 		default:
 			// One data file with other columns than the schema's, in
 			// another order (a dropped or retyped column, a field in no
@@ -533,13 +587,21 @@ func carriedMap(mp fragMaps, fields []*filepb.Field, df *tablepb.DataFile) error
 			want = append(want, base[cols[i]]+int32(j))
 		}
 	}
+	// The file's tombstones (its columns no field maps to) come after
+	// the mapped fields.
+	ids, at := df.GetFields(), df.GetColumnIndices()
 	leaves := lschema.Leaves(fields)
-	if len(df.GetFields()) != len(leaves) || !slices.Equal(df.GetColumnIndices(), want) {
+	if len(ids) < len(leaves) || len(at) != len(ids) || !slices.Equal(at[:len(leaves)], want) {
 		return fmt.Errorf("data file %s does not have the layout of its column map", df.GetPath())
 	}
 	for i, f := range leaves {
-		if df.GetFields()[i] != f.GetId() {
-			return fmt.Errorf("data file %s: field %d is id %d, want %d", df.GetPath(), i, df.GetFields()[i], f.GetId())
+		if ids[i] != f.GetId() {
+			return fmt.Errorf("data file %s: field %d is id %d, want %d", df.GetPath(), i, ids[i], f.GetId())
+		}
+	}
+	for _, id := range ids[len(leaves):] {
+		if id != lanceTombstone {
+			return fmt.Errorf("data file %s holds field id %d the schema lacks", df.GetPath(), id)
 		}
 	}
 	return nil
