@@ -3,6 +3,7 @@ package vector
 import (
 	"context"
 	"math"
+	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -184,16 +185,22 @@ func norms(x, q []float32) (float32, float32) {
 // the catalog's decoded cache when a search read the file before (files
 // never change).
 func fragmentVectors(ctx context.Context, t *table.Table, f table.Fragment, col, dim int, mem memory.Allocator) (*vectors, error) {
-	// Keyed by the file's column: a dropped column shifts the schema's.
-	fc, err := f.FileFields([]int{col})
+	// Keyed by the data file and its column that hold the field: a
+	// dropped column shifts the schema's positions (and, in a fragment
+	// another Lance writer laid out, the column map's), never a file's.
+	path, fcol, inFile, err := f.FieldFile(col)
 	if err != nil {
 		return nil, err
 	}
-	// f.Key, not the path: a new deletion file over the same data file
-	// presents other rows.
-	key := t.Location() + "\x00" + f.Key() + "\x00" + string(rune(fc[0]))
+	// f.Key, not the path alone: a new deletion file over the same data
+	// file presents other rows. A field no file holds (all nulls) is not
+	// cached.
+	key := ""
+	if inFile {
+		key = t.Location() + "\x00" + f.Key() + "\x00" + path + "\x00" + strconv.Itoa(int(fcol))
+	}
 	cache := t.Catalog().DecodedCache()
-	if c, ok := cache.Get(key); ok {
+	if c, ok := cache.Get(key); ok && key != "" {
 		if v := c.(*vectors); v.dim == dim && int64(v.rows()) == f.Rows {
 			return v, nil
 		}
@@ -230,6 +237,8 @@ func fragmentVectors(ctx context.Context, t *table.Table, f table.Fragment, col,
 		}
 		v.flat = append(v.flat, part.flat...)
 	}
-	cache.Put(key, v, int64(len(v.flat)*4+len(v.valid)))
+	if key != "" {
+		cache.Put(key, v, int64(len(v.flat)*4+len(v.valid)))
+	}
 	return v, nil
 }
