@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mvq-dev/mvq/arrowjson"
@@ -229,6 +230,46 @@ func TestViewRefreshComputesVirtualColumns(t *testing.T) {
 	eqRows(t, "view", b.rows(t, id)[4:], []string{"1:0|0|9|xyz|XYZ|3"})
 	if res, _ := b.backfill(t, id, "bf", Options{Backfill: &BackfillOptions{Column: "loud"}}); res.RowsUpdated != 0 {
 		t.Fatalf("backfill after refresh %+v", res)
+	}
+}
+
+// TestUserCodeRunsWithoutCPUToken: a chunker view's computed column calls
+// its runtime (a subprocess) with the item's CPU token given up, so with
+// one token another item can apply meanwhile; the rows come out as with
+// the token held.
+func TestUserCodeRunsWithoutCPUToken(t *testing.T) {
+	b := shoutBundle(t)
+	dir, _ := filepath.Abs(".")
+	reg, err := udf.Parse([]byte(shoutRuntimes), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.e = NewEngineWith(b.cat, EngineOptions{Runtimes: reg, CPUItems: 1})
+	t.Cleanup(func() { b.e.Close() })
+	b.source(t, frag0)
+	id := b.chunkerView(t, "chunks")
+	if _, _, err := b.e.AddColumns(b.ctx, id, []AddColumnEntry{
+		{Name: "shout", VirtualColumn: &VirtualColumnEntry{InputColumns: []string{"chunk"},
+			Outputs: []VirtualOutput{{Column: "loud", StructField: "loud", DataType: typ("utf8")}},
+			UDF:     base64.StdEncoding.EncodeToString([]byte(`{"runtime": "shout"}`)), UDFName: "shout", UDFVersion: "1"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var calls, heldDuring atomic.Int32
+	b.e.userCodeHook = func() {
+		calls.Add(1)
+		heldDuring.Add(int32(len(b.e.cpu)))
+	}
+	b.refresh(t, id, "r1", Options{})
+	if calls.Load() == 0 {
+		t.Fatal("the runtime was never called")
+	}
+	if n := heldDuring.Load(); n != 0 {
+		t.Fatalf("user code ran with %d CPU tokens held", n)
+	}
+	eqRows(t, "view", b.rows(t, id), []string{"0:0|0|1|aaaa|AAAA", "0:0|1|1|bbbb|BBBB", "0:0|2|1|cc|CC", "0:1|0|2|dddd|DDDD"})
+	if n := len(b.e.cpu); n != 0 {
+		t.Fatalf("%d CPU tokens held after the refresh", n)
 	}
 }
 

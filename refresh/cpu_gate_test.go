@@ -99,3 +99,79 @@ func TestCPUItemsBoundsApplying(t *testing.T) {
 		}
 	}
 }
+
+// TestCPUHoldLeavesForUserCode: an item that calls user code gives its
+// CPU token up for the call, so another item applies meanwhile; after the
+// call it takes a token again, waiting while the other holds it. Two
+// calls of one item in flight share one leave, and the token comes back
+// when the last returns. A wait that its context ends fails.
+func TestCPUHoldLeavesForUserCode(t *testing.T) {
+	t.Parallel()
+	b := setup(t, table.Options{})
+	e := NewEngineWith(b.cat, EngineOptions{CPUItems: 1})
+	ctx, a, _, err := e.holdCPU(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back1 := leaveCPU(ctx)
+	back2 := leaveCPU(ctx)
+	if n := len(e.cpu); n != 0 {
+		t.Fatalf("%d tokens held while the item waits on user code", n)
+	}
+	_, other, _, err := e.holdCPU(b.ctx) // another item applies meanwhile
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back1(); err != nil { // the second call is still out
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, 1)
+	e.cpuWaitHook = func() { waiting <- struct{}{} }
+	backed := make(chan error, 1)
+	go func() { backed <- back2() }()
+	select {
+	case <-waiting:
+	case err := <-backed:
+		t.Fatalf("the item took a token while the other item held the only one (%v)", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the item never waited for a token")
+	}
+	other.release()
+	select {
+	case err := <-backed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the item did not take the token back")
+	}
+	if n := len(e.cpu); n != 1 {
+		t.Fatalf("%d tokens held after the item came back, want 1", n)
+	}
+	a.release()
+	a.release() // once only
+	if n := len(e.cpu); n != 0 {
+		t.Fatalf("%d tokens held after the item ended", n)
+	}
+
+	// A wait for the token back that the context ends.
+	cctx, cancel := context.WithCancel(b.ctx)
+	cctx, c, _, err := e.holdCPU(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := leaveCPU(cctx)
+	_, blocker, _, err := e.holdCPU(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := back(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("back after cancel: %v", err)
+	}
+	c.release()
+	blocker.release()
+	if n := len(e.cpu); n != 0 {
+		t.Fatalf("%d tokens held at the end", n)
+	}
+}

@@ -252,13 +252,14 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 	}
 	// Applying and encoding are in-process CPU work: at most CPUItems
 	// items of the process do them at once, so the memory they hold
-	// follows the cores, not the worker's concurrency.
-	release, waited, err := e.cpuSlot(ctx)
+	// follows the cores, not the worker's concurrency. User code (a
+	// computed column's runtime) gives the token up while it waits.
+	ctx, hold, waited, err := e.holdCPU(ctx)
 	if err != nil {
 		releaseAll(in)
 		return err
 	}
-	defer release()
+	defer hold.release()
 	actx, applySpan := tracer.Start(ctx, "refresh.apply", trace.WithAttributes(attribute.String("mvq.view_kind", string(plan.Kind)),
 		attribute.Int("mvq.intra_applier_concurrency", plan.Options.IntraApplierConcurrency),
 		attribute.Int64("mvq.cpu_wait_ms", waited.Milliseconds())))

@@ -47,6 +47,8 @@ type Engine struct {
 	chunkHook func() // tests: runs in each chunking goroutine
 	// cpuWaitHook (tests) runs when an item finds every CPU token taken.
 	cpuWaitHook func()
+	// userCodeHook (tests) runs as a computed column's user code starts.
+	userCodeHook func()
 	passes      passThroughs // projection-only queries run without DuckDB (project.go)
 	// fssts shares trained FSST tables among the files the work items of
 	// a view write in this process (fragio.go).
@@ -95,6 +97,70 @@ func (e *Engine) cpuSlot(ctx context.Context) (func(), time.Duration, error) {
 }
 
 func (e *Engine) releaseCPU() { <-e.cpu }
+
+// cpuHold is a work item's claim on a CPU token while it applies and
+// writes. User code (a column computed by a runtime: HTTP or a
+// subprocess) waits on I/O, so the item gives the token up for the call
+// (leave) and takes one again after it (back); calls from several of the
+// item's goroutines share one leave.
+type cpuHold struct {
+	e    *Engine
+	mu   sync.Mutex
+	held bool
+	out  int // user-code calls in flight
+}
+
+type cpuHoldKey struct{}
+
+// holdCPU takes a token for a work item (waiting as cpuSlot does) and
+// answers ctx carrying the hold, for the item's user-code calls.
+func (e *Engine) holdCPU(ctx context.Context) (context.Context, *cpuHold, time.Duration, error) {
+	_, waited, err := e.cpuSlot(ctx) // the hold gives it back (releaseCPU)
+	if err != nil {
+		return ctx, nil, waited, err
+	}
+	h := &cpuHold{e: e, held: true}
+	return context.WithValue(ctx, cpuHoldKey{}, h), h, waited, nil
+}
+
+// leaveCPU gives up the token of the work item of ctx, if any, for a call
+// that waits on I/O; the answer takes it back (or fails when ctx ends).
+func leaveCPU(ctx context.Context) func() error {
+	h, _ := ctx.Value(cpuHoldKey{}).(*cpuHold)
+	if h == nil {
+		return func() error { return nil }
+	}
+	h.mu.Lock()
+	h.out++
+	if h.held {
+		h.e.releaseCPU()
+		h.held = false
+	}
+	h.mu.Unlock()
+	return func() error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.out--
+		if h.out > 0 || h.held {
+			return nil
+		}
+		if _, _, err := h.e.cpuSlot(ctx); err != nil {
+			return err
+		}
+		h.held = true
+		return nil
+	}
+}
+
+// release gives the token back when the item is done.
+func (h *cpuHold) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held {
+		h.e.releaseCPU()
+		h.held = false
+	}
+}
 
 // CreateRequest mirrors the API's CreateMaterializedViewRequest.
 type CreateRequest struct {

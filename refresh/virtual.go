@@ -133,7 +133,15 @@ func (c *columnCtx) compute(ctx context.Context, b *ColumnBinding, rec arrow.Rec
 	for k, o := range b.Outputs {
 		outFields[k] = arrow.Field{Name: o.StructField, Type: types[k], Nullable: true}
 	}
+	back := leaveCPU(ctx)
+	if e.userCodeHook != nil {
+		e.userCodeHook()
+	}
 	res, err := e.udfs.Run(ctx, udf.Call{Settings: s, Mode: udf.RowWise, Parallel: c.workers, Events: c.events}, in, arrow.NewSchema(outFields, nil))
+	if berr := back(); err == nil && berr != nil {
+		res.Release()
+		return nil, berr
+	}
 	if err != nil {
 		return nil, udfErr(err)
 	}
