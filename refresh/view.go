@@ -49,7 +49,7 @@ type Engine struct {
 	cpuWaitHook func()
 	// userCodeHook (tests) runs as a computed column's user code starts.
 	userCodeHook func()
-	passes      passThroughs // projection-only queries run without DuckDB (project.go)
+	passes       passThroughs // projection-only queries run without DuckDB (project.go)
 	// fssts shares trained FSST tables among the files the work items of
 	// a view write in this process (fragio.go).
 	fssts *lru.Cache[string, *lancefile.FSSTTables]
