@@ -57,7 +57,7 @@ func (f Fragment) extraFiles() ([]extraFile, error) {
 		return nil, fmt.Errorf("fragment %d: extra files: %w", f.ID, err)
 	}
 	for _, e := range out {
-		if !strings.HasPrefix(e.Path, "data/") || !strings.HasSuffix(e.Path, datafile.LanceExt) || strings.Contains(e.Path, "..") {
+		if !dataPathOK(e.Path) || !strings.HasSuffix(e.Path, datafile.LanceExt) {
 			return nil, fmt.Errorf("fragment %d: extra file %q is not a Lance data file", f.ID, e.Path)
 		}
 	}
@@ -184,7 +184,7 @@ func lanceLayout(f *Fragment, fr *tablepb.DataFragment, fields []*filepb.Field) 
 		if df.GetBaseId() != 0 {
 			return fmt.Errorf("data file %s lives under another base path, which is not supported", df.GetPath())
 		}
-		if !strings.HasSuffix(df.GetPath(), datafile.LanceExt) || strings.Contains(df.GetPath(), "..") || strings.HasPrefix(df.GetPath(), "/") {
+		if !strings.HasSuffix(df.GetPath(), datafile.LanceExt) || !dataPathOK("data/"+df.GetPath()) {
 			return fmt.Errorf("data file %q is not a Lance data file of the table", df.GetPath())
 		}
 		extra = append(extra, extraFile{Path: "data/" + df.GetPath(), Bytes: int64(df.GetFileSizeBytes()), FileVersion: fileVersion(df)})

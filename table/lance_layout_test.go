@@ -259,7 +259,9 @@ func TestLanceFragmentsOfSeveralFiles(t *testing.T) {
 
 // TestLanceLayoutRefusesHostileFiles: a manifest (a staged version/create,
 // say) whose fragment names a second data file outside the table's data/
-// folder, or not a Lance file, or whose first file is not Lance while its
+// folder, or under another spelling of a name in it ("./b.lance", "x//b.lance":
+// cleanup lists the clean name and would not see it used), or not a Lance
+// file, or whose first file is not Lance while its
 // columns are out of order, is refused when read, before any file is
 // opened; the same fragment with a plain second file is taken.
 func TestLanceLayoutRefusesHostileFiles(t *testing.T) {
@@ -288,7 +290,7 @@ func TestLanceLayoutRefusesHostileFiles(t *testing.T) {
 	if err := decode(file("a.lance", ids[0]), file("b.lance", ids[1])); err != nil {
 		t.Fatalf("two plain data files: %v", err)
 	}
-	for _, second := range []string{"../../other/t.lance/data/b.lance", "/etc/b.lance", "sub/../../b.lance", "b.parquet", "b.lance.json"} {
+	for _, second := range []string{"../../other/t.lance/data/b.lance", "/etc/b.lance", "sub/../../b.lance", "b.parquet", "b.lance.json", "./b.lance", "x//b.lance", "x/./b.lance"} {
 		if err := decode(file("a.lance", ids[0]), file(second, ids[1])); err == nil {
 			t.Errorf("second data file %q was taken", second)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path"
 	"strconv"
 	"strings"
 
@@ -211,11 +212,18 @@ func DecodeManifest(data []byte) (*Manifest, error) {
 		if f.Rows < 0 || f.Bytes < 0 {
 			return nil, fmt.Errorf("manifest: fragment %d has negative size", f.ID)
 		}
-		if !strings.HasPrefix(f.Path, "data/") || strings.Contains(f.Path, "..") || strings.Contains(f.Path, "//") {
+		if !dataPathOK(f.Path) {
 			return nil, fmt.Errorf("manifest: fragment %d path %q outside data/", f.ID, f.Path)
 		}
 	}
 	return &m, nil
+}
+
+// dataPathOK reports whether p names a file under the table's data/ in
+// one clean form: no "..", "./" or "//", so the name cleanup lists is the
+// name every version references.
+func dataPathOK(p string) bool {
+	return strings.HasPrefix(p, "data/") && !strings.Contains(p, "..") && path.Clean(p) == p
 }
 
 // Encode renders the manifest in its table's format: a Lance manifest
