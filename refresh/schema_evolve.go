@@ -125,16 +125,18 @@ func (e *Engine) rewrittenReads(ctx context.Context, v *View, src *table.Table, 
 			}
 			// Data files are never changed: a column in the same file
 			// holds the same values.
-			op, _, ook, err := pf.FieldFile(oi[0])
+			op, oc, ook, err := pf.FieldFile(oi[0])
 			if err != nil {
 				return "", err
 			}
-			np, _, nok, err := f.FieldFile(ni[0])
+			np, nc, nok, err := f.FieldFile(ni[0])
 			if err != nil {
 				return "", err
 			}
-			if op != np || ook != nok {
-				return fmt.Sprintf("column %q of source fragment %d was rewritten in place since version %d (another writer's alter_columns)", name, f.ID, from), nil
+			// Another file, or another column of the same file (a
+			// column dropped and another renamed to its name).
+			if op != np || oc != nc || ook != nok {
+				return fmt.Sprintf("column %q of source fragment %d was rewritten in place since version %d (another writer's alter_columns, or a column dropped and another renamed to its name)", name, f.ID, from), nil
 			}
 		}
 	}

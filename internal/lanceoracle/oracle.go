@@ -486,6 +486,12 @@ func (o *Oracle) AlterColumns(t testing.TB, dir string, types map[string]string)
 	o.must(t, withSets([]string{"alter-columns", dir}, types)...)
 }
 
+// RenameColumn has LanceDB rename column from to to.
+func (o *Oracle) RenameColumn(t testing.TB, dir, from, to string) {
+	t.Helper()
+	o.must(t, "alter-columns", dir, "--set", from+"=rename:"+to)
+}
+
 // AddNullColumn adds a nullable column of type typ (int64, float64 or
 // utf8) without data: no data file holds it, every row reads null.
 func (o *Oracle) AddNullColumn(t testing.TB, dir, name, typ string) {

@@ -11,7 +11,7 @@
 //   node oracle.mjs versions <dataset_dir>
 //   node oracle.mjs add-columns  <dataset_dir> --set name=SQLEXPR [--set ...] | --field name=int64|float64|utf8   (--field: a column of nulls, no data)
 //   node oracle.mjs drop-columns <dataset_dir> --columns a,b
-//   node oracle.mjs alter-columns <dataset_dir> --set path=TYPE [--set ...]   (a new data type: int64, float64, …)
+//   node oracle.mjs alter-columns <dataset_dir> --set path=TYPE [--set ...]   (a new data type: int64, float64, …; rename:NAME renames)
 //   node oracle.mjs optimize     <dataset_dir> [--cleanup]   (compaction; keeps old versions unless --cleanup; prints the stats JSON)
 //   node oracle.mjs clone        <dataset_dir> <source_dataset_dir> [--at VERSION]   (a shallow clone: base paths)
 //   node oracle.mjs create-index <dataset_dir> --column c [--type btree|bitmap|ivf_pq]   (prints listIndices JSON)
@@ -350,8 +350,10 @@ async function cmdAlterColumns(pos, flags) {
   const types = { int64: new arrow.Int64(), float64: new arrow.Float64(), int32: new arrow.Int32(), float32: new arrow.Float32() };
   const alts = flags.set.map((s) => {
     const i = s.indexOf("=");
-    if (i <= 0 || !types[s.slice(i + 1)]) usage(`bad --set ${s}`);
-    return { path: s.slice(0, i), dataType: types[s.slice(i + 1)] };
+    const v = s.slice(i + 1);
+    if (i > 0 && v.startsWith("rename:") && v.length > 7) return { path: s.slice(0, i), rename: v.slice(7) };
+    if (i <= 0 || !types[v]) usage(`bad --set ${s}`);
+    return { path: s.slice(0, i), dataType: types[v] };
   });
   const t = await openTable(dir);
   process.stdout.write(`${JSON.stringify(await t.alterColumns(alts))}\n`);
