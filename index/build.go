@@ -233,10 +233,10 @@ func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frag
 				if err != nil {
 					return err
 				}
-				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, fileKey(t, im.UUID, f.ID, f.Key()), data); err != nil && !errors.Is(err, table.ErrExists) {
+				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, fileKey(t, im.UUID, f.ID, contentKey(f)), data); err != nil && !errors.Is(err, table.ErrExists) {
 					return err
 				}
-				out[i] = Covered{ID: f.ID, Path: f.Key(), Rows: f.Rows, Bytes: int64(len(data))}
+				out[i] = Covered{ID: f.ID, Path: contentKey(f), Rows: f.Rows, Bytes: int64(len(data))}
 				if sf, ok := v.(*scalarFile); ok {
 					sf.keyRange(&out[i])
 				}
@@ -337,7 +337,7 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		}
 		now := make(map[uint32]string, len(lm.Fragments))
 		for _, f := range lm.Fragments {
-			now[f.ID] = f.Key()
+			now[f.ID] = contentKey(f)
 		}
 		next := *cur
 		next.Fragments = nil

@@ -123,10 +123,11 @@ type Params struct {
 func fileKey(t *table.Table, uuid string, frag uint32, content string) string {
 	files, del, _ := strings.Cut(content, "#")
 	name := fmt.Sprintf("frag-%d", frag)
-	if strings.Contains(files, "+") {
-		// A fragment of several data files (table.Fragment.Key): another
-		// writer may rewrite a column under the same id and deletion
-		// file, so the files are part of the name.
+	if strings.ContainsAny(files, "+@") {
+		// A fragment of several data files (table.Fragment.Key), or whose
+		// columns are not its file's in order (contentKey): another
+		// writer may rewrite, drop or rename a column under the same id
+		// and deletion file, so the content is part of the name.
 		sum := sha256.Sum256([]byte(files))
 		name += "-f" + hex.EncodeToString(sum[:8])
 	}
@@ -357,11 +358,32 @@ func Drop(ctx context.Context, t *table.Table, name string) error {
 	}
 }
 
+// contentKey is what an index of fragment f was built from: its data and
+// deletion files (table.Fragment.Key) and, where its columns are not its
+// data file's in order (a column map or parts: a dropped, renamed, added
+// or rewritten column), how the schema's fields map to the file columns.
+// A drop of one column and a rename of another to its name keep the
+// files and change which column a name reads: the index of the name no
+// longer covers the fragment.
+func contentKey(f table.Fragment) string {
+	k := f.Key()
+	if f.Parts == "" && f.Columns == "" {
+		return k
+	}
+	files, del, hasDel := strings.Cut(k, "#")
+	files += "@" + f.Parts + ";" + string(f.Columns)
+	if hasDel {
+		return files + "#" + del
+	}
+	return files
+}
+
 // covers answers the covered entry of fragment f, if the index covers
-// that exact data file.
+// that exact data file and layout.
 func (m *Meta) covers(f table.Fragment) (Covered, bool) {
+	key := contentKey(f)
 	for _, c := range m.Fragments {
-		if c.ID == f.ID && c.Path == f.Key() {
+		if c.ID == f.ID && c.Path == key {
 			return c, true
 		}
 	}
