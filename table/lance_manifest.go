@@ -244,7 +244,7 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 			}
 			for c, n := range fl {
 				for j := 0; j < n && !used[c]; j++ {
-					df.Fields = append(df.Fields, lanceTombstone)
+					df.Fields = append(df.Fields, dataset.FieldAbsent)
 					df.ColumnIndices = append(df.ColumnIndices, base[c]+int32(j))
 				}
 			}
@@ -346,10 +346,6 @@ func (m *Manifest) lanceTransaction(pm *tablepb.Manifest) *tablepb.Transaction {
 
 // sameFragment reports whether a and b are the same fragment unchanged:
 // the same file, rows and deletions.
-// lanceTombstone is Lance's field id for a data file column no field of
-// the schema uses.
-const lanceTombstone = -2
-
 // sameData reports whether two versions' fragments hold the same rows in
 // the same files: the same ids, data files, row counts and deletion
 // files (how their columns map to the schema may differ).
@@ -600,7 +596,7 @@ func carriedMap(mp fragMaps, fields []*filepb.Field, df *tablepb.DataFile) error
 		}
 	}
 	for _, id := range ids[len(leaves):] {
-		if id != lanceTombstone {
+		if id != dataset.FieldAbsent {
 			return fmt.Errorf("data file %s holds field id %d the schema lacks", df.GetPath(), id)
 		}
 	}
