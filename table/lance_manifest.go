@@ -344,8 +344,6 @@ func (m *Manifest) lanceTransaction(pm *tablepb.Manifest) *tablepb.Transaction {
 	return dataset.Update(p.Version, removed, updated, added, nil)
 }
 
-// sameFragment reports whether a and b are the same fragment unchanged:
-// the same file, rows and deletions.
 // sameData reports whether two versions' fragments hold the same rows in
 // the same files: the same ids, data files, row counts and deletion
 // files (how their columns map to the schema may differ).
@@ -367,6 +365,8 @@ func sameData(a, b []Fragment) bool {
 	return true
 }
 
+// sameFragment reports whether a and b are the same fragment unchanged:
+// the same file, rows and deletions.
 func sameFragment(a, b Fragment) bool {
 	return a.Path == b.Path && a.Rows == b.Rows && a.DeletedRows == b.DeletedRows &&
 		a.DeletionID == b.DeletionID && a.DeletionReadVersion == b.DeletionReadVersion && a.Columns == b.Columns &&
