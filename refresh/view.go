@@ -77,11 +77,11 @@ func NewEngineWith(cat *table.Catalog, opts EngineOptions) *Engine {
 }
 
 // cpuSlot waits for one of the engine's CPUItems tokens (or ctx) and
-// returns its release and how long it waited.
-func (e *Engine) cpuSlot(ctx context.Context) (func(), time.Duration, error) {
+// answers how long it waited; releaseCPU gives the token back.
+func (e *Engine) cpuSlot(ctx context.Context) (time.Duration, error) {
 	select {
 	case e.cpu <- struct{}{}:
-		return e.releaseCPU, 0, nil
+		return 0, nil
 	default:
 	}
 	if e.cpuWaitHook != nil {
@@ -90,9 +90,9 @@ func (e *Engine) cpuSlot(ctx context.Context) (func(), time.Duration, error) {
 	t0 := time.Now()
 	select {
 	case e.cpu <- struct{}{}:
-		return e.releaseCPU, time.Since(t0), nil
+		return time.Since(t0), nil
 	case <-ctx.Done():
-		return nil, time.Since(t0), context.Cause(ctx)
+		return time.Since(t0), context.Cause(ctx)
 	}
 }
 
@@ -115,7 +115,7 @@ type cpuHoldKey struct{}
 // holdCPU takes a token for a work item (waiting as cpuSlot does) and
 // answers ctx carrying the hold, for the item's user-code calls.
 func (e *Engine) holdCPU(ctx context.Context) (context.Context, *cpuHold, time.Duration, error) {
-	_, waited, err := e.cpuSlot(ctx) // the hold gives it back (releaseCPU)
+	waited, err := e.cpuSlot(ctx)
 	if err != nil {
 		return ctx, nil, waited, err
 	}
@@ -144,7 +144,7 @@ func leaveCPU(ctx context.Context) func() error {
 		if h.out > 0 || h.held {
 			return nil
 		}
-		if _, _, err := h.e.cpuSlot(ctx); err != nil {
+		if _, err := h.e.cpuSlot(ctx); err != nil {
 			return err
 		}
 		h.held = true
