@@ -82,6 +82,10 @@ type fragMaps struct {
 	// Path is the fragment's data file the map is of (absent in maps
 	// written before it was recorded).
 	Path string `json:"path,omitempty"`
+	// Parts marks a fragment mvq wrote with a layout of parts (another
+	// writer's files: lanceFiles lists only the fields' columns, not the
+	// unused ones), whose layout is read from the manifest's listing.
+	Parts bool `json:"parts,omitempty"`
 }
 
 // formatCounts and parseCounts render leaf counts as "1,3,1".
@@ -201,6 +205,15 @@ func (m *Manifest) encodeLance() ([]byte, error) {
 		if f.Parts != "" {
 			if files, err = lanceFiles(f, df, leafIDs); err != nil {
 				return nil, fmt.Errorf("manifest: %w", err)
+			}
+			if len(files) == 1 {
+				// One file that may hold columns the listing leaves out
+				// (a dropped last column): a reader must not take it as
+				// the schema's own layout.
+				if facts.Maps == nil {
+					facts.Maps = map[string]fragMaps{}
+				}
+				facts.Maps[strconv.FormatUint(uint64(f.ID), 10)] = fragMaps{Path: f.Path, Parts: true}
 			}
 		} else if cols == nil {
 			col := int32(0)
@@ -483,9 +496,10 @@ func decodeLance(b []byte) (*Manifest, error) {
 		}
 		mp, mapped := facts.Maps[strconv.FormatUint(fr.GetId(), 10)]
 		switch {
-		case len(fr.GetFiles()) > 1:
-			// Several data files (a LanceDB Merge): the layout is in the
-			// manifest, whoever wrote the version.
+		case len(fr.GetFiles()) > 1, mapped && mp.Parts && mp.Path == f.Path:
+			// Several data files (a LanceDB Merge), or one that mvq
+			// wrote with a layout of parts (its listing names only the
+			// fields' columns): the layout is in the manifest.
 			if err := lanceLayout(&f, fr, pm.GetFields()); err != nil {
 				return nil, fmt.Errorf("manifest: fragment %d: %w", fr.GetId(), err)
 			}
