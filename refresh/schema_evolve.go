@@ -84,9 +84,11 @@ func (e *Engine) sourceSchemaProblem(ctx context.Context, v *View, src *table.Ta
 // rewrittenReads answers why a column view v reads may hold other values
 // in a fragment the source kept since version from: the column now sits
 // in another data file of that fragment (LanceDB's alter_columns writes
-// a cast column to a new file under the same fragment id). "" when no
-// such column moved; nothing is read when neither version has a fragment
-// of several files or columns out of order.
+// a cast column to a new file under the same fragment id) or in another
+// column of its file (a drop and a rename to the dropped name, a swap of
+// two names). "" when no such column moved; nothing is compared when the
+// schema is the same and neither version has a fragment of several files
+// or columns out of order.
 func (e *Engine) rewrittenReads(ctx context.Context, v *View, src *table.Table, from uint64, to *table.Manifest) (string, error) {
 	layered := func(m *table.Manifest) bool {
 		return slices.ContainsFunc(m.Fragments, func(f table.Fragment) bool { return f.Parts != "" || f.Extra != "" })
@@ -98,8 +100,8 @@ func (e *Engine) rewrittenReads(ctx context.Context, v *View, src *table.Table, 
 	if err != nil {
 		return "", nil // the caller's change detection answers for a lost version
 	}
-	if !layered(old) && !layered(to) {
-		return "", nil
+	if !layered(old) && !layered(to) && old.Schema == to.Schema {
+		return "", nil // the same schema over files in the schema's order
 	}
 	os, err := old.ArrowSchema()
 	if err != nil {
@@ -134,9 +136,12 @@ func (e *Engine) rewrittenReads(ctx context.Context, v *View, src *table.Table, 
 				return "", err
 			}
 			// Another file, or another column of the same file (a
-			// column dropped and another renamed to its name).
-			if op != np || oc != nc || ook != nok {
-				return fmt.Sprintf("column %q of source fragment %d was rewritten in place since version %d (another writer's alter_columns, or a column dropped and another renamed to its name)", name, f.ID, from), nil
+			// column dropped and another renamed to its name, two names
+			// swapped). A layout of parts numbers leaf columns, the
+			// others top-level ones: a change between the two counts as
+			// a move.
+			if op != np || oc != nc || ook != nok || (pf.Parts == "") != (f.Parts == "") {
+				return fmt.Sprintf("column %q of source fragment %d reads other data since version %d (a column rewritten in place, or dropped or renamed and another renamed to its name)", name, f.ID, from), nil
 			}
 		}
 	}

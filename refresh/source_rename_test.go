@@ -1,6 +1,7 @@
 package refresh
 
 import (
+	"context"
 	"net/url"
 	"testing"
 
@@ -43,4 +44,61 @@ func TestLanceDBDropAndRenameRefreshesFull(t *testing.T) {
 			t.Fatalf("view %v, a fresh view %v", got, want)
 		}
 	}
+}
+
+// sameAsFreshQueryView refreshes query view id and compares it with a new
+// view of sql refreshed from scratch; the refresh must be full.
+func sameAsFreshQueryView(t *testing.T, b *bundle, id []string, sql string, name string) {
+	t.Helper()
+	p, _ := b.refresh(t, id, "r2", Options{})
+	if p.Mode != ModeFull {
+		t.Fatalf("%s: refresh mode %s, want full", name, p.Mode)
+	}
+	got := b.rows(t, id)
+	fresh := b.create(t, "q2", CreateRequest{Kind: "query", SourceQuery: sql})
+	b.refresh(t, fresh, "f1", Options{})
+	want := b.rows(t, fresh)
+	if len(got) != len(want) {
+		t.Fatalf("%s: view %v, a fresh view %v", name, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: view %v, a fresh view %v", name, got, want)
+		}
+	}
+}
+
+// TestMvqSwapRenameRefreshesFull: mvq swaps the names of two source
+// columns (plain fragments, no column map): the view's column now reads
+// the other column, so the next refresh is full and equals a new view.
+func TestMvqSwapRenameRefreshesFull(t *testing.T) {
+	b := setup(t, table.Options{Format: table.FormatLance})
+	src := b.source(t, frag0)
+	sql := `SELECT id, title FROM "docs$articles"`
+	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: sql})
+	b.refresh(t, id, "r1", Options{})
+	x, y := "lang", "title"
+	if _, err := src.AlterColumns(context.Background(), []table.Alteration{{Field: "a0", Path: "title", Rename: &x}, {Field: "a1", Path: "lang", Rename: &y}}); err != nil {
+		t.Fatal(err)
+	}
+	sameAsFreshQueryView(t, b, id, sql, "swap")
+}
+
+// TestMvqDropAndRenameRefreshesFull: mvq drops a column a view reads and
+// renames another to its name; the next refresh is full and equals a new
+// view.
+func TestMvqDropAndRenameRefreshesFull(t *testing.T) {
+	b := setup(t, table.Options{Format: table.FormatLance})
+	src := b.source(t, frag0)
+	sql := `SELECT id, title FROM "docs$articles"`
+	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: sql})
+	b.refresh(t, id, "r1", Options{})
+	if _, err := src.DropColumns(context.Background(), []string{"title"}); err != nil {
+		t.Fatal(err)
+	}
+	y := "title"
+	if _, err := src.AlterColumns(context.Background(), []table.Alteration{{Field: "a1", Path: "lang", Rename: &y}}); err != nil {
+		t.Fatal(err)
+	}
+	sameAsFreshQueryView(t, b, id, sql, "drop+rename")
 }

@@ -197,7 +197,13 @@ func fragmentVectors(ctx context.Context, t *table.Table, f table.Fragment, col,
 	// cached.
 	key := ""
 	if inFile {
-		key = t.Location() + "\x00" + f.Key() + "\x00" + path + "\x00" + strconv.Itoa(int(fcol))
+		// A layout of parts numbers leaf columns, the others top-level
+		// ones: the unit is part of the key.
+		unit := "c"
+		if f.Parts != "" {
+			unit = "p"
+		}
+		key = t.Location() + "\x00" + f.Key() + "\x00" + path + "\x00" + unit + strconv.Itoa(int(fcol))
 	}
 	cache := t.Catalog().DecodedCache()
 	if c, ok := cache.Get(key); ok && key != "" {
