@@ -26,6 +26,11 @@ func TestLanceDBDropAndRenameRefreshesFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if u.Scheme != "file" {
+		// make test-s3 runs this package on S3; the LanceDB oracle here
+		// writes a local dataset (make test runs this on file://).
+		t.Skip("LanceDB changes the source on a local warehouse only")
+	}
 	o.DropColumns(t, u.Path, "title")
 	o.RenameColumn(t, u.Path, "lang", "title")
 	p, _ := b.refresh(t, id, "r2", Options{})
