@@ -138,9 +138,10 @@ func (e *Engine) rewrittenReads(ctx context.Context, v *View, src *table.Table, 
 			// Another file, or another column of the same file (a
 			// column dropped and another renamed to its name, two names
 			// swapped). A layout of parts numbers leaf columns, the
-			// others top-level ones: a change between the two counts as
-			// a move.
-			if op != np || oc != nc || ook != nok || (pf.Parts == "") != (f.Parts == "") {
+			// others top-level ones; they agree up to the first struct
+			// (a LanceDB drop of any column turns a fragment into parts,
+			// which must not refresh every view whole).
+			if op != np || oc != nc || ook != nok {
 				return fmt.Sprintf("column %q of source fragment %d reads other data since version %d (a column rewritten in place, or dropped or renamed and another renamed to its name)", name, f.ID, from), nil
 			}
 		}
