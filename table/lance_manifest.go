@@ -369,9 +369,7 @@ func sameData(a, b []Fragment) bool {
 		byID[f.ID] = f
 	}
 	for _, f := range b {
-		o, ok := byID[f.ID]
-		if !ok || o.Path != f.Path || o.Extra != f.Extra || o.Rows != f.Rows || o.DeletedRows != f.DeletedRows ||
-			o.DeletionID != f.DeletionID || o.DeletionReadVersion != f.DeletionReadVersion {
+		if o, ok := byID[f.ID]; !ok || !sameFiles(o, f) {
 			return false
 		}
 	}
