@@ -298,7 +298,7 @@ func (s *Server) vectorIndex(ctx context.Context, t *table.Table, vq *vector.Que
 	if req.BypassVectorIndex != nil && *req.BypassVectorIndex {
 		return nil
 	}
-	im, err := index.ForVector(ctx, t, vq.Column, vq.Metric)
+	im, err := index.ForVector(ctx, t, vq.Version, vq.Column, vq.Metric)
 	if err != nil || im == nil {
 		return err
 	}

@@ -171,6 +171,9 @@ func Create(ctx context.Context, t *table.Table, spec Spec) (*Meta, error) {
 		Version: m.Version, CreatedAt: time.Now().UTC().Truncate(time.Millisecond), Format: FormatVersion,
 		Fragments: []Covered{},
 	}
+	if id, ok := m.FieldIDAt(col); ok {
+		im.FieldID = &id
+	}
 	im.kind, _ = keyKind(im.Column, schema.Field(col).Type)
 	im.Params.NoPositions = spec.Type == Inverted && spec.NoPositions
 	if spec.Type == IVFFlat || spec.Type == IVFPQ {
@@ -233,7 +236,7 @@ func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frag
 				if err != nil {
 					return err
 				}
-				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, fileKey(t, im.UUID, f.ID, contentKey(f)), data); err != nil && !errors.Is(err, table.ErrExists) {
+				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, fileKey(t, im.UUID, im.FieldID, f.ID, contentKey(f)), data); err != nil && !errors.Is(err, table.ErrExists) {
 					return err
 				}
 				out[i] = Covered{ID: f.ID, Path: contentKey(f), Rows: f.Rows, Bytes: int64(len(data))}
@@ -296,11 +299,21 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		return 0, errs.Errorf(errs.CodeTableColumnNotFound, "index %q: column %q is gone", name, im.Column)
 	}
 	im.kind, _ = keyKind(im.Column, schema.Field(idx[0]).Type)
+	// The column of that name is another field now (a swap of two names,
+	// a drop and a rename to the dropped name): build every fragment
+	// again, for the new field, under file names of its own.
+	refield := !im.sameField(m, schema)
+	if refield {
+		b := *im
+		id, _ := m.FieldIDAt(idx[0])
+		b.FieldID = &id
+		im = &b
+	}
 	var todo []table.Fragment
 	live := map[uint32]bool{}
 	for _, f := range m.Fragments {
 		live[f.ID] = true
-		if _, ok := im.covers(f); !ok {
+		if _, ok := im.covers(f); !ok || refield {
 			todo = append(todo, f)
 		}
 	}
@@ -321,20 +334,24 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if cur == nil || cur.Dropped || cur.UUID != im.UUID {
-			// Replaced or dropped: this build's files go with it.
+		lm, err := t.Load(ctx, 0)
+		if err != nil {
+			return 0, err
+		}
+		if cur == nil || cur.Dropped || cur.UUID != im.UUID || !im.sameField(lm, nil) {
+			// Replaced or dropped, or the column's field changed again
+			// since this build read the table: this build's files go with
+			// it (the next extension builds for the newest field).
 			for _, c := range added {
-				_ = wh.Delete(context.WithoutCancel(ctx), fileKey(t, im.UUID, c.ID, c.Path))
+				_ = wh.Delete(context.WithoutCancel(ctx), fileKey(t, im.UUID, im.FieldID, c.ID, c.Path))
 			}
 			return 0, nil
 		}
 		// Liveness from the newest table version, read after the newest
 		// definition: a fragment gone there is gone for good (ids are not
-		// reused), so no later definition can name it again.
-		lm, err := t.Load(ctx, 0)
-		if err != nil {
-			return 0, err
-		}
+		// reused), so no later definition can name it again. A
+		// definition built for another field keeps none of its fragments.
+		keep := sameID(cur.FieldID, im.FieldID)
 		now := make(map[uint32]string, len(lm.Fragments))
 		for _, f := range lm.Fragments {
 			now[f.ID] = contentKey(f)
@@ -344,7 +361,7 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		have := map[uint32]bool{}
 		var removed []Covered
 		for _, c := range cur.Fragments {
-			if p, ok := now[c.ID]; ok && p == c.Path {
+			if p, ok := now[c.ID]; ok && p == c.Path && keep {
 				next.Fragments = append(next.Fragments, c)
 				have[c.ID] = true
 			} else {
@@ -372,6 +389,7 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 			next.Fragments = []Covered{}
 		}
 		next.Version = max(cur.Version, m.Version)
+		next.FieldID = im.FieldID
 		err = commitDef(ctx, t, &next)
 		if errors.Is(err, errDefRace) && attempt < maxDefAttempts {
 			continue
@@ -381,10 +399,15 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		}
 		kept := make(map[string]bool, len(next.Fragments))
 		for _, c := range next.Fragments {
-			kept[fileKey(t, im.UUID, c.ID, c.Path)] = true
+			kept[fileKey(t, im.UUID, next.FieldID, c.ID, c.Path)] = true
 		}
-		for _, c := range append(removed, unused...) {
-			if k := fileKey(t, im.UUID, c.ID, c.Path); !kept[k] {
+		for _, c := range removed {
+			if k := fileKey(t, im.UUID, cur.FieldID, c.ID, c.Path); !kept[k] {
+				_ = wh.Delete(context.WithoutCancel(ctx), k)
+			}
+		}
+		for _, c := range unused {
+			if k := fileKey(t, im.UUID, im.FieldID, c.ID, c.Path); !kept[k] {
 				_ = wh.Delete(context.WithoutCancel(ctx), k)
 			}
 		}
@@ -427,4 +450,9 @@ func Maintain(ctx context.Context, t *table.Table, m *table.Manifest) {
 	if err := ExtendAll(ctx, t); err != nil {
 		slog.WarnContext(ctx, "index: extend after a commit", "table", table.JoinID(t.ID()), "version", m.Version, "err", err)
 	}
+}
+
+// sameID reports whether two field ids (nil: not recorded) are the same.
+func sameID(a, b *int32) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }

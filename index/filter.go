@@ -37,7 +37,7 @@ func Select(ctx context.Context, t *table.Table, m *table.Manifest, schema *arro
 	}
 	byCol := map[string]*Meta{}
 	for _, im := range metas {
-		if im.Type != BTree && im.Type != Bitmap {
+		if im.Type != BTree && im.Type != Bitmap || !im.sameField(m, schema) {
 			continue
 		}
 		if cur := byCol[im.Column]; cur == nil || cur.Type == Bitmap && im.Type == BTree {
@@ -320,7 +320,7 @@ func (p *pred) eval(ctx context.Context, t *table.Table, f table.Fragment) ([]ui
 		if _, ok := p.meta.covers(f); !ok {
 			return nil, false, nil
 		}
-		sf, found, err := readFile[scalarFile](ctx, t, fileKey(t, p.meta.UUID, f.ID, contentKey(f)))
+		sf, found, err := readFile[scalarFile](ctx, t, fileKey(t, p.meta.UUID, p.meta.FieldID, f.ID, contentKey(f)))
 		if err != nil || !found {
 			return nil, false, err
 		}

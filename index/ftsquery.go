@@ -108,7 +108,7 @@ func SearchText(ctx context.Context, t *table.Table, q FTSQuery) (arrow.RecordBa
 	}
 	e := &ftsEval{t: t, m: m, schema: schema, cols: map[string]*ftsColumn{}}
 	for _, x := range metas {
-		if x.Type != Inverted || len(schema.FieldIndices(x.Column)) == 0 {
+		if x.Type != Inverted || len(schema.FieldIndices(x.Column)) == 0 || !x.sameField(m, schema) {
 			continue
 		}
 		if _, dup := e.cols[x.Column]; dup {
@@ -342,7 +342,7 @@ func (e *ftsEval) load(ctx context.Context, c string) (*ftsColumn, error) {
 		var ff *ftsFile
 		if fc.im != nil {
 			if _, ok := fc.im.covers(f); ok {
-				got, found, err := readFile[ftsFile](ctx, e.t, fileKey(e.t, fc.im.UUID, f.ID, contentKey(f)))
+				got, found, err := readFile[ftsFile](ctx, e.t, fileKey(e.t, fc.im.UUID, fc.im.FieldID, f.ID, contentKey(f)))
 				if err != nil {
 					return nil, err
 				}

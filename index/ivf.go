@@ -324,7 +324,7 @@ func (p *Probe) Rows(ctx context.Context, f table.Fragment) ([]uint32, bool, err
 	if _, ok := p.im.covers(f); !ok {
 		return nil, false, nil
 	}
-	ff, found, err := readFile[ivfFile](ctx, p.t, fileKey(p.t, p.im.UUID, f.ID, contentKey(f)))
+	ff, found, err := readFile[ivfFile](ctx, p.t, fileKey(p.t, p.im.UUID, p.im.FieldID, f.ID, contentKey(f)))
 	if err != nil || !found {
 		return nil, false, err
 	}
@@ -341,20 +341,22 @@ func (p *Probe) Rows(ctx context.Context, f table.Fragment) ([]uint32, bool, err
 }
 
 // ForVector finds the IVF index on column (""; the table's only vector
-// column) built for metric ("": l2); nil when there is none.
-func ForVector(ctx context.Context, t *table.Table, column, metric string) (*Meta, error) {
+// column) of version ("0": the latest) built for metric ("": l2); nil
+// when there is none (or the column of that name is not the field the
+// index was built over: sameField).
+func ForVector(ctx context.Context, t *table.Table, version uint64, column, metric string) (*Meta, error) {
 	metas, err := List(ctx, t)
-	if err != nil {
+	if err != nil || len(metas) == 0 {
 		return nil, err
 	}
 	if metric == "" {
 		metric = "l2"
 	}
+	m, schema, err := t.LoadSchema(ctx, version)
+	if err != nil {
+		return nil, err
+	}
 	if column == "" {
-		_, schema, err := t.LoadSchema(ctx, 0)
-		if err != nil {
-			return nil, err
-		}
 		for _, f := range schema.Fields() {
 			if _, ok := vectorDim(f.Type); ok {
 				if column != "" {
@@ -365,7 +367,7 @@ func ForVector(ctx context.Context, t *table.Table, column, metric string) (*Met
 		}
 	}
 	for _, im := range metas {
-		if (im.Type == IVFFlat || im.Type == IVFPQ) && im.Column == column && im.Metric == metric {
+		if (im.Type == IVFFlat || im.Type == IVFPQ) && im.Column == column && im.Metric == metric && im.sameField(m, schema) {
 			return im, nil
 		}
 	}

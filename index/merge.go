@@ -34,7 +34,7 @@ func KeyIndexFor(ctx context.Context, t *table.Table, m *table.Manifest, column 
 	}
 	var im *Meta
 	for _, x := range metas {
-		if x.Column == column && (x.Type == BTree || x.Type == Bitmap && im == nil) {
+		if x.Column == column && (x.Type == BTree || x.Type == Bitmap && im == nil) && x.sameField(m, nil) {
 			im = x
 		}
 	}
@@ -82,7 +82,7 @@ func (ki *keyIndex) Match(ctx context.Context, f table.Fragment) ([]uint32, []in
 	if !ki.mayHold(cov) {
 		return nil, nil, true, nil // no input key within the fragment's keys
 	}
-	sf, found, err := readFile[scalarFile](ctx, ki.t, fileKey(ki.t, ki.im.UUID, f.ID, contentKey(f)))
+	sf, found, err := readFile[scalarFile](ctx, ki.t, fileKey(ki.t, ki.im.UUID, ki.im.FieldID, f.ID, contentKey(f)))
 	if err != nil || !found {
 		return nil, nil, false, err
 	}

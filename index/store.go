@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow"
 	"os"
 	"regexp"
 	"slices"
@@ -92,6 +93,14 @@ type Meta struct {
 	CreatedAt time.Time `json:"created_at"`
 	Format    int       `json:"index_version"`
 	Fragments []Covered `json:"fragments"`
+	// FieldID is the Lance field id of Column in the version the index
+	// was built over: a field keeps its id through renames, so where the
+	// column of that name has another id now (a swap of two names, a drop
+	// and a rename to the dropped name), the index holds another
+	// column's values and is not used (sameField) until an extension
+	// builds it again. nil for an index built before field ids were
+	// recorded, or over a version that did not know them.
+	FieldID *int32 `json:"field_id,omitempty"`
 	// CentroidBytes is the size of the IVF centroids file.
 	CentroidBytes int64 `json:"centroid_bytes,omitempty"`
 	// Dropped marks a tombstone: the index was dropped.
@@ -120,9 +129,14 @@ type Params struct {
 // with a deletion file has live rows of their own, so each deletion file
 // gets its own index file (frag-<id>-<read version>-<deletion id>.idx); a
 // fragment without one keeps the first layout's name.
-func fileKey(t *table.Table, uuid string, frag uint32, content string) string {
+func fileKey(t *table.Table, uuid string, field *int32, frag uint32, content string) string {
 	files, del, _ := strings.Cut(content, "#")
 	name := fmt.Sprintf("frag-%d", frag)
+	if field != nil {
+		// An index built again for another field under the same name
+		// (sameField) does not meet the old build's files.
+		name += fmt.Sprintf("-i%d", *field)
+	}
 	if strings.ContainsAny(files, "+@") {
 		// A fragment of several data files (table.Fragment.Key), or whose
 		// columns are not its file's in order (contentKey): another
@@ -390,10 +404,39 @@ func (m *Meta) covers(f table.Fragment) (Covered, bool) {
 	return Covered{}, false
 }
 
+// fieldIn answers the Lance field id of the column of that name in
+// version man (schema: its decoded schema, nil to decode it); ok is
+// false where the column is gone or man does not know ids.
+func fieldIn(man *table.Manifest, schema *arrow.Schema, column string) (int32, bool) {
+	if schema == nil {
+		var err error
+		if schema, err = man.ArrowSchema(); err != nil {
+			return 0, false
+		}
+	}
+	idx := schema.FieldIndices(column)
+	if len(idx) == 0 {
+		return 0, false
+	}
+	return man.FieldIDAt(idx[0])
+}
+
+// sameField reports whether the index's column is, in version man
+// (schema: its decoded schema, or nil), the field it was built over; an
+// index or version that does not know field ids is taken as the same.
+func (m *Meta) sameField(man *table.Manifest, schema *arrow.Schema) bool {
+	if m.FieldID == nil {
+		return true
+	}
+	id, ok := fieldIn(man, schema, m.Column)
+	return !ok || id == *m.FieldID
+}
+
 // Coverage counts the rows of version man the index covers and not.
 func (m *Meta) Coverage(man *table.Manifest) (indexed, unindexed int64) {
+	same := m.sameField(man, nil)
 	for _, f := range man.Fragments {
-		if _, ok := m.covers(f); ok {
+		if _, ok := m.covers(f); ok && same {
 			indexed += f.Rows
 		} else {
 			unindexed += f.Rows

@@ -270,3 +270,16 @@ func refuseStableRowIDs(id []string, m *Manifest, op string) error {
 	}
 	return errs.Errorf(errs.CodeUnsupported, "%s uses Lance stable row ids, which mvq does not write yet: %s through mvq is refused (it would drop the row ids); write with LanceDB, read and refresh views through mvq", JoinID(id), op)
 }
+
+// FieldIDAt answers the Lance field id of the schema's top-level field i
+// in version m: a field keeps its id through renames, so two versions
+// whose field of one name has different ids hold different columns under
+// that name (a swap of two names, a drop and a rename to the dropped
+// name). ok is false where m does not know (a version not read back from
+// its Lance manifest, or a field added in memory).
+func (m *Manifest) FieldIDAt(i int) (id int32, ok bool) {
+	if m == nil || m.carry == nil || i < 0 || i >= len(m.carry.ids) || len(m.carry.ids[i]) == 0 {
+		return 0, false
+	}
+	return m.carry.ids[i][0], true
+}
