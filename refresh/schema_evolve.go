@@ -84,9 +84,10 @@ func (e *Engine) sourceSchemaProblem(ctx context.Context, v *View, src *table.Ta
 // rewrittenReads answers why a column view v reads may hold other values
 // in a fragment the source kept since version from: the column now sits
 // in another data file of that fragment (LanceDB's alter_columns writes
-// a cast column to a new file under the same fragment id) or in another
-// column of its file (a drop and a rename to the dropped name, a swap of
-// two names). "" when no such column moved; nothing is compared when the
+// a cast column to a new file under the same fragment id), or the name
+// now names another column (a drop and a rename to the dropped name, a
+// swap of two names: another Lance field id; for versions without field
+// ids, another column of the file). "" when no such column moved; nothing is compared when the
 // schema is the same and neither version has a fragment of several files
 // or columns out of order.
 func (e *Engine) rewrittenReads(ctx context.Context, v *View, src *table.Table, from uint64, to *table.Manifest) (string, error) {
@@ -120,6 +121,16 @@ func (e *Engine) rewrittenReads(ctx context.Context, v *View, src *table.Table, 
 		if len(oi) != 1 || len(ni) != 1 {
 			continue // gone or renamed: sourceSchemaProblem's to answer
 		}
+		// Lance names a column's data by field id, which a column keeps
+		// through renames: another id under the name is another column (a
+		// column dropped and another renamed to its name, two names
+		// swapped), whatever file columns the fragments number.
+		oid, oidOK := old.FieldIDAt(oi[0])
+		nid, nidOK := to.FieldIDAt(ni[0])
+		ids := oidOK && nidOK
+		if ids && oid != nid {
+			return fmt.Sprintf("column %q of the source is another column since version %d (Lance field %d, then %d: a column dropped or renamed and another renamed to its name)", name, from, oid, nid), nil
+		}
 		for _, f := range to.Fragments {
 			pf, ok := prev[f.ID]
 			if !ok || pf.Path != f.Path {
@@ -135,13 +146,14 @@ func (e *Engine) rewrittenReads(ctx context.Context, v *View, src *table.Table, 
 			if err != nil {
 				return "", err
 			}
-			// Another file, or another column of the same file (a
-			// column dropped and another renamed to its name, two names
-			// swapped). A layout of parts numbers leaf columns, the
-			// others top-level ones; they agree up to the first struct
-			// (a LanceDB drop of any column turns a fragment into parts,
-			// which must not refresh every view whole).
-			if op != np || oc != nc || ook != nok {
+			// Another file (a column rewritten in place), or, where the
+			// versions do not know field ids, another column of the same
+			// file. A layout of parts numbers leaf columns, the others
+			// top-level ones (they agree up to the first struct), so with
+			// field ids the file column is not compared: a LanceDB drop of
+			// any column turns every fragment into parts, which must not
+			// refresh every view whole.
+			if op != np || ook != nok || !ids && oc != nc {
 				return fmt.Sprintf("column %q of source fragment %d reads other data since version %d (a column rewritten in place, or dropped or renamed and another renamed to its name)", name, f.ID, from), nil
 			}
 		}

@@ -3,7 +3,12 @@ package refresh
 import (
 	"context"
 	"net/url"
+	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/table"
@@ -106,4 +111,57 @@ func TestMvqDropAndRenameRefreshesFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameAsFreshQueryView(t, b, id, sql, "drop+rename")
+}
+
+// TestLanceDBDropAndRenameAfterStruct: as above with a struct column
+// before the ones a view reads. LanceDB's drop turns every fragment into
+// a layout of parts (leaf columns), where the old layout numbered
+// top-level columns; the renamed column's leaf number equals the dropped
+// column's top-level number, so comparing file columns alone saw no
+// move. Lance field ids tell the columns apart.
+func TestLanceDBDropAndRenameAfterStruct(t *testing.T) {
+	o := oracle.Need(t)
+	t.Parallel()
+	b := setup(t, table.Options{})
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+			arrow.Field{Name: "b", Type: arrow.PrimitiveTypes.Int64, Nullable: true}), Nullable: true},
+		{Name: "w", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "x", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "y", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, s, strings.NewReader(
+		`[{"id":1,"s":{"a":1,"b":2},"w":"w1","x":"x1","y":"y1"},{"id":2,"s":{"a":3,"b":4},"w":"w2","x":"x2","y":"y2"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	rdr, _ := array.NewRecordReader(s, []arrow.RecordBatch{rec})
+	src, _, err := b.cat.CreateTable(b.ctx, srcID, s, rdr, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql := `SELECT id, x FROM "docs$articles"`
+	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: sql})
+	b.refresh(t, id, "r1", Options{})
+	u, err := url.Parse(src.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Scheme != "file" {
+		t.Skip("LanceDB changes the source on a local warehouse only")
+	}
+	// A drop of a column the view does not read turns the fragments into
+	// parts too; the view's columns did not move.
+	o.DropColumns(t, u.Path, "y")
+	if p, _ := b.refresh(t, id, "r-y", Options{}); p.Mode == ModeFull {
+		t.Fatalf("refresh after LanceDB dropped a column the view does not read: mode %s", p.Mode)
+	}
+	o.DropColumns(t, u.Path, "x")
+	o.RenameColumn(t, u.Path, "w", "x")
+	sameAsFreshQueryView(t, b, id, sql, "LanceDB's drop and rename after a struct")
+	if got := b.rows(t, id); len(got) != 2 || !strings.Contains(got[0], "w1") {
+		t.Fatalf("view after the drop and rename: %v, want the values of w", got)
+	}
 }
