@@ -391,6 +391,49 @@ func load(s []byte) uint64 {
 // AppendEncode appends the compression of one string to dst: at each
 // position the longest symbol that matches, else an escaped byte.
 func (e *Encoder) AppendEncode(dst, s []byte) []byte {
+	// Where eight bytes remain, one load serves every comparison and the
+	// codes go to a buffer grown once (at most two bytes per input byte).
+	n := len(dst)
+	out := slices.Grow(dst, 2*len(s))[:n+2*len(s)]
+	i := 0
+	for i+8 <= len(s) {
+		v := binary.LittleEndian.Uint64(s[i:])
+		k := uint16(v)
+		if c := e.longHead[k]; c != 0 {
+			for ; c != 0; c = e.longNext[c-1] {
+				if v&masks[e.lens[c-1]] == e.syms[c-1] {
+					break
+				}
+			}
+			if c != 0 {
+				out[n] = c - 1
+				n++
+				i += int(e.lens[c-1])
+				continue
+			}
+		}
+		if c := e.two[k]; c != 0 {
+			out[n] = byte(c - 1)
+			n++
+			i += 2
+			continue
+		}
+		if c := e.one[byte(v)]; c != 0 {
+			out[n] = byte(c - 1)
+			n++
+			i++
+			continue
+		}
+		out[n], out[n+1] = Escape, byte(v)
+		n += 2
+		i++
+	}
+	return e.appendTail(out[:n], s[i:])
+}
+
+// appendTail is AppendEncode one position at a time, for the last bytes
+// of a string (and, in tests, the reference the fast loop must match).
+func (e *Encoder) appendTail(dst, s []byte) []byte {
 	for i := 0; i < len(s); {
 		rest := s[i:]
 		if len(rest) >= 2 {
