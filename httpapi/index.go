@@ -298,6 +298,15 @@ func (s *Server) vectorIndex(ctx context.Context, t *table.Table, vq *vector.Que
 	if req.BypassVectorIndex != nil && *req.BypassVectorIndex {
 		return nil
 	}
+	if vq.Version == 0 {
+		// The index is chosen for the version searched (its column may be
+		// another field in another version): the latest, read once.
+		m, err := t.Load(ctx, 0)
+		if err != nil {
+			return err
+		}
+		vq.Version = m.Version
+	}
 	im, err := index.ForVector(ctx, t, vq.Version, vq.Column, vq.Metric)
 	if err != nil || im == nil {
 		return err

@@ -300,12 +300,15 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 	}
 	im.kind, _ = keyKind(im.Column, schema.Field(idx[0]).Type)
 	// The column of that name is another field now (a swap of two names,
-	// a drop and a rename to the dropped name): build every fragment
-	// again, for the new field, under file names of its own.
-	refield := !im.sameField(m, schema)
+	// a drop and a rename to the dropped name), or the index was built
+	// before field ids were recorded (it may hold another column's values
+	// since): build every fragment again, for the column's field now,
+	// under file names of its own. An index built over a version that
+	// did not know ids is rebuilt once the table knows them.
+	id, known := m.FieldIDAt(idx[0])
+	refield := known && (im.FieldID == nil || *im.FieldID != id)
 	if refield {
 		b := *im
-		id, _ := m.FieldIDAt(idx[0])
 		b.FieldID = &id
 		im = &b
 	}
@@ -329,6 +332,9 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		return 0, err
 	}
 	wh := t.Catalog().Warehouse()
+	if beforeDefCommit != nil {
+		beforeDefCommit()
+	}
 	for attempt := 0; ; attempt++ {
 		cur, err := loadAny(ctx, t, name)
 		if err != nil {
@@ -341,9 +347,19 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		if cur == nil || cur.Dropped || cur.UUID != im.UUID || !im.sameField(lm, nil) {
 			// Replaced or dropped, or the column's field changed again
 			// since this build read the table: this build's files go with
-			// it (the next extension builds for the newest field).
+			// it (the next extension builds for the newest field), except
+			// those the definition names (another extension of the same
+			// build and field made the same file and committed it).
+			named := map[string]bool{}
+			if cur != nil && !cur.Dropped && cur.UUID == im.UUID {
+				for _, c := range cur.Fragments {
+					named[fileKey(t, cur.UUID, cur.FieldID, c.ID, c.Path)] = true
+				}
+			}
 			for _, c := range added {
-				_ = wh.Delete(context.WithoutCancel(ctx), fileKey(t, im.UUID, im.FieldID, c.ID, c.Path))
+				if k := fileKey(t, im.UUID, im.FieldID, c.ID, c.Path); !named[k] {
+					_ = wh.Delete(context.WithoutCancel(ctx), k)
+				}
 			}
 			return 0, nil
 		}
@@ -456,3 +472,7 @@ func Maintain(ctx context.Context, t *table.Table, m *table.Manifest) {
 func sameID(a, b *int32) bool {
 	return a == nil && b == nil || a != nil && b != nil && *a == *b
 }
+
+// beforeDefCommit, set by tests, runs between an extension's build and
+// its definition commit.
+var beforeDefCommit func()

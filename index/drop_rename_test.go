@@ -2,13 +2,18 @@ package index_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/index"
 	lancedb "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/table"
@@ -182,4 +187,191 @@ func mustLoad(t *testing.T, tb *table.Table) *table.Manifest {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestLegacyIndexRebuiltForItsField: an index written before field ids
+// were recorded (no field_id, file names without one) is built again,
+// for the column's field, by its next extension; after a swap of two
+// names (whose commit extends it) filters on the name answer from the
+// column that has it now.
+func TestLegacyIndexRebuiltForItsField(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	cat := lanceIndexCatalog(t, root)
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "y", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+	for i := 0; i < 3000; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.Int64Builder).Append(int64(i))
+		b.Field(2).(*array.Int64Builder).Append(int64(i) + 100000)
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	tb, _, err := cat.CreateTable(ctx, []string{"ns", "t"}, s, reader(rec), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := index.Create(ctx, tb, index.Spec{Column: "x", Type: "BTREE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Make it an index of before: no field_id in its definitions, its
+	// files under the names they had.
+	dir := filepath.Join(root, "ns", "t.lance", "_mvq_indices")
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suffix := fmt.Sprintf("-i%d", *im.FieldID)
+	for _, e := range es {
+		p := filepath.Join(dir, e.Name())
+		if e.IsDir() {
+			files, _ := os.ReadDir(p)
+			for _, f := range files {
+				if err := os.Rename(filepath.Join(p, f.Name()), filepath.Join(p, strings.Replace(f.Name(), suffix, "", 1))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			continue
+		}
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var def map[string]any
+		if err := json.Unmarshal(raw, &def); err != nil {
+			t.Fatal(err)
+		}
+		delete(def, "field_id")
+		if raw, err = json.Marshal(def); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if im, err = index.Load(ctx, tb, "x_idx"); err != nil || im.FieldID != nil {
+		t.Fatalf("the index of before: %+v (%v)", im, err)
+	}
+	if n, err := tb.CountRows(ctx, 0, "x = 7"); err != nil || n != 1 {
+		t.Fatalf("x = 7 on the index of before: %d (%v)", n, err)
+	}
+	x, y := "y", "x"
+	if _, err := tb.AlterColumns(ctx, []table.Alteration{{Field: "a0", Path: "x", Rename: &x}, {Field: "a1", Path: "y", Rename: &y}}); err != nil {
+		t.Fatal(err)
+	}
+	for where, want := range map[string]int64{"x = 7": 0, "x = 100007": 1, "y = 7": 1} {
+		if n, err := tb.CountRows(ctx, 0, where); err != nil || n != want {
+			t.Fatalf("%s after the swap: %d rows (%v), want %d", where, n, err, want)
+		}
+	}
+	im, err = index.Load(ctx, tb, "x_idx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.FieldID == nil {
+		t.Fatalf("after an extension the index records no field id")
+	}
+	if idx, un := im.Coverage(mustLoad(t, tb)); un != 0 || idx != 3000 {
+		t.Fatalf("after the swap's extension the index covers %d rows, %d not; want all 3000", idx, un)
+	}
+}
+
+// TestExtensionGivingUpKeepsNamedFiles: an extension that gives its build
+// up (the column's field changed after it read the table) removes only
+// the files no definition names. Another extension of the same build
+// made and committed the same file (the names are a function of the
+// build, the field and the fragment) meanwhile: it stays.
+func TestExtensionGivingUpKeepsNamedFiles(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	cat := lanceIndexCatalog(t, root)
+	// A second catalog on the same warehouse without index maintenance.
+	wh, err := table.OpenWarehouse(ctx, "file://"+root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { wh.Close() })
+	db, err := duck.Open(duck.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	plain := table.NewCatalog(wh, db, table.Options{Format: table.FormatLance, MaxRowsPerFragment: 1000})
+	s := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "y", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	}, nil)
+	rows := func(from, n int) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, s)
+		defer b.Release()
+		for i := from; i < from+n; i++ {
+			b.Field(0).(*array.Int64Builder).Append(int64(i))
+			b.Field(1).(*array.Int64Builder).Append(int64(i))
+			b.Field(2).(*array.Int64Builder).Append(int64(i) + 100000)
+		}
+		return b.NewRecordBatch()
+	}
+	r0 := rows(0, 3000)
+	defer r0.Release()
+	tb, _, err := cat.CreateTable(ctx, []string{"ns", "t"}, s, reader(r0), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := index.Create(ctx, tb, index.Spec{Column: "x", Type: "BTREE"}); err != nil {
+		t.Fatal(err)
+	}
+	// An append through a catalog without index maintenance: fragment 3
+	// is not indexed yet.
+	other, err := plain.OpenTable(ctx, []string{"ns", "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1 := rows(3000, 1000)
+	defer r1.Release()
+	if _, _, err := other.Insert(ctx, reader(r1), "append"); err != nil {
+		t.Fatal(err)
+	}
+	fired := false
+	index.BeforeDefCommit(func() {
+		if fired {
+			return
+		}
+		fired = true
+		// Another extension builds fragment 3 and commits; then the
+		// names x and y swap (no maintenance runs).
+		if n, err := index.Extend(ctx, tb, "x_idx"); err != nil || n != 1 {
+			t.Errorf("the other extension: %d fragments (%v), want 1", n, err)
+		}
+		x, y := "y", "x"
+		if _, err := other.AlterColumns(ctx, []table.Alteration{{Field: "a0", Path: "x", Rename: &x}, {Field: "a1", Path: "y", Rename: &y}}); err != nil {
+			t.Error(err)
+		}
+	})
+	defer index.BeforeDefCommit(nil)
+	if _, err := index.Extend(ctx, tb, "x_idx"); err != nil {
+		t.Fatal(err)
+	}
+	index.BeforeDefCommit(nil)
+	im, err := index.Load(ctx, tb, "x_idx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := os.ReadDir(filepath.Join(root, "ns", "t.lance", "_mvq_indices", im.UUID))
+	have := map[string]bool{}
+	for _, f := range files {
+		have[f.Name()] = true
+	}
+	for _, c := range im.Fragments {
+		name := fmt.Sprintf("frag-%d-i%d.idx", c.ID, *im.FieldID)
+		if !have[name] {
+			t.Errorf("the definition names fragment %d, whose file %s is gone (files: %v)", c.ID, name, have)
+		}
+	}
 }
