@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/google/uuid"
 
 	"github.com/mvq-dev/mvq/httpapi"
@@ -113,5 +114,75 @@ func TestDeclaredVersionCreateETag(t *testing.T) {
 	sum := sha256.Sum256(published)
 	if got, want := m["version"].(map[string]any)["e_tag"], `"`+hex.EncodeToString(sum[:16])+`"`; got != want {
 		t.Fatalf("e_tag of the declared table's first version: %v, want %s (of the %d bytes published)", got, want, len(published))
+	}
+}
+
+// TestVersionCreateRefusesDataLies: a staged manifest whose new
+// fragment says more rows than its data file holds, or a schema of more
+// columns than the file has, is refused with a 400 naming manifest_path;
+// published, it would leave the table unreadable to every reader.
+func TestVersionCreateRefusesDataLies(t *testing.T) {
+	t.Parallel()
+	for name, lie := range map[string]func(man map[string]any){
+		"rows": func(man map[string]any) { man["fragments"].([]any)[0].(map[string]any)["rows"] = 1000 },
+		"schema": func(man map[string]any) {
+			s := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true}, {Name: "extra", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+			enc, err := table.EncodeSchema(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			man["schema"] = enc
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := setup(t, httpapi.Config{})
+			if st, _ := c.do("POST", "/v1/table/t/create", "application/json", []byte(`[{"id": 1}, {"id": 2}, {"id": 3}]`)); st != 200 {
+				t.Fatalf("create %d", st)
+			}
+			_, m := c.post("/v1/table/t/version/describe", map[string]any{"version": 1})
+			man := manifestJSON(t, manifestFile(c.dir+"/t.lance", m["version"].(map[string]any)["manifest_path"].(string)))
+			man["version"] = 2
+			// A new fragment over the same file (one published version
+			// has with other counts is checked as new).
+			frag := man["fragments"].([]any)[0].(map[string]any)
+			frag["id"] = 7
+			man["next_fragment_id"] = 8
+			lie(man)
+			staged, _ := json.Marshal(man)
+			writeFile(t, c.dir+"/t.lance/staged.json", staged)
+			st, m := c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": "staged.json"})
+			c.want(st, m, 400, "manifest_path")
+			if _, n := c.do("POST", "/v1/table/t/count_rows", "application/json", []byte(`{}`)); strings.TrimSpace(string(n)) != "3" {
+				t.Fatalf("count_rows after the refused version: %s, want 3", n)
+			}
+		})
+	}
+}
+
+// TestVersionCreateMalformedLayoutIs400: a staged fragment layout mvq
+// cannot write as a version (a column map without its leaf counts, an
+// extra data file outside data/) is the client's error, not a 500.
+func TestVersionCreateMalformedLayoutIs400(t *testing.T) {
+	t.Parallel()
+	for name, set := range map[string]map[string]any{
+		"columns": {"columns": []int{0}},
+		"extra":   {"parts": "0:0", "extra": `[{"path":"../../etc/x.lance","bytes":1}]`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := setup(t, httpapi.Config{})
+			if st, _ := c.do("POST", "/v1/table/t/create", "application/json", []byte(`[{"id": 1}]`)); st != 200 {
+				t.Fatalf("create %d", st)
+			}
+			_, m := c.post("/v1/table/t/version/describe", map[string]any{"version": 1})
+			man := manifestJSON(t, manifestFile(c.dir+"/t.lance", m["version"].(map[string]any)["manifest_path"].(string)))
+			man["version"] = 2
+			for k, v := range set {
+				man["fragments"].([]any)[0].(map[string]any)[k] = v
+			}
+			staged, _ := json.Marshal(man)
+			writeFile(t, c.dir+"/t.lance/staged.json", staged)
+			st, m := c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": "staged.json"})
+			c.want(st, m, 400, "manifest_path")
+		})
 	}
 }

@@ -90,7 +90,7 @@ func (c *Catalog) CreateDeclaredVersion(ctx context.Context, id []string, v uint
 				m.UUID = newIdentity()
 			}
 			if data, err = m.Encode(); err != nil {
-				return nil, nil, err
+				return nil, nil, stagedEncodeErr(err)
 			}
 		}
 		name := ManifestName(1, scheme)

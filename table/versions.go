@@ -141,7 +141,7 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 		}
 		m.lance = m.lance || cur.lance
 		if data, err = m.Encode(); err != nil {
-			return nil, err
+			return nil, stagedEncodeErr(err)
 		}
 	}
 	name := ManifestName(v, scheme)
@@ -266,6 +266,9 @@ func (t *Table) checkFiles(ctx context.Context, m, cur *Manifest) error {
 		if k, ok := known[f.ID]; ok && sameFiles(k, f) {
 			continue
 		}
+		if _, err := f.parts(); err != nil { // checks its extra files too
+			return errs.Errorf(errs.CodeInvalidInput, "manifest_path: %v", err)
+		}
 		for _, p := range f.DataPaths() {
 			ok, err := t.c.wh.Exists(ctx, t.key+p)
 			if err != nil {
@@ -279,15 +282,72 @@ func (t *Table) checkFiles(ctx context.Context, m, cur *Manifest) error {
 		// manifest says, or the version would be unreadable.
 		if f.HasDeletions() {
 			if _, err := t.Deleted(ctx, f); err != nil {
-				var e *errs.Error
-				if errors.As(err, &e) && e.Code == errs.CodeInvalidTableState {
-					return errs.Errorf(errs.CodeInvalidInput, "manifest_path: %s", e.Message) // not the cause: it may name a path
-				}
-				return err
+				return stagedDataErr(err)
 			}
+		}
+		if err := t.checkData(ctx, m, f); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// checkData checks that fragment f of staged version m holds what m
+// says: its data file's rows (less the deleted ones) are f's rows, and
+// its first row reads in m's schema (a file of other columns, or of a
+// type the schema's cannot be read as, is refused). Without it a
+// manifest that lies about a new fragment would be published, and every
+// reader of the version (LanceDB's and mvq's) would fail on it. It reads
+// the file's footer and one row of each column.
+func (t *Table) checkData(ctx context.Context, m *Manifest, f Fragment) error {
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return errs.Errorf(errs.CodeInvalidInput, "manifest_path: schema: %v", err)
+	}
+	mem := t.c.opts.Mem
+	r, err := t.OpenFragment(ctx, f, FragmentReadOptions{WholeFileBytes: 1, Mem: mem})
+	if err != nil {
+		return stagedDataErr(err)
+	}
+	defer r.Close()
+	if n := r.NumRows(); n != f.Rows {
+		return errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d says %d live rows; its data file holds %d", f.ID, f.Rows, n)
+	}
+	if f.Rows == 0 {
+		return nil
+	}
+	fields := make([]int, schema.NumFields())
+	for i := range fields {
+		fields[i] = i
+	}
+	recs, err := r.ReadRows(ctx, fields, []uint32{0}, mem)
+	if err == nil {
+		recs, err = conformAll(ctx, recs, schema, mem)
+	}
+	if err != nil && errs.CodeOf(err) == errs.CodeInternal && t.c.wh.Dir() != "" && ctx.Err() == nil {
+		// A decode error of a local file is the data's, not the store's
+		// passing trouble (a bucket's may be: it stays retryable, and
+		// the version is refused all the same).
+		return errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d does not read as the staged schema: %v", f.ID, err)
+	}
+	if err != nil {
+		return stagedDataErr(err)
+	}
+	for _, rec := range recs {
+		rec.Release()
+	}
+	return nil
+}
+
+// stagedDataErr is a staged manifest's data that does not read as the
+// manifest says: the client's error (400), with the message and not the
+// cause (which may name a local path).
+func stagedDataErr(err error) error {
+	var e *errs.Error
+	if errors.As(err, &e) && e.Code == errs.CodeInvalidTableState {
+		return errs.Errorf(errs.CodeInvalidInput, "manifest_path: %s", e.Message)
+	}
+	return err
 }
 
 // sameFiles reports whether fragments a and b name the same data file and
@@ -334,4 +394,13 @@ func (t *Table) putVersion(ctx context.Context, v uint64, scheme NamingScheme, n
 		return err
 	}
 	return nil
+}
+
+// stagedEncodeErr is a staged manifest mvq cannot write as a version (a
+// fragment layout its form cannot say): the client's error.
+func stagedEncodeErr(err error) error {
+	if errs.CodeOf(err) != errs.CodeInternal {
+		return err
+	}
+	return errs.Errorf(errs.CodeInvalidInput, "manifest_path: the staged manifest cannot be written as a version: %v", err)
 }
