@@ -151,7 +151,7 @@ func (j viewRefresh) Plan(ctx context.Context, id []string, jobID string, opts O
 		kept := wm.Fragments.Minus(gone)
 		changed, err = changedOrigins(ctx, src, wm.SourceVersion, sm, rid)
 		lost := errs.CodeOf(err) == errs.CodeTableVersionNotFound
-		if err != nil && !lost && !errors.Is(err, errRevived) {
+		if err != nil && !lost && !errors.Is(err, errRevived) && !errors.Is(err, errReplaced) {
 			return nil, fmt.Errorf("plan %s: %w", table.JoinID(id), stateErr(err))
 		}
 		switch {
@@ -160,6 +160,8 @@ func (j viewRefresh) Plan(ctx context.Context, id []string, jobID string, opts O
 			p.Mode, p.Reason = ModeFull, fmt.Sprintf("source version %d, the one last refreshed from, is gone", wm.SourceVersion)
 		case errors.Is(err, errRevived):
 			p.Mode, p.Reason = ModeFull, "rows deleted from the source came back (a restore)"
+		case errors.Is(err, errReplaced):
+			p.Mode, p.Reason = ModeFull, "a source fragment holds other data under the same id (an overwrite by another Lance writer)"
 		}
 		if p.Mode == ModeIncremental {
 			// Another Lance writer may rewrite a column under the same

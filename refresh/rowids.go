@@ -117,15 +117,14 @@ func (r removal) touches(lo, hi uint32) bool {
 
 // changedOrigins are the origins both versions hold in different
 // fragments (deletes applied since), with the rows deleted now; errRevived
-// when a fragment both hold deletes fewer rows now (a restore).
+// when a fragment both hold deletes fewer rows now (a restore);
+// errReplaced when a fragment id both hold names another data file (a
+// Lance overwrite numbers its fragments from 0 again). A version that is
+// gone (another writer's cleanup) is an error: without it neither
+// deletes, nor replaced fragments, nor moved columns can be told.
 func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, cur *table.Manifest, curIDs rowIDs) ([]RemovedRows, error) {
 	prev, err := src.Load(ctx, prevVersion)
 	if err != nil {
-		if len(curIDs) == 0 {
-			// Nothing is deleted now: no row to remove; whether rows came
-			// back cannot be told without the old version, as before.
-			return nil, nil
-		}
 		return nil, fmt.Errorf("source version %d last refreshed from: %w", prevVersion, err)
 	}
 	prevIDs, err := rowIDsOf(ctx, src, prev)
@@ -134,12 +133,17 @@ func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, c
 	}
 	held := map[uint32]uint32{} // origin -> fragment, in prev
 	key := map[uint32]string{}  // fragment -> its content (Fragment.Key), in prev
+	path := map[uint32]string{} // fragment -> its first data file, in prev
 	for _, f := range prev.Fragments {
 		held[prevIDs.origin(f.ID)] = f.ID
 		key[f.ID] = f.Key()
+		path[f.ID] = f.Path
 	}
 	var out []RemovedRows
 	for _, f := range cur.Fragments {
+		if p, ok := path[f.ID]; ok && p != f.Path {
+			return nil, errReplaced
+		}
 		ids, ok := curIDs[f.ID]
 		if k, held := key[f.ID]; held && k != f.Key() && revived(prevIDs[f.ID].Deleted, ids.Deleted) {
 			// The same fragment deletes fewer rows than before (a restore
@@ -162,6 +166,9 @@ func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, c
 // errRevived: rows the last refreshed source version had deleted are live
 // again in a fragment both versions hold.
 var errRevived = errors.New("rows deleted from the source came back")
+
+// errReplaced: a fragment id both versions hold names other data now.
+var errReplaced = errors.New("a source fragment id holds other data")
 
 // revived reports whether a position deleted before (prev, sorted [lo, hi)
 // pairs) is not deleted now (cur).

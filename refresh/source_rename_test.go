@@ -165,3 +165,55 @@ func TestLanceDBDropAndRenameAfterStruct(t *testing.T) {
 		t.Fatalf("view after the drop and rename: %v, want the values of w", got)
 	}
 }
+
+// TestLanceDBOverwriteRefreshesView: LanceDB's overwrite numbers the new
+// version's fragments from 0 again, so the new fragment 0 holds other
+// rows than the fragment 0 the view last refreshed from, with no
+// deletion file. The next refresh does not keep the old rows.
+func TestLanceDBOverwriteRefreshesView(t *testing.T) {
+	o := oracle.Need(t)
+	t.Parallel()
+	b := setup(t, table.Options{})
+	src := b.source(t, frag0)
+	sql := `SELECT id, title FROM "docs$articles"`
+	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: sql})
+	b.refresh(t, id, "r1", Options{})
+	u, err := url.Parse(src.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Scheme != "file" {
+		t.Skip("LanceDB changes the source on a local warehouse only")
+	}
+	rdr := articles(t, article{7, "Seven", "en", "s"}, article{8, "Eight", "en", "h"})
+	defer rdr.Release()
+	rdr.Next()
+	o.Write(t, u.Path, rdr.RecordBatch(), "", "overwrite")
+	sameAsFreshQueryView(t, b, id, sql, "LanceDB's overwrite")
+}
+
+// TestLanceDBRenameThenCleanupRefreshesView: as
+// TestLanceDBDropAndRenameRefreshesFull, then LanceDB's optimize with
+// cleanup removes the version the view last refreshed from (the one
+// fragment, without deletions, keeps its id). The plan cannot compare
+// with that version any more: it refreshes in full, not no_op.
+func TestLanceDBRenameThenCleanupRefreshesView(t *testing.T) {
+	o := oracle.Need(t)
+	t.Parallel()
+	b := setup(t, table.Options{})
+	src := b.source(t, frag0)
+	sql := `SELECT id, title FROM "docs$articles"`
+	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: sql})
+	b.refresh(t, id, "r1", Options{})
+	u, err := url.Parse(src.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Scheme != "file" {
+		t.Skip("LanceDB changes the source on a local warehouse only")
+	}
+	o.DropColumns(t, u.Path, "title")
+	o.RenameColumn(t, u.Path, "lang", "title")
+	o.OptimizeCleanup(t, u.Path)
+	sameAsFreshQueryView(t, b, id, sql, "LanceDB's drop, rename and cleanup")
+}
