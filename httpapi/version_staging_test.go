@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mvq-dev/mvq/httpapi"
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
+	"github.com/mvq-dev/mvq/lance/dataset"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -184,5 +186,47 @@ func TestVersionCreateMalformedLayoutIs400(t *testing.T) {
 			st, m := c.post("/v1/table/t/version/create", map[string]any{"version": 2, "manifest_path": "staged.json"})
 			c.want(st, m, 400, "manifest_path")
 		})
+	}
+}
+
+// TestVersionCreateRefusesIndexBeyondMaxFragment: a staged Lance manifest
+// that drops a fragment and lowers max_fragment_id under a LanceDB index
+// that covers it is refused: published, mvq's next insert took the
+// dropped fragment's id, and LanceDB, taking it for indexed, did not find
+// the acknowledged row.
+func TestVersionCreateRefusesIndexBeyondMaxFragment(t *testing.T) {
+	o := oracle.Need(t)
+	t.Parallel()
+	c := setup(t, httpapi.Config{}) // 4 rows per fragment
+	rows := `[{"id":1},{"id":2},{"id":3},{"id":4},{"id":5},{"id":6},{"id":7},{"id":8},{"id":9},{"id":10},{"id":11},{"id":12}]`
+	if st, _ := c.do("POST", "/v1/table/t/create", "application/json", []byte(rows)); st != 200 {
+		t.Fatalf("create %d", st)
+	}
+	dir := c.dir + "/t.lance"
+	o.CreateIndex(t, dir, "id", "btree") // version 2, covering fragments 0, 1, 2
+	b, err := os.ReadFile(dir + "/_versions/" + table.ManifestName(2, table.NamingV2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf, err := dataset.DecodeManifest(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf.Manifest.Version = 3
+	mf.Manifest.Fragments = mf.Manifest.Fragments[:2]
+	one := uint32(1)
+	mf.Manifest.MaxFragmentId = &one
+	mf.Transaction = nil
+	if b, err = dataset.EncodeManifest(mf); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir+"/staged.manifest", b)
+	st, m := c.post("/v1/table/t/version/create", map[string]any{"version": 3, "manifest_path": "staged.manifest"})
+	c.want(st, m, 400, "manifest_path")
+	if st, m := c.post("/v1/table/t/insert", `[{"id": 100}]`); st != 200 {
+		t.Fatalf("insert: %d %v", st, m)
+	}
+	if n := o.Count(t, dir, "id = 100"); n != 1 {
+		t.Fatalf("LanceDB counts %d rows with id = 100 after mvq acknowledged its insert, want 1", n)
 	}
 }

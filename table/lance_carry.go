@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/mvq-dev/mvq/errs"
@@ -282,4 +283,29 @@ func (m *Manifest) FieldIDAt(i int) (id int32, ok bool) {
 		return 0, false
 	}
 	return m.carry.ids[i][0], true
+}
+
+// checkIndexFragments refuses a staged Lance manifest whose index
+// metadata names fragment ids it has not given out yet (its
+// max_fragment_id lowered under an index): the next fragment mvq or
+// LanceDB writes would take such an id, and LanceDB would take its rows
+// for indexed and not find them.
+func (m *Manifest) checkIndexFragments() error {
+	if m.carry == nil {
+		return nil
+	}
+	for _, ix := range m.carry.indices {
+		raw := ix.GetFragmentBitmap()
+		if len(raw) == 0 {
+			continue
+		}
+		bm := roaring.New()
+		if err := bm.UnmarshalBinary(raw); err != nil {
+			return errs.Errorf(errs.CodeInvalidInput, "manifest_path: index %q: fragment bitmap: %v", ix.GetName(), err)
+		}
+		if !bm.IsEmpty() && uint64(bm.Maximum()) >= uint64(m.NextFragmentID) {
+			return errs.Errorf(errs.CodeInvalidInput, "manifest_path: index %q covers fragment %d, which the manifest has not given out (max_fragment_id %d)", ix.GetName(), bm.Maximum(), int64(m.NextFragmentID)-1)
+		}
+	}
+	return nil
 }

@@ -72,6 +72,9 @@ func (c *Catalog) CreateDeclaredVersion(ctx context.Context, id []string, v uint
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := st.m.checkIndexFragments(); err != nil {
+			return nil, nil, err
+		}
 		if err := t.checkFiles(ctx, st.m, nil); err != nil {
 			return nil, nil, err
 		}

@@ -93,6 +93,9 @@ func (t *Table) stageVersion(ctx context.Context, v uint64, manifestPath string,
 		return nil, err
 	}
 	m, data := st.m, st.data
+	if err := m.checkIndexFragments(); err != nil {
+		return nil, err
+	}
 	latest, listed, err := t.latestToCommit(ctx)
 	if err != nil {
 		return nil, err
