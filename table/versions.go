@@ -308,7 +308,7 @@ func (t *Table) checkData(ctx context.Context, m *Manifest, f Fragment) error {
 		return errs.Errorf(errs.CodeInvalidInput, "manifest_path: schema: %v", err)
 	}
 	mem := t.c.opts.Mem
-	r, err := t.OpenFragment(ctx, f, FragmentReadOptions{WholeFileBytes: 1, Mem: mem})
+	r, err := t.OpenFragment(ctx, f, FragmentReadOptions{Mem: mem})
 	if err != nil {
 		return stagedDataErr(err)
 	}
