@@ -137,13 +137,7 @@ func TestVersionCreateRefusesDataLies(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := setup(t, httpapi.Config{})
-			if st, _ := c.do("POST", "/v1/table/t/create", "application/json", []byte(`[{"id": 1}, {"id": 2}, {"id": 3}]`)); st != 200 {
-				t.Fatalf("create %d", st)
-			}
-			_, m := c.post("/v1/table/t/version/describe", map[string]any{"version": 1})
-			man := manifestJSON(t, manifestFile(c.dir+"/t.lance", m["version"].(map[string]any)["manifest_path"].(string)))
-			man["version"] = 2
+			c, man := tableToStage(t, `[{"id": 1}, {"id": 2}, {"id": 3}]`)
 			// A new fragment over the same file (one published version
 			// has with other counts is checked as new).
 			frag := man["fragments"].([]any)[0].(map[string]any)
@@ -171,13 +165,7 @@ func TestVersionCreateMalformedLayoutIs400(t *testing.T) {
 		"extra":   {"parts": "0:0", "extra": `[{"path":"../../etc/x.lance","bytes":1}]`},
 	} {
 		t.Run(name, func(t *testing.T) {
-			c := setup(t, httpapi.Config{})
-			if st, _ := c.do("POST", "/v1/table/t/create", "application/json", []byte(`[{"id": 1}]`)); st != 200 {
-				t.Fatalf("create %d", st)
-			}
-			_, m := c.post("/v1/table/t/version/describe", map[string]any{"version": 1})
-			man := manifestJSON(t, manifestFile(c.dir+"/t.lance", m["version"].(map[string]any)["manifest_path"].(string)))
-			man["version"] = 2
+			c, man := tableToStage(t, `[{"id": 1}]`)
 			for k, v := range set {
 				man["fragments"].([]any)[0].(map[string]any)[k] = v
 			}
@@ -229,4 +217,18 @@ func TestVersionCreateRefusesIndexBeyondMaxFragment(t *testing.T) {
 	if n := o.Count(t, dir, "id = 100"); n != 1 {
 		t.Fatalf("LanceDB counts %d rows with id = 100 after mvq acknowledged its insert, want 1", n)
 	}
+}
+
+// tableToStage creates table t with rows (a JSON array) and answers its
+// version 1 manifest in mvq's JSON form, as version 2, to change and stage.
+func tableToStage(t *testing.T, rows string) (*client, map[string]any) {
+	t.Helper()
+	c := setup(t, httpapi.Config{})
+	if st, _ := c.do("POST", "/v1/table/t/create", "application/json", []byte(rows)); st != 200 {
+		t.Fatalf("create %d", st)
+	}
+	_, m := c.post("/v1/table/t/version/describe", map[string]any{"version": 1})
+	man := manifestJSON(t, manifestFile(c.dir+"/t.lance", m["version"].(map[string]any)["manifest_path"].(string)))
+	man["version"] = 2
+	return c, man
 }

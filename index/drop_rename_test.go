@@ -13,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/mvq-dev/mvq/duck"
 	"github.com/mvq-dev/mvq/index"
 	lancedb "github.com/mvq-dev/mvq/internal/lanceoracle"
 	"github.com/mvq-dev/mvq/table"
@@ -29,27 +28,7 @@ func TestIndexAfterLanceDBDropAndRename(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	cat := lanceIndexCatalog(t, root)
-	s := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-		{Name: "y", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
-	for i := 0; i < 3000; i++ {
-		b.Field(0).(*array.Int64Builder).Append(int64(i))
-		b.Field(1).(*array.Int64Builder).Append(int64(i))
-		b.Field(2).(*array.Int64Builder).Append(int64(i) + 100000)
-	}
-	rec := b.NewRecordBatch()
-	b.Release()
-	defer rec.Release()
-	tb, _, err := cat.CreateTable(ctx, []string{"ns", "t"}, s, reader(rec), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := index.Create(ctx, tb, index.Spec{Column: "x", Type: "BTREE"}); err != nil {
-		t.Fatal(err)
-	}
+	tb, _ := xyTable(t, cat)
 	if n, err := tb.CountRows(ctx, 0, "x = 7"); err != nil || n != 1 {
 		t.Fatalf("x = 7 before: %d rows (%v)", n, err)
 	}
@@ -91,27 +70,7 @@ func TestIndexAfterSwapOfNames(t *testing.T) {
 			ctx := context.Background()
 			root := t.TempDir()
 			cat := lanceIndexCatalog(t, root)
-			s := arrow.NewSchema([]arrow.Field{
-				{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-				{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-				{Name: "y", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-			}, nil)
-			b := array.NewRecordBuilder(memory.DefaultAllocator, s)
-			for i := 0; i < 3000; i++ {
-				b.Field(0).(*array.Int64Builder).Append(int64(i))
-				b.Field(1).(*array.Int64Builder).Append(int64(i))
-				b.Field(2).(*array.Int64Builder).Append(int64(i) + 100000)
-			}
-			rec := b.NewRecordBatch()
-			b.Release()
-			defer rec.Release()
-			tb, _, err := cat.CreateTable(ctx, []string{"ns", "t"}, s, reader(rec), "", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := index.Create(ctx, tb, index.Spec{Column: "x", Type: "BTREE"}); err != nil {
-				t.Fatal(err)
-			}
+			tb, _ := xyTable(t, cat)
 			dir := filepath.Join(root, "ns", "t.lance")
 			if by == "mvq" {
 				x, y := "y", "x"
@@ -198,28 +157,7 @@ func TestLegacyIndexRebuiltForItsField(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
 	cat := lanceIndexCatalog(t, root)
-	s := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-		{Name: "y", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	}, nil)
-	b := array.NewRecordBuilder(memory.DefaultAllocator, s)
-	for i := 0; i < 3000; i++ {
-		b.Field(0).(*array.Int64Builder).Append(int64(i))
-		b.Field(1).(*array.Int64Builder).Append(int64(i))
-		b.Field(2).(*array.Int64Builder).Append(int64(i) + 100000)
-	}
-	rec := b.NewRecordBatch()
-	b.Release()
-	defer rec.Release()
-	tb, _, err := cat.CreateTable(ctx, []string{"ns", "t"}, s, reader(rec), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	im, err := index.Create(ctx, tb, index.Spec{Column: "x", Type: "BTREE"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb, im := xyTable(t, cat)
 	// Make it an index of before: no field_id in its definitions, its
 	// files under the names they had.
 	dir := filepath.Join(root, "ns", "t.lance", "_mvq_indices")
@@ -292,48 +230,15 @@ func TestExtensionGivingUpKeepsNamedFiles(t *testing.T) {
 	root := t.TempDir()
 	cat := lanceIndexCatalog(t, root)
 	// A second catalog on the same warehouse without index maintenance.
-	wh, err := table.OpenWarehouse(ctx, "file://"+root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { wh.Close() })
-	db, err := duck.Open(duck.Options{Threads: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	plain := table.NewCatalog(wh, db, table.Options{Format: table.FormatLance, MaxRowsPerFragment: 1000})
-	s := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-		{Name: "y", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-	}, nil)
-	rows := func(from, n int) arrow.RecordBatch {
-		b := array.NewRecordBuilder(memory.DefaultAllocator, s)
-		defer b.Release()
-		for i := from; i < from+n; i++ {
-			b.Field(0).(*array.Int64Builder).Append(int64(i))
-			b.Field(1).(*array.Int64Builder).Append(int64(i))
-			b.Field(2).(*array.Int64Builder).Append(int64(i) + 100000)
-		}
-		return b.NewRecordBatch()
-	}
-	r0 := rows(0, 3000)
-	defer r0.Release()
-	tb, _, err := cat.CreateTable(ctx, []string{"ns", "t"}, s, reader(r0), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := index.Create(ctx, tb, index.Spec{Column: "x", Type: "BTREE"}); err != nil {
-		t.Fatal(err)
-	}
+	plain := openCatalog(t, root, table.Options{Format: table.FormatLance, MaxRowsPerFragment: 1000})
+	tb, _ := xyTable(t, cat)
 	// An append through a catalog without index maintenance: fragment 3
 	// is not indexed yet.
 	other, err := plain.OpenTable(ctx, []string{"ns", "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1 := rows(3000, 1000)
+	r1 := xyRows(3000, 1000)
 	defer r1.Release()
 	if _, _, err := other.Insert(ctx, reader(r1), "append"); err != nil {
 		t.Fatal(err)
@@ -374,4 +279,41 @@ func TestExtensionGivingUpKeepsNamedFiles(t *testing.T) {
 			t.Errorf("the definition names fragment %d, whose file %s is gone (files: %v)", c.ID, name, have)
 		}
 	}
+}
+
+// xySchema: id, x (= id) and y (= id + 100000).
+var xySchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "y", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+}, nil)
+
+// xyRows are rows from..from+n-1 of xySchema.
+func xyRows(from, n int) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, xySchema)
+	defer b.Release()
+	for i := from; i < from+n; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.Int64Builder).Append(int64(i))
+		b.Field(2).(*array.Int64Builder).Append(int64(i) + 100000)
+	}
+	return b.NewRecordBatch()
+}
+
+// xyTable creates table ns.t of cat with rows 0..2999 of xySchema and a
+// BTREE index x_idx on x.
+func xyTable(t *testing.T, cat *table.Catalog) (*table.Table, *index.Meta) {
+	t.Helper()
+	ctx := context.Background()
+	rec := xyRows(0, 3000)
+	defer rec.Release()
+	tb, _, err := cat.CreateTable(ctx, []string{"ns", "t"}, xySchema, reader(rec), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := index.Create(ctx, tb, index.Spec{Column: "x", Type: "BTREE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb, im
 }

@@ -37,6 +37,18 @@ func newCatalog(t testing.TB, opts table.Options) *table.Catalog {
 // newCatalogAt is newCatalog on a warehouse in folder root.
 func newCatalogAt(t testing.TB, root string, opts table.Options) *table.Catalog {
 	t.Helper()
+	opts.Indexes = index.Maintenance()
+	cat := openCatalog(t, root, opts)
+	if err := cat.CreateNamespace(context.Background(), []string{"ns"}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	return cat
+}
+
+// openCatalog opens a catalog over the file:// warehouse at root with
+// opts as given (no index maintenance unless opts has it).
+func openCatalog(t testing.TB, root string, opts table.Options) *table.Catalog {
+	t.Helper()
 	ctx := context.Background()
 	wh, err := table.OpenWarehouse(ctx, "file://"+root)
 	if err != nil {
@@ -48,12 +60,7 @@ func newCatalogAt(t testing.TB, root string, opts table.Options) *table.Catalog 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	opts.Indexes = index.Maintenance()
-	cat := table.NewCatalog(wh, db, opts)
-	if err := cat.CreateNamespace(ctx, []string{"ns"}, "", nil); err != nil {
-		t.Fatal(err)
-	}
-	return cat
+	return table.NewCatalog(wh, db, opts)
 }
 
 var scalarSchema = arrow.NewSchema([]arrow.Field{

@@ -23,37 +23,10 @@ import (
 func TestLanceDBDropAndRenameRefreshesFull(t *testing.T) {
 	o := oracle.Need(t)
 	t.Parallel()
-	b := setup(t, table.Options{})
-	src := b.source(t, frag0)
-	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: `SELECT id, title FROM "docs$articles"`})
-	b.refresh(t, id, "r1", Options{})
-	u, err := url.Parse(src.Location())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.Scheme != "file" {
-		// make test-s3 runs this package on S3; the LanceDB oracle here
-		// writes a local dataset (make test runs this on file://).
-		t.Skip("LanceDB changes the source on a local warehouse only")
-	}
-	o.DropColumns(t, u.Path, "title")
-	o.RenameColumn(t, u.Path, "lang", "title")
-	p, _ := b.refresh(t, id, "r2", Options{})
-	if p.Mode != ModeFull {
-		t.Fatalf("refresh after LanceDB's drop and rename: mode %s, want full", p.Mode)
-	}
-	got := b.rows(t, id)
-	fresh := b.create(t, "q2", CreateRequest{Kind: "query", SourceQuery: `SELECT id, title FROM "docs$articles"`})
-	b.refresh(t, fresh, "f1", Options{})
-	want := b.rows(t, fresh)
-	if len(got) != len(want) {
-		t.Fatalf("view %v, a fresh view %v", got, want)
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("view %v, a fresh view %v", got, want)
-		}
-	}
+	b, id, dir, sql := localQueryView(t)
+	o.DropColumns(t, dir, "title")
+	o.RenameColumn(t, dir, "lang", "title")
+	sameAsFreshQueryView(t, b, id, sql, "LanceDB's drop and rename")
 }
 
 // sameAsFreshQueryView refreshes query view id and compares it with a new
@@ -145,21 +118,15 @@ func TestLanceDBDropAndRenameAfterStruct(t *testing.T) {
 	sql := `SELECT id, x FROM "docs$articles"`
 	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: sql})
 	b.refresh(t, id, "r1", Options{})
-	u, err := url.Parse(src.Location())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.Scheme != "file" {
-		t.Skip("LanceDB changes the source on a local warehouse only")
-	}
+	dir := localDir(t, src)
 	// A drop of a column the view does not read turns the fragments into
 	// parts too; the view's columns did not move.
-	o.DropColumns(t, u.Path, "y")
+	o.DropColumns(t, dir, "y")
 	if p, _ := b.refresh(t, id, "r-y", Options{}); p.Mode == ModeFull {
 		t.Fatalf("refresh after LanceDB dropped a column the view does not read: mode %s", p.Mode)
 	}
-	o.DropColumns(t, u.Path, "x")
-	o.RenameColumn(t, u.Path, "w", "x")
+	o.DropColumns(t, dir, "x")
+	o.RenameColumn(t, dir, "w", "x")
 	sameAsFreshQueryView(t, b, id, sql, "LanceDB's drop and rename after a struct")
 	if got := b.rows(t, id); len(got) != 2 || !strings.Contains(got[0], "w1") {
 		t.Fatalf("view after the drop and rename: %v, want the values of w", got)
@@ -173,22 +140,11 @@ func TestLanceDBDropAndRenameAfterStruct(t *testing.T) {
 func TestLanceDBOverwriteRefreshesView(t *testing.T) {
 	o := oracle.Need(t)
 	t.Parallel()
-	b := setup(t, table.Options{})
-	src := b.source(t, frag0)
-	sql := `SELECT id, title FROM "docs$articles"`
-	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: sql})
-	b.refresh(t, id, "r1", Options{})
-	u, err := url.Parse(src.Location())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if u.Scheme != "file" {
-		t.Skip("LanceDB changes the source on a local warehouse only")
-	}
+	b, id, dir, sql := localQueryView(t)
 	rdr := articles(t, article{7, "Seven", "en", "s"}, article{8, "Eight", "en", "h"})
 	defer rdr.Release()
 	rdr.Next()
-	o.Write(t, u.Path, rdr.RecordBatch(), "", "overwrite")
+	o.Write(t, dir, rdr.RecordBatch(), "", "overwrite")
 	sameAsFreshQueryView(t, b, id, sql, "LanceDB's overwrite")
 }
 
@@ -200,11 +156,31 @@ func TestLanceDBOverwriteRefreshesView(t *testing.T) {
 func TestLanceDBRenameThenCleanupRefreshesView(t *testing.T) {
 	o := oracle.Need(t)
 	t.Parallel()
+	b, id, dir, sql := localQueryView(t)
+	o.DropColumns(t, dir, "title")
+	o.RenameColumn(t, dir, "lang", "title")
+	o.OptimizeCleanup(t, dir)
+	sameAsFreshQueryView(t, b, id, sql, "LanceDB's drop, rename and cleanup")
+}
+
+// localQueryView makes a query view of the articles' ids and titles
+// (frag0), refreshed once, and answers it with the source's local folder
+// for LanceDB to change (localDir).
+func localQueryView(t *testing.T) (*bundle, []string, string, string) {
+	t.Helper()
 	b := setup(t, table.Options{})
 	src := b.source(t, frag0)
 	sql := `SELECT id, title FROM "docs$articles"`
 	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: sql})
 	b.refresh(t, id, "r1", Options{})
+	return b, id, localDir(t, src), sql
+}
+
+// localDir is the local folder of table src for LanceDB to change; it
+// skips the test where the warehouse is not local (make test-s3 runs this
+// package on S3; LanceDB here writes a local dataset).
+func localDir(t *testing.T, src *table.Table) string {
+	t.Helper()
 	u, err := url.Parse(src.Location())
 	if err != nil {
 		t.Fatal(err)
@@ -212,8 +188,5 @@ func TestLanceDBRenameThenCleanupRefreshesView(t *testing.T) {
 	if u.Scheme != "file" {
 		t.Skip("LanceDB changes the source on a local warehouse only")
 	}
-	o.DropColumns(t, u.Path, "title")
-	o.RenameColumn(t, u.Path, "lang", "title")
-	o.OptimizeCleanup(t, u.Path)
-	sameAsFreshQueryView(t, b, id, sql, "LanceDB's drop, rename and cleanup")
+	return u.Path
 }
