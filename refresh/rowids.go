@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/mvq-dev/mvq/errs"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -118,8 +119,9 @@ func (r removal) touches(lo, hi uint32) bool {
 // changedOrigins are the origins both versions hold in different
 // fragments (deletes applied since), with the rows deleted now; errRevived
 // when a fragment both hold deletes fewer rows now (a restore);
-// errReplaced when a fragment id both hold names another data file (a
-// Lance overwrite numbers its fragments from 0 again). A version that is
+// errReplaced when a fragment id both hold names another first data file
+// and a version since may have replaced it (a Lance overwrite numbers its
+// fragments from 0 again; replacedSince). A version that is
 // gone (another writer's cleanup) is an error: without it neither
 // deletes, nor replaced fragments, nor moved columns can be told.
 func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, cur *table.Manifest, curIDs rowIDs) ([]RemovedRows, error) {
@@ -140,9 +142,10 @@ func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, c
 		path[f.ID] = f.Path
 	}
 	var out []RemovedRows
+	moved := false
 	for _, f := range cur.Fragments {
 		if p, ok := path[f.ID]; ok && p != f.Path {
-			return nil, errReplaced
+			moved = true
 		}
 		ids, ok := curIDs[f.ID]
 		if k, held := key[f.ID]; held && k != f.Key() && revived(prevIDs[f.ID].Deleted, ids.Deleted) {
@@ -160,7 +163,42 @@ func changedOrigins(ctx context.Context, src *table.Table, prevVersion uint64, c
 			out = append(out, RemovedRows{Origin: ids.Origin, Deleted: ids.Deleted})
 		}
 	}
+	if moved {
+		replaced, err := replacedSince(ctx, src, prevVersion, cur.Version)
+		if err != nil {
+			return nil, err
+		}
+		if replaced {
+			return nil, errReplaced
+		}
+	}
 	return out, nil
+}
+
+// replacedSince reports whether a version after from, up to to, may have
+// put other rows under a fragment id: an overwrite (Lance's numbers its
+// fragments from 0 again), a restore, or a version whose operation is not
+// known (another writer's without its transaction inline), or a version
+// that is gone. Writes that move a fragment's columns to another data
+// file under the same id (add or drop columns, a widening, a conversion
+// by warehouse upgrade) keep its rows; rewrittenReads compares where each
+// read column sits. Only read when a kept fragment's first data file
+// changed.
+func replacedSince(ctx context.Context, src *table.Table, from, to uint64) (bool, error) {
+	for v := from + 1; v <= to; v++ {
+		m, err := src.Load(ctx, v)
+		if errs.CodeOf(err) == errs.CodeTableVersionNotFound {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		switch m.Operation {
+		case "overwrite", "restore", "lance", "":
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // errRevived: rows the last refreshed source version had deleted are live

@@ -3,6 +3,7 @@ package refresh
 import (
 	"context"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,4 +190,28 @@ func localDir(t *testing.T, src *table.Table) string {
 		t.Skip("LanceDB changes the source on a local warehouse only")
 	}
 	return u.Path
+}
+
+// TestMvqAddColumnsKeepsViewIncremental: mvq's add_columns writes every
+// source fragment again under its id (a new data file with the new
+// column); the rows are the same, so a view over the source stays
+// incremental (no_op here), and an overwrite check does not take it for
+// new rows.
+func TestMvqAddColumnsKeepsViewIncremental(t *testing.T) {
+	t.Parallel()
+	b := setup(t, table.Options{Format: table.FormatLance})
+	b.source(t, frag0)
+	sql := `SELECT id, title FROM "docs$articles"`
+	id := b.create(t, "q", CreateRequest{Kind: "query", SourceQuery: sql})
+	b.refresh(t, id, "r1", Options{})
+	before := b.rows(t, id)
+	if _, _, err := b.e.AddColumns(b.ctx, srcID, []AddColumnEntry{{Name: "title_len", Computed: str("length(title) * 10")}}); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := b.refresh(t, id, "r2", Options{}); p.Mode != ModeNoOp {
+		t.Fatalf("refresh after mvq's add_columns: mode %s (%s), want no_op", p.Mode, p.Reason)
+	}
+	if got := b.rows(t, id); !slices.Equal(got, before) {
+		t.Fatalf("view after add_columns %v, before %v", got, before)
+	}
 }

@@ -328,3 +328,28 @@ func (r *Reader) readParts(ctx context.Context, cols []int, pos, next int64) (ar
 	out := array.NewRecordBatch(arrow.NewSchema(fields, nil), arrs, n)
 	return out, nil
 }
+
+// CheckFields checks, from the file's metadata alone (nothing decoded),
+// that a Lance file has a column for each of the given table fields,
+// mapped through Options.Fields (and, for a fragment of several files,
+// its parts, each found when the file was opened). A Parquet file is not
+// checked: its reads answer for it.
+func (r *Reader) CheckFields(fields []int) error {
+	if r.lf == nil {
+		return nil
+	}
+	cols, err := r.lanceFields(fields)
+	if err != nil {
+		return err
+	}
+	n := r.lf.Schema().NumFields()
+	if r.parts != nil {
+		n = len(r.parts)
+	}
+	for k, c := range cols {
+		if c < 0 || c >= n {
+			return r.fail("corrupt", fmt.Errorf("field %d is column %d; the file has %d", fields[k], c, n))
+		}
+	}
+	return nil
+}
