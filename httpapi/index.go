@@ -300,12 +300,12 @@ func (s *Server) vectorIndex(ctx context.Context, t *table.Table, vq *vector.Que
 	}
 	if vq.Version == 0 {
 		// The index is chosen for the version searched (its column may be
-		// another field in another version): the latest, read once.
-		m, err := t.Load(ctx, 0)
+		// another field in another version): the latest, named once.
+		vf, err := t.LatestVersion(ctx)
 		if err != nil {
 			return err
 		}
-		vq.Version = m.Version
+		vq.Version = vf.Version
 	}
 	im, err := index.ForVector(ctx, t, vq.Version, vq.Column, vq.Metric)
 	if err != nil || im == nil {

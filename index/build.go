@@ -236,7 +236,7 @@ func buildFragments(ctx context.Context, t *table.Table, im *Meta, col int, frag
 				if err != nil {
 					return err
 				}
-				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, fileKey(t, im.UUID, im.FieldID, f.ID, contentKey(f)), data); err != nil && !errors.Is(err, table.ErrExists) {
+				if err := t.Catalog().Warehouse().PutIfNotExists(gctx, im.fragmentFile(t, f), data); err != nil && !errors.Is(err, table.ErrExists) {
 					return err
 				}
 				out[i] = Covered{ID: f.ID, Path: contentKey(f), Rows: f.Rows, Bytes: int64(len(data))}
@@ -353,11 +353,11 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 			named := map[string]bool{}
 			if cur != nil && !cur.Dropped && cur.UUID == im.UUID {
 				for _, c := range cur.Fragments {
-					named[fileKey(t, cur.UUID, cur.FieldID, c.ID, c.Path)] = true
+					named[cur.coveredFile(t, c)] = true
 				}
 			}
 			for _, c := range added {
-				if k := fileKey(t, im.UUID, im.FieldID, c.ID, c.Path); !named[k] {
+				if k := im.coveredFile(t, c); !named[k] {
 					_ = wh.Delete(context.WithoutCancel(ctx), k)
 				}
 			}
@@ -415,15 +415,15 @@ func extend(ctx context.Context, t *table.Table, im *Meta) (int, error) {
 		}
 		kept := make(map[string]bool, len(next.Fragments))
 		for _, c := range next.Fragments {
-			kept[fileKey(t, im.UUID, next.FieldID, c.ID, c.Path)] = true
+			kept[next.coveredFile(t, c)] = true
 		}
 		for _, c := range removed {
-			if k := fileKey(t, im.UUID, cur.FieldID, c.ID, c.Path); !kept[k] {
+			if k := cur.coveredFile(t, c); !kept[k] {
 				_ = wh.Delete(context.WithoutCancel(ctx), k)
 			}
 		}
 		for _, c := range unused {
-			if k := fileKey(t, im.UUID, im.FieldID, c.ID, c.Path); !kept[k] {
+			if k := im.coveredFile(t, c); !kept[k] {
 				_ = wh.Delete(context.WithoutCancel(ctx), k)
 			}
 		}

@@ -320,7 +320,7 @@ func (p *pred) eval(ctx context.Context, t *table.Table, f table.Fragment) ([]ui
 		if _, ok := p.meta.covers(f); !ok {
 			return nil, false, nil
 		}
-		sf, found, err := readFile[scalarFile](ctx, t, fileKey(t, p.meta.UUID, p.meta.FieldID, f.ID, contentKey(f)))
+		sf, found, err := readFile[scalarFile](ctx, t, p.meta.fragmentFile(t, f))
 		if err != nil || !found {
 			return nil, false, err
 		}

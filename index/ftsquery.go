@@ -342,7 +342,7 @@ func (e *ftsEval) load(ctx context.Context, c string) (*ftsColumn, error) {
 		var ff *ftsFile
 		if fc.im != nil {
 			if _, ok := fc.im.covers(f); ok {
-				got, found, err := readFile[ftsFile](ctx, e.t, fileKey(e.t, fc.im.UUID, fc.im.FieldID, f.ID, contentKey(f)))
+				got, found, err := readFile[ftsFile](ctx, e.t, fc.im.fragmentFile(e.t, f))
 				if err != nil {
 					return nil, err
 				}

@@ -324,7 +324,7 @@ func (p *Probe) Rows(ctx context.Context, f table.Fragment) ([]uint32, bool, err
 	if _, ok := p.im.covers(f); !ok {
 		return nil, false, nil
 	}
-	ff, found, err := readFile[ivfFile](ctx, p.t, fileKey(p.t, p.im.UUID, p.im.FieldID, f.ID, contentKey(f)))
+	ff, found, err := readFile[ivfFile](ctx, p.t, p.im.fragmentFile(p.t, f))
 	if err != nil || !found {
 		return nil, false, err
 	}

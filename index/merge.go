@@ -82,7 +82,7 @@ func (ki *keyIndex) Match(ctx context.Context, f table.Fragment) ([]uint32, []in
 	if !ki.mayHold(cov) {
 		return nil, nil, true, nil // no input key within the fragment's keys
 	}
-	sf, found, err := readFile[scalarFile](ctx, ki.t, fileKey(ki.t, ki.im.UUID, ki.im.FieldID, f.ID, contentKey(f)))
+	sf, found, err := readFile[scalarFile](ctx, ki.t, ki.im.fragmentFile(ki.t, f))
 	if err != nil || !found {
 		return nil, nil, false, err
 	}

@@ -38,7 +38,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/apache/arrow-go/v18/arrow"
 	"os"
 	"regexp"
 	"slices"
@@ -47,6 +46,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"gocloud.dev/gcerrors"
 
 	"github.com/mvq-dev/mvq/errs"
@@ -150,6 +150,17 @@ func fileKey(t *table.Table, uuid string, field *int32, frag uint32, content str
 	}
 	return t.LineKey(dir + uuid + "/" + name + ".idx")
 }
+
+// fragmentFile is the index file of fragment f in build m.
+func (m *Meta) fragmentFile(t *table.Table, f table.Fragment) string {
+	return fileKey(t, m.UUID, m.FieldID, f.ID, contentKey(f))
+}
+
+// coveredFile is the index file of covered entry c in build m.
+func (m *Meta) coveredFile(t *table.Table, c Covered) string {
+	return fileKey(t, m.UUID, m.FieldID, c.ID, c.Path)
+}
+
 func centroidKey(t *table.Table, uuid string) string {
 	return t.LineKey(dir + uuid + "/centroids.idx")
 }

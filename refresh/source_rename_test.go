@@ -2,6 +2,7 @@ package refresh
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -20,14 +21,24 @@ import (
 // keep their data files, but the view's column now comes from another
 // column of them: the next refresh recomputes the view (not an
 // incremental no-op that keeps the old values), and the view holds the
-// renamed column's values.
+// renamed column's values. With cleanup, LanceDB's optimize then removes
+// the version the view last refreshed from (the one fragment, without
+// deletions, keeps its id): the plan cannot compare with that version any
+// more, and refreshes in full, not no_op.
 func TestLanceDBDropAndRenameRefreshesFull(t *testing.T) {
 	o := oracle.Need(t)
-	t.Parallel()
-	b, id, dir, sql := localQueryView(t)
-	o.DropColumns(t, dir, "title")
-	o.RenameColumn(t, dir, "lang", "title")
-	sameAsFreshQueryView(t, b, id, sql, "LanceDB's drop and rename")
+	for _, cleanup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cleanup=%v", cleanup), func(t *testing.T) {
+			t.Parallel()
+			b, id, dir, sql := localQueryView(t)
+			o.DropColumns(t, dir, "title")
+			o.RenameColumn(t, dir, "lang", "title")
+			if cleanup {
+				o.OptimizeCleanup(t, dir)
+			}
+			sameAsFreshQueryView(t, b, id, sql, "LanceDB's drop and rename")
+		})
+	}
 }
 
 // sameAsFreshQueryView refreshes query view id and compares it with a new
@@ -147,21 +158,6 @@ func TestLanceDBOverwriteRefreshesView(t *testing.T) {
 	rdr.Next()
 	o.Write(t, dir, rdr.RecordBatch(), "", "overwrite")
 	sameAsFreshQueryView(t, b, id, sql, "LanceDB's overwrite")
-}
-
-// TestLanceDBRenameThenCleanupRefreshesView: as
-// TestLanceDBDropAndRenameRefreshesFull, then LanceDB's optimize with
-// cleanup removes the version the view last refreshed from (the one
-// fragment, without deletions, keeps its id). The plan cannot compare
-// with that version any more: it refreshes in full, not no_op.
-func TestLanceDBRenameThenCleanupRefreshesView(t *testing.T) {
-	o := oracle.Need(t)
-	t.Parallel()
-	b, id, dir, sql := localQueryView(t)
-	o.DropColumns(t, dir, "title")
-	o.RenameColumn(t, dir, "lang", "title")
-	o.OptimizeCleanup(t, dir)
-	sameAsFreshQueryView(t, b, id, sql, "LanceDB's drop, rename and cleanup")
 }
 
 // localQueryView makes a query view of the articles' ids and titles

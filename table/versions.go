@@ -265,6 +265,7 @@ func (t *Table) checkFiles(ctx context.Context, m, cur *Manifest) error {
 			known[f.ID] = f
 		}
 	}
+	var fields []int // every field of m, once a fragment needs them
 	for _, f := range m.Fragments {
 		k, ok := known[f.ID]
 		if ok && sameFiles(k, f) {
@@ -286,34 +287,41 @@ func (t *Table) checkFiles(ctx context.Context, m, cur *Manifest) error {
 			}
 		}
 		// A deletion file it names must be there and say what the
-		// manifest says, or the version would be unreadable.
-		if f.HasDeletions() {
+		// manifest says, or the version would be unreadable (checkData
+		// reads it with the data).
+		if !sameData {
+			if fields == nil {
+				schema, err := m.ArrowSchema()
+				if err != nil {
+					return errs.Errorf(errs.CodeInvalidInput, "manifest_path: schema: %v", err)
+				}
+				fields = make([]int, schema.NumFields())
+				for i := range fields {
+					fields[i] = i
+				}
+			}
+			if err := t.checkData(ctx, f, fields); err != nil {
+				return err
+			}
+		} else if f.HasDeletions() {
 			if _, err := t.Deleted(ctx, f); err != nil {
 				return stagedDataErr(err)
-			}
-		}
-		if !sameData {
-			if err := t.checkData(ctx, m, f); err != nil {
-				return err
 			}
 		}
 	}
 	return nil
 }
 
-// checkData checks that fragment f of staged version m holds what m
-// says, from the data files' footers and column metadata (nothing is
-// decoded): its live rows are f's rows, and every field of m's schema is
-// a column its files have. Without it a manifest that lies about a new
+// checkData checks that fragment f of a staged version holds what the
+// version says, from the data files' footers and column metadata and its
+// deletion file (nothing is decoded): its live rows are f's rows, and
+// each of the version's fields (all of them, in order) is a column its
+// files have. Without it a manifest that lies about a new
 // fragment would be published, and every reader of the version
 // (LanceDB's and mvq's) would fail on it. Types are not compared: a file
 // that mvq cannot decode (an encoding it does not implement) does not
 // block another writer's commit; its readers answer for it.
-func (t *Table) checkData(ctx context.Context, m *Manifest, f Fragment) error {
-	schema, err := m.ArrowSchema()
-	if err != nil {
-		return errs.Errorf(errs.CodeInvalidInput, "manifest_path: schema: %v", err)
-	}
+func (t *Table) checkData(ctx context.Context, f Fragment, fields []int) error {
 	r, err := t.OpenFragment(ctx, f, FragmentReadOptions{Mem: t.c.opts.Mem})
 	if err != nil {
 		return stagedDataErr(err)
@@ -321,10 +329,6 @@ func (t *Table) checkData(ctx context.Context, m *Manifest, f Fragment) error {
 	defer r.Close()
 	if n := r.NumRows(); n != f.Rows {
 		return errs.Errorf(errs.CodeInvalidInput, "manifest_path: fragment %d says %d live rows; its data file holds %d", f.ID, f.Rows, n)
-	}
-	fields := make([]int, schema.NumFields())
-	for i := range fields {
-		fields[i] = i
 	}
 	if err := r.CheckFields(fields); err != nil {
 		return stagedDataErr(err)
