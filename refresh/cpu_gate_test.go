@@ -3,6 +3,7 @@ package refresh
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -173,5 +174,41 @@ func TestCPUHoldLeavesForUserCode(t *testing.T) {
 	blocker.release()
 	if n := len(e.cpu); n != 0 {
 		t.Fatalf("%d tokens held at the end", n)
+	}
+}
+
+// TestItemSyncsFilesAfterGivingUpCPU: a work item syncs its data files
+// after it gives its CPU token up (a sync waits on the disk, and another
+// item can encode meanwhile), every file it wrote, before Expand returns
+// it; the files are whole when synced.
+func TestItemSyncsFilesAfterGivingUpCPU(t *testing.T) {
+	t.Parallel()
+	b := setup(t, table.Options{MaxRowsPerFragment: 1})
+	b.e = NewEngineWith(b.cat, EngineOptions{CPUItems: 1})
+	b.source(t, frag0, frag1)
+	id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$articles"`, UDTFSpec: chunkerEntry(fixed4)})
+	p := b.plan(t, id, "j1", Options{SourceTaskSize: 2, MaxRowsPerFragment: 1})
+	var synced []string
+	var held int
+	b.e.syncHook = func(rels []string) {
+		held = len(b.e.cpu)
+		synced = append(synced, rels...)
+	}
+	res, err := b.e.Expand(b.ctx, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Fatalf("%d CPU tokens held while the item synced its files", held)
+	}
+	if len(res.Fragments) < 2 {
+		t.Fatalf("the item wrote %d files, want at least 2 (max_rows_per_fragment 1)", len(res.Fragments))
+	}
+	var want []string
+	for _, f := range res.Fragments {
+		want = append(want, f.Path)
+	}
+	if !slices.Equal(synced, want) {
+		t.Fatalf("synced %q, want the item's files %q", synced, want)
 	}
 }

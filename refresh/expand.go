@@ -275,9 +275,16 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 	}
 	wctx, writeSpan := tracer.Start(ctx, "refresh.write")
 	var written, bytes int64
+	// The files are synced after the CPU token is given up: a sync waits
+	// on the disk, and another item can encode meanwhile.
+	w.deferSync = true
 	err = e.writeBatches(wctx, plan, item, w, res, batches, &written)
 	if err == nil {
 		err = w.close(wctx)
+	}
+	hold.release()
+	if err == nil {
+		err = w.sync(wctx)
 	}
 	for _, f := range w.frags {
 		bytes += f.Bytes

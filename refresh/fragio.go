@@ -136,6 +136,9 @@ type fragWriter struct {
 	// train a column once); the writer's own, for a writer that may
 	// rewrite a file and must write the same bytes again.
 	fsst *lancefile.FSSTTables
+	// deferSync leaves the files unsynced until sync: a work item gives
+	// up its CPU token before it waits on the disk.
+	deferSync bool
 
 	pending     []arrow.RecordBatch
 	pendingRows int64
@@ -202,6 +205,24 @@ func (w *fragWriter) close(ctx context.Context) error {
 	return w.flush(ctx)
 }
 
+// sync makes the files written so far durable (for deferSync).
+func (w *fragWriter) sync(ctx context.Context) error {
+	if !w.deferSync || len(w.frags) == 0 {
+		return nil
+	}
+	rels := make([]string, len(w.frags))
+	for i, f := range w.frags {
+		rels[i] = f.Path
+	}
+	if w.e.syncHook != nil {
+		w.e.syncHook(rels)
+	}
+	if err := w.t.SyncFiles(ctx, rels); err != nil {
+		return fmt.Errorf("sync %s: %w", table.JoinID(w.t.ID()), err)
+	}
+	return nil
+}
+
 // release drops queued records (after an error).
 func (w *fragWriter) release() {
 	for _, r := range w.pending {
@@ -213,7 +234,7 @@ func (w *fragWriter) release() {
 func (w *fragWriter) flush(ctx context.Context) error {
 	defer w.release()
 	rel := w.prefix + strconv.Itoa(len(w.frags)) + w.run + w.t.Catalog().DataExt()
-	f, err := w.e.writeFile(ctx, w.t, rel, w.schema, w.pending, table.FileOptions{NoDict: w.noDict, FSST: w.fsst})
+	f, err := w.e.writeFile(ctx, w.t, rel, w.schema, w.pending, table.FileOptions{NoDict: w.noDict, FSST: w.fsst, DeferSync: w.deferSync})
 	if err != nil {
 		return err
 	}

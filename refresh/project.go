@@ -1,6 +1,7 @@
 package refresh
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"strings"
@@ -237,17 +238,22 @@ func plainASCII(b []byte) bool {
 }
 
 // validUTF8 checks s's values are UTF-8 without NUL bytes (DuckDB's
-// VARCHAR: other values go through DuckDB, which decides).
+// VARCHAR: other values go through DuckDB, which decides). It reads the
+// values' bytes as one: they are UTF-8 without NUL, and each value starts
+// a character (not a continuation byte), exactly when every value is.
+// Bytes under a null value count too, so such a value can only send the
+// rows to DuckDB.
 func validUTF8(s *array.String) bool {
-	if plainASCII(s.ValueBytes()) {
+	b := s.ValueBytes()
+	if plainASCII(b) {
 		return true // every value is ASCII without NUL (the common case)
 	}
-	for i := 0; i < s.Len(); i++ {
-		if s.IsNull(i) {
-			continue
-		}
-		v := s.Value(i)
-		if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+	if bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b) {
+		return false
+	}
+	base := s.ValueOffset(0)
+	for i := 1; i < s.Len(); i++ {
+		if o := s.ValueOffset(i) - base; o < len(b) && b[o]&0xc0 == 0x80 {
 			return false
 		}
 	}

@@ -138,6 +138,8 @@ func TestValidUTF8(t *testing.T) {
 		{[]string{"abcdefghijklmno", "pq\x00"}, false},
 		{[]string{"abcdefghijklmnop\xff"}, false},
 		{[]string{"abcdefg\xc3", "\xa9tail"}, false}, // valid only across the boundary
+		{[]string{"h\xc3\xa9", "\xc3\xa9", "w\xc3\xb6rld"}, true},
+		{[]string{"caf\xc3\xa9\x00"}, false},
 	}
 	for _, c := range cases {
 		for shift := 0; shift < 8; shift++ {

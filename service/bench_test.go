@@ -330,7 +330,10 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 		plain += time.Since(t0)
 		t0, c0 := time.Now(), cpuSeconds()
 		stop := cpuProfile(b, plainProf)
+		var ms0, ms1, ms2 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
 		plainLoop(b, srcFile, dir, true)
+		runtime.ReadMemStats(&ms1)
 		stop()
 		pw, pwCPU := time.Since(t0), cpuSeconds()-c0
 		plainW += pw
@@ -344,11 +347,13 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 		stop = cpuProfile(b, prof)
 		j, d := o.run(b, ctx, view)
 		stop()
+		runtime.ReadMemStats(&ms2)
 		fCPU := cpuSeconds() - c0
 		fullCPU += fCPU
 		full += d
-		b.Logf("iteration %d: plain+write %v (%.2f CPU-s), refresh %v (%.2f CPU-s): ratio %.2f, CPU ratio %.2f", i,
-			pw.Round(time.Millisecond), pwCPU, d.Round(time.Millisecond), fCPU, pw.Seconds()/d.Seconds(), pwCPU/fCPU)
+		b.Logf("iteration %d: plain+write %v (%.2f CPU-s, %d GCs, %d MB allocated), refresh %v (%.2f CPU-s, %d GCs, %d MB): ratio %.2f, CPU ratio %.2f", i,
+			pw.Round(time.Millisecond), pwCPU, ms1.NumGC-ms0.NumGC, (ms1.TotalAlloc-ms0.TotalAlloc)>>20,
+			d.Round(time.Millisecond), fCPU, ms2.NumGC-ms1.NumGC, (ms2.TotalAlloc-ms1.TotalAlloc)>>20, pw.Seconds()/d.Seconds(), pwCPU/fCPU)
 		if j.Progress.RowsWritten != plainRows {
 			b.Fatalf("refresh wrote %d rows, plain loop made %d", j.Progress.RowsWritten, plainRows)
 		}

@@ -131,12 +131,30 @@ type FileOptions struct {
 	// FSST, for a Lance 2.1 file, shares trained FSST symbol tables with
 	// the other files written with it (files of one schema only).
 	FSST *lancefile.FSSTTables
+	// DeferSync leaves a file:// file unsynced: the caller makes it
+	// durable with SyncFiles before a version names it (a writer holding
+	// scarce CPU gives it up first; a sync waits on the disk).
+	DeferSync bool
+}
+
+// SyncFiles makes the data files rels (Fragment.Path), written with
+// FileOptions.DeferSync, durable.
+func (t *Table) SyncFiles(ctx context.Context, rels []string) error {
+	keys := make([]string, len(rels))
+	for i, rel := range rels {
+		keys[i] = t.key + rel
+	}
+	return t.c.wh.Sync(keys)
 }
 
 // WriteFileWith is WriteFileAt with options.
 func (t *Table) WriteFileWith(ctx context.Context, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, o FileOptions) (Fragment, error) {
 	var rows, size int64
 	var err error
+	write := t.c.wh.WriteFrom
+	if o.DeferSync {
+		write = t.c.wh.WriteFromUnsynced
+	}
 	if strings.HasSuffix(rel, datafile.LanceExt) && datafile.LanceWritable(schema) != nil {
 		// A schema the Lance writer cannot hold stays Parquet, which only
 		// mvq reads.
@@ -150,13 +168,13 @@ func (t *Table) WriteFileWith(ctx context.Context, rel string, schema *arrow.Sch
 			// files in the dataset's version too.
 			v, fileVersion = lancefile.V2_0, "2.0"
 		}
-		err = t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
+		err = write(ctx, t.key+rel, func(w io.Writer) (err error) {
 			rows, size, err = datafile.WriteLanceVersion(w, schema, recs, v, o.FSST)
 			return err
 		})
 	} else {
 		props, aprops := t.c.writerProps(o.NoDict...)
-		err = t.c.wh.WriteFrom(ctx, t.key+rel, func(w io.Writer) (err error) {
+		err = write(ctx, t.key+rel, func(w io.Writer) (err error) {
 			rows, size, err = datafile.Write(w, schema, recs, props, aprops, t.c.opts.Mem)
 			return err
 		})

@@ -164,8 +164,19 @@ func (w *Warehouse) Write(ctx context.Context, key string, data []byte) error {
 }
 
 // WriteFrom streams an object from fn; the object appears only when fn
-// returns nil.
+// returns nil, durable.
 func (w *Warehouse) WriteFrom(ctx context.Context, key string, fn func(io.Writer) error) error {
+	if err := w.WriteFromUnsynced(ctx, key, fn); err != nil {
+		return err
+	}
+	return w.Rel(w.syncLocal(key))
+}
+
+// WriteFromUnsynced is WriteFrom that leaves a file:// object unsynced:
+// the caller makes it durable with Sync before anything names it. A
+// writer that holds scarce CPU while it encodes syncs after it gives the
+// CPU up (a sync waits on the disk).
+func (w *Warehouse) WriteFromUnsynced(ctx context.Context, key string, fn func(io.Writer) error) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	wr, err := w.bucket.NewWriter(cctx, key, nil)
@@ -177,10 +188,30 @@ func (w *Warehouse) WriteFrom(ctx context.Context, key string, fn func(io.Writer
 		_ = wr.Close()
 		return w.Rel(err)
 	}
-	if err := wr.Close(); err != nil {
-		return w.Rel(err)
+	return w.Rel(wr.Close())
+}
+
+// Sync makes the file:// objects keys, written with WriteFromUnsynced,
+// durable: each file, then each folder holding them once. Object stores
+// are durable when the PUT returns: nothing to do.
+func (w *Warehouse) Sync(keys []string) error {
+	if w.dir == "" {
+		return nil
 	}
-	return w.Rel(w.syncLocal(key))
+	dirs := map[string]bool{}
+	for _, key := range keys {
+		final := filepath.Join(w.dir, filepath.FromSlash(key))
+		if err := syncFile(final); err != nil {
+			return w.Rel(err)
+		}
+		dirs[filepath.Dir(final)] = true
+	}
+	for dir := range dirs {
+		if err := syncFile(dir); err != nil {
+			return w.Rel(err)
+		}
+	}
+	return nil
 }
 
 // syncLocal makes a file:// object durable: its content and its name
