@@ -73,7 +73,7 @@ func (j viewRefresh) Expand(ctx context.Context, plan *Plan, index int) (ItemRes
 // planView is the view as the plan saw it (its base version), cached per
 // job.
 func (e *Engine) planView(ctx context.Context, plan *Plan) (*View, error) {
-	key := "view|" + plan.JobID + "|" + table.JoinID(plan.View) + "|" + strconv.FormatUint(plan.BaseViewVersion, 10)
+	key := "view|" + plan.JobID + "|" + table.JoinID(plan.View) + "|" + plan.ViewUUID + "|" + strconv.FormatUint(plan.BaseViewVersion, 10)
 	if v, ok := e.cache.get(key); ok {
 		return v.(*View), nil
 	}
@@ -108,7 +108,10 @@ type sourceVersion struct {
 }
 
 func (e *Engine) planSource(ctx context.Context, plan *Plan, v *View) (*sourceVersion, error) {
-	key := "src|" + plan.JobID + "|" + table.JoinID(v.Def.Source) + "|" + plan.Options.SrcBranch + "|" + strconv.FormatUint(plan.SourceVersion, 10)
+	// The projection is the view's: the key names the view (and its
+	// identity) as well as the job and the source version.
+	key := "src|" + plan.JobID + "|" + table.JoinID(plan.View) + "|" + plan.ViewUUID + "|" + strconv.FormatUint(plan.BaseViewVersion, 10) + "|" +
+		table.JoinID(v.Def.Source) + "|" + plan.Options.SrcBranch + "|" + strconv.FormatUint(plan.SourceVersion, 10)
 	if s, ok := e.cache.get(key); ok {
 		return s.(*sourceVersion), nil
 	}
