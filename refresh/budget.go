@@ -36,7 +36,9 @@ type EngineOptions struct {
 	Runtimes *udf.Registry
 	// CPUItems bounds how many row-wise work items (query and chunker
 	// views: in-process SQL, chunking and encoding) apply and write at
-	// once in this process; the others wait with their source rows read.
+	// once in this process; the others wait, with their source rows read
+	// from an object store, before reading from a local one (decoding
+	// from the page cache is CPU work as well).
 	// 0: GOMAXPROCS. The worker's concurrency can then stay high for I/O
 	// (reads, user code, commits) while memory follows the cores.
 	CPUItems int

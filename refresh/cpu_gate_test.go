@@ -12,8 +12,8 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-// TestCPUItemsBoundsApplying: with CPUItems 1, a second work item that
-// has read its rows waits while the first one chunks, and chunks once the
+// TestCPUItemsBoundsApplying: with CPUItems 1, a second work item waits
+// while the first one chunks, and chunks once the
 // first is done (both items' rows land); a waiting item whose context
 // ends gives up without taking a token. With CPUItems 2 two items chunk
 // at once.
@@ -210,5 +210,58 @@ func TestItemSyncsFilesAfterGivingUpCPU(t *testing.T) {
 	}
 	if !slices.Equal(synced, want) {
 		t.Fatalf("synced %q, want the item's files %q", synced, want)
+	}
+}
+
+// TestItemWaitingForCPUHoldsNoLocalRows: with CPUItems 1 and the token
+// taken, a second work item waits for it before it reads its rows from a
+// local warehouse (decoding is CPU work; a waiting item holds nothing),
+// and after reading them from an object store (the fetch waits on the
+// network while others compute).
+func TestItemWaitingForCPUHoldsNoLocalRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t, table.Options{})
+	b.e = NewEngineWith(b.cat, EngineOptions{CPUItems: 1})
+	b.source(t, frag0, frag1)
+	id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$articles"`, UDTFSpec: chunkerEntry(fixed4)})
+	p := b.plan(t, id, "j1", Options{SourceTaskSize: 1})
+	var reads atomic.Int32
+	b.e.readHook = func() { reads.Add(1) }
+	entered, hold := make(chan struct{}, 2), make(chan struct{})
+	var once sync.Once
+	b.e.chunkHook = func() {
+		once.Do(func() { entered <- struct{}{}; <-hold })
+	}
+	waiting := make(chan struct{}, 2)
+	b.e.cpuWaitHook = func() { waiting <- struct{}{} }
+	deadline := time.After(time.Minute)
+	wait := func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+	errc := make(chan error, 2)
+	go func() { _, err := b.e.Expand(b.ctx, p, 0); errc <- err }()
+	wait(entered, "the first item to chunk")
+	go func() { _, err := b.e.Expand(b.ctx, p, 1); errc <- err }()
+	wait(waiting, "the second item to wait for the token")
+	want := int32(1) // local: the second item has not read
+	if b.cat.Warehouse().Dir() == "" {
+		want = 2 // an object store: it read first
+	}
+	if got := reads.Load(); got != want {
+		t.Fatalf("%d items read their rows while the second waited for the token, want %d (local warehouse: %v)", got, want, b.cat.Warehouse().Dir() != "")
+	}
+	close(hold)
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(b.e.cpu); n != 0 {
+		t.Fatalf("%d CPU tokens still held after both items ended", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -247,22 +248,39 @@ func (e *Engine) expandWhole(ctx context.Context, env *ApplyEnv, v *View, src *s
 // expandRows applies a row-wise view to the item's rows and writes the
 // output, cut at the room output_limit leaves.
 func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourceVersion, item WorkItem, w *fragWriter, res *ItemResult) error {
-	rctx, span := tracer.Start(ctx, "refresh.read")
-	in, err := e.readItem(rctx, src, item)
-	endSpan(span, err, recordsAttrs(in)...)
-	if err != nil {
-		return err
-	}
 	// Applying and encoding are in-process CPU work: at most CPUItems
 	// items of the process do them at once, so the memory they hold
 	// follows the cores, not the worker's concurrency. User code (a
 	// computed column's runtime) gives the token up while it waits.
-	ctx, hold, waited, err := e.holdCPU(ctx)
+	// Reading a local source is CPU work too (decoding from the page
+	// cache): it takes the token first, and an item waiting for one holds
+	// no rows. A remote source is read before, while others compute.
+	var (
+		hold   *cpuHold
+		waited time.Duration
+		in     []arrow.RecordBatch
+		err    error
+	)
+	local := src.t.Catalog().Warehouse().Dir() != ""
+	if local {
+		if ctx, hold, waited, err = e.holdCPU(ctx); err != nil {
+			return err
+		}
+		defer hold.release()
+	}
+	rctx, span := tracer.Start(ctx, "refresh.read")
+	in, err = e.readItem(rctx, src, item)
+	endSpan(span, err, recordsAttrs(in)...)
 	if err != nil {
-		releaseAll(in)
 		return err
 	}
-	defer hold.release()
+	if !local {
+		if ctx, hold, waited, err = e.holdCPU(ctx); err != nil {
+			releaseAll(in)
+			return err
+		}
+		defer hold.release()
+	}
 	actx, applySpan := tracer.Start(ctx, "refresh.apply", trace.WithAttributes(attribute.String("mvq.view_kind", string(plan.Kind)),
 		attribute.Int("mvq.intra_applier_concurrency", plan.Options.IntraApplierConcurrency),
 		attribute.Int64("mvq.cpu_wait_ms", waited.Milliseconds())))
@@ -385,6 +403,9 @@ func (e *Engine) writeBatches(ctx context.Context, plan *Plan, item WorkItem, w 
 // readItem reads the item's source rows, projected to the columns the
 // query uses, with the _rowaddr column appended.
 func (e *Engine) readItem(ctx context.Context, src *sourceVersion, item WorkItem) ([]arrow.RecordBatch, error) {
+	if e.readHook != nil {
+		e.readHook()
+	}
 	var out []arrow.RecordBatch
 	fail := func(err error) ([]arrow.RecordBatch, error) {
 		for _, r := range out {

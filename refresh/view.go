@@ -47,6 +47,8 @@ type Engine struct {
 	chunkHook func() // tests: runs in each chunking goroutine
 	// cpuWaitHook (tests) runs when an item finds every CPU token taken.
 	cpuWaitHook func()
+	// readHook (tests) runs when a work item reads its source rows.
+	readHook func()
 	// syncHook (tests) runs before a work item syncs the files rels.
 	syncHook func(rels []string)
 	// userCodeHook (tests) runs as a computed column's user code starts.
