@@ -3,6 +3,7 @@ package refresh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -45,15 +46,7 @@ func TestCPUItemsBoundsApplying(t *testing.T) {
 		}
 		waiting := make(chan struct{}, 8)
 		b.e.cpuWaitHook = func() { waiting <- struct{}{} }
-		deadline := time.After(time.Minute)
-		wait := func(ch chan struct{}, what string) {
-			t.Helper()
-			select {
-			case <-ch:
-			case <-deadline:
-				t.Fatalf("CPUItems %d: timed out waiting for %s", slots, what)
-			}
-		}
+		wait := waiter(t, fmt.Sprintf("CPUItems %d: ", slots))
 		var wg sync.WaitGroup
 		results := make([]ItemResult, 2)
 		errList := make([]error, 2)
@@ -234,15 +227,7 @@ func TestItemWaitingForCPUHoldsNoLocalRows(t *testing.T) {
 	}
 	waiting := make(chan struct{}, 2)
 	b.e.cpuWaitHook = func() { waiting <- struct{}{} }
-	deadline := time.After(time.Minute)
-	wait := func(ch chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	wait := waiter(t, "")
 	errc := make(chan error, 2)
 	go func() { _, err := b.e.Expand(b.ctx, p, 0); errc <- err }()
 	wait(entered, "the first item to chunk")
@@ -263,5 +248,19 @@ func TestItemWaitingForCPUHoldsNoLocalRows(t *testing.T) {
 	}
 	if n := len(b.e.cpu); n != 0 {
 		t.Fatalf("%d CPU tokens still held after both items ended", n)
+	}
+}
+
+// waiter returns a wait for a signal on ch that fails t (its message
+// starting with prefix) when a minute has passed since waiter was called.
+func waiter(t *testing.T, prefix string) func(ch chan struct{}, what string) {
+	deadline := time.After(time.Minute)
+	return func(ch chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%stimed out waiting for %s", prefix, what)
+		}
 	}
 }
