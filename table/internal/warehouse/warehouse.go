@@ -169,7 +169,7 @@ func (w *Warehouse) WriteFrom(ctx context.Context, key string, fn func(io.Writer
 	if err := w.WriteFromUnsynced(ctx, key, fn); err != nil {
 		return err
 	}
-	return w.Rel(w.syncLocal(key))
+	return w.Sync([]string{key})
 }
 
 // WriteFromUnsynced is WriteFrom that leaves a file:// object unsynced:
@@ -192,8 +192,11 @@ func (w *Warehouse) WriteFromUnsynced(ctx context.Context, key string, fn func(i
 }
 
 // Sync makes the file:// objects keys, written with WriteFromUnsynced,
-// durable: each file, then each folder holding them once. Object stores
-// are durable when the PUT returns: nothing to do.
+// durable: their content and their names (fileblob renames a temporary
+// file into place and syncs neither), each file, then each folder holding
+// them once. A data file must be on disk before a manifest naming it is,
+// and the manifest is synced before it is linked (linkIfNotExists).
+// Object stores are durable when the PUT returns: nothing to do.
 func (w *Warehouse) Sync(keys []string) error {
 	if w.dir == "" {
 		return nil
@@ -212,22 +215,6 @@ func (w *Warehouse) Sync(keys []string) error {
 		}
 	}
 	return nil
-}
-
-// syncLocal makes a file:// object durable: its content and its name
-// (fileblob renames a temporary file into place and syncs neither). A
-// data file must be on disk before a manifest naming it is, and the
-// manifest is synced before it is linked (linkIfNotExists). Object stores
-// are durable when the PUT returns: nothing to do.
-func (w *Warehouse) syncLocal(key string) error {
-	if w.dir == "" {
-		return nil
-	}
-	final := filepath.Join(w.dir, filepath.FromSlash(key))
-	if err := syncFile(final); err != nil {
-		return err
-	}
-	return syncFile(filepath.Dir(final))
 }
 
 // syncFile fsyncs a file or a directory.
