@@ -258,28 +258,33 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 	var (
 		hold   *cpuHold
 		waited time.Duration
-		in     []arrow.RecordBatch
-		err    error
 	)
+	take := func() (err error) {
+		ctx, hold, waited, err = e.holdCPU(ctx)
+		return err
+	}
+	defer func() {
+		if hold != nil {
+			hold.release()
+		}
+	}()
 	local := src.t.Catalog().Warehouse().Dir() != ""
 	if local {
-		if ctx, hold, waited, err = e.holdCPU(ctx); err != nil {
+		if err := take(); err != nil {
 			return err
 		}
-		defer hold.release()
 	}
 	rctx, span := tracer.Start(ctx, "refresh.read")
-	in, err = e.readItem(rctx, src, item)
+	in, err := e.readItem(rctx, src, item)
 	endSpan(span, err, recordsAttrs(in)...)
 	if err != nil {
 		return err
 	}
 	if !local {
-		if ctx, hold, waited, err = e.holdCPU(ctx); err != nil {
+		if err := take(); err != nil {
 			releaseAll(in)
 			return err
 		}
-		defer hold.release()
 	}
 	actx, applySpan := tracer.Start(ctx, "refresh.apply", trace.WithAttributes(attribute.String("mvq.view_kind", string(plan.Kind)),
 		attribute.Int("mvq.intra_applier_concurrency", plan.Options.IntraApplierConcurrency),
