@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
@@ -253,7 +254,12 @@ func (o *orchestrator) run(b *testing.B, ctx context.Context, view []string) (*j
 	// interval to every measurement).
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	if err := o.client.Events(wctx, j.ID, "", func(jobs.Event) error { return nil }); err != nil {
+	if err := o.client.Events(wctx, j.ID, "", func(e jobs.Event) error {
+		if os.Getenv("MVQ_BENCH_TIMELINE") != "" {
+			b.Logf("+%v %s %s %s %s rows=%d", time.Since(t0).Round(time.Millisecond), e.Type, e.State, e.Phase, e.Message, e.Progress.RowsWritten)
+		}
+		return nil
+	}); err != nil {
 		b.Fatalf("job %s events: %v", j.ID, err)
 	}
 	d := time.Since(t0)
@@ -264,6 +270,34 @@ func (o *orchestrator) run(b *testing.B, ctx context.Context, view []string) (*j
 		b.Fatalf("job %s: %s %+v", j.ID, j.State, j.Failure)
 	}
 	return j, d
+}
+
+// gcCPU is the runtime's estimate of the CPU seconds its collector has
+// used so far (marking, assists, pauses).
+func gcCPU() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64()
+}
+
+// writeAllocs writes the allocation profile so far to path: the profile
+// after a phase, with the one before it as pprof's -diff_base, is what the
+// phase allocated.
+func writeAllocs(b *testing.B, path string) {
+	runtime.GC() // the profile is as of the last GC
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // cpuProfile writes a CPU profile of what runs until the returned stop to
@@ -300,7 +334,12 @@ func cpuProfile(b *testing.B, path string) (stop func()) {
 // times (this machine's neighbours move single ones by up to 2x).
 // MVQ_BENCH_REFRESH_CPUPROFILE=PATH writes a CPU profile of the last full
 // refresh alone to PATH and one of the last plain loop with writes to
-// PATH.plain.
+// PATH.plain; MVQ_BENCH_REFRESH_MEMPROFILE=PATH the allocation profiles
+// before (PATH.before, pprof's -diff_base) and after the last full
+// refresh. The log names each phase's page faults and the collector's CPU
+// seconds; MVQ_BENCH_TIMELINE=1 logs every job event with its time, and
+// MVQ_BENCH_ONLY=plain or refresh runs that phase alone b.N times (for a
+// whole-process profiler such as perf, one run per phase).
 func BenchmarkRefreshOrchestrated(b *testing.B) {
 	ctx := context.Background()
 	n := benchDocs()
@@ -325,17 +364,28 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 				plainProf = prof + ".plain"
 			}
 		}
+		if only := os.Getenv("MVQ_BENCH_ONLY"); only != "" {
+			// A profiling aid: one phase alone, n times.
+			if only == "plain" {
+				plainLoop(b, srcFile, dir, true)
+			} else {
+				o.run(b, ctx, o.view(b, fmt.Sprintf("only%d", i)))
+			}
+			continue
+		}
 		t0 := time.Now()
 		plainRows = plainLoop(b, srcFile, dir, false)
 		plain += time.Since(t0)
-		t0, c0 := time.Now(), cpuSeconds()
+		g0 := gcCPU()
+		t0, c0, f0 := time.Now(), cpuSeconds(), minorFaults()
 		stop := cpuProfile(b, plainProf)
 		var ms0, ms1, ms2 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
 		plainLoop(b, srcFile, dir, true)
 		runtime.ReadMemStats(&ms1)
 		stop()
-		pw, pwCPU := time.Since(t0), cpuSeconds()-c0
+		pw, pwCPU, pwFaults := time.Since(t0), cpuSeconds()-c0, minorFaults()-f0
+		pwGC := gcCPU() - g0
 		plainW += pw
 		plainWCPU += pwCPU
 
@@ -343,19 +393,26 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 		// Creating the view ran DuckDB, which opens a fresh session in
 		// the background; a worker process does not create views.
 		o.db.Settle()
-		c0 = cpuSeconds()
+		c0, f0, g0 = cpuSeconds(), minorFaults(), gcCPU()
 		stop = cpuProfile(b, prof)
+		memProf := os.Getenv("MVQ_BENCH_REFRESH_MEMPROFILE")
+		if memProf != "" && i == b.N-1 {
+			writeAllocs(b, memProf+".before")
+		}
 		j, d := o.run(b, ctx, view)
+		if memProf != "" && i == b.N-1 {
+			writeAllocs(b, memProf)
+		}
 		stop()
 		runtime.ReadMemStats(&ms2)
-		fCPU := cpuSeconds() - c0
+		fCPU, fFaults, fGC := cpuSeconds()-c0, minorFaults()-f0, gcCPU()-g0
 		fullCPU += fCPU
 		full += d
 		// Cores used (CPU seconds over wall time) shows a refresh that
 		// waits (on the disk, on Redis) apart from one that computes more.
-		b.Logf("iteration %d: plain+write %v (%.2f CPU-s, %.1f cores, %d GCs, %d MB allocated), refresh %v (%.2f CPU-s, %.1f cores, %d GCs, %d MB): ratio %.2f, CPU ratio %.2f", i,
-			pw.Round(time.Millisecond), pwCPU, pwCPU/pw.Seconds(), ms1.NumGC-ms0.NumGC, (ms1.TotalAlloc-ms0.TotalAlloc)>>20,
-			d.Round(time.Millisecond), fCPU, fCPU/d.Seconds(), ms2.NumGC-ms1.NumGC, (ms2.TotalAlloc-ms1.TotalAlloc)>>20, pw.Seconds()/d.Seconds(), pwCPU/fCPU)
+		b.Logf("iteration %d: plain+write %v (%.2f CPU-s, %.1f cores, %d GCs, %d MB allocated, %d page faults, %.3f GC CPU-s), refresh %v (%.2f CPU-s, %.1f cores, %d GCs, %d MB, %d faults, %.3f GC CPU-s): ratio %.2f, CPU ratio %.2f", i,
+			pw.Round(time.Millisecond), pwCPU, pwCPU/pw.Seconds(), ms1.NumGC-ms0.NumGC, (ms1.TotalAlloc-ms0.TotalAlloc)>>20, pwFaults, pwGC,
+			d.Round(time.Millisecond), fCPU, fCPU/d.Seconds(), ms2.NumGC-ms1.NumGC, (ms2.TotalAlloc-ms1.TotalAlloc)>>20, fFaults, fGC, pw.Seconds()/d.Seconds(), pwCPU/fCPU)
 		if j.Progress.RowsWritten != plainRows {
 			b.Fatalf("refresh wrote %d rows, plain loop made %d", j.Progress.RowsWritten, plainRows)
 		}

@@ -4,3 +4,5 @@ package service_test
 
 // cpuSeconds is 0 where getrusage is missing: no CPU ratio is reported.
 func cpuSeconds() float64 { return 0 }
+
+func minorFaults() int64 { return 0 }
