@@ -225,8 +225,20 @@ func (b *arrowBuilder) leaf(dt arrow.DataType, pieces []piece, count int, bitmap
 		if !large && size > math.MaxInt32 {
 			return nil, unsupportedf("%d bytes of %v values need a large type", size, dt)
 		}
-		vals := memory.NewResizableBuffer(b.mem)
-		vals.Resize(int(size))
+		// One piece holding at least half its block's bytes (which the
+		// array then keeps alive): hand them to Arrow without a copy, as
+		// the fixed-width case below does. A decoded block is not written
+		// once made.
+		zeroCopy := len(pieces) == 1 && pieces[0].b.kind == vVar && size > 0 && 2*size >= uint64(len(pieces[0].b.data))
+		var vals *memory.Buffer
+		if zeroCopy {
+			p := pieces[0]
+			lo, hi := p.b.offs[p.from], p.b.offs[p.to]
+			vals = memory.NewBufferBytes(p.b.data[lo:hi:hi])
+		} else {
+			vals = memory.NewResizableBuffer(b.mem)
+			vals.Resize(int(size))
+		}
 		vb := vals.Bytes()
 		ow := 4
 		if large {
@@ -254,7 +266,9 @@ func (b *arrowBuilder) leaf(dt arrow.DataType, pieces []piece, count int, bitmap
 				continue
 			}
 			o := p.b.offs
-			copy(vb[pos:], p.b.data[o[p.from]:o[p.to]])
+			if !zeroCopy {
+				copy(vb[pos:], p.b.data[o[p.from]:o[p.to]])
+			}
 			base := o[p.from]
 			for i := p.from + 1; i <= p.to; i++ {
 				put(k, pos+o[i]-base)

@@ -285,6 +285,9 @@ func (s *varSink) appendAll(arr arrow.Array) {
 	}
 	hasNulls := arr.NullN() > 0
 	n := arr.Len()
+	if !hasNulls && len(s.offsets) == 1 && len(s.data) == 0 && s.alias(raw, offs32, offs64, n) {
+		return
+	}
 	if n > 0 {
 		var span int64
 		if offs32 != nil {
@@ -310,6 +313,42 @@ func (s *varSink) appendAll(arr arrow.Array) {
 		}
 		s.add(raw[st:en])
 	}
+}
+
+// alias makes the empty sink hold the n values of an array without nulls
+// by referring to its value bytes, not copying them (a page is most often
+// one array's rows). The encoders only read a sink's bytes, and only while
+// the writer holds the array; the capacity is cut so that a later append
+// copies. It reports false, changing nothing, when an offset is out of
+// order or out of range.
+func (s *varSink) alias(raw []byte, offs32 []int32, offs64 []int64, n int) bool {
+	if n == 0 || (offs32 == nil && offs64 == nil) {
+		return false
+	}
+	at := func(i int) int64 {
+		if offs32 != nil {
+			return int64(offs32[i])
+		}
+		return offs64[i]
+	}
+	lo, hi := at(0), at(n)
+	if lo < 0 || hi < lo || hi > int64(len(raw)) {
+		return false
+	}
+	offsets := make([]uint64, 1, n+1)
+	maxLen := 0
+	prev := lo
+	for i := 1; i <= n; i++ {
+		o := at(i)
+		if o < prev || o > hi {
+			return false
+		}
+		maxLen = max(maxLen, int(o-prev))
+		offsets = append(offsets, uint64(o-lo))
+		prev = o
+	}
+	s.data, s.offsets, s.maxLen = raw[lo:hi:hi], offsets, max(s.maxLen, maxLen)
+	return true
 }
 
 func (s *varSink) count() int    { return len(s.offsets) - 1 }
