@@ -207,6 +207,23 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// TestRecursiveNoAllocsWithReusedDst: cutting a text gathers its pieces in
+// a pooled list, so a reused dst makes Chunk allocate nothing.
+func TestRecursiveNoAllocsWithReusedDst(t *testing.T) {
+	doc := benchDoc()
+	for _, unit := range []string{"chars", "words"} {
+		c := mustNew(t, Spec{Chunker: "recursive", ChunkSize: 60, ChunkOverlap: 10, Unit: unit})
+		dst := c.Chunk(doc, nil)
+		if len(dst) < 2 {
+			t.Fatalf("%s: %d chunks, want a text that splits", unit, len(dst))
+		}
+		allocs := testing.AllocsPerRun(100, func() { dst = c.Chunk(doc, dst[:0]) })
+		if allocs != 0 {
+			t.Errorf("%s: %v allocs per Chunk with a reused dst, want 0", unit, allocs)
+		}
+	}
+}
+
 func TestRecursive(t *testing.T) {
 	tests := []struct {
 		name          string
@@ -226,6 +243,9 @@ func TestRecursive(t *testing.T) {
 		{"long paragraph split at sentences", 40, 0, "", nil,
 			"Intro.\n\nThis is sentence one. This is sentence two. This is sentence three.",
 			[]string{"Intro.", "This is sentence one.", "This is sentence two.", "This is sentence three."}},
+		{"pieces around a nested split", 40, 0, "", nil,
+			"Intro.\n\nThis is sentence one. This is sentence two.\n\nOutro one.\n\nOutro two.",
+			[]string{"Intro.", "This is sentence one.", "This is sentence two.", "Outro one.\n\nOutro two."}},
 		{"split at words", 12, 0, "", nil, "alpha beta gamma delta", []string{"alpha beta", "gamma delta"}},
 		{"word overlap", 12, 6, "", nil, "alpha beta gamma delta", []string{"alpha beta", "beta gamma", "gamma delta"}},
 		{"hard cut", 4, 0, "", nil, "abcdefghij", []string{"abcd", "efgh", "ij"}},

@@ -1,6 +1,9 @@
 package chunker
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 type recursive struct {
 	size, overlap int
@@ -18,13 +21,24 @@ func (r *recursive) Chunk(text string, dst []string) []string {
 	if countUnits(text, r.unit) <= r.size {
 		return appendTrimmed(dst, text)
 	}
-	return r.split(text, r.seps, dst)
+	scratch := piecePool.Get().(*[]piece)
+	dst = r.split(text, r.seps, dst, scratch)
+	piecePool.Put(scratch)
+	return dst
 }
+
+// piecePool holds the piece lists split fills, one per Chunk call: a
+// Chunker may be shared by goroutines, and a text's pieces are garbage
+// once its chunks are cut.
+var piecePool = sync.Pool{New: func() any { return new([]piece) }}
 
 // split cuts text, which is longer than size, on the first of seps that
 // occurs in it, then merges the pieces; pieces still too long are split
-// with the separators after that one, or cut at fixed positions.
-func (r *recursive) split(text string, seps []string, dst []string) []string {
+// with the separators after that one, or cut at fixed positions. The
+// pieces are gathered in *scratch, which a nested split reuses: the
+// pieces before a too-long one are merged before it is split, so nothing
+// gathered is read after the nested call.
+func (r *recursive) split(text string, seps []string, dst []string, scratch *[]piece) []string {
 	var sep string
 	var rest []string
 	for i, s := range seps {
@@ -36,7 +50,7 @@ func (r *recursive) split(text string, seps []string, dst []string) []string {
 	if sep == "" {
 		return hardCut(text, r.size, r.overlap, r.unit, dst)
 	}
-	var good []piece
+	good := (*scratch)[:0]
 	for a := 0; a < len(text); {
 		b := len(text)
 		if i := strings.Index(text[a:], sep); i >= 0 {
@@ -47,14 +61,20 @@ func (r *recursive) split(text string, seps []string, dst []string) []string {
 			good = append(good, piece{a, b, n})
 		} else {
 			dst = r.merge(text, good, dst)
+			if cap(good) > cap(*scratch) {
+				*scratch = good
+			}
 			good = good[:0]
 			if len(rest) > 0 {
-				dst = r.split(p, rest, dst)
+				dst = r.split(p, rest, dst, scratch)
 			} else {
 				dst = hardCut(p, r.size, r.overlap, r.unit, dst)
 			}
 		}
 		a = b
+		if cap(good) > cap(*scratch) {
+			*scratch = good
+		}
 	}
 	return r.merge(text, good, dst)
 }
