@@ -2,6 +2,7 @@ package file
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,9 @@ type dictionary struct {
 	items   *varSink
 }
 
+// probeSeed seeds tryDictionary's sample hashes.
+var probeSeed = maphash.MakeSeed()
+
 // tryDictionary returns a dictionary when it is smaller than the plain
 // values; it gives up as soon as half the values prove unique.
 func tryDictionary(s *varSink, plainSize int) *dictionary {
@@ -34,11 +38,13 @@ func tryDictionary(s *varSink, plainSize int) *dictionary {
 		return nil
 	}
 	limit := n / 2
-	// A sample from the start decides cheaply for mostly unique text.
+	// A sample from the start decides cheaply for mostly unique text. It
+	// counts the values' hashes, copying none: a collision can only let
+	// the exact pass below run.
 	sample := min(n, 2048)
-	probe := make(map[string]struct{}, 64)
+	probe := make(map[uint64]struct{}, 64)
 	for i := 0; i < sample; i++ {
-		probe[string(s.data[s.offsets[i]:s.offsets[i+1]])] = struct{}{}
+		probe[maphash.Bytes(probeSeed, s.data[s.offsets[i]:s.offsets[i+1]])] = struct{}{}
 		if len(probe) > sample/2 {
 			return nil
 		}

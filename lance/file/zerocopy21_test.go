@@ -104,3 +104,29 @@ func TestReadLongStringsWithoutCopy(t *testing.T) {
 		t.Fatalf("read of %d value bytes allocated %.0f bytes (%.2fx): the values were copied again", valueBytes, alloc, alloc/float64(valueBytes))
 	}
 }
+
+// TestDictionaryProbeCopiesNoValues: deciding that a page of long unique
+// strings is no dictionary copies none of them (it used to copy every
+// sampled value into a map key).
+func TestDictionaryProbeCopiesNoValues(t *testing.T) {
+	s := &varSink{offsets: []uint64{0}}
+	for i := range 1000 {
+		s.add([]byte(fmt.Sprintf("%04d %s", i, bytes.Repeat([]byte("x"), 500))))
+	}
+	var d *dictionary
+	allocs := testing.AllocsPerRun(10, func() { d = tryDictionary(s, len(s.data)) })
+	if d != nil {
+		t.Fatal("a dictionary for unique values")
+	}
+	if allocs > 20 {
+		t.Fatalf("%v allocations to refuse a dictionary of 1000 unique values", allocs)
+	}
+	// Repeated values still make one.
+	r := &varSink{offsets: []uint64{0}}
+	for i := range 1000 {
+		r.add([]byte(fmt.Sprintf("value %d", i%7)))
+	}
+	if d := tryDictionary(r, len(r.data)+4*len(r.offsets)); d == nil || d.items.count() != 7 {
+		t.Fatalf("dictionary of 7 repeated values: %+v", d)
+	}
+}
