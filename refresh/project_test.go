@@ -124,9 +124,9 @@ func TestPassThroughInvalidUTF8(t *testing.T) {
 	}
 }
 
-// TestValidUTF8: the ASCII fast path and the per-value check agree on
-// values with NUL bytes and non-ASCII bytes at every place of an 8-byte
-// word, and in the tail.
+// TestValidUTF8: the ASCII fast paths and the per-value check agree on
+// values with NUL bytes and non-ASCII bytes at every place of a 32-byte
+// block and an 8-byte word, and in the tail.
 func TestValidUTF8(t *testing.T) {
 	cases := []struct {
 		vals []string
@@ -140,9 +140,14 @@ func TestValidUTF8(t *testing.T) {
 		{[]string{"abcdefg\xc3", "\xa9tail"}, false}, // valid only across the boundary
 		{[]string{"h\xc3\xa9", "\xc3\xa9", "w\xc3\xb6rld"}, true},
 		{[]string{"caf\xc3\xa9\x00"}, false},
+		{[]string{strings.Repeat("a", 40) + "\x00" + strings.Repeat("b", 40)}, false},
+		{[]string{strings.Repeat("a", 40) + "\x80" + strings.Repeat("b", 40)}, false},
+		{[]string{strings.Repeat("a", 40) + "\x01\x7f" + strings.Repeat("b", 40)}, true},
+		{[]string{strings.Repeat("abc", 30), "d\xc3\xa9" + strings.Repeat("e", 40)}, true},
 	}
 	for _, c := range cases {
-		for shift := 0; shift < 8; shift++ {
+		// Every place of a 32-byte block and of an 8-byte word.
+		for shift := 0; shift < 32; shift++ {
 			vals := append([]string{strings.Repeat("a", shift)}, c.vals...)
 			b := array.NewStringBuilder(memory.DefaultAllocator)
 			b.AppendValues(vals, nil)
