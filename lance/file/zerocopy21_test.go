@@ -47,6 +47,25 @@ func TestVarSinkAliasesOneArray(t *testing.T) {
 		t.Fatalf("appending wrote into the first array: its third value is %q", parent.Value(2))
 	}
 
+	// A slice that starts inside its parent, and a large string array.
+	tail := array.NewSlice(parent, 1, 3).(*array.String)
+	defer tail.Release()
+	s = &varSink{offsets: []uint64{0}}
+	s.appendAll(tail)
+	if string(s.data) != "bbcc" || fmt.Sprint(s.offsets) != "[0 2 4]" {
+		t.Fatalf("slice from row 1: %q %v", s.data, s.offsets)
+	}
+	lb := array.NewLargeStringBuilder(memory.DefaultAllocator)
+	lb.AppendValues([]string{"", "xyz", "w"}, nil)
+	large := lb.NewLargeStringArray()
+	lb.Release()
+	defer large.Release()
+	s = &varSink{offsets: []uint64{0}, wide: true}
+	s.appendAll(large)
+	if string(s.data) != "xyzw" || fmt.Sprint(s.offsets) != "[0 0 3 4]" || s.maxLen != 3 {
+		t.Fatalf("large strings: %q %v max %d", s.data, s.offsets, s.maxLen)
+	}
+
 	// Offsets out of order are not aliased (the copying path answers them
 	// as before).
 	if (&varSink{offsets: []uint64{0}}).alias([]byte("abcd"), []int32{0, 3, 2}, nil, 2) {
