@@ -72,9 +72,9 @@ func (r *recursive) split(text string, seps []string, dst []string, scratch *[]p
 			}
 		}
 		a = b
-		if cap(good) > cap(*scratch) {
-			*scratch = good
-		}
+	}
+	if cap(good) > cap(*scratch) {
+		*scratch = good
 	}
 	return r.merge(text, good, dst)
 }
