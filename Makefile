@@ -124,8 +124,11 @@ bench: oracle ## Run the benchmarks; each prints ratios against a baseline from 
 	@# MVQ_BENCH_ROWS (1M) rows against the full one (target <= 0.05).
 	$(GO) test -run '^$$' -bench 'VersionCreateLanceDB|WorkerPeakRSS|IncrementalAfterLanceDBAppend' -benchtime 1x -timeout 30m -v ./service
 	@# The control plane: accept, job status, fixed cost, small jobs, cancel,
-	@# and its Redis side alone (each logs its ratios with -v).
+	@# and its Redis side alone (each logs its ratios with -v); the accept
+	@# against the gin + asynq.Enqueue peer and the floors of mvq's writes
+	@# (targets >= 0.8x the peer's rate, p99 <= 1.2x).
 	$(GO) test -run '^$$' -bench 'APIControlPlane|JobFixedCost|SmallJobs' -benchtime 1x -timeout 30m -v ./service
+	$(GO) test -run '^$$' -bench 'AcceptVsPeer' -benchtime 2x -timeout 10m -v ./service
 	$(GO) test -run '^$$' -bench 'CancelLatency|ControlPlaneRedis' -benchtime 1x -timeout 10m -v ./jobs
 	@# Commit to auto-refreshed view visible, p50/p99 over 50 commits (MVQ_BENCH_AUTO_COMMITS).
 	$(GO) test -run '^$$' -bench AutoRefreshLatency -benchtime 1x -timeout 10m -v ./jobs

@@ -67,8 +67,30 @@ redis.call('HSET', KEYS[5], 'msg', ARGV[7], 'state', 'pending', 'pending_since',
 redis.call('LPUSH', KEYS[9], ARGV[1])
 return 1`
 
+// leanFloorScript is floorScript less what the issue's ideas would take
+// off the accept path: the all-jobs and view indexes (written by the plan
+// task instead) and the record's derivable fields (id, type, view,
+// created_at, cause, progress_at). What is left is what no data model
+// can drop and keep the accept's checks: the record's own fields, the
+// view's FIFO, the cluster's backlog set, the join fingerprint and the
+// plan task. The lean floor peer (MVQ_TEST_PEER=lean) runs it.
+const leanFloorScript = `
+redis.call('HGET', KEYS[8], ARGV[2])
+redis.call('ZCOUNT', KEYS[7], '-inf', '+inf')
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('ZCARD', KEYS[6])
+redis.call('HSET', KEYS[1], 'view_id', '["v"]', 'state', 'PENDING', 'created_ms', ARGV[4], 'request', ARGV[5], 'cluster', 'default', 'trace_id', ARGV[6])
+redis.call('RPUSH', KEYS[4], ARGV[1])
+redis.call('ZADD', KEYS[6], ARGV[4], ARGV[1])
+redis.call('HSET', KEYS[8], ARGV[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[8], 86400000)
+redis.call('HSET', KEYS[5], 'msg', ARGV[7], 'state', 'pending', 'pending_since', ARGV[4])
+redis.call('LPUSH', KEYS[9], ARGV[1])
+return 1`
+
 // runPeerProcess serves the peer until killed (MVQ_TEST_PEER; "floor":
-// the floor peer, see floorScript).
+// the floor peer, see floorScript; "lean": the lean floor peer, see
+// leanFloorScript).
 func runPeerProcess() {
 	opt, err := asynq.ParseRedisURI(os.Getenv("MVQ_REDIS_URL"))
 	if err != nil {
@@ -84,6 +106,9 @@ func runPeerProcess() {
 	}
 	defer rdb.Close()
 	floor := redis.NewScript(floorScript)
+	if os.Getenv("MVQ_TEST_PEER") == "lean" {
+		floor = redis.NewScript(leanFloorScript)
+	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.POST("/v1/materialized_view/:id/refresh", func(c *gin.Context) {
@@ -95,7 +120,7 @@ func runPeerProcess() {
 		body.ID = strings.Split(c.Param("id"), "$")
 		payload, _ := json.Marshal(body)
 		id, _ := uuid.NewV7()
-		if os.Getenv("MVQ_TEST_PEER") == "floor" {
+		if p := os.Getenv("MVQ_TEST_PEER"); p == "floor" || p == "lean" {
 			view := c.Param("id")
 			now := time.Now()
 			keys := []string{"floor:job:" + id.String(), "floor:jobs", "floor:view:" + view + ":jobs", "floor:view:" + view + ":fifo",
@@ -175,7 +200,10 @@ func serverProcess(b *testing.B, env ...string) (string, int) {
 // peer (runPeerProcess) on the same Redis, 32 concurrent clients, the
 // phases interleaved in short slices. A floor peer (the peer's handler
 // making the Redis writes of mvq's new job, floorScript) shows what those
-// writes, which the accept's guarantees require, cost on their own. Two mvq paths: a new job for the
+// writes, which the accept's guarantees require, cost on their own, and a
+// lean floor peer (leanFloorScript) what they would cost with the job
+// indexes written by the plan task and a record of only what cannot be
+// derived. Two mvq paths: a new job for the
 // view (every request has its own options, so none coalesces) and a
 // request that joins the view's pending job (coalescing). Targets: each
 // >= 0.8x the peer's rate with p99 <= 1.2x the peer's.
@@ -200,7 +228,8 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 	apiAddr, apiPID := serverProcess(b, apiEnv...)
 	peerAddr, peerPID := serverProcess(b, "MVQ_TEST_PEER=1", "MVQ_REDIS_URL="+o.redisURL)
 	floorAddr, floorPID := serverProcess(b, "MVQ_TEST_PEER=floor", "MVQ_REDIS_URL="+o.redisURL)
-	api, peer, floorURL := "http://"+apiAddr, "http://"+peerAddr, "http://"+floorAddr
+	leanAddr, leanPID := serverProcess(b, "MVQ_TEST_PEER=lean", "MVQ_REDIS_URL="+o.redisURL)
+	api, peer, floorURL, leanURL := "http://"+apiAddr, "http://"+peerAddr, "http://"+floorAddr, "http://"+leanAddr
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
 	defer hc.CloseIdleConnections()
 
@@ -233,14 +262,14 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 	}
 	const rounds, slice = 8, 300 * time.Millisecond
 	for it := 0; it < b.N; it++ {
-		var peerP, floorP, fresh, coalesce phase
+		var peerP, floorP, leanP, fresh, coalesce phase
 		// CPU time of the serving process (and of Redis) per phase: on a
 		// shared machine the rates swing with the neighbours, the CPU a
 		// request costs does not.
-		var peerCPU, freshCPU, coalesceCPU, peerRedis, freshRedis, coalesceRedis, floorCPU, floorRedis time.Duration
+		var peerCPU, freshCPU, coalesceCPU, peerRedis, freshRedis, coalesceRedis, floorCPU, floorRedis, leanCPU, leanRedis time.Duration
 		// What Redis ran for each phase, by command (INFO commandstats):
 		// the script's cost inside Redis, apart from the round trips.
-		peerCmds, freshCmds, coalesceCmds, floorCmds := cmdStats{}, cmdStats{}, cmdStats{}, cmdStats{}
+		peerCmds, freshCmds, coalesceCmds, floorCmds, leanCmds := cmdStats{}, cmdStats{}, cmdStats{}, cmdStats{}, cmdStats{}
 		measure := func(pid int, cpu, redisCPU *time.Duration, cmds cmdStats, run func()) {
 			c0, r0, s0 := procCPU(b, pid), redisCPUTime(b, o), redisCmdStats(b, o)
 			run()
@@ -248,7 +277,9 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 			*redisCPU += redisCPUTime(b, o) - r0
 			cmds.addDiff(redisCmdStats(b, o), s0)
 		}
-		base := it * 10_000_000
+		// Every new-job request has options of its own (max_rows_per_fragment
+		// is at most 16,777,216: a run of up to 16 iterations stays under it).
+		base := it * 1_000_000
 		for range rounds {
 			measure(peerPID, &peerCPU, &peerRedis, peerCmds, func() {
 				load(b, &peerP, hc, benchClients, slice, func(i int) *http.Request {
@@ -258,6 +289,11 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 			measure(floorPID, &floorCPU, &floorRedis, floorCmds, func() {
 				load(b, &floorP, hc, benchClients, slice, func(i int) *http.Request {
 					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", floorURL, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
+				}, wantStatus(http.StatusAccepted))
+			})
+			measure(leanPID, &leanCPU, &leanRedis, leanCmds, func() {
+				load(b, &leanP, hc, benchClients, slice, func(i int) *http.Request {
+					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", leanURL, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
 				}, wantStatus(http.StatusAccepted))
 			})
 			measure(apiPID, &freshCPU, &freshRedis, freshCmds, func() {
@@ -272,15 +308,17 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 			})
 		}
 		per := func(d time.Duration, p *phase) float64 { return float64(d.Microseconds()) / float64(p.n()) }
-		b.Logf("run %d, %d clients, phases interleaved:\n  peer (gin + asynq.Enqueue)  %s\n  floor peer (mvq's writes)   %s  rate %.2fx, p99 %.2fx the peer's\n  mvq accept, new job         %s  rate %.2fx, p99 %.2fx the peer's (target >= 0.8x, <= 1.2x); %.2fx the floor's\n  mvq accept, joins pending   %s  rate %.2fx, p99 %.2fx the peer's\n"+
-			"  CPU per request, server process / redis-server: peer %.0f / %.0f µs, floor %.0f / %.0f µs, new job %.0f / %.0f µs, joins %.0f / %.0f µs",
+		b.Logf("run %d, %d clients, phases interleaved:\n  peer (gin + asynq.Enqueue)  %s\n  floor peer (mvq's writes)   %s  rate %.2fx, p99 %.2fx the peer's\n  lean floor (no indexes)     %s  rate %.2fx, p99 %.2fx the peer's\n  mvq accept, new job         %s  rate %.2fx, p99 %.2fx the peer's (target >= 0.8x, <= 1.2x); %.2fx the floor's\n  mvq accept, joins pending   %s  rate %.2fx, p99 %.2fx the peer's\n"+
+			"  CPU per request, server process / redis-server: peer %.0f / %.0f µs, floor %.0f / %.0f µs, lean floor %.0f / %.0f µs, new job %.0f / %.0f µs, joins %.0f / %.0f µs",
 			it, benchClients, &peerP, &floorP, floorP.rate()/peerP.rate(), ms(floorP.q(0.99))/ms(peerP.q(0.99)),
+			&leanP, leanP.rate()/peerP.rate(), ms(leanP.q(0.99))/ms(peerP.q(0.99)),
 			&fresh, fresh.rate()/peerP.rate(), ms(fresh.q(0.99))/ms(peerP.q(0.99)), fresh.rate()/floorP.rate(),
 			&coalesce, coalesce.rate()/peerP.rate(), ms(coalesce.q(0.99))/ms(peerP.q(0.99)),
-			per(peerCPU, &peerP), per(peerRedis, &peerP), per(floorCPU, &floorP), per(floorRedis, &floorP), per(freshCPU, &fresh), per(freshRedis, &fresh), per(coalesceCPU, &coalesce), per(coalesceRedis, &coalesce))
-		b.Logf("Redis commands per request (calls, µs inside Redis; a script's calls are in its line):\n  peer     %s\n  floor    %s\n  new job  %s\n  joins    %s",
-			peerCmds.per(peerP.n()), floorCmds.per(floorP.n()), freshCmds.per(fresh.n()), coalesceCmds.per(coalesce.n()))
+			per(peerCPU, &peerP), per(peerRedis, &peerP), per(floorCPU, &floorP), per(floorRedis, &floorP), per(leanCPU, &leanP), per(leanRedis, &leanP), per(freshCPU, &fresh), per(freshRedis, &fresh), per(coalesceCPU, &coalesce), per(coalesceRedis, &coalesce))
+		b.Logf("Redis commands per request (calls, µs inside Redis; a script's calls are in its line):\n  peer     %s\n  floor    %s\n  lean     %s\n  new job  %s\n  joins    %s",
+			peerCmds.per(peerP.n()), floorCmds.per(floorP.n()), leanCmds.per(leanP.n()), freshCmds.per(fresh.n()), coalesceCmds.per(coalesce.n()))
 		b.ReportMetric(floorP.rate()/peerP.rate(), "floor/peer")
+		b.ReportMetric(leanP.rate()/peerP.rate(), "lean_floor/peer")
 		b.ReportMetric(fresh.rate()/floorP.rate(), "new/floor")
 		b.ReportMetric(per(freshCPU, &fresh)/per(peerCPU, &peerP), "new_cpu/peer_cpu")
 		b.ReportMetric(fresh.rate()/peerP.rate(), "new/peer")
