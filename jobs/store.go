@@ -48,6 +48,8 @@ type store struct {
 	// queues holds the asynq queues this store's create script has put
 	// in asynq's set of all queues: as asynq's client, it adds each once.
 	queues sync.Map
+	// creates batches the create scripts of concurrent accepts.
+	creates scriptBatch
 }
 
 func notFound(id string) error {

@@ -82,7 +82,8 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 			args = append(args, f[0], f[1])
 		}
 	}
-	res, err := scriptCreate.Run(ctx, s.rdb, keys, args...).Result()
+	// Concurrent accepts share round trips (scriptBatch).
+	res, err := s.creates.run(ctx, s.rdb, scriptCreate, keys, args)
 	if err != nil {
 		return 0, nil, redisErr("create job", err)
 	}

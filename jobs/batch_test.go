@@ -1,0 +1,136 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mvq-dev/mvq/internal/testenv"
+)
+
+// batchScript counts its runs and answers its argument.
+var batchScript = redis.NewScript(`redis.call('INCR', KEYS[1]) return ARGV[1]`)
+
+// privateRedis is a redis-server of the test's own: the tests below pause
+// it, which would stall every other test on the shared one.
+func privateRedis(t *testing.T) *redis.Client {
+	r := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: r.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// queued is how many calls wait for a lane, and the lanes in flight.
+func (b *scriptBatch) queued() (int, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue), b.lanes
+}
+
+// While both lanes wait on Redis, the calls that arrive queue and go in
+// one pipeline; each gets its own answer and its own run, a cancelled
+// sender's included.
+func TestScriptBatchSharesRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	rdb := privateRedis(t)
+	if err := batchScript.Load(ctx, rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Scripts wait while writes are paused; CLIENT UNPAUSE is not a write.
+	if err := rdb.Do(ctx, "CLIENT", "PAUSE", 30000, "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	unpaused := false
+	unpause := func() {
+		if !unpaused {
+			unpaused = true
+			if err := rdb.Do(ctx, "CLIENT", "UNPAUSE").Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer unpause()
+	var b scriptBatch
+	const n = 32
+	answers := make([]any, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	call := func(i int, ctx context.Context) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i], errs[i] = b.run(ctx, rdb, batchScript, []string{"runs"}, []any{fmt.Sprint("call", i)})
+		}()
+	}
+	// The first sender's client goes away while its call waits on Redis.
+	cancelled, cancel := context.WithCancel(ctx)
+	call(0, cancelled)
+	call(1, ctx)
+	waitFor(t, "both lanes in flight", 10*time.Second, func() (bool, error) {
+		_, lanes := b.queued()
+		return lanes == batchLanes, nil
+	})
+	cancel()
+	for i := 2; i < n; i++ {
+		call(i, ctx)
+	}
+	waitFor(t, "the other calls queued", 10*time.Second, func() (bool, error) {
+		q, _ := b.queued()
+		return q == n-2, nil
+	})
+	unpause()
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || answers[i] != fmt.Sprint("call", i) {
+			t.Errorf("call %d: answer %v, error %v", i, answers[i], errs[i])
+		}
+	}
+	if runs, err := rdb.Get(ctx, "runs").Int(); err != nil || runs != n {
+		t.Errorf("script ran %d times (%v), want %d", runs, err, n)
+	}
+	// Two single calls, then the queued ones together.
+	if trips := b.roundTrips(); trips != 3 {
+		t.Errorf("%d round trips for %d calls, want 3", trips, n)
+	}
+	if q, lanes := b.queued(); q != 0 || lanes != 0 {
+		t.Errorf("after the calls: %d queued, %d lanes held", q, lanes)
+	}
+}
+
+// A pipeline of calls whose script Redis no longer holds sends its text.
+func TestScriptBatchAfterScriptFlush(t *testing.T) {
+	ctx := context.Background()
+	rdb := privateRedis(t)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var b scriptBatch
+	batch := []*batchCall{{keys: []string{"runs"}, args: []any{"a"}}}
+	for _, arg := range []string{"b", "c"} {
+		batch = append(batch, &batchCall{keys: []string{"runs"}, args: []any{arg}, done: make(chan struct{})})
+	}
+	b.lanes = 1 // as run leaves it for sendAll
+	b.sendAll(ctx, rdb, batchScript, batch)
+	for i, want := range []string{"a", "b", "c"} {
+		if batch[i].err != nil || batch[i].res != want {
+			t.Errorf("call %d: answer %v, error %v", i, batch[i].res, batch[i].err)
+		}
+	}
+	for _, c := range batch[1:] {
+		select {
+		case <-c.done:
+		default:
+			t.Error("a call of the pipeline was not answered")
+		}
+	}
+	if runs, err := rdb.Get(ctx, "runs").Int(); err != nil || runs != 3 {
+		t.Errorf("script ran %d times (%v), want 3", runs, err)
+	}
+	if _, lanes := b.queued(); lanes != 0 {
+		t.Errorf("%d lanes held after the batch", lanes)
+	}
+}
