@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -74,6 +75,12 @@ func (b *scriptBatch) run(ctx context.Context, rdb redis.UniversalClient, script
 // answers the others and hands the lane on to the calls waiting, or
 // frees it.
 func (b *scriptBatch) sendAll(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, batch []*batchCall) {
+	// The lane is handed on even if the round trip panics: calls waiting
+	// must not wait forever, and those of this batch get an error.
+	for _, c := range batch {
+		c.res, c.err = nil, errBatchAborted
+	}
+	defer b.handOver(batch)
 	ctx = context.WithoutCancel(ctx)
 	if len(batch) == 1 {
 		c := batch[0]
@@ -96,6 +103,14 @@ func (b *scriptBatch) sendAll(ctx context.Context, rdb redis.UniversalClient, sc
 			}
 		}
 	}
+}
+
+// errBatchAborted is the answer of a call whose round trip did not finish.
+var errBatchAborted = errors.New("script batch: the round trip was aborted")
+
+// handOver answers the calls of batch but its sender and hands the lane
+// to the calls waiting, or frees it.
+func (b *scriptBatch) handOver(batch []*batchCall) {
 	b.mu.Lock()
 	b.trips++
 	n := min(len(b.queue), maxBatch)

@@ -134,3 +134,40 @@ func TestScriptBatchAfterScriptFlush(t *testing.T) {
 		t.Errorf("%d lanes held after the batch", lanes)
 	}
 }
+
+// A round trip that panics still answers the calls that rode with it and
+// hands the lane to the calls waiting: none of them waits forever.
+func TestScriptBatchPanicHandsOver(t *testing.T) {
+	var b scriptBatch
+	sender := &batchCall{keys: []string{"k"}}
+	rider := &batchCall{keys: []string{"k"}, done: make(chan struct{})}
+	waiting := &batchCall{keys: []string{"k"}, done: make(chan struct{})}
+	b.lanes, b.queue = 1, []*batchCall{waiting}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a round trip on a nil client did not panic")
+			}
+		}()
+		b.sendAll(context.Background(), nil, batchScript, []*batchCall{sender, rider})
+	}()
+	select {
+	case <-rider.done:
+	default:
+		t.Fatal("the rider of the panicked round trip was not answered")
+	}
+	if rider.err != errBatchAborted || sender.err != errBatchAborted {
+		t.Errorf("errors after the panic: sender %v, rider %v", sender.err, rider.err)
+	}
+	select {
+	case <-waiting.done:
+	default:
+		t.Fatal("the waiting call was not handed the lane")
+	}
+	if len(waiting.send) != 1 || waiting.send[0] != waiting {
+		t.Errorf("the waiting call was handed %d calls", len(waiting.send))
+	}
+	if q, lanes := b.queued(); q != 0 || lanes != 1 {
+		t.Errorf("after the hand-over: %d queued, %d lanes", q, lanes)
+	}
+}
