@@ -6,6 +6,11 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mvq-dev/mvq/telemetry"
 )
 
 // scriptBatch runs one script for concurrent callers in shared round
@@ -24,7 +29,8 @@ import (
 // with it; the client's Redis timeouts bound it. A waiting call cannot
 // leave early either (it may be handed the lane), so a cancelled caller
 // waits for its own run as a plain call would have waited for its answer.
-// With tracing on, a pipeline's span is in its sender's trace only.
+// With tracing on, the Redis client's span of a pipeline is in its
+// sender's trace only; run's own span is in every caller's.
 type scriptBatch struct {
 	mu    sync.Mutex
 	lanes int          // round trips in flight
@@ -48,12 +54,26 @@ type batchCall struct {
 	// handed the lane (send is then set: the calls it sends, itself first).
 	done chan struct{}
 	send []*batchCall
+	rode int // the calls of its round trip
 }
 
 // run runs script with keys and args in one of b's round trips and
 // returns its answer, as script.Run(ctx, rdb, keys, args...).Result().
-func (b *scriptBatch) run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, keys []string, args []any) (any, error) {
+// With spans recorded, the call has a span of its own (named what), in
+// every caller's trace, with the calls of its round trip.
+func (b *scriptBatch) run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, what string, keys []string, args []any) (any, error) {
 	c := &batchCall{keys: keys, args: args}
+	if telemetry.Recording() {
+		var span trace.Span
+		ctx, span = tracer.Start(ctx, what, trace.WithSpanKind(trace.SpanKindClient))
+		defer func() {
+			span.SetAttributes(attribute.Int("mvq.redis.round_trip_calls", c.rode))
+			if c.err != nil {
+				span.SetStatus(codes.Error, c.err.Error())
+			}
+			span.End()
+		}()
+	}
 	b.mu.Lock()
 	if b.lanes < batchLanes {
 		b.lanes++
@@ -78,7 +98,7 @@ func (b *scriptBatch) sendAll(ctx context.Context, rdb redis.UniversalClient, sc
 	// The lane is handed on even if the round trip panics: calls waiting
 	// must not wait forever, and those of this batch get an error.
 	for _, c := range batch {
-		c.res, c.err = nil, errBatchAborted
+		c.res, c.err, c.rode = nil, errBatchAborted, len(batch)
 	}
 	defer b.handOver(batch)
 	ctx = context.WithoutCancel(ctx)

@@ -63,7 +63,7 @@ func TestScriptBatchSharesRoundTrips(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			answers[i], errs[i] = b.run(ctx, rdb, batchScript, []string{"runs"}, []any{fmt.Sprint("call", i)})
+			answers[i], errs[i] = b.run(ctx, rdb, batchScript, "test", []string{"runs"}, []any{fmt.Sprint("call", i)})
 		}()
 	}
 	// The first sender's client goes away while its call waits on Redis.

@@ -83,7 +83,7 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 		}
 	}
 	// Concurrent accepts share round trips (scriptBatch).
-	res, err := s.creates.run(ctx, s.rdb, scriptCreate, keys, args)
+	res, err := s.creates.run(ctx, s.rdb, scriptCreate, "jobs.create", keys, args)
 	if err != nil {
 		return 0, nil, redisErr("create job", err)
 	}

@@ -178,9 +178,18 @@ func TestTraceAcrossProcesses(t *testing.T) {
 			if p := parent(s).span.GetName(); p != "refresh.commit" {
 				t.Errorf("table.commit under %q", p)
 			}
+		case "jobs.create":
+			// The create script's own span, in the job's trace whether its
+			// round trip was shared or not.
+			if s.service != "mvq-api" || parent(s).span != root.span {
+				t.Errorf("jobs.create: service %s, parent %q; want mvq-api under the HTTP span", s.service, parent(s).span.GetName())
+			}
+			if n, ok := intAttr(s.span, "mvq.redis.round_trip_calls"); !ok || n < 1 {
+				t.Errorf("jobs.create without its round trip's calls (%d %v)", n, ok)
+			}
 		}
 	}
-	if items != 3 || count["refresh.plan"] != 1 || count["refresh.commit"] != 1 || count["refresh.read"] != 3 || count["table.commit"] != 1 {
+	if items != 3 || count["jobs.create"] != 1 || count["refresh.plan"] != 1 || count["refresh.commit"] != 1 || count["refresh.read"] != 3 || count["table.commit"] != 1 {
 		t.Fatalf("span counts %v", count)
 	}
 }
