@@ -171,3 +171,37 @@ func TestScriptBatchPanicHandsOver(t *testing.T) {
 		t.Errorf("after the hand-over: %d queued, %d lanes", q, lanes)
 	}
 }
+
+// On a Redis Cluster a pipeline's calls go to the nodes of their keys
+// (one call's keys share a slot, as mvq's do), each sending the script's
+// text where that node does not hold it.
+func TestScriptBatchOnCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	ctx := context.Background()
+	rc := testenv.StartRedisCluster(t)
+	var addrs []string
+	for _, n := range rc.Nodes {
+		addrs = append(addrs, n.Addr)
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { rdb.Close() })
+	// Keys on different slots, so (most likely) different nodes.
+	keys := []string{"{a}:runs", "{b}:runs", "{c}:runs", "{mvq}:runs"}
+	var b scriptBatch
+	batch := []*batchCall{{keys: keys[:1], args: []any{"0"}}}
+	for i := 1; i < len(keys); i++ {
+		batch = append(batch, &batchCall{keys: keys[i : i+1], args: []any{fmt.Sprint(i)}, done: make(chan struct{})})
+	}
+	b.lanes = 1
+	b.sendAll(ctx, rdb, batchScript, batch)
+	for i, c := range batch {
+		if c.err != nil || c.res != fmt.Sprint(i) {
+			t.Errorf("call %d: answer %v, error %v", i, c.res, c.err)
+		}
+		if runs, err := rdb.Get(ctx, keys[i]).Int(); err != nil || runs != 1 {
+			t.Errorf("%s: script ran %d times (%v), want 1", keys[i], runs, err)
+		}
+	}
+}
