@@ -119,16 +119,23 @@ func TestEnqueuePlanOnEveryTopology(t *testing.T) {
 			t.Skip("starts a Redis Cluster")
 		}
 		t.Parallel()
-		rc := testenv.StartRedisCluster(t)
-		var addrs []string
-		for _, n := range rc.Nodes {
-			addrs = append(addrs, n.Addr)
-		}
-		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-		t.Cleanup(func() { rdb.Close() })
+		rdb, addrs := clusterClient(t)
 		if !(&store{rdb: rdb}).clustered() {
 			t.Fatal("a cluster client is not seen as clustered")
 		}
 		check(t, rdb, asynq.RedisClusterClientOpt{Addrs: addrs})
 	})
+}
+
+// clusterClient starts a Redis Cluster and returns a client of it and its
+// nodes' addresses.
+func clusterClient(t *testing.T) (*redis.ClusterClient, []string) {
+	rc := testenv.StartRedisCluster(t)
+	var addrs []string
+	for _, n := range rc.Nodes {
+		addrs = append(addrs, n.Addr)
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb, addrs
 }

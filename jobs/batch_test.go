@@ -180,13 +180,7 @@ func TestScriptBatchOnCluster(t *testing.T) {
 		t.Skip("starts a Redis Cluster")
 	}
 	ctx := context.Background()
-	rc := testenv.StartRedisCluster(t)
-	var addrs []string
-	for _, n := range rc.Nodes {
-		addrs = append(addrs, n.Addr)
-	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-	t.Cleanup(func() { rdb.Close() })
+	rdb, _ := clusterClient(t)
 	// Keys on different slots, so (most likely) different nodes.
 	keys := []string{"{a}:runs", "{b}:runs", "{c}:runs", "{mvq}:runs"}
 	var b scriptBatch

@@ -49,37 +49,35 @@ type peerRefresh struct {
 // view's FIFO, the fingerprint for joins and the plan task on its queue.
 // The floor peer (MVQ_TEST_PEER=floor) runs it behind the peer's handler:
 // what these writes cost with no other work of mvq's around them.
-const floorScript = `
-redis.call('HGET', KEYS[8], ARGV[2])
-redis.call('ZCOUNT', KEYS[7], '-inf', '+inf')
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('ZCARD', KEYS[6])
+const floorScript = floorChecks + `
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'type', 'refresh', 'view', 'v', 'view_id', '["v"]', 'state', 'PENDING',
   'created', ARGV[3], 'created_ms', ARGV[4], 'request', ARGV[5], 'cluster', 'default', 'cause', 'api', 'progress_at', ARGV[3],
   'manifest_checksum', '', 'trace_id', ARGV[6])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
-redis.call('ZADD', KEYS[3], 0, ARGV[1])
-redis.call('RPUSH', KEYS[4], ARGV[1])
-redis.call('ZADD', KEYS[6], ARGV[4], ARGV[1])
-redis.call('HSET', KEYS[8], ARGV[2], ARGV[1])
-redis.call('PEXPIRE', KEYS[8], 86400000)
-redis.call('HSET', KEYS[5], 'msg', ARGV[7], 'state', 'pending', 'pending_since', ARGV[4])
-redis.call('LPUSH', KEYS[9], ARGV[1])
-return 1`
+redis.call('ZADD', KEYS[3], 0, ARGV[1])` + floorQueues
 
-// leanFloorScript is floorScript less what the issue's ideas would take
-// off the accept path: the all-jobs and view indexes (written by the plan
-// task instead) and the record's derivable fields (id, type, view,
-// created_at, cause, progress_at). What is left is what no data model
-// can drop and keep the accept's checks: the record's own fields, the
-// view's FIFO, the cluster's backlog set, the join fingerprint and the
-// plan task. The lean floor peer (MVQ_TEST_PEER=lean) runs it.
-const leanFloorScript = `
+// leanFloorScript is floorScript less what moving work off the accept
+// path could take from it: the all-jobs and view indexes (written by the
+// plan task instead) and the record's derivable fields (id, type, view,
+// created_at, cause, progress_at). What is left no data model can drop
+// and keep the accept's checks: the record's own fields, the view's FIFO,
+// the cluster's backlog set, the join fingerprint and the plan task. The
+// lean floor peer (MVQ_TEST_PEER=lean) runs it.
+const leanFloorScript = floorChecks + `
+redis.call('HSET', KEYS[1], 'view_id', '["v"]', 'state', 'PENDING', 'created_ms', ARGV[4], 'request', ARGV[5], 'cluster', 'default', 'trace_id', ARGV[6])` + floorQueues
+
+// floorChecks are the floors' reads: the join, the live worker, the
+// record's existence and the backlog.
+const floorChecks = `
 redis.call('HGET', KEYS[8], ARGV[2])
 redis.call('ZCOUNT', KEYS[7], '-inf', '+inf')
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('ZCARD', KEYS[6])
-redis.call('HSET', KEYS[1], 'view_id', '["v"]', 'state', 'PENDING', 'created_ms', ARGV[4], 'request', ARGV[5], 'cluster', 'default', 'trace_id', ARGV[6])
+redis.call('ZCARD', KEYS[6])`
+
+// floorQueues are the floors' writes after the record and its indexes:
+// the view's FIFO, the cluster's unfinished jobs, the fingerprint and its
+// TTL, the plan task on its queue.
+const floorQueues = `
 redis.call('RPUSH', KEYS[4], ARGV[1])
 redis.call('ZADD', KEYS[6], ARGV[4], ARGV[1])
 redis.call('HSET', KEYS[8], ARGV[2], ARGV[1])
