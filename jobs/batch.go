@@ -153,10 +153,3 @@ func (b *scriptBatch) handOver(batch []*batchCall) {
 		close(next[0].done)
 	}
 }
-
-// roundTrips is how many round trips b has sent.
-func (b *scriptBatch) roundTrips() int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.trips
-}

@@ -24,6 +24,13 @@ func privateRedis(t *testing.T) *redis.Client {
 	return rdb
 }
 
+// roundTrips is how many round trips b has sent.
+func (b *scriptBatch) roundTrips() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.trips
+}
+
 // queued is how many calls wait for a lane, and the lanes in flight.
 func (b *scriptBatch) queued() (int, int) {
 	b.mu.Lock()
