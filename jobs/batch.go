@@ -13,8 +13,8 @@ import (
 	"github.com/mvq-dev/mvq/telemetry"
 )
 
-// scriptBatch runs one script for concurrent callers in shared round
-// trips: a call that finds a lane free sends at once, alone (an idle
+// scriptBatch runs scripts for concurrent callers in shared round
+// trips (a round trip may carry calls of different scripts): a call that finds a lane free sends at once, alone (an idle
 // service answers as fast as with a plain call); calls that arrive while
 // batchLanes round trips are in flight wait, and the first sender to
 // finish hands the lane to the first of them, which sends them all as one
@@ -46,10 +46,11 @@ const batchLanes = 2
 const maxBatch = 128
 
 type batchCall struct {
-	keys []string
-	args []any
-	res  any
-	err  error
+	script *redis.Script
+	keys   []string
+	args   []any
+	res    any
+	err    error
 	// done is closed once: when res and err are set, or when the call is
 	// handed the lane (send is then set: the calls it sends, itself first).
 	done chan struct{}
@@ -62,7 +63,7 @@ type batchCall struct {
 // With spans recorded, the call has a span of its own (named what), in
 // every caller's trace, with the calls of its round trip.
 func (b *scriptBatch) run(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, what string, keys []string, args []any) (any, error) {
-	c := &batchCall{keys: keys, args: args}
+	c := &batchCall{script: script, keys: keys, args: args}
 	if telemetry.Recording() {
 		var span trace.Span
 		ctx, span = tracer.Start(ctx, what, trace.WithSpanKind(trace.SpanKindClient))
@@ -78,7 +79,7 @@ func (b *scriptBatch) run(ctx context.Context, rdb redis.UniversalClient, script
 	if b.lanes < batchLanes {
 		b.lanes++
 		b.mu.Unlock()
-		b.sendAll(ctx, rdb, script, []*batchCall{c})
+		b.sendAll(ctx, rdb, []*batchCall{c})
 		return c.res, c.err
 	}
 	c.done = make(chan struct{})
@@ -86,7 +87,7 @@ func (b *scriptBatch) run(ctx context.Context, rdb redis.UniversalClient, script
 	b.mu.Unlock()
 	<-c.done
 	if c.send != nil {
-		b.sendAll(ctx, rdb, script, c.send)
+		b.sendAll(ctx, rdb, c.send)
 	}
 	return c.res, c.err
 }
@@ -94,7 +95,7 @@ func (b *scriptBatch) run(ctx context.Context, rdb redis.UniversalClient, script
 // sendAll runs the calls of batch (its sender's first) in one round trip,
 // answers the others and hands the lane on to the calls waiting, or
 // frees it.
-func (b *scriptBatch) sendAll(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, batch []*batchCall) {
+func (b *scriptBatch) sendAll(ctx context.Context, rdb redis.UniversalClient, batch []*batchCall) {
 	// The lane is handed on even if the round trip panics: calls waiting
 	// must not wait forever, and those of this batch get an error.
 	for _, c := range batch {
@@ -104,13 +105,13 @@ func (b *scriptBatch) sendAll(ctx context.Context, rdb redis.UniversalClient, sc
 	ctx = context.WithoutCancel(ctx)
 	if len(batch) == 1 {
 		c := batch[0]
-		c.res, c.err = script.Run(ctx, rdb, c.keys, c.args...).Result()
+		c.res, c.err = c.script.Run(ctx, rdb, c.keys, c.args...).Result()
 	} else {
 		cmds := make([]*redis.Cmd, len(batch))
 		// Pipelined's own error is each command's; they are read below.
 		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, c := range batch {
-				cmds[i] = script.EvalSha(ctx, p, c.keys, c.args...)
+				cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 			}
 			return nil
 		})
@@ -119,7 +120,7 @@ func (b *scriptBatch) sendAll(ctx context.Context, rdb redis.UniversalClient, sc
 			if c.err != nil && redis.HasErrorPrefix(c.err, "NOSCRIPT") {
 				// Redis lost its script cache (a restart, SCRIPT FLUSH):
 				// Run sends the script's text.
-				c.res, c.err = script.Run(ctx, rdb, c.keys, c.args...).Result()
+				c.res, c.err = c.script.Run(ctx, rdb, c.keys, c.args...).Result()
 			}
 		}
 	}

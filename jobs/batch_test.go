@@ -108,21 +108,27 @@ func TestScriptBatchSharesRoundTrips(t *testing.T) {
 	}
 }
 
-// A pipeline of calls whose script Redis no longer holds sends its text.
+// A pipeline of calls whose scripts Redis no longer holds sends each
+// call's own script's text; calls of two scripts share the round trip.
 func TestScriptBatchAfterScriptFlush(t *testing.T) {
 	ctx := context.Background()
 	rdb := privateRedis(t)
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	other := redis.NewScript(`redis.call('INCR', KEYS[1]) return 'other:' .. ARGV[1]`)
 	var b scriptBatch
-	batch := []*batchCall{{keys: []string{"runs"}, args: []any{"a"}}}
-	for _, arg := range []string{"b", "c"} {
-		batch = append(batch, &batchCall{keys: []string{"runs"}, args: []any{arg}, done: make(chan struct{})})
+	batch := []*batchCall{{script: batchScript, keys: []string{"runs"}, args: []any{"a"}}}
+	for i, arg := range []string{"b", "c", "d"} {
+		sc := batchScript
+		if i == 1 {
+			sc = other
+		}
+		batch = append(batch, &batchCall{script: sc, keys: []string{"runs"}, args: []any{arg}, done: make(chan struct{})})
 	}
 	b.lanes = 1 // as run leaves it for sendAll
-	b.sendAll(ctx, rdb, batchScript, batch)
-	for i, want := range []string{"a", "b", "c"} {
+	b.sendAll(ctx, rdb, batch)
+	for i, want := range []string{"a", "b", "other:c", "d"} {
 		if batch[i].err != nil || batch[i].res != want {
 			t.Errorf("call %d: answer %v, error %v", i, batch[i].res, batch[i].err)
 		}
@@ -134,8 +140,8 @@ func TestScriptBatchAfterScriptFlush(t *testing.T) {
 			t.Error("a call of the pipeline was not answered")
 		}
 	}
-	if runs, err := rdb.Get(ctx, "runs").Int(); err != nil || runs != 3 {
-		t.Errorf("script ran %d times (%v), want 3", runs, err)
+	if runs, err := rdb.Get(ctx, "runs").Int(); err != nil || runs != 4 {
+		t.Errorf("scripts ran %d times (%v), want 4", runs, err)
 	}
 	if _, lanes := b.queued(); lanes != 0 {
 		t.Errorf("%d lanes held after the batch", lanes)
@@ -146,9 +152,9 @@ func TestScriptBatchAfterScriptFlush(t *testing.T) {
 // hands the lane to the calls waiting: none of them waits forever.
 func TestScriptBatchPanicHandsOver(t *testing.T) {
 	var b scriptBatch
-	sender := &batchCall{keys: []string{"k"}}
-	rider := &batchCall{keys: []string{"k"}, done: make(chan struct{})}
-	waiting := &batchCall{keys: []string{"k"}, done: make(chan struct{})}
+	sender := &batchCall{script: batchScript, keys: []string{"k"}}
+	rider := &batchCall{script: batchScript, keys: []string{"k"}, done: make(chan struct{})}
+	waiting := &batchCall{script: batchScript, keys: []string{"k"}, done: make(chan struct{})}
 	b.lanes, b.queue = 1, []*batchCall{waiting}
 	func() {
 		defer func() {
@@ -156,7 +162,7 @@ func TestScriptBatchPanicHandsOver(t *testing.T) {
 				t.Error("a round trip on a nil client did not panic")
 			}
 		}()
-		b.sendAll(context.Background(), nil, batchScript, []*batchCall{sender, rider})
+		b.sendAll(context.Background(), nil, []*batchCall{sender, rider})
 	}()
 	select {
 	case <-rider.done:
@@ -191,12 +197,12 @@ func TestScriptBatchOnCluster(t *testing.T) {
 	// Keys on different slots, so (most likely) different nodes.
 	keys := []string{"{a}:runs", "{b}:runs", "{c}:runs", "{mvq}:runs"}
 	var b scriptBatch
-	batch := []*batchCall{{keys: keys[:1], args: []any{"0"}}}
+	batch := []*batchCall{{script: batchScript, keys: keys[:1], args: []any{"0"}}}
 	for i := 1; i < len(keys); i++ {
-		batch = append(batch, &batchCall{keys: keys[i : i+1], args: []any{fmt.Sprint(i)}, done: make(chan struct{})})
+		batch = append(batch, &batchCall{script: batchScript, keys: keys[i : i+1], args: []any{fmt.Sprint(i)}, done: make(chan struct{})})
 	}
 	b.lanes = 1
-	b.sendAll(ctx, rdb, batchScript, batch)
+	b.sendAll(ctx, rdb, batch)
 	for i, c := range batch {
 		if c.err != nil || c.res != fmt.Sprint(i) {
 			t.Errorf("call %d: answer %v, error %v", i, c.res, c.err)

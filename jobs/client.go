@@ -54,6 +54,7 @@ type Client struct {
 	idem       *idem.Store                  // HTTP idempotency records, over st's Redis
 	idemMax    int                          // idempotency records per principal (IdempotencyMaxKeys)
 	events     *store                       // where Events blocks on streams (EventsRedis); st by default
+	hints      joinHints                    // PENDING jobs a submit expects to join (joinhint.go)
 }
 
 // EventsRedis makes Events read job event streams through rdb, a client
@@ -83,7 +84,7 @@ func NewClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng *refresh.
 
 func newClient(rdb redis.UniversalClient, conn asynq.RedisConnOpt, eng engine, opts ...ClientOption) *Client {
 	c := &Client{st: &store{rdb: rdb}, enq: asynq.NewClient(conn), eng: eng, log: slog.Default(), auto: AutoConfig{}.withDefaults(),
-		cache: jobCache{maxAge: DefaultJobCacheMaxAge}, jobViews: lru.New[string, []string](jobViewsBytes)}
+		cache: jobCache{maxAge: DefaultJobCacheMaxAge}, jobViews: lru.New[string, []string](jobViewsBytes), hints: newJoinHints()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -226,6 +227,22 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		sum := sha256.Sum256(req)
 		fp = hex.EncodeToString(sum[:])
 	}
+	if fp != "" && c.hints.expects(view, fp, now) {
+		// Likely a join: try it alone first (joinhint.go).
+		out, joined, err := c.st.join(ctx, j, fp)
+		if err != nil {
+			return nil, err
+		}
+		switch out {
+		case jobJoined:
+			c.hints.saw(view, fp, joined.CreatedAt, now)
+			joined.Coalesced = true
+			return joined, nil
+		case jobNoWorker:
+			return nil, noWorker(opts.Cluster)
+		}
+		c.hints.forget(view, fp)
+	}
 	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
 	if err != nil {
 		return nil, &errs.Error{Code: errs.CodeInternal, Message: "plan task", Err: err}
@@ -236,17 +253,25 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	}
 	switch out {
 	case jobCreated:
+		if fp != "" {
+			c.hints.saw(view, fp, now, now)
+		}
 	case jobJoined:
+		c.hints.saw(view, fp, joined.CreatedAt, now)
 		joined.Coalesced = true
 		return joined, nil
 	case jobBacklogFull:
 		return nil, backlogFull(j.Cluster, c.maxPending)
 	case jobNoWorker:
-		return nil, errs.Errorf(errs.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
+		return nil, noWorker(opts.Cluster)
 	default:
 		return nil, &errs.Error{Code: errs.CodeInternal, Message: "job id " + j.ID + " exists"}
 	}
 	return j, nil
+}
+
+func noWorker(cluster string) error {
+	return errs.Errorf(errs.CodeInvalidInput, "cluster: no worker serves cluster %q", cluster)
 }
 
 // pendingIndexTTL bounds how long a view's index of PENDING jobs by

@@ -146,6 +146,30 @@ end
 return 1
 `)
 
+// scriptJoin is the join half of scriptCreate alone, for a submit that
+// expects to join (Client.submit's join hints): it answers {id, created
+// ms} of the view's PENDING job with the fingerprint, as scriptCreate's
+// join does, -3 when no live worker serves the cluster, or 0 when there
+// is no such job to join (the caller then runs scriptCreate, which checks
+// again). It writes nothing. Its arguments are a tenth of scriptCreate's,
+// which Redis turns into Lua strings whether they are used or not.
+//
+// KEYS: view's pending jobs by fingerprint, cluster's workers, cluster's
+// unfinished jobs. ARGV: fingerprint, now (unix ms), job key prefix, join
+// age ms.
+var scriptJoin = newScript(`
+local other = redis.call('HGET', KEYS[1], ARGV[1])
+if not other then return 0 end
+if redis.call('ZCOUNT', KEYS[2], '(' .. ARGV[2], '+inf') == 0 then return -3 end
+local ok = redis.call('HMGET', ARGV[3] .. other, 'state', 'created_ms')
+if ok[1] ~= @PENDING then return 0 end
+local created = ok[2] or redis.call('ZSCORE', KEYS[3], other) or '0'
+if tonumber(created) > tonumber(ARGV[2]) - tonumber(ARGV[4]) then
+  return {other, created}
+end
+return 0
+`)
+
 // scriptTransition changes a job record when its state is one of the
 // allowed ones and its phase is not the forbidden one, and appends an
 // event. A field name starting with "+" is incremented by its value. A

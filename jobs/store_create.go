@@ -40,6 +40,48 @@ func joinedJob(j *Job, id string, created int64) *Job {
 		Request: j.Request, Cluster: j.Cluster, ManifestChecksum: j.ManifestChecksum, viewID: j.viewID}
 }
 
+// join joins the view's PENDING job with fingerprint fp (scriptJoin)
+// without creating one: jobJoined with that job (joinedJob of j), or
+// jobNoWorker, or jobCreated meaning "nothing to join" (the caller
+// creates). j is the job a create would record.
+func (s *store) join(ctx context.Context, j *Job, fp string) (createOutcome, *Job, error) {
+	keys := []string{viewPendingKey(j.viewID), workersKey(j.Cluster), liveJobsKey(j.Cluster)}
+	now := j.CreatedAt.UnixMilli()
+	res, err := s.creates.run(ctx, s.rdb, scriptJoin, "jobs.join", keys, []any{fp, now, jobKey(""), lostPlanAge.Milliseconds()})
+	if err != nil {
+		return 0, nil, redisErr("join job", err)
+	}
+	switch r := res.(type) {
+	case []any:
+		if joined := joinAnswer(j, r); joined != nil {
+			return jobJoined, joined, nil
+		}
+	case int64:
+		switch r {
+		case 0:
+			return jobCreated, nil, nil
+		case -3:
+			return jobNoWorker, nil, nil
+		}
+	}
+	return 0, nil, &errs.Error{Code: errs.CodeInternal, Message: fmt.Sprintf("join job: unexpected answer %v", res)}
+}
+
+// joinAnswer is the job that j joined from a script's {id, created ms}
+// answer; nil when the answer is not one.
+func joinAnswer(j *Job, r []any) *Job {
+	if len(r) != 2 {
+		return nil
+	}
+	id, _ := r[0].(string)
+	ms, _ := r[1].(string)
+	created, err := strconv.ParseInt(ms, 10, 64)
+	if id == "" || err != nil {
+		return nil
+	}
+	return joinedJob(j, id, created)
+}
+
 // create records a new job, indexes it, queues it on its view and
 // cluster and, unless n.plan is empty, writes its plan task, all in one
 // step (scriptCreate). For jobJoined it returns the joined job (joinedJob).
@@ -89,13 +131,8 @@ func (s *store) create(ctx context.Context, n newJob) (createOutcome, *Job, erro
 	}
 	switch r := res.(type) {
 	case []any: // {id, created ms} of the PENDING job joined
-		if len(r) == 2 {
-			id, _ := r[0].(string)
-			ms, _ := r[1].(string)
-			created, err := strconv.ParseInt(ms, 10, 64)
-			if id != "" && err == nil {
-				return jobJoined, joinedJob(j, id, created), nil
-			}
+		if joined := joinAnswer(j, r); joined != nil {
+			return jobJoined, joined, nil
 		}
 	case int64:
 		switch r {
