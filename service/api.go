@@ -131,6 +131,7 @@ func RunAPI(ctx context.Context, cfg Config, ready func(addr string)) error {
 	if err := cfg.Auth.Check(cfg.Listen); err != nil {
 		return err
 	}
+	defer TuneAPIGC()()
 	core, tel, stop, err := boot(ctx, cfg, "mvq-api")
 	if err != nil {
 		return err

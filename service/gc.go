@@ -2,7 +2,10 @@ package service
 
 import (
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
+	"sync"
 )
 
 // workerGCPercent is the GC target of worker processes unless GOGC says
@@ -16,4 +19,85 @@ func TuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(workerGCPercent)
 	}
+}
+
+// apiMinHeapGoal is the heap the API process lets grow before it
+// collects, while its live heap is small. The API's live heap is about
+// 12 MB and every accept allocates some 15 KB, so at Go's default (collect
+// when the heap doubles) it collected about a dozen times a second at 10k
+// accepts/s, marking the same live heap each time: a tenth of its CPU
+// (BenchmarkAcceptVsPeer). Past half this goal the live heap itself sets
+// the pace again (GOGC 100), so a process holding large request bodies
+// or query results grows no more than at the default.
+const apiMinHeapGoal = 64 << 20
+
+// apiGCPercent is the GC percent that puts the next collection at
+// apiMinHeapGoal for a live heap of live bytes: at least Go's default of
+// 100, at most 1000.
+func apiGCPercent(live uint64) int {
+	if live == 0 {
+		return 1000
+	}
+	p := int(apiMinHeapGoal*100/live) - 100
+	return min(max(p, 100), 1000)
+}
+
+// TuneAPIGC sets the API process's GC percent after every collection
+// from its live heap (apiGCPercent), unless GOGC is set; stop ends it (the
+// percent stays as last set).
+func TuneAPIGC() (stop func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	t := &gcTuner{set: -1}
+	t.tune()
+	t.arm()
+	return func() {
+		t.mu.Lock()
+		t.stopped = true
+		t.mu.Unlock()
+	}
+}
+
+// gcTuner runs after each collection: a sentinel object that nothing
+// references is freed by the next collection, and its cleanup tunes and
+// arms a new one (cleanups run on the runtime's cleanup goroutine, not in
+// the collector).
+type gcTuner struct {
+	mu      sync.Mutex
+	stopped bool
+	set     int // percent last set; -1: none
+}
+
+// gcSentinel holds a pointer so that it is never one of the tiny
+// allocations the runtime packs together (which may outlive it).
+type gcSentinel struct{ _ *int }
+
+func (t *gcTuner) arm() {
+	runtime.AddCleanup(&gcSentinel{}, func(t *gcTuner) {
+		if t.tune() {
+			t.arm()
+		}
+	}, t)
+}
+
+// tune sets the percent for the live heap now; false once stopped.
+func (t *gcTuner) tune() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped {
+		return false
+	}
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return true
+	}
+	p := apiGCPercent(s[0].Value.Uint64())
+	// Setting the percent is cheap but not free: only changes of a tenth.
+	if t.set < 0 || p*10 < t.set*9 || p*10 > t.set*11 {
+		debug.SetGCPercent(p)
+		t.set = p
+	}
+	return true
 }
