@@ -206,7 +206,9 @@ func serverProcess(b *testing.B, env ...string) (string, int) {
 // request that joins the view's pending job (coalescing). Targets: each
 // >= 0.8x the peer's rate with p99 <= 1.2x the peer's.
 // MVQ_BENCH_API_CPUPROFILE=FILE writes the API process's CPU profile,
-// MVQ_BENCH_API_MEMPROFILE=FILE its allocations.
+// MVQ_BENCH_API_MEMPROFILE=FILE its allocations; MVQ_BENCH_ACCEPT_ONLY=new
+// or join sends mvq only that path's requests (the profiles are then of
+// it alone) and reports no ratios.
 func BenchmarkAcceptVsPeer(b *testing.B) {
 	o := newOrchestratorWith(b, 200, false)
 	e := &apiEnv{rdb: o.rdb}
@@ -259,6 +261,10 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 		resp.Body.Close()
 	}
 	const rounds, slice = 8, 300 * time.Millisecond
+	only := os.Getenv("MVQ_BENCH_ACCEPT_ONLY") // "new" or "join": a profiling aid
+	if only != "" && only != "new" && only != "join" {
+		b.Fatalf("MVQ_BENCH_ACCEPT_ONLY=%q: want new or join", only)
+	}
 	for it := 0; it < b.N; it++ {
 		var peerP, floorP, leanP, fresh, coalesce phase
 		// CPU time of the serving process (and of Redis) per phase: on a
@@ -294,16 +300,30 @@ func BenchmarkAcceptVsPeer(b *testing.B) {
 					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", leanURL, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
 				}, wantStatus(http.StatusAccepted))
 			})
-			measure(apiPID, &freshCPU, &freshRedis, freshCmds, func() {
-				load(b, &fresh, hc, benchClients, slice, func(i int) *http.Request {
-					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
-				}, created)
-			})
+			if only != "join" {
+				measure(apiPID, &freshCPU, &freshRedis, freshCmds, func() {
+					load(b, &fresh, hc, benchClients, slice, func(i int) *http.Request {
+						return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(fmt.Sprintf(`{"max_rows_per_fragment":%d}`, 1000+base+i)))
+					}, created)
+				})
+			}
+			if only == "new" {
+				continue
+			}
 			measure(apiPID, &coalesceCPU, &coalesceRedis, coalesceCmds, func() {
 				load(b, &coalesce, hc, benchClients, slice, func(i int) *http.Request {
 					return post(fmt.Sprintf("%s/v1/materialized_view/v%d/refresh", api, i%views), []byte(`{"concurrency":3}`))
 				}, joined)
 			})
+		}
+		if only != "" {
+			n, cpu := fresh.n(), freshCPU
+			if only == "join" {
+				n, cpu = coalesce.n(), coalesceCPU
+			}
+			b.Logf("run %d: only mvq's %s phase ran (MVQ_BENCH_ACCEPT_ONLY), for its profile: %d requests, API CPU %.0f µs per request; no ratios",
+				it, only, n, float64(cpu.Microseconds())/float64(max(n, 1)))
+			continue
 		}
 		per := func(d time.Duration, p *phase) float64 { return float64(d.Microseconds()) / float64(p.n()) }
 		b.Logf("run %d, %d clients, phases interleaved:\n  peer (gin + asynq.Enqueue)  %s\n  floor peer (mvq's writes)   %s  rate %.2fx, p99 %.2fx the peer's\n  lean floor (no indexes)     %s  rate %.2fx, p99 %.2fx the peer's\n  mvq accept, new job         %s  rate %.2fx, p99 %.2fx the peer's (target >= 0.8x, <= 1.2x); %.2fx the floor's\n  mvq accept, joins pending   %s  rate %.2fx, p99 %.2fx the peer's\n"+
