@@ -14,8 +14,9 @@ import (
 )
 
 // scriptBatch runs scripts for concurrent callers in shared round
-// trips (a round trip may carry calls of different scripts): a call that finds a lane free sends at once, alone (an idle
-// service answers as fast as with a plain call); calls that arrive while
+// trips (one round trip may carry calls of different scripts): a call
+// that finds a lane free sends at once, alone (an idle service answers
+// as fast as with a plain call); calls that arrive while
 // batchLanes round trips are in flight wait, and the first sender to
 // finish hands the lane to the first of them, which sends them all as one
 // pipeline. Under load this saves each call its own write and read on the

@@ -171,7 +171,9 @@ func taskHeaders(ctx context.Context) map[string]string {
 // Submit joins it instead: it returns that job with Coalesced set (its
 // id, creation time, view and options; its trace, cause and trigger are
 // not read) and records nothing. A burst of identical requests so costs at most two jobs
-// (the running one and the one waiting for its turn). Errors: the engine's
+// (the running one and the one waiting for its turn). A submit that this
+// process expects to join (joinhint.go) runs the join alone first, and
+// the create only when there was nothing to join. Errors: the engine's
 // validation errors; CodeInvalidInput when no live worker serves the
 // cluster; CodeServiceUnavailable when Redis fails, or wrapping
 // ErrBacklogFull when the cluster has MaxPendingJobs unfinished jobs (then
