@@ -272,6 +272,17 @@ func (o *orchestrator) run(b *testing.B, ctx context.Context, view []string) (*j
 	return j, d
 }
 
+// quiesce leaves the phase that comes next only its own work, as the
+// testing package does before each benchmark: the garbage of the phase
+// before is collected and swept (else the next phase's allocations sweep
+// it: the plain loop leaves twice the refresh's), and the files it wrote
+// are on disk (else the kernel writes them back while the next phase
+// runs, on the same cores).
+func quiesce() {
+	runtime.GC()
+	syncDisks()
+}
+
 // gcCPU is the runtime's estimate of the CPU seconds its collector has
 // used so far (marking, assists, pauses).
 func gcCPU() float64 {
@@ -330,8 +341,10 @@ func cpuProfile(b *testing.B, path string) (stop func()) {
 // orchestrated/plain throughput and incremental/full time;
 // cpu_ratio_vs_plain+write is the same ratio in CPU seconds of this
 // process (user and system), which other load on the machine moves less
-// than wall time. Both run once untimed first; -v logs each iteration's
-// times (this machine's neighbours move single ones by up to 2x).
+// than wall time. Both run once untimed first, and each timed phase
+// starts after the garbage and the written files of the one before are
+// dealt with (quiesce); -v logs each iteration's times (this machine's
+// neighbours move single ones by up to 2x).
 // MVQ_BENCH_REFRESH_CPUPROFILE=PATH writes a CPU profile of the last full
 // refresh alone to PATH and one of the last plain loop with writes to
 // PATH.plain; MVQ_BENCH_REFRESH_MEMPROFILE=PATH the allocation profiles
@@ -373,9 +386,11 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 			}
 			continue
 		}
+		quiesce()
 		t0 := time.Now()
 		plainRows = plainLoop(b, srcFile, dir, false)
 		plain += time.Since(t0)
+		quiesce()
 		g0 := gcCPU()
 		t0, c0, f0 := time.Now(), cpuSeconds(), minorFaults()
 		stop := cpuProfile(b, plainProf)
@@ -398,6 +413,7 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 		if memProf != "" && i == b.N-1 {
 			writeAllocs(b, memProf+".before")
 		}
+		quiesce()
 		c0, f0, g0 = cpuSeconds(), minorFaults(), gcCPU()
 		stop = cpuProfile(b, prof)
 		j, d := o.run(b, ctx, view)
