@@ -31,25 +31,31 @@ func TuneGC() {
 // or query results grows no more than at the default.
 const apiMinHeapGoal = 64 << 20
 
-// apiGCPercent is the GC percent that puts the next collection at
-// apiMinHeapGoal for a live heap of live bytes: at least Go's default of
-// 100, at most 1000.
-func apiGCPercent(live uint64) int {
+// gcPercentFor is the GC percent that puts the next collection at a
+// heap of goal bytes for a live heap of live bytes: at least Go's default
+// of 100, at most 1000.
+func gcPercentFor(goal, live uint64) int {
 	if live == 0 {
 		return 1000
 	}
-	p := int(apiMinHeapGoal*100/live) - 100
+	p := int(goal*100/live) - 100
 	return min(max(p, 100), 1000)
 }
 
 // TuneAPIGC sets the API process's GC percent after every collection
-// from its live heap (apiGCPercent), unless GOGC is set; stop ends it (the
-// percent stays as last set).
+// from its live heap (gcPercentFor apiMinHeapGoal), unless GOGC is set;
+// stop ends it (the percent stays as last set).
 func TuneAPIGC() (stop func()) {
 	if os.Getenv("GOGC") != "" {
 		return func() {}
 	}
-	t := &gcTuner{set: -1}
+	return startGCTuner(apiMinHeapGoal)
+}
+
+// startGCTuner sets the GC percent for a heap goal of goal bytes now and
+// after every collection until stop.
+func startGCTuner(goal uint64) (stop func()) {
+	t := &gcTuner{goal: goal, set: -1}
 	t.tune()
 	t.arm()
 	return func() {
@@ -64,6 +70,7 @@ func TuneAPIGC() (stop func()) {
 // arms a new one (cleanups run on the runtime's cleanup goroutine, not in
 // the collector).
 type gcTuner struct {
+	goal    uint64
 	mu      sync.Mutex
 	stopped bool
 	set     int // percent last set; -1: none
@@ -93,7 +100,7 @@ func (t *gcTuner) tune() bool {
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return true
 	}
-	p := apiGCPercent(s[0].Value.Uint64())
+	p := gcPercentFor(t.goal, s[0].Value.Uint64())
 	// Setting the percent is cheap but not free: only changes of a tenth.
 	if t.set < 0 || p*10 < t.set*9 || p*10 > t.set*11 {
 		debug.SetGCPercent(p)

@@ -8,59 +8,69 @@ import (
 	"time"
 )
 
-func TestAPIGCPercent(t *testing.T) {
+func TestGCPercentFor(t *testing.T) {
 	for _, c := range []struct {
 		live uint64
 		want int
 	}{
 		{0, 1000}, {1 << 20, 1000}, {8 << 20, 700}, {16 << 20, 300}, {32 << 20, 100}, {60 << 20, 100}, {1 << 30, 100},
 	} {
-		if got := apiGCPercent(c.live); got != c.want {
+		if got := gcPercentFor(apiMinHeapGoal, c.live); got != c.want {
 			t.Errorf("live %d MiB: percent %d, want %d", c.live>>20, got, c.want)
 		}
 	}
 }
 
-// TuneAPIGC sets the percent from the live heap after collections, and
-// stops when told.
-func TestTuneAPIGCFollowsCollections(t *testing.T) {
+// The tuner sets the percent from the live heap after every collection,
+// and stops when told. Its goal is set from this process's live heap, so
+// the test holds whatever other tests left live.
+func TestGCTunerFollowsCollections(t *testing.T) {
 	if testing.Short() {
 		t.Skip("changes the test process's GC")
 	}
-	t.Setenv("GOGC", "") // os.Getenv answers "" as for unset
 	prev := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(prev)
-	gogc := func() int64 {
+	gogc := func() int {
 		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
 		metrics.Read(s)
-		return int64(s[0].Value.Uint64())
+		return int(s[0].Value.Uint64())
 	}
 	live := func() uint64 {
 		s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 		metrics.Read(s)
 		return s[0].Value.Uint64()
 	}
-	stop := TuneAPIGC()
-	// After a collection the percent follows the live heap: above Go's
-	// default for this process's few MiB, back to it with ~48 MiB held.
-	settles := func(what string, ok func(p int64) bool) {
+	runtime.GC()
+	base := live()
+	goal := 4*base + 64<<20 // 300% or more over today's live heap
+	stop := startGCTuner(goal)
+	defer stop()
+	if got := gogc(); got < 300 {
+		t.Fatalf("with %d MiB live and a goal of %d MiB the tuner set %d%%, want 300%% or more", base>>20, goal>>20, got)
+	}
+	// settles collects until the percent is the one for the live heap
+	// (the tuner runs after a collection, on the runtime's cleanup
+	// goroutine) and ok holds.
+	settles := func(what string, ok func(p int) bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for !ok(gogc()) || gogc() != int64(apiGCPercent(live())) {
+		for !ok(gogc()) || gogc() != gcPercentFor(goal, live()) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: with %d MiB live the GC percent is %d (for that live heap: %d)", what, live()>>20, gogc(), apiGCPercent(live()))
+				t.Fatalf("%s: with %d MiB live the GC percent is %d (for that live heap: %d)", what, live()>>20, gogc(), gcPercentFor(goal, live()))
 			}
 			runtime.GC()
-			time.Sleep(time.Millisecond) // the cleanup goroutine runs
+			time.Sleep(time.Millisecond)
 		}
 	}
-	settles("small heap", func(p int64) bool { return p > 100 })
-	hold := make([][]byte, 48)
+	// Holding the goal's worth: back to Go's default.
+	hold := make([][]byte, goal>>20)
 	for i := range hold {
 		hold[i] = make([]byte, 1<<20)
 	}
-	settles("48 MiB held", func(p int64) bool { return p == 100 })
+	settles("the goal held", func(p int) bool { return p == 100 })
 	runtime.KeepAlive(hold)
+	hold = nil
+	settles("the goal let go", func(p int) bool { return p >= 300 })
 	stop()
 	// Stopped: the percent stays as set by hand.
 	debug.SetGCPercent(123)
