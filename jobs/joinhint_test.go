@@ -130,6 +130,37 @@ func TestSubmitJoinHints(t *testing.T) {
 		t.Fatalf("submit after that: job %s coalesced %v, scripts %v; want %s joined by the join script", j.ID, j.Coalesced, ran, second.ID)
 	}
 
+	// A submit run again with its own id (an automatic refresh's) finds
+	// its own job: created, as the create script's check answers it, not
+	// joined.
+	rerun := func() (*Job, []string) {
+		t.Helper()
+		if err := rdb.Do(ctx, "SLOWLOG", "RESET").Err(); err != nil {
+			t.Fatal(err)
+		}
+		j, err := api1.submit(ctx, view, refresh.Options{Concurrency: 5}, submitMeta{join: true, id: "rerun-1", cause: CauseAuto})
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs, err := rdb.SlowLogGet(ctx, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ran []string
+		for i := len(logs) - 1; i >= 0; i-- {
+			if a := logs[i].Args; len(a) >= 2 && a[0] == "evalsha" {
+				ran = append(ran, map[string]string{scriptJoin.Hash(): "join", scriptCreate.Hash(): "create"}[a[1]])
+			}
+		}
+		return j, ran
+	}
+	if j, ran := rerun(); j.ID != "rerun-1" || j.Coalesced || !same(ran, "create") {
+		t.Fatalf("submit with its own id: job %s coalesced %v, scripts %v", j.ID, j.Coalesced, ran)
+	}
+	if j, ran := rerun(); j.ID != "rerun-1" || j.Coalesced || !same(ran, "join", "create") {
+		t.Fatalf("that submit run again: job %s coalesced %v, scripts %v; want its own job, created, after join and create", j.ID, j.Coalesced, ran)
+	}
+
 	// No live worker: the join alone refuses, as a create would.
 	if err := rdb.ZRem(ctx, workersKey("default"), "placeholder").Err(); err != nil {
 		t.Fatal(err)

@@ -156,10 +156,12 @@ return 1
 //
 // KEYS: view's pending jobs by fingerprint, cluster's workers, cluster's
 // unfinished jobs. ARGV: fingerprint, now (unix ms), job key prefix, join
-// age ms.
+// age ms, the id the submit's job would have. The pending job being that
+// id (a submit run again with its id, as an automatic refresh's is) is
+// nothing to join: scriptCreate then answers it created, as before.
 var scriptJoin = newScript(`
 local other = redis.call('HGET', KEYS[1], ARGV[1])
-if not other then return 0 end
+if not other or other == ARGV[5] then return 0 end
 if redis.call('ZCOUNT', KEYS[2], '(' .. ARGV[2], '+inf') == 0 then return -3 end
 local ok = redis.call('HMGET', ARGV[3] .. other, 'state', 'created_ms')
 if ok[1] ~= @PENDING then return 0 end

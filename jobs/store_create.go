@@ -47,7 +47,7 @@ func joinedJob(j *Job, id string, created int64) *Job {
 func (s *store) join(ctx context.Context, j *Job, fp string) (createOutcome, *Job, error) {
 	keys := []string{viewPendingKey(j.viewID), workersKey(j.Cluster), liveJobsKey(j.Cluster)}
 	now := j.CreatedAt.UnixMilli()
-	res, err := s.creates.run(ctx, s.rdb, scriptJoin, "jobs.join", keys, []any{fp, now, jobKey(""), lostPlanAge.Milliseconds()})
+	res, err := s.creates.run(ctx, s.rdb, scriptJoin, "jobs.join", keys, []any{fp, now, jobKey(""), lostPlanAge.Milliseconds(), j.ID})
 	if err != nil {
 		return 0, nil, redisErr("join job", err)
 	}
