@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"testing"
 	"time"
@@ -51,33 +52,30 @@ func TestSubmitJoinHints(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// try submits on c and answers the scripts it ran, in order.
-	try := func(c *Client) (*Job, []string, error) {
+	// logged runs submit and answers the scripts it ran, in order.
+	logged := func(submit func() (*Job, error)) (*Job, []string, error) {
 		t.Helper()
 		if err := rdb.Do(ctx, "SLOWLOG", "RESET").Err(); err != nil {
 			t.Fatal(err)
 		}
-		j, err := c.Submit(ctx, view, refresh.Options{})
+		j, err := submit()
 		logs, lerr := rdb.SlowLogGet(ctx, -1).Result()
 		if lerr != nil {
 			t.Fatal(lerr)
 		}
-		var ran []string
+		names := map[string]string{scriptJoin.Hash(): "join", scriptCreate.Hash(): "create"}
+		var scripts []string
 		for i := len(logs) - 1; i >= 0; i-- { // newest first
-			a := logs[i].Args
-			if len(a) < 2 || a[0] != "evalsha" {
-				continue
-			}
-			switch a[1] {
-			case scriptJoin.Hash():
-				ran = append(ran, "join")
-			case scriptCreate.Hash():
-				ran = append(ran, "create")
-			default:
-				ran = append(ran, a[1])
+			if a := logs[i].Args; len(a) >= 2 && a[0] == "evalsha" {
+				scripts = append(scripts, cmp.Or(names[a[1]], a[1]))
 			}
 		}
-		return j, ran, err
+		return j, scripts, err
+	}
+	// try submits a refresh with default options on c.
+	try := func(c *Client) (*Job, []string, error) {
+		t.Helper()
+		return logged(func() (*Job, error) { return c.Submit(ctx, view, refresh.Options{}) })
 	}
 	scripts := func(c *Client) (*Job, []string) {
 		t.Helper()
@@ -135,24 +133,13 @@ func TestSubmitJoinHints(t *testing.T) {
 	// joined.
 	rerun := func() (*Job, []string) {
 		t.Helper()
-		if err := rdb.Do(ctx, "SLOWLOG", "RESET").Err(); err != nil {
-			t.Fatal(err)
-		}
-		j, err := api1.submit(ctx, view, refresh.Options{Concurrency: 5}, submitMeta{join: true, id: "rerun-1", cause: CauseAuto})
+		j, scripts, err := logged(func() (*Job, error) {
+			return api1.submit(ctx, view, refresh.Options{Concurrency: 5}, submitMeta{join: true, id: "rerun-1", cause: CauseAuto})
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs, err := rdb.SlowLogGet(ctx, -1).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ran []string
-		for i := len(logs) - 1; i >= 0; i-- {
-			if a := logs[i].Args; len(a) >= 2 && a[0] == "evalsha" {
-				ran = append(ran, map[string]string{scriptJoin.Hash(): "join", scriptCreate.Hash(): "create"}[a[1]])
-			}
-		}
-		return j, ran
+		return j, scripts
 	}
 	if j, ran := rerun(); j.ID != "rerun-1" || j.Coalesced || !same(ran, "create") {
 		t.Fatalf("submit with its own id: job %s coalesced %v, scripts %v", j.ID, j.Coalesced, ran)
