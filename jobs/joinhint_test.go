@@ -3,6 +3,7 @@ package jobs
 import (
 	"cmp"
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -85,17 +86,7 @@ func TestSubmitJoinHints(t *testing.T) {
 		}
 		return j, ran
 	}
-	same := func(got []string, want ...string) bool {
-		if len(got) != len(want) {
-			return false
-		}
-		for i := range got {
-			if got[i] != want[i] {
-				return false
-			}
-		}
-		return true
-	}
+	same := func(got []string, want ...string) bool { return slices.Equal(got, want) }
 
 	first, ran := scripts(api1)
 	if first.Coalesced || !same(ran, "create") {
