@@ -109,7 +109,8 @@ func TestScriptBatchSharesRoundTrips(t *testing.T) {
 }
 
 // A pipeline of calls whose scripts Redis no longer holds sends each
-// call's own script's text; calls of two scripts share the round trip.
+// call's own script's text; calls of two scripts share the round trip,
+// each run by its own script once Redis holds both.
 func TestScriptBatchAfterScriptFlush(t *testing.T) {
 	ctx := context.Background()
 	rdb := privateRedis(t)
@@ -118,33 +119,35 @@ func TestScriptBatchAfterScriptFlush(t *testing.T) {
 	}
 	other := redis.NewScript(`redis.call('INCR', KEYS[1]) return 'other:' .. ARGV[1]`)
 	var b scriptBatch
-	batch := []*batchCall{{script: batchScript, keys: []string{"runs"}, args: []any{"a"}}}
-	for i, arg := range []string{"b", "c", "d"} {
-		sc := batchScript
-		if i == 1 {
-			sc = other
+	for round, what := range []string{"after the flush", "with both scripts held"} {
+		batch := []*batchCall{{script: batchScript, keys: []string{"runs"}, args: []any{"a"}}}
+		for i, arg := range []string{"b", "c", "d"} {
+			sc := batchScript
+			if i == 1 {
+				sc = other
+			}
+			batch = append(batch, &batchCall{script: sc, keys: []string{"runs"}, args: []any{arg}, done: make(chan struct{})})
 		}
-		batch = append(batch, &batchCall{script: sc, keys: []string{"runs"}, args: []any{arg}, done: make(chan struct{})})
-	}
-	b.lanes = 1 // as run leaves it for sendAll
-	b.sendAll(ctx, rdb, batch)
-	for i, want := range []string{"a", "b", "other:c", "d"} {
-		if batch[i].err != nil || batch[i].res != want {
-			t.Errorf("call %d: answer %v, error %v", i, batch[i].res, batch[i].err)
+		b.lanes = 1 // as run leaves it for sendAll
+		b.sendAll(ctx, rdb, batch)
+		for i, want := range []string{"a", "b", "other:c", "d"} {
+			if batch[i].err != nil || batch[i].res != want {
+				t.Errorf("%s: call %d: answer %v, error %v", what, i, batch[i].res, batch[i].err)
+			}
 		}
-	}
-	for _, c := range batch[1:] {
-		select {
-		case <-c.done:
-		default:
-			t.Error("a call of the pipeline was not answered")
+		for _, c := range batch[1:] {
+			select {
+			case <-c.done:
+			default:
+				t.Errorf("%s: a call of the pipeline was not answered", what)
+			}
 		}
-	}
-	if runs, err := rdb.Get(ctx, "runs").Int(); err != nil || runs != 4 {
-		t.Errorf("scripts ran %d times (%v), want 4", runs, err)
-	}
-	if _, lanes := b.queued(); lanes != 0 {
-		t.Errorf("%d lanes held after the batch", lanes)
+		if runs, err := rdb.Get(ctx, "runs").Int(); err != nil || runs != 4*(round+1) {
+			t.Errorf("%s: scripts ran %d times (%v), want %d", what, runs, err, 4*(round+1))
+		}
+		if _, lanes := b.queued(); lanes != 0 {
+			t.Errorf("%s: %d lanes held after the batch", what, lanes)
+		}
 	}
 }
 
