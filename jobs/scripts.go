@@ -90,34 +90,19 @@ end
 // the PENDING job joined.
 //
 // Each redis.call costs about as much again as the command it runs, so the
-// script makes as few as its checks allow: a join is HGET, ZCOUNT and one
-// HMGET of the joined job's state and age (the HGET comes first, so a
-// run again of a call that created its job answers created even if the
-// cluster's last worker left in between) (created_ms is in every record
-// this version writes; an older record's age is its score among the
-// cluster's unfinished jobs). The joined job's record is not returned:
+// script makes as few as its checks allow: a join (luaJoin) is HGET,
+// ZCOUNT and one HMGET of the joined job's state and age. The joined
+// job's record is not returned:
 // reading it whole into Lua and answering it cost more than the rest of
 // the join, and its request is this one's (the fingerprint is of the
 // effective options). The record's EXISTS comes after the join (a join
 // writes nothing; the id the view's pending index gives is compared with
 // this call's own).
-var scriptCreate = newScript(`
+var scriptCreate = newScript(luaJoin + `
 local fresh = ARGV[3] == 'fresh'
-local other = false
-if ARGV[7] ~= '' then
-  other = redis.call('HGET', KEYS[8], ARGV[7])
-  if other == ARGV[1] then return 1 end
-end
-if redis.call('ZCOUNT', KEYS[7], '(' .. ARGV[6], '+inf') == 0 then return -3 end
-if other then
-  local ok = redis.call('HMGET', ARGV[9] .. other, 'state', 'created_ms')
-  if ok[1] == @PENDING then
-    local created = ok[2] or redis.call('ZSCORE', KEYS[6], other) or '0'
-    if tonumber(created) > tonumber(ARGV[6]) - tonumber(ARGV[10]) then
-      return {other, created}
-    end
-  end
-end
+local joined = join(KEYS[8], KEYS[7], KEYS[6], ARGV[7], ARGV[6], ARGV[9], ARGV[10], ARGV[1])
+if joined == 'own' then return 1 end
+if joined then return joined end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 local limit = tonumber(ARGV[5])
 if limit > 0 and redis.call('ZCARD', KEYS[6]) >= limit then return -2 end
@@ -146,30 +131,56 @@ end
 return 1
 `)
 
-// scriptJoin is the join half of scriptCreate alone, for a submit that
-// expects to join (Client.submit's join hints): it answers {id, created
-// ms} of the view's PENDING job with the fingerprint, as scriptCreate's
-// join does, -3 when no live worker serves the cluster, or 0 when there
-// is no such job to join (the caller then runs scriptCreate, which checks
-// again). It writes nothing. Its arguments are a tenth of scriptCreate's,
-// which Redis turns into Lua strings whether they are used or not.
+// luaJoin is the join both scriptCreate and scriptJoin make: join(view's
+// pending index, cluster's workers, cluster's unfinished jobs,
+// fingerprint ("": none), now ms, job key prefix, join age ms, this
+// submit's own id) answers 'own' when the index names the submit's own
+// id (a run again of a call that made its job: the HGET comes before the
+// worker check, so it answers so even if the cluster's last worker left
+// in between), -3 when no live worker serves the cluster, {id, created
+// ms} of the PENDING job with the fingerprint when it is younger than the
+// join age (created_ms is in every record this version writes; an older
+// record's age is its score among the cluster's unfinished jobs), else
+// false.
+const luaJoin = `
+local function join(pending, workers, unfinished, fp, now, prefix, age, own)
+  local other = false
+  if fp ~= '' then
+    other = redis.call('HGET', pending, fp)
+    if other == own then return 'own' end
+  end
+  if redis.call('ZCOUNT', workers, '(' .. now, '+inf') == 0 then return -3 end
+  if other then
+    local ok = redis.call('HMGET', prefix .. other, 'state', 'created_ms')
+    if ok[1] == @PENDING then
+      local created = ok[2] or redis.call('ZSCORE', unfinished, other) or '0'
+      if tonumber(created) > tonumber(now) - tonumber(age) then
+        return {other, created}
+      end
+    end
+  end
+  return false
+end
+`
+
+// scriptJoin is the join of scriptCreate alone (luaJoin), for a submit
+// that expects to join (Client.submit's join hints): it answers {id,
+// created ms} of the view's PENDING job with the fingerprint, -3 when no
+// live worker serves the cluster, or 0 when there is nothing to join (the
+// caller then runs scriptCreate, which checks again; the pending job
+// being the submit's own id, as when an automatic refresh's submit runs
+// again with its id, is nothing to join: scriptCreate answers it
+// created). It writes nothing. Its arguments are a tenth of
+// scriptCreate's, which Redis turns into Lua strings whether they are
+// used or not.
 //
 // KEYS: view's pending jobs by fingerprint, cluster's workers, cluster's
 // unfinished jobs. ARGV: fingerprint, now (unix ms), job key prefix, join
-// age ms, the id the submit's job would have. The pending job being that
-// id (a submit run again with its id, as an automatic refresh's is) is
-// nothing to join: scriptCreate then answers it created, as before.
-var scriptJoin = newScript(`
-local other = redis.call('HGET', KEYS[1], ARGV[1])
-if not other or other == ARGV[5] then return 0 end
-if redis.call('ZCOUNT', KEYS[2], '(' .. ARGV[2], '+inf') == 0 then return -3 end
-local ok = redis.call('HMGET', ARGV[3] .. other, 'state', 'created_ms')
-if ok[1] ~= @PENDING then return 0 end
-local created = ok[2] or redis.call('ZSCORE', KEYS[3], other) or '0'
-if tonumber(created) > tonumber(ARGV[2]) - tonumber(ARGV[4]) then
-  return {other, created}
-end
-return 0
+// age ms, the id the submit's job would have.
+var scriptJoin = newScript(luaJoin + `
+local joined = join(KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+if joined == 'own' or not joined then return 0 end
+return joined
 `)
 
 // scriptTransition changes a job record when its state is one of the
