@@ -229,29 +229,24 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 		sum := sha256.Sum256(req)
 		fp = hex.EncodeToString(sum[:])
 	}
+	out, joined := jobNoJoin, (*Job)(nil)
 	if fp != "" && c.hints.expects(view, fp, now) {
 		// Likely a join: try it alone first (joinhint.go).
-		out, joined, err := c.st.join(ctx, j, fp)
-		if err != nil {
+		if out, joined, err = c.st.join(ctx, j, fp); err != nil {
 			return nil, err
 		}
-		switch out {
-		case jobJoined:
-			c.hints.saw(view, fp, joined.CreatedAt, now)
-			joined.Coalesced = true
-			return joined, nil
-		case jobNoWorker:
-			return nil, noWorker(opts.Cluster)
+		if out == jobNoJoin {
+			c.hints.forget(view, fp)
 		}
-		c.hints.forget(view, fp)
 	}
-	task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
-	if err != nil {
-		return nil, &errs.Error{Code: errs.CodeInternal, Message: "plan task", Err: err}
-	}
-	out, joined, err := enqueuePlan(ctx, c.st, c.enq, newJob{job: j, request: req, fingerprint: fp, backlog: c.maxPending, freshID: fresh}, task, runAt)
-	if err != nil {
-		return nil, err
+	if out == jobNoJoin {
+		task, err := NewPlanTask(j.ID, j.Cluster, traceHeaders(ctx, taskHeaders(ctx)))
+		if err != nil {
+			return nil, &errs.Error{Code: errs.CodeInternal, Message: "plan task", Err: err}
+		}
+		if out, joined, err = enqueuePlan(ctx, c.st, c.enq, newJob{job: j, request: req, fingerprint: fp, backlog: c.maxPending, freshID: fresh}, task, runAt); err != nil {
+			return nil, err
+		}
 	}
 	switch out {
 	case jobCreated:
@@ -265,15 +260,11 @@ func (c *Client) submit(ctx context.Context, view []string, opts refresh.Options
 	case jobBacklogFull:
 		return nil, backlogFull(j.Cluster, c.maxPending)
 	case jobNoWorker:
-		return nil, noWorker(opts.Cluster)
+		return nil, errs.Errorf(errs.CodeInvalidInput, "cluster: no worker serves cluster %q", opts.Cluster)
 	default:
 		return nil, &errs.Error{Code: errs.CodeInternal, Message: "job id " + j.ID + " exists"}
 	}
 	return j, nil
-}
-
-func noWorker(cluster string) error {
-	return errs.Errorf(errs.CodeInvalidInput, "cluster: no worker serves cluster %q", cluster)
 }
 
 // pendingIndexTTL bounds how long a view's index of PENDING jobs by

@@ -19,6 +19,7 @@ const (
 	jobIDTaken                          // a record with the id exists: nothing written
 	jobBacklogFull                      // the cluster has the backlog limit of unfinished jobs: nothing written
 	jobNoWorker                         // no live worker serves the cluster: nothing written
+	jobNoJoin                           // store.join only: no PENDING job to join, nothing written
 )
 
 // newJob is a job record to create and the checks it must pass.
@@ -41,9 +42,9 @@ func joinedJob(j *Job, id string, created int64) *Job {
 }
 
 // join joins the view's PENDING job with fingerprint fp (scriptJoin)
-// without creating one: jobJoined with that job (joinedJob of j), or
-// jobNoWorker, or jobCreated meaning "nothing to join" (the caller
-// creates). j is the job a create would record.
+// without creating one: jobJoined with that job (joinedJob of j),
+// jobNoWorker, or jobNoJoin (the caller creates). j is the job a create
+// would record.
 func (s *store) join(ctx context.Context, j *Job, fp string) (createOutcome, *Job, error) {
 	keys := []string{viewPendingKey(j.viewID), workersKey(j.Cluster), liveJobsKey(j.Cluster)}
 	now := j.CreatedAt.UnixMilli()
@@ -59,7 +60,7 @@ func (s *store) join(ctx context.Context, j *Job, fp string) (createOutcome, *Jo
 	case int64:
 		switch r {
 		case 0:
-			return jobCreated, nil, nil
+			return jobNoJoin, nil, nil
 		case -3:
 			return jobNoWorker, nil, nil
 		}
