@@ -217,7 +217,9 @@ func (w *fragWriter) sync(ctx context.Context) error {
 	if w.e.syncHook != nil {
 		w.e.syncHook(rels)
 	}
-	if err := w.t.SyncFiles(ctx, rels); err != nil {
+	// The worker does not read its output back: its pages leave the
+	// page cache once on disk.
+	if err := w.t.SyncFilesDropBehind(ctx, rels); err != nil {
 		return fmt.Errorf("sync %s: %w", table.JoinID(w.t.ID()), err)
 	}
 	return nil

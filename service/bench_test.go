@@ -345,15 +345,25 @@ func cpuProfile(b *testing.B, path string) (stop func()) {
 // starts after the garbage and the written files of the one before are
 // dealt with (quiesce); -v logs each iteration's times (this machine's
 // neighbours move single ones by up to 2x).
-// MVQ_BENCH_REFRESH_CPUPROFILE=PATH writes a CPU profile of the last full
-// refresh alone to PATH and one of the last plain loop with writes to
-// PATH.plain; MVQ_BENCH_REFRESH_MEMPROFILE=PATH the allocation profiles
+// MVQ_BENCH_REFRESH_CPUPROFILE=PATH writes a CPU profile of each full
+// refresh alone to PATH.N and one of each plain loop with writes to
+// PATH.plain.N (pprof merges the profiles it is given, so the phases
+// compare over the same minutes of this noisy machine);
+// MVQ_BENCH_REFRESH_MEMPROFILE=PATH the allocation profiles
 // before (PATH.before, pprof's -diff_base) and after the last full
 // refresh. The log names each phase's page faults and the collector's CPU
 // seconds; MVQ_BENCH_TIMELINE=1 logs every job event with its time, and
 // MVQ_BENCH_ONLY=plain or refresh runs that phase alone b.N times (for a
 // whole-process profiler such as perf, one run per phase).
 func BenchmarkRefreshOrchestrated(b *testing.B) {
+	// With MVQ_BENCH_ONLY, each iteration's phase has a profile of its
+	// own (PATH.only.N); pprof merges them when given them all.
+	onlyProf := func(i int) string {
+		if p := os.Getenv("MVQ_BENCH_REFRESH_CPUPROFILE"); p != "" {
+			return fmt.Sprintf("%s.only.%d", p, i)
+		}
+		return ""
+	}
 	ctx := context.Background()
 	n := benchDocs()
 	o := newOrchestrator(b, n)
@@ -372,18 +382,27 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		prof, plainProf := "", ""
-		if i == b.N-1 {
-			if prof = os.Getenv("MVQ_BENCH_REFRESH_CPUPROFILE"); prof != "" {
-				plainProf = prof + ".plain"
-			}
+		if p := os.Getenv("MVQ_BENCH_REFRESH_CPUPROFILE"); p != "" {
+			prof, plainProf = fmt.Sprintf("%s.%d", p, i), fmt.Sprintf("%s.plain.%d", p, i)
 		}
 		if only := os.Getenv("MVQ_BENCH_ONLY"); only != "" {
 			// A profiling aid: one phase alone, n times.
+			quiesce()
+			t0, c0, s0 := time.Now(), cpuSeconds(), sysSeconds()
+			var stop func()
 			if only == "plain" {
+				stop = cpuProfile(b, onlyProf(i))
 				plainLoop(b, srcFile, dir, true)
 			} else {
-				o.run(b, ctx, o.view(b, fmt.Sprintf("only%d", i)))
+				view := o.view(b, fmt.Sprintf("only%d", i))
+				o.db.Settle()
+				quiesce()
+				t0, c0, s0 = time.Now(), cpuSeconds(), sysSeconds()
+				stop = cpuProfile(b, onlyProf(i))
+				o.run(b, ctx, view)
 			}
+			stop()
+			b.Logf("iteration %d: %s %v (%.2f CPU-s, %.2f of it system)", i, only, time.Since(t0).Round(time.Millisecond), cpuSeconds()-c0, sysSeconds()-s0)
 			continue
 		}
 		quiesce()
@@ -392,14 +411,14 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 		plain += time.Since(t0)
 		quiesce()
 		g0 := gcCPU()
-		t0, c0, f0 := time.Now(), cpuSeconds(), minorFaults()
+		t0, c0, f0, s0 := time.Now(), cpuSeconds(), minorFaults(), sysSeconds()
 		stop := cpuProfile(b, plainProf)
 		var ms0, ms1, ms2 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
 		plainLoop(b, srcFile, dir, true)
 		runtime.ReadMemStats(&ms1)
 		stop()
-		pw, pwCPU, pwFaults := time.Since(t0), cpuSeconds()-c0, minorFaults()-f0
+		pw, pwCPU, pwFaults, pwSys := time.Since(t0), cpuSeconds()-c0, minorFaults()-f0, sysSeconds()-s0
 		pwGC := gcCPU() - g0
 		plainW += pw
 		plainWCPU += pwCPU
@@ -414,12 +433,12 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 			writeAllocs(b, memProf+".before")
 		}
 		quiesce()
-		c0, f0, g0 = cpuSeconds(), minorFaults(), gcCPU()
+		c0, f0, g0, s0 = cpuSeconds(), minorFaults(), gcCPU(), sysSeconds()
 		stop = cpuProfile(b, prof)
 		j, d := o.run(b, ctx, view)
 		stop()
 		runtime.ReadMemStats(&ms2)
-		fCPU, fFaults, fGC := cpuSeconds()-c0, minorFaults()-f0, gcCPU()-g0
+		fCPU, fFaults, fGC, fSys := cpuSeconds()-c0, minorFaults()-f0, gcCPU()-g0, sysSeconds()-s0
 		if memProf != "" && i == b.N-1 {
 			writeAllocs(b, memProf)
 		}
@@ -427,9 +446,9 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 		full += d
 		// Cores used (CPU seconds over wall time) shows a refresh that
 		// waits (on the disk, on Redis) apart from one that computes more.
-		b.Logf("iteration %d: plain+write %v (%.2f CPU-s, %.1f cores, %d GCs, %d MB allocated, %d page faults, %.3f GC CPU-s), refresh %v (%.2f CPU-s, %.1f cores, %d GCs, %d MB, %d faults, %.3f GC CPU-s): ratio %.2f, CPU ratio %.2f", i,
-			pw.Round(time.Millisecond), pwCPU, pwCPU/pw.Seconds(), ms1.NumGC-ms0.NumGC, (ms1.TotalAlloc-ms0.TotalAlloc)>>20, pwFaults, pwGC,
-			d.Round(time.Millisecond), fCPU, fCPU/d.Seconds(), ms2.NumGC-ms1.NumGC, (ms2.TotalAlloc-ms1.TotalAlloc)>>20, fFaults, fGC, pw.Seconds()/d.Seconds(), pwCPU/fCPU)
+		b.Logf("iteration %d: plain+write %v (%.2f CPU-s, %.2f of it system, %.1f cores, %d GCs, %d MB allocated, %d page faults, %.3f GC CPU-s), refresh %v (%.2f CPU-s, %.2f of it system, %.1f cores, %d GCs, %d MB, %d faults, %.3f GC CPU-s): ratio %.2f, CPU ratio %.2f", i,
+			pw.Round(time.Millisecond), pwCPU, pwSys, pwCPU/pw.Seconds(), ms1.NumGC-ms0.NumGC, (ms1.TotalAlloc-ms0.TotalAlloc)>>20, pwFaults, pwGC,
+			d.Round(time.Millisecond), fCPU, fSys, fCPU/d.Seconds(), ms2.NumGC-ms1.NumGC, (ms2.TotalAlloc-ms1.TotalAlloc)>>20, fFaults, fGC, pw.Seconds()/d.Seconds(), pwCPU/fCPU)
 		if j.Progress.RowsWritten != plainRows {
 			b.Fatalf("refresh wrote %d rows, plain loop made %d", j.Progress.RowsWritten, plainRows)
 		}

@@ -25,3 +25,9 @@ func minorFaults() int64 { return selfUsage().Minflt }
 
 // syncDisks writes every file's dirty pages back to disk (sync(2)).
 func syncDisks() { syscall.Sync() }
+
+// sysSeconds is the system (kernel) CPU time this process has used.
+func sysSeconds() float64 {
+	ru := selfUsage()
+	return float64(ru.Stime.Nano()) / 1e9
+}

@@ -147,6 +147,17 @@ func (t *Table) SyncFiles(ctx context.Context, rels []string) error {
 	return t.c.wh.Sync(keys)
 }
 
+// SyncFilesDropBehind is SyncFiles for files this process will not read
+// back (a work item's output): once durable, their pages leave the page
+// cache (see warehouse.SyncDropBehind).
+func (t *Table) SyncFilesDropBehind(ctx context.Context, rels []string) error {
+	keys := make([]string, len(rels))
+	for i, rel := range rels {
+		keys[i] = t.key + rel
+	}
+	return t.c.wh.SyncDropBehind(keys)
+}
+
 // WriteFileWith is WriteFileAt with options.
 func (t *Table) WriteFileWith(ctx context.Context, rel string, schema *arrow.Schema, recs []arrow.RecordBatch, o FileOptions) (Fragment, error) {
 	var rows, size int64

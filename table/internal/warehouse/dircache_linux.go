@@ -2,7 +2,10 @@ package warehouse
 
 import (
 	"io/fs"
+	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Local file systems by statfs(2) f_type: their folders' mtimes are
@@ -34,4 +37,10 @@ func identityOf(fi fs.FileInfo) (dev, inode uint64, ctime int64) {
 		return uint64(st.Dev), st.Ino, st.Ctim.Nano()
 	}
 	return 0, 0, 0
+}
+
+// dropCached asks the kernel to drop f's clean pages from its page cache
+// (posix_fadvise DONTNEED); it is advice, so a failure changes nothing.
+func dropCached(f *os.File) {
+	_ = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 }
