@@ -558,3 +558,46 @@ func BenchmarkFixedChars2KB(b *testing.B) {
 		}
 	})
 }
+
+// TestRuneCountMatchesStdlib: the chunker's counting of code points is
+// utf8.RuneCountInString's, invalid and truncated sequences included,
+// at every offset of the eight-byte steps.
+func TestRuneCountMatchesStdlib(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	pieces := []string{"a", "abcdefgh", " ", "\n\n", "é", "日本", "😀", "\xff", "\xe6\x97", "\x80", "\xf0\x9f", "\x00"}
+	for iter := 0; iter < 5000; iter++ {
+		var b strings.Builder
+		for k := r.Intn(40); k > 0; k-- {
+			b.WriteString(pieces[r.Intn(len(pieces))])
+		}
+		s := b.String()
+		for i := 0; i <= len(s) && i < 9; i++ {
+			if got, want := runeCount(s[i:]), utf8.RuneCountInString(s[i:]); got != want {
+				t.Fatalf("runeCount(%q) = %d, want %d", s[i:], got, want)
+			}
+		}
+	}
+}
+
+func FuzzRuneCount(f *testing.F) {
+	f.Add("plain ascii text of some length")
+	f.Add("héllo wörld \xff\xe6\x97 日本語 😀")
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := runeCount(s), utf8.RuneCountInString(s); got != want {
+			t.Fatalf("runeCount(%q) = %d, want %d", s, got, want)
+		}
+	})
+}
+
+// BenchmarkRecursive2KB: the recursive chunker (the benchmarks' and the
+// examples' chunker) on a 2 KB document, chunk_size 512, overlap 64.
+func BenchmarkRecursive2KB(b *testing.B) {
+	doc := benchDoc()
+	c := mustNew(b, Spec{Chunker: "recursive", ChunkSize: 512, ChunkOverlap: 64})
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	var dst []string
+	for b.Loop() {
+		dst = c.Chunk(doc, dst[:0])
+	}
+}

@@ -65,7 +65,29 @@ func countUnits(s string, u unit) int {
 	if u == unitWords {
 		return countWords(s)
 	}
-	return utf8.RuneCountInString(s)
+	return runeCount(s)
+}
+
+// runeCount is utf8.RuneCountInString (an invalid byte counts as one),
+// eight ASCII bytes at a time: the chunker counts the code points of every
+// text and of every piece it considers, and texts are mostly ASCII.
+func runeCount(s string) int {
+	n, i := 0, 0
+	for i < len(s) {
+		if i+8 <= len(s) && ascii8(s, i) {
+			n += 8
+			i += 8
+			continue
+		}
+		if s[i] < utf8.RuneSelf {
+			i++
+		} else {
+			_, w := utf8.DecodeRuneInString(s[i:])
+			i += w
+		}
+		n++
+	}
+	return n
 }
 
 // nextWord returns the byte span of the first word at or after s[i:], or
