@@ -132,24 +132,16 @@ type FileOptions struct {
 	// the other files written with it (files of one schema only).
 	FSST *lancefile.FSSTTables
 	// DeferSync leaves a file:// file unsynced: the caller makes it
-	// durable with SyncFiles before a version names it (a writer holding
-	// scarce CPU gives it up first; a sync waits on the disk).
+	// durable with SyncFilesDropBehind before a version names it (a
+	// writer holding scarce CPU gives it up first; a sync waits on the
+	// disk).
 	DeferSync bool
 }
 
-// SyncFiles makes the data files rels (Fragment.Path), written with
-// FileOptions.DeferSync, durable.
-func (t *Table) SyncFiles(ctx context.Context, rels []string) error {
-	keys := make([]string, len(rels))
-	for i, rel := range rels {
-		keys[i] = t.key + rel
-	}
-	return t.c.wh.Sync(keys)
-}
-
-// SyncFilesDropBehind is SyncFiles for files this process will not read
-// back (a work item's output): once durable, their pages leave the page
-// cache (see warehouse.SyncDropBehind).
+// SyncFilesDropBehind makes the data files rels (Fragment.Path), written
+// with FileOptions.DeferSync, durable, and then drops their pages from the
+// page cache: the files a work item writes, which its process does not
+// read back (see warehouse.SyncDropBehind).
 func (t *Table) SyncFilesDropBehind(ctx context.Context, rels []string) error {
 	keys := make([]string, len(rels))
 	for i, rel := range rels {
