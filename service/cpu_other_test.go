@@ -11,3 +11,6 @@ func minorFaults() int64 { return 0 }
 func syncDisks() {}
 
 func sysSeconds() float64 { return 0 }
+
+// benchMemory does nothing where the runtime gives memory back otherwise.
+func benchMemory() {}

@@ -47,6 +47,7 @@ func TestMain(m *testing.M) {
 		runPeerProcess()
 		return
 	}
+	benchMemory()
 	// In S3 mode (make test-s3) one SeaweedFS serves the whole run.
 	code := testenv.S3ForTestMain(m)
 	testenv.StopShared()
