@@ -108,7 +108,7 @@ func (e *Engine) readRows(ctx context.Context, t *table.Table, f table.Fragment,
 	if whole == 0 {
 		whole = 1 // 0 asks for ranged reads, OpenFragment's 0 for its default
 	}
-	r, err := t.OpenFragment(ctx, f, table.FragmentReadOptions{WholeFileBytes: whole, Buffered: true, Label: table.JoinID(t.ID()) + " ", Mem: e.mem})
+	r, err := t.OpenFragment(ctx, f, table.FragmentReadOptions{WholeFileBytes: whole, Buffered: true, Label: table.JoinID(t.ID()) + " ", Mem: e.mem, KeepFSST: true})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package refresh
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -10,6 +12,8 @@ import (
 
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/internal/corpus"
+	oracle "github.com/mvq-dev/mvq/internal/lanceoracle"
+	lancefile "github.com/mvq-dev/mvq/lance/file"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -40,7 +44,10 @@ func TestWorkItemRunAgainNeverReplacesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := `{"chunker":"recursive","input_column":"body","output_column":"chunk","chunk_size":512,"chunk_overlap":64}`
-	id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$corpus"`, UDTFSpec: chunkerEntry(spec)})
+	// body || '': DuckDB computes the column, so the chunks come without
+	// the source's FSST codes (which they would be written with, whatever
+	// ran before) and the items compress them with the shared tables.
+	id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body || '' AS body FROM "docs$corpus"`, UDTFSpec: chunkerEntry(spec)})
 	p := b.plan(t, id, "j1", Options{SourceTaskSize: docs / 2, MaxRowsPerFragment: 1500})
 	if len(p.Items) != 2 {
 		t.Fatalf("%d work items, want 2", len(p.Items))
@@ -117,5 +124,77 @@ func TestWorkItemRunAgainNeverReplacesFiles(t *testing.T) {
 	}
 	if got := len(b.rows(t, id)); got != want {
 		t.Fatalf("view has %d rows, the chunker makes %d", got, want)
+	}
+}
+
+// TestChunkerViewWrittenFromSourceCodes: a chunker view over a Lance
+// source is written with the chunks' FSST codes cut from the documents'
+// (the writer compresses nothing again), and LanceDB reads every chunk of
+// every document back exactly.
+func TestChunkerViewWrittenFromSourceCodes(t *testing.T) {
+	o := oracle.Need(t)
+	b := setup(t, table.Options{})
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "body", Type: arrow.BinaryTypes.String},
+	}, nil)
+	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	const docs = 900
+	for i := range docs {
+		rb.Field(0).(*array.Int64Builder).Append(int64(i))
+		rb.Field(1).(*array.StringBuilder).Append(corpus.Doc(i, 2048))
+	}
+	rec := rb.NewRecordBatch()
+	rb.Release()
+	rdr, _ := array.NewRecordReader(schema, []arrow.RecordBatch{rec})
+	rec.Release()
+	if _, _, err := b.cat.CreateTable(b.ctx, []string{"docs", "corpus"}, schema, rdr, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	spec := `{"chunker":"recursive","input_column":"body","output_column":"chunk","chunk_size":512,"chunk_overlap":64}`
+	id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$corpus"`, UDTFSpec: chunkerEntry(spec)})
+	before := lancefile.PrecodedPages()
+	b.refresh(t, id, "j1", Options{SourceTaskSize: 300})
+	if lancefile.PrecodedPages() == before {
+		t.Fatal("the view's chunks were compressed again instead of written with codes cut from the source's")
+	}
+	cs, err := chunker.Parse([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := chunker.New(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range docs {
+		for k, c := range ch.Chunk(corpus.Doc(i, 2048), nil) {
+			want = append(want, fmt.Sprintf("%d|%d|%s", i, k, c))
+		}
+	}
+	view, err := b.cat.OpenTable(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := o.Read(t, localDir(t, view), oracle.ReadOpts{Columns: []string{"id", ChunkIndexColumn, "chunk"}})
+	defer tbl.Release()
+	var got []string
+	tr := array.NewTableReader(tbl, 0)
+	defer tr.Release()
+	for tr.Next() {
+		r := tr.RecordBatch()
+		for i := 0; i < int(r.NumRows()); i++ {
+			got = append(got, fmt.Sprintf("%s|%s|%s", r.Column(0).ValueStr(i), r.Column(1).ValueStr(i), r.Column(2).(*array.String).Value(i)))
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if len(got) != len(want) {
+		t.Fatalf("LanceDB reads %d chunks, the chunker makes %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("LanceDB reads chunk %q, the chunker makes %q", got[i], want[i])
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mvq-dev/mvq/chunker"
 	"github.com/mvq-dev/mvq/errs"
+	lancefile "github.com/mvq-dev/mvq/lance/file"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -163,7 +164,7 @@ func (e *Engine) chunkRows(ctx context.Context, v *View, spec *chunker.Spec, q a
 			from[i] = idx[0]
 		}
 	}
-	c := &chunkJob{e: e, v: v, spec: spec, q: q, ch: ch, txt: txt, from: from, bud: bud}
+	c := &chunkJob{e: e, v: v, spec: spec, q: q, ch: ch, txt: txt, txtArr: q.Column(in), from: from, bud: bud}
 	n := int(q.NumRows())
 	workers = max(min(workers, n), 1)
 	parts := make([][]arrow.RecordBatch, workers)
@@ -208,8 +209,11 @@ type chunkJob struct {
 	q    arrow.RecordBatch
 	ch   chunker.Chunker
 	txt  texts
-	from []int
-	bud  *budget
+	// txtArr is txt as read: when the source file's FSST codes came with
+	// it, the chunks' codes are cut from them (lance/file CodeCutter).
+	txtArr arrow.Array
+	from   []int
+	bud    *budget
 }
 
 // carry is the size of the query columns row r copies into each of its
@@ -258,6 +262,10 @@ func (c *chunkJob) run(ctx context.Context, lo, hi int) ([]arrow.RecordBatch, er
 	)
 	sb := array.NewStringBuilder(mem)
 	defer sb.Release()
+	// A chunk is a substring of its row's text: its FSST codes are cut
+	// from the text's, when they came with it, and the writer writes them
+	// as they are instead of compressing the chunk again (nil: no codes).
+	cut := lancefile.NewCodeCutter(c.txtArr)
 	// Chunks hold about the text of their rows, plus the overlap: reserve
 	// that much so the builder does not grow by copying.
 	var textBytes int
@@ -265,7 +273,9 @@ func (c *chunkJob) run(ctx context.Context, lo, hi int) ([]arrow.RecordBatch, er
 		textBytes += len(c.txt.Value(r))
 	}
 	reserve := func() {
-		sb.ReserveData(min(textBytes+textBytes/4, chunkBatchBytes+chunkBatchBytes/4))
+		n := min(textBytes+textBytes/4, chunkBatchBytes+chunkBatchBytes/4)
+		sb.ReserveData(n)
+		cut.Reserve(n)
 	}
 	reserve()
 	fail := func(err error) ([]arrow.RecordBatch, error) {
@@ -275,7 +285,7 @@ func (c *chunkJob) run(ctx context.Context, lo, hi int) ([]arrow.RecordBatch, er
 		return nil, err
 	}
 	flush := func() error {
-		rec, err := c.batch(ctx, rows, index, sb)
+		rec, err := c.batch(ctx, rows, index, sb, cut)
 		if err != nil {
 			return err
 		}
@@ -303,10 +313,12 @@ func (c *chunkJob) run(ctx context.Context, lo, hi int) ([]arrow.RecordBatch, er
 		if err := c.admit(r, text, buf); err != nil {
 			return fail(err)
 		}
+		cut.Value(r, text)
 		for k, s := range buf {
 			rows = append(rows, int64(r))
 			index = append(index, int32(k))
 			sb.Append(s)
+			cut.Cut(s)
 			nbytes += len(s)
 			if len(rows) >= chunkBatchRows || nbytes >= chunkBatchBytes {
 				if err := flush(); err != nil {
@@ -324,8 +336,8 @@ func (c *chunkJob) run(ctx context.Context, lo, hi int) ([]arrow.RecordBatch, er
 }
 
 // batch builds one view batch: the query rows at rows, the chunk indexes,
-// and the chunks in sb (which it empties).
-func (c *chunkJob) batch(ctx context.Context, rows []int64, index []int32, sb *array.StringBuilder) (arrow.RecordBatch, error) {
+// and the chunks in sb (which it empties), with the codes cut has for them.
+func (c *chunkJob) batch(ctx context.Context, rows []int64, index []int32, sb *array.StringBuilder, cut *lancefile.CodeCutter) (arrow.RecordBatch, error) {
 	mem := c.e.mem
 	ctx = compute.WithAllocator(ctx, mem)
 	ib := array.NewInt64Builder(mem)
@@ -350,6 +362,7 @@ func (c *chunkJob) batch(ctx context.Context, rows []int64, index []int32, sb *a
 			b.Release()
 		case -2:
 			cols[i] = sb.NewArray()
+			cut.Attach(cols[i])
 		default:
 			col, err := compute.TakeArray(ctx, c.q.Column(src), take)
 			if err != nil {

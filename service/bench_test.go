@@ -336,7 +336,9 @@ func cpuProfile(b *testing.B, path string) (stop func()) {
 // ~2 KB documents through the whole orchestrator (Redis, asynq, job
 // records, a worker pool of concurrency 8 in this process), next to the
 // same chunker in an all-core plain loop over the same Lance data file
-// (with and without writing its output as Lance files; see plainLoop),
+// (with and without writing its output as Lance files; see plainLoop: a
+// script over the file API, which compresses its chunks with FSST where
+// the refresh cuts their codes from the source's, lance/file CodeCutter),
 // and an incremental refresh after a 1% append. Ratios are
 // orchestrated/plain throughput and incremental/full time;
 // cpu_ratio_vs_plain+write is the same ratio in CPU seconds of this
@@ -435,7 +437,9 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 		quiesce()
 		c0, f0, g0, s0 = cpuSeconds(), minorFaults(), gcCPU(), sysSeconds()
 		stop = cpuProfile(b, prof)
+		pre0 := lfile.PrecodedPages()
 		j, d := o.run(b, ctx, view)
+		pre := lfile.PrecodedPages() - pre0
 		stop()
 		runtime.ReadMemStats(&ms2)
 		fCPU, fFaults, fGC, fSys := cpuSeconds()-c0, minorFaults()-f0, gcCPU()-g0, sysSeconds()-s0
@@ -446,9 +450,9 @@ func BenchmarkRefreshOrchestrated(b *testing.B) {
 		full += d
 		// Cores used (CPU seconds over wall time) shows a refresh that
 		// waits (on the disk, on Redis) apart from one that computes more.
-		b.Logf("iteration %d: plain+write %v (%.2f CPU-s, %.2f of it system, %.1f cores, %d GCs, %d MB allocated, %d page faults, %.3f GC CPU-s), refresh %v (%.2f CPU-s, %.2f of it system, %.1f cores, %d GCs, %d MB, %d faults, %.3f GC CPU-s): ratio %.2f, CPU ratio %.2f", i,
+		b.Logf("iteration %d: plain+write %v (%.2f CPU-s, %.2f of it system, %.1f cores, %d GCs, %d MB allocated, %d page faults, %.3f GC CPU-s), refresh %v (%.2f CPU-s, %.2f of it system, %.1f cores, %d GCs, %d MB, %d faults, %.3f GC CPU-s, %d chunk pages written from the source's FSST codes): ratio %.2f, CPU ratio %.2f", i,
 			pw.Round(time.Millisecond), pwCPU, pwSys, pwCPU/pw.Seconds(), ms1.NumGC-ms0.NumGC, (ms1.TotalAlloc-ms0.TotalAlloc)>>20, pwFaults, pwGC,
-			d.Round(time.Millisecond), fCPU, fSys, fCPU/d.Seconds(), ms2.NumGC-ms1.NumGC, (ms2.TotalAlloc-ms1.TotalAlloc)>>20, fFaults, fGC, pw.Seconds()/d.Seconds(), pwCPU/fCPU)
+			d.Round(time.Millisecond), fCPU, fSys, fCPU/d.Seconds(), ms2.NumGC-ms1.NumGC, (ms2.TotalAlloc-ms1.TotalAlloc)>>20, fFaults, fGC, pre, pw.Seconds()/d.Seconds(), pwCPU/fCPU)
 		if j.Progress.RowsWritten != plainRows {
 			b.Fatalf("refresh wrote %d rows, plain loop made %d", j.Progress.RowsWritten, plainRows)
 		}

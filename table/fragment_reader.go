@@ -34,6 +34,10 @@ type FragmentReadOptions struct {
 	Label string
 	// Mem allocates Arrow buffers. Default the catalog's.
 	Mem memory.Allocator
+	// KeepFSST keeps the FSST codes of a Lance file's strings beside the
+	// arrays read, for a writer of substrings of them (lance/file
+	// Reader.KeepFSST); they live as long as the arrays.
+	KeepFSST bool
 }
 
 // FragmentReader reads one data file of a table: its row groups, and the
@@ -74,13 +78,13 @@ func (t *Table) OpenFragment(ctx context.Context, f Fragment, o FragmentReadOpti
 		closer = obj
 		src = datafile.NewReaderAt(obj, obj.Size())
 	}
-	return datafile.Open(src, closer, datafile.Options{Buffered: o.Buffered, Parallel: o.Parallel, Label: label, Mem: o.Mem, Fields: f.FileFields})
+	return datafile.Open(src, closer, datafile.Options{Buffered: o.Buffered, Parallel: o.Parallel, Label: label, Mem: o.Mem, Fields: f.FileFields, KeepFSST: o.KeepFSST})
 }
 
 // openLanceFragment opens a Lance data file: whole when small (as a
 // Parquet one), else for ranged reads.
 func (t *Table) openLanceFragment(ctx context.Context, f Fragment, o FragmentReadOptions, label string) (*FragmentReader, error) {
-	opts := datafile.Options{Buffered: o.Buffered, Parallel: o.Parallel, Label: label, Mem: o.Mem, Fields: f.FileFields}
+	opts := datafile.Options{Buffered: o.Buffered, Parallel: o.Parallel, Label: label, Mem: o.Mem, Fields: f.FileFields, KeepFSST: o.KeepFSST}
 	if f.HasDeletions() {
 		del, err := t.Deleted(ctx, f)
 		if err != nil {

@@ -89,7 +89,7 @@ func (r *Reader) readColumns21(ctx context.Context, columns []int, ranges []rowR
 		if err := collect(top); err != nil {
 			return nil, err
 		}
-		b := &arrowBuilder{mem: r.mem}
+		b := &arrowBuilder{mem: r.mem, keepFSST: r.keepFSST}
 		arr, err := b.build(top, 0, leaves, int(total))
 		if err != nil {
 			return nil, fmt.Errorf("column %q: %w", top.f.GetName(), err)

@@ -13,6 +13,9 @@ import (
 // arrowBuilder assembles Arrow arrays from unraveled leaf columns.
 type arrowBuilder struct {
 	mem memory.Allocator
+	// keepFSST attaches FSST codes to the string arrays made from one
+	// block (Reader.KeepFSST).
+	keepFSST bool
 }
 
 func leafCount(n *fieldNode) int {
@@ -276,6 +279,11 @@ func (b *arrowBuilder) leaf(dt arrow.DataType, pieces []piece, count int, bitmap
 			}
 			pos += o[p.to] - base
 		}
+		if b.keepFSST {
+			if c := piecesCodes(pieces, count); c != nil {
+				attachCodes(vals, c)
+			}
+		}
 		defer vals.Release()
 		defer offs.Release()
 		data := array.NewData(dt, count, []*memory.Buffer{bitmap, offs, vals}, nil, nulls, 0)
@@ -467,4 +475,37 @@ func (b *arrowBuilder) dictionary(dt *arrow.DictionaryType, pieces []piece, coun
 		return nil, unsupportedf("dictionary of %v: %v", dt.ValueType, err)
 	}
 	return db.NewArray(), nil
+}
+
+// piecesCodes are the FSST codes of the count values of pieces, when
+// every piece was decoded from FSST codes under one table (the pages of
+// a file written with shared tables), else nil. One piece's codes are
+// not copied.
+func piecesCodes(pieces []piece, count int) *arrayCodes {
+	n := 0
+	for _, p := range pieces {
+		c := p.b.fsst
+		if p.b.kind != vVar || c == nil || p.to >= len(c.offs) || !sameTable(c.table, pieces[0].b.fsst.table) {
+			return nil
+		}
+		n += p.to - p.from
+	}
+	if n != count {
+		return nil
+	}
+	if len(pieces) == 1 {
+		p := pieces[0]
+		return &arrayCodes{table: p.b.fsst.table, codes: p.b.fsst.codes, offs: p.b.fsst.offs[p.from : p.to+1]}
+	}
+	out := &arrayCodes{table: pieces[0].b.fsst.table, offs: make([]uint64, 1, count+1)}
+	for _, p := range pieces {
+		c := p.b.fsst
+		base := c.offs[p.from]
+		start := uint64(len(out.codes))
+		out.codes = append(out.codes, c.codes[base:c.offs[p.to]]...)
+		for i := p.from + 1; i <= p.to; i++ {
+			out.offs = append(out.offs, start+c.offs[i]-base)
+		}
+	}
+	return out
 }

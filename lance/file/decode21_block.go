@@ -35,6 +35,9 @@ type vblock struct {
 	dim   int      // vFSL
 	child *vblock  // vFSL
 	valid []byte   // vFSL: validity bitmap of the child items, nil when all are valid
+	// fsst, for vVar values decoded from FSST codes: the codes, one
+	// string per value, and the table (for Reader.KeepFSST).
+	fsst *arrayCodes
 }
 
 // maxDecodedBytes caps what one general-compression buffer may expand to.
@@ -382,7 +385,11 @@ func fsstBlock(table []byte, in *vblock) (*vblock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	return &vblock{kind: vVar, n: in.n, data: data, offs: offs}, nil
+	out := &vblock{kind: vVar, n: in.n, data: data, offs: offs}
+	if t.Compressed {
+		out.fsst = &arrayCodes{table: table, codes: in.data, offs: in.offs}
+	}
+	return out, nil
 }
 
 // --- mini-block value decompression ---

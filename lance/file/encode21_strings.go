@@ -115,6 +115,9 @@ func tryFSST(s *varSink, fc fsstColumn) (*varSink, []byte) {
 	if len(s.data) < fsstMinBytes {
 		return nil, nil
 	}
+	if out := precoded(s); out != nil {
+		return out, s.pre.table
+	}
 	var codes []byte
 	var offs []uint64
 	var table []byte
@@ -144,6 +147,22 @@ func tryFSST(s *varSink, fc fsstColumn) (*varSink, []byte) {
 		out.maxLen = max(out.maxLen, int(offs[i]-offs[i-1]))
 	}
 	return out, table
+}
+
+// precoded is s's values compressed with the codes they came with, when
+// all of them did (under one table) and that saves more than the table
+// costs; else nil.
+func precoded(s *varSink) *varSink {
+	p := &s.pre
+	if p.bad || len(p.table) == 0 || len(p.offs) != len(s.offsets) || len(p.codes)+fsst.SymbolTableSize >= len(s.data) {
+		return nil
+	}
+	precodedPages.Add(1)
+	out := &varSink{offsets: p.offs, data: p.codes, wide: s.wide}
+	for i := 1; i < len(p.offs); i++ {
+		out.maxLen = max(out.maxLen, int(p.offs[i]-p.offs[i-1]))
+	}
+	return out
 }
 
 // fsstReuseSlack is how much worse (in compressed bytes per input byte) a

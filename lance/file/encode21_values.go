@@ -238,6 +238,10 @@ type varSink struct {
 	data    []byte
 	wide    bool
 	maxLen  int
+	// pre holds the FSST codes the values came with (fsst_codes.go):
+	// usable while every value was appended with appendAll from an array
+	// with codes under one table.
+	pre sinkCodes
 }
 
 func (s *varSink) add(b []byte) {
@@ -247,6 +251,7 @@ func (s *varSink) add(b []byte) {
 }
 
 func (s *varSink) appendValue(arr arrow.Array, i int) {
+	s.pre.bad = true
 	switch a := arr.(type) {
 	case *array.String:
 		s.data = append(s.data, a.Value(i)...)
@@ -263,7 +268,10 @@ func (s *varSink) appendValue(arr arrow.Array, i int) {
 	}
 }
 
-func (s *varSink) appendNull() { s.offsets = append(s.offsets, uint64(len(s.data))) }
+func (s *varSink) appendNull() {
+	s.pre.bad = true
+	s.offsets = append(s.offsets, uint64(len(s.data)))
+}
 
 func (s *varSink) appendAll(arr arrow.Array) {
 	var offs32 []int32
@@ -285,6 +293,7 @@ func (s *varSink) appendAll(arr arrow.Array) {
 	}
 	hasNulls := arr.NullN() > 0
 	n := arr.Len()
+	s.pre.add(arr, n, s.count() == 0)
 	if !hasNulls && len(s.offsets) == 1 && len(s.data) == 0 && s.alias(raw, offs32, offs64, n) {
 		return
 	}
@@ -308,7 +317,7 @@ func (s *varSink) appendAll(arr arrow.Array) {
 			st, en = offs64[i], offs64[i+1]
 		}
 		if (hasNulls && arr.IsNull(i)) || st < 0 || en < st || en > int64(len(raw)) {
-			s.appendNull()
+			s.offsets = append(s.offsets, uint64(len(s.data)))
 			continue
 		}
 		s.add(raw[st:en])

@@ -27,6 +27,8 @@ type Reader struct {
 	schema  *arrow.Schema
 	numRows uint64
 	mem     memory.Allocator
+	// keepFSST: see KeepFSST.
+	keepFSST bool
 	// tops[i] describes top-level field i: its Lance field tree and the file
 	// columns it is stored in.
 	tops []*fieldNode
@@ -80,6 +82,13 @@ func (r *Reader) Container() *Container { return r.c }
 // Close releases nothing today (the caller owns the io.ReaderAt); it exists
 // so that callers can treat readers as resources.
 func (r *Reader) Close() error { return nil }
+
+// KeepFSST has the reader keep, beside each string array it decodes from
+// one FSST-compressed block, the values' codes and the block's symbol
+// table, for as long as the array lives: a CodeCutter cuts them into the
+// codes of substrings of the values, and a writer writes codes that come
+// with their values instead of compressing the values again.
+func (r *Reader) KeepFSST() { r.keepFSST = true }
 
 // mapColumns builds the field tree and assigns file columns. In 2.1 only
 // leaf fields (no children) own a column; in 2.0 every field does, parents

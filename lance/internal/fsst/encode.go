@@ -334,6 +334,11 @@ func (e *Encoder) build(cands []candidate) {
 		e.syms[e.n], e.lens[e.n] = c.sym, c.len
 		e.n++
 	}
+	e.lookups()
+}
+
+// lookups builds the encoding lookups of the symbols e.syms[:e.n].
+func (e *Encoder) lookups() {
 	for code := 0; code < e.n; code++ {
 		b := byte(e.syms[code])
 		e.index[b] = append(e.index[b], uint8(code))

@@ -100,6 +100,9 @@ func OpenLance(src io.ReaderAt, size int64, closer io.Closer, o Options) (*Reade
 		return nil, Fail(o.Label, "corrupt", err)
 	}
 	r.lf = lr
+	if o.KeepFSST {
+		lr.KeepFSST()
+	}
 	if o.Parts != nil {
 		if err := r.place(); err != nil {
 			r.Close()
@@ -229,6 +232,9 @@ func (r *Reader) place() error {
 		}
 		if lr.NumRows() != r.lf.NumRows() {
 			return Fail(r.o.Label, "corrupt", fmt.Errorf("data file %d has %d rows, the first %d", i+1, lr.NumRows(), r.lf.NumRows()))
+		}
+		if r.o.KeepFSST {
+			lr.KeepFSST()
 		}
 		r.more = append(r.more, lr)
 	}

@@ -38,6 +38,9 @@ type Options struct {
 	Label string
 	// Mem allocates Arrow buffers.
 	Mem memory.Allocator
+	// KeepFSST keeps the FSST codes of a Lance file's strings beside the
+	// arrays read (lance/file Reader.KeepFSST).
+	KeepFSST bool
 	// Fields maps top-level fields of the table (nil: all) to those of the
 	// file (nil: the same).
 	Fields func(fields []int) ([]int, error)

@@ -1,0 +1,100 @@
+package fsst
+
+import (
+	"bytes"
+	"math/rand"
+	"testing"
+)
+
+// TestCutDecodesToSubstring: every cut [a, b) of every string decodes to
+// exactly the substring, with codes from the string's own where they fit;
+// a cut of 32 bytes or more is about as small as encoding the substring
+// anew.
+func TestCutDecodesToSubstring(t *testing.T) {
+	data, offs := corpus(400, 7)
+	e := Train(data, offs)
+	tab, err := ParseTable(e.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := NewEncoder(tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes, coffs := e.EncodeAll(data, offs)
+	c := NewCutter(tab, enc)
+	rng := rand.New(rand.NewSource(1))
+	var cutBytes, freshBytes, cuts int
+	for i := 0; i+1 < len(offs); i++ {
+		s := string(data[offs[i]:offs[i+1]])
+		if err := c.Reset(codes[coffs[i]:coffs[i+1]]); err != nil {
+			t.Fatal(err)
+		}
+		if c.Len() != len(s) {
+			t.Fatalf("string %d: Len %d, want %d", i, c.Len(), len(s))
+		}
+		pairs := [][2]int{{0, len(s)}, {0, 0}, {len(s), len(s)}}
+		for k := 0; k < 20 && len(s) > 0; k++ {
+			a := rng.Intn(len(s) + 1)
+			pairs = append(pairs, [2]int{a, a + rng.Intn(len(s)-a+1)})
+		}
+		for _, p := range pairs {
+			got, err := c.AppendCut([]byte{9}, s, p[0], p[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[0] != 9 {
+				t.Fatal("AppendCut overwrote dst")
+			}
+			dec, err := tab.AppendDecode(nil, got[1:])
+			if err != nil {
+				t.Fatalf("string %d cut %v: %v", i, p, err)
+			}
+			if !bytes.Equal(dec, []byte(s[p[0]:p[1]])) {
+				t.Fatalf("string %d cut %v decodes to %q, want %q", i, p, dec, s[p[0]:p[1]])
+			}
+			if p[1]-p[0] >= 32 { // the ends cost more in short cuts
+				cutBytes += len(got) - 1
+				freshBytes += len(enc.AppendEncode(nil, []byte(s[p[0]:p[1]])))
+				cuts++
+			}
+		}
+	}
+	if cutBytes > freshBytes+freshBytes/20 {
+		t.Errorf("%d cuts took %d bytes, encoding them anew %d: more than 5%% larger", cuts, cutBytes, freshBytes)
+	}
+	// Out of range and a text of another length are refused.
+	if err := c.Reset(codes[coffs[0]:coffs[1]]); err != nil {
+		t.Fatal(err)
+	}
+	s := string(data[offs[0]:offs[1]])
+	for _, p := range [][2]int{{-1, 1}, {2, 1}, {0, len(s) + 1}} {
+		if _, err := c.AppendCut(nil, s, p[0], p[1]); err == nil {
+			t.Errorf("cut %v of %d bytes accepted", p, len(s))
+		}
+	}
+	if _, err := c.AppendCut(nil, s+"x", 0, 1); err == nil {
+		t.Error("a text of another length accepted")
+	}
+}
+
+// TestCutterRefusesCorruptCodes: codes without a symbol or with a dangling
+// escape fail Reset.
+func TestCutterRefusesCorruptCodes(t *testing.T) {
+	e := Train([]byte("abcabcabc"), []uint64{0, 9})
+	tab, _ := ParseTable(e.Table())
+	enc, err := NewEncoder(tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCutter(tab, enc)
+	if err := c.Reset([]byte{Escape}); err == nil {
+		t.Error("dangling escape accepted")
+	}
+	if err := c.Reset([]byte{byte(tab.NumSymbols)}); err == nil && tab.NumSymbols < Escape {
+		t.Error("code without a symbol accepted")
+	}
+	if _, err := NewEncoder(&Table{}); err == nil {
+		t.Error("an encoder of an uncompressed table")
+	}
+}
