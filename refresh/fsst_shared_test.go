@@ -17,21 +17,15 @@ import (
 	"github.com/mvq-dev/mvq/table"
 )
 
-// TestWorkItemRunAgainNeverReplacesFiles: the work items of a worker
-// share the view's FSST tables (item 1 trains no table item 0 trained),
-// so an item's bytes depend on what ran before it; a run again of an item
-// (a redelivered duplicate) therefore writes files of its own names and
-// never replaces the files of the first run, whose recorded sizes and
-// bytes stay as they were, whichever result the commit takes. The view
-// then holds every chunk.
-func TestWorkItemRunAgainNeverReplacesFiles(t *testing.T) {
-	b := setup(t, table.Options{})
+// corpusTable creates docs$corpus: docs documents of about 2 KB (id,
+// body).
+func corpusTable(t *testing.T, b *bundle, docs int) {
+	t.Helper()
 	schema := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
 		{Name: "body", Type: arrow.BinaryTypes.String},
 	}, nil)
 	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-	const docs = 1200
 	for i := range docs {
 		rb.Field(0).(*array.Int64Builder).Append(int64(i))
 		rb.Field(1).(*array.StringBuilder).Append(corpus.Doc(i, 2048))
@@ -43,6 +37,19 @@ func TestWorkItemRunAgainNeverReplacesFiles(t *testing.T) {
 	if _, _, err := b.cat.CreateTable(b.ctx, []string{"docs", "corpus"}, schema, rdr, "", nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWorkItemRunAgainNeverReplacesFiles: the work items of a worker
+// share the view's FSST tables (item 1 trains no table item 0 trained),
+// so an item's bytes depend on what ran before it; a run again of an item
+// (a redelivered duplicate) therefore writes files of its own names and
+// never replaces the files of the first run, whose recorded sizes and
+// bytes stay as they were, whichever result the commit takes. The view
+// then holds every chunk.
+func TestWorkItemRunAgainNeverReplacesFiles(t *testing.T) {
+	b := setup(t, table.Options{})
+	const docs = 1200
+	corpusTable(t, b, docs)
 	spec := `{"chunker":"recursive","input_column":"body","output_column":"chunk","chunk_size":512,"chunk_overlap":64}`
 	// body || '': DuckDB computes the column, so the chunks come without
 	// the source's FSST codes (which they would be written with, whatever
@@ -134,23 +141,8 @@ func TestWorkItemRunAgainNeverReplacesFiles(t *testing.T) {
 func TestChunkerViewWrittenFromSourceCodes(t *testing.T) {
 	o := oracle.Need(t)
 	b := setup(t, table.Options{})
-	schema := arrow.NewSchema([]arrow.Field{
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
-		{Name: "body", Type: arrow.BinaryTypes.String},
-	}, nil)
-	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
 	const docs = 900
-	for i := range docs {
-		rb.Field(0).(*array.Int64Builder).Append(int64(i))
-		rb.Field(1).(*array.StringBuilder).Append(corpus.Doc(i, 2048))
-	}
-	rec := rb.NewRecordBatch()
-	rb.Release()
-	rdr, _ := array.NewRecordReader(schema, []arrow.RecordBatch{rec})
-	rec.Release()
-	if _, _, err := b.cat.CreateTable(b.ctx, []string{"docs", "corpus"}, schema, rdr, "", nil); err != nil {
-		t.Fatal(err)
-	}
+	corpusTable(t, b, docs)
 	spec := `{"chunker":"recursive","input_column":"body","output_column":"chunk","chunk_size":512,"chunk_overlap":64}`
 	id := b.create(t, "chunks", CreateRequest{Kind: "chunker", SourceQuery: `SELECT id, body FROM "docs$corpus"`, UDTFSpec: chunkerEntry(spec)})
 	before := lancefile.PrecodedPages()

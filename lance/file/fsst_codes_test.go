@@ -47,23 +47,13 @@ func codesDocsWith(t *testing.T, n int, opts WriterOptions) (*Reader, []byte) {
 	s := arrow.NewSchema([]arrow.Field{{Name: "body", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
 	rec := array.NewRecordBatch(s, []arrow.Array{col}, int64(n))
 	defer rec.Release()
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf, testFields(t, s), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	file := writeTestDataset(t, t.TempDir(), "docs", []arrow.RecordBatch{rec}, opts)
+	r, err := Open(bytes.NewReader(file), int64(len(file)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.KeepFSST()
-	return r, buf.Bytes()
+	return r, file
 }
 
 // windows cuts s into windows of about size bytes overlapping by about
