@@ -39,6 +39,25 @@ func corpusTable(t *testing.T, b *bundle, docs int) {
 	}
 }
 
+// corpusChunks is what the chunker of spec makes of each document of
+// corpusTable.
+func corpusChunks(t *testing.T, spec string, docs int) [][]string {
+	t.Helper()
+	cs, err := chunker.Parse([]byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := chunker.New(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]string, docs)
+	for i := range docs {
+		out[i] = ch.Chunk(corpus.Doc(i, 2048), nil)
+	}
+	return out
+}
+
 // TestWorkItemRunAgainNeverReplacesFiles: the work items of a worker
 // share the view's FSST tables (item 1 trains no table item 0 trained),
 // so an item's bytes depend on what ran before it; a run again of an item
@@ -117,17 +136,9 @@ func TestWorkItemRunAgainNeverReplacesFiles(t *testing.T) {
 	if _, err := b.e.Commit(b.ctx, p, []ItemResult{again, item1}); err != nil {
 		t.Fatal(err)
 	}
-	cs, err := chunker.Parse([]byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := chunker.New(cs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want int
-	for i := range docs {
-		want += len(ch.Chunk(corpus.Doc(i, 2048), nil))
+	for _, cs := range corpusChunks(t, spec, docs) {
+		want += len(cs)
 	}
 	if got := len(b.rows(t, id)); got != want {
 		t.Fatalf("view has %d rows, the chunker makes %d", got, want)
@@ -150,17 +161,9 @@ func TestChunkerViewWrittenFromSourceCodes(t *testing.T) {
 	if lancefile.PrecodedPages() == before {
 		t.Fatal("the view's chunks were compressed again instead of written with codes cut from the source's")
 	}
-	cs, err := chunker.Parse([]byte(spec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := chunker.New(cs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var want []string
-	for i := range docs {
-		for k, c := range ch.Chunk(corpus.Doc(i, 2048), nil) {
+	for i, cs := range corpusChunks(t, spec, docs) {
+		for k, c := range cs {
 			want = append(want, fmt.Sprintf("%d|%d|%s", i, k, c))
 		}
 	}
