@@ -17,8 +17,8 @@ import (
 // FSST codes that travel with string arrays.
 //
 // A reader asked to (Reader.KeepFSST) leaves, beside each string array it
-// decodes from one FSST-compressed block, the values' codes and the
-// block's symbol table. Whoever makes substrings of those values (a text
+// decodes from FSST-compressed blocks under one symbol table (one page, or
+// pages written with shared tables), the values' codes and the table. Whoever makes substrings of those values (a text
 // chunker) cuts their codes with a CodeCutter and attaches the cuts to the
 // array of substrings it builds. A writer whose page holds only values
 // with codes under one table writes those codes as the page's compressed
@@ -40,6 +40,8 @@ type arrayCodes struct {
 	err    error
 }
 
+// encoder parses the table and builds its encoder, once per arrayCodes
+// (a read's arrays; a work item's chunk goroutines share it).
 func (c *arrayCodes) encoder() (*fsst.Table, *fsst.Encoder, error) {
 	c.once.Do(func() {
 		if c.parsed, c.err = fsst.ParseTable(c.table); c.err == nil {
@@ -49,9 +51,10 @@ func (c *arrayCodes) encoder() (*fsst.Table, *fsst.Encoder, error) {
 	return c.parsed, c.enc, c.err
 }
 
-// The encoders of the tables seen, by the address of the table's bytes
-// (a page's table is one slice shared by every array read from it), so a
-// table is parsed once however many arrays it compressed.
+// codeHints holds the codes of the arrays that have them, by a weak
+// pointer to the array's value buffer: it keeps no buffer alive, and an
+// entry goes when its buffer does (attachCodes' cleanup). A weak pointer
+// never equals one to a later object at the same address.
 var codeHints sync.Map // weak.Pointer[memory.Buffer] -> *arrayCodes
 
 func attachCodes(buf *memory.Buffer, c *arrayCodes) {

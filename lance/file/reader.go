@@ -84,7 +84,7 @@ func (r *Reader) Container() *Container { return r.c }
 func (r *Reader) Close() error { return nil }
 
 // KeepFSST has the reader keep, beside each string array it decodes from
-// one FSST-compressed block, the values' codes and the block's symbol
+// FSST-compressed blocks under one symbol table, the values' codes and the
 // table, for as long as the array lives: a CodeCutter cuts them into the
 // codes of substrings of the values, and a writer writes codes that come
 // with their values instead of compressing the values again.
