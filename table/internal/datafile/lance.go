@@ -34,8 +34,15 @@ func WriteLance(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) (ro
 
 // WriteLanceVersion is WriteLance in file format v (2.0 for a dataset
 // created with that storage version), sharing trained FSST tables with
-// the other files written with tables (nil: none).
+// the other files written with tables (nil: among the file's own pages
+// only). The pages of a file then mostly share one table, so a chunker
+// view over the file cuts every chunk's codes from its text's, whatever
+// page boundaries its work items cross (lance/file CodeCutter), and the
+// file trains once, not per page.
 func WriteLanceVersion(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch, v lancefile.Version, tables *lancefile.FSSTTables) (rows, size int64, err error) {
+	if tables == nil {
+		tables = lancefile.NewFSSTTables()
+	}
 	fields, err := lschema.FromArrow(schema)
 	if err != nil {
 		return 0, 0, errs.Errorf(errs.CodeSchemaValidation, "schema: %v", err)
