@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/compute"
 
 	"github.com/mvq-dev/mvq/errs"
+	lancefile "github.com/mvq-dev/mvq/lance/file"
 	"github.com/mvq-dev/mvq/table"
 )
 
@@ -308,6 +309,9 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 	if err == nil {
 		err = w.close(wctx)
 	}
+	// Written: the FSST codes that came with the strings go now, not a
+	// collection after the strings do.
+	dropCodes(batches)
 	hold.release()
 	if err == nil {
 		err = w.sync(wctx)
@@ -317,6 +321,16 @@ func (e *Engine) expandRows(ctx context.Context, plan *Plan, v *View, src *sourc
 	}
 	endSpan(writeSpan, err, attribute.Int64("mvq.rows", written), attribute.Int64("mvq.bytes", bytes), attribute.Int("mvq.files", len(w.frags)))
 	return err
+}
+
+// dropCodes forgets the FSST codes that came with the strings of recs
+// (lance/file DropCodes).
+func dropCodes(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		for _, c := range r.Columns() {
+			lancefile.DropCodes(c)
+		}
+	}
 }
 
 // apply runs the view's SQL over the rows of item index, then the kind's
@@ -342,6 +356,7 @@ func (e *Engine) apply(ctx context.Context, plan *Plan, index int, v *View, src 
 		}
 	}
 	rdr, err := array.NewRecordReader(src.input, in)
+	dropCodes(in) // DuckDB's output comes without them
 	for _, r := range in {
 		r.Release()
 	}

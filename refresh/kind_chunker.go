@@ -185,6 +185,9 @@ func (e *Engine) chunkRows(ctx context.Context, v *View, spec *chunker.Spec, q a
 		}()
 	}
 	wg.Wait()
+	// The chunks' codes are cut: the text's go now, not a collection
+	// after the text does.
+	lancefile.DropCodes(c.txtArr)
 	var out []arrow.RecordBatch
 	for _, part := range parts {
 		out = append(out, part...)

@@ -63,6 +63,19 @@ func attachCodes(buf *memory.Buffer, c *arrayCodes) {
 	runtime.AddCleanup(buf, func(k weak.Pointer[memory.Buffer]) { codeHints.Delete(k) }, k)
 }
 
+// DropCodes forgets the codes that came with arr's values (and its
+// slices'), once nothing will write or cut them: without it they go only
+// a collection after the array, which holds a work item's codes in memory
+// well past its end.
+func DropCodes(arr arrow.Array) {
+	if arr == nil {
+		return
+	}
+	if bufs := arr.Data().Buffers(); len(bufs) > 2 && bufs[2] != nil {
+		codeHints.Delete(weak.Make(bufs[2]))
+	}
+}
+
 // codesOf returns the codes of arr's values and arr's first value's index
 // in them, or nil.
 func codesOf(arr arrow.Array) (*arrayCodes, int) {

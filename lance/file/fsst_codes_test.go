@@ -187,6 +187,14 @@ func TestCodeCutterRefusesWhatItCannotCut(t *testing.T) {
 	if !cut.Attach(good) {
 		t.Fatal("substrings got no codes")
 	}
+	// Dropped codes are gone for every slice of the array.
+	if NewCodeCutter(array.NewSlice(docs, 1, 3)) == nil {
+		t.Fatal("a slice of the documents came without codes")
+	}
+	DropCodes(docs)
+	if NewCodeCutter(array.NewSlice(docs, 1, 3)) != nil {
+		t.Error("codes came with a slice after DropCodes")
+	}
 	// Without KeepFSST no codes come with the documents.
 	plain, err := Open(bytes.NewReader(file), int64(len(file)))
 	if err != nil {
