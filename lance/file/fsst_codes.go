@@ -18,9 +18,10 @@ import (
 //
 // A reader asked to (Reader.KeepFSST) leaves, beside each string array it
 // decodes from FSST-compressed blocks under one symbol table (one page, or
-// pages written with shared tables), the values' codes and the table. Whoever makes substrings of those values (a text
-// chunker) cuts their codes with a CodeCutter and attaches the cuts to the
-// array of substrings it builds. A writer whose page holds only values
+// pages written with shared tables), the values' codes and the table.
+// Whoever makes substrings of those values (a text chunker) cuts their
+// codes with a CodeCutter and attaches the cuts to the array of
+// substrings it builds. A writer whose page holds only values
 // with codes under one table writes those codes as the page's compressed
 // values, with that table, instead of compressing the values again, which
 // is most of the cost of writing text. The codes are kept off to the side,
@@ -105,7 +106,7 @@ func PrecodedPages() int64 { return precodedPages.Load() }
 // CodeCutter cuts the codes of the values of a string array read with
 // KeepFSST into the codes of substrings of those values; Attach hands the
 // cuts to the array the substrings were appended to, in the same order.
-// Its zero value cuts nothing; any value it cannot cut (no codes, another
+// A nil CodeCutter cuts nothing; any value it cannot cut (no codes, another
 // table, a substring not within its value) leaves the array without
 // codes, which a writer then compresses as usual.
 type CodeCutter struct {
