@@ -150,7 +150,7 @@ FUZZ_TARGETS := table:FuzzParseID table:FuzzDecodeManifest arrowjson:FuzzDecodeR
 	lance/dataset:FuzzDeletionBitmap lance/file:FuzzOpen lance/file:FuzzDecodeMiniblock \
 	lance/file:FuzzBitunpack lance/file:FuzzLevels lance/file:FuzzFullZip lance/file:FuzzDecodePage20 \
 	lance/file:FuzzDecodeListPage20 lance/file:FuzzRead20File lance/internal/fastlanes:FuzzUnpack \
-	lance/internal/fsst:FuzzFSST
+	lance/internal/fsst:FuzzFSST lance/internal/fsst:FuzzCut
 FUZZTIME ?= 20s
 # How long the fuzzer may spend shrinking each new interesting input (Go's
 # default is 60s per input, which alone outlasts a short FUZZTIME and fails

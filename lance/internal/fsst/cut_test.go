@@ -98,3 +98,54 @@ func TestCutterRefusesCorruptCodes(t *testing.T) {
 		t.Error("an encoder of an uncompressed table")
 	}
 }
+
+// FuzzCut: codes from a file are outside input. Cutting any codes a table
+// accepts (Reset) at any range gives codes that decode to exactly that
+// range of the decoded string; codes it refuses never panic.
+func FuzzCut(f *testing.F) {
+	f.Add([]byte("hello hello hello world"), []byte{0, 1, 2, Escape, 'x'}, uint16(1), uint16(3))
+	f.Add([]byte("abcabcabc"), []byte{Escape}, uint16(0), uint16(0))
+	f.Fuzz(func(t *testing.T, sample, codes []byte, a, b uint16) {
+		e := Train(sample, []uint64{0, uint64(len(sample))})
+		tab, err := ParseTable(e.Table())
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc, err := NewEncoder(tab)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := NewCutter(tab, enc)
+		if c.Reset(codes) != nil {
+			return
+		}
+		text, err := tab.AppendDecode(nil, codes)
+		if err != nil {
+			t.Fatalf("Reset accepted codes AppendDecode refuses: %v", err)
+		}
+		if c.Len() != len(text) {
+			t.Fatalf("Len %d, decoded %d bytes", c.Len(), len(text))
+		}
+		lo, hi := int(a), int(b)
+		if len(text) > 0 {
+			lo, hi = lo%(len(text)+1), hi%(len(text)+1)
+		}
+		if lo > hi {
+			lo, hi = hi, lo
+		}
+		got, err := c.AppendCut(nil, string(text), lo, hi)
+		if lo > len(text) || hi > len(text) {
+			if err == nil {
+				t.Fatalf("cut [%d, %d) of %d bytes accepted", lo, hi, len(text))
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := tab.AppendDecode(nil, got)
+		if err != nil || !bytes.Equal(dec, text[lo:hi]) {
+			t.Fatalf("cut [%d, %d) decodes to %q (%v), want %q", lo, hi, dec, err, text[lo:hi])
+		}
+	})
+}
