@@ -13,8 +13,8 @@ import (
 // arrowBuilder assembles Arrow arrays from unraveled leaf columns.
 type arrowBuilder struct {
 	mem memory.Allocator
-	// keepFSST attaches FSST codes to the string arrays made from one
-	// block (Reader.KeepFSST).
+	// keepFSST attaches FSST codes to the string arrays made from blocks
+	// under one symbol table (Reader.KeepFSST).
 	keepFSST bool
 }
 
@@ -500,12 +500,9 @@ func piecesCodes(pieces []piece, count int) *arrayCodes {
 	out := &arrayCodes{table: pieces[0].b.fsst.table, offs: make([]uint64, 1, count+1)}
 	for _, p := range pieces {
 		c := p.b.fsst
-		base := c.offs[p.from]
 		start := uint64(len(out.codes))
-		out.codes = append(out.codes, c.codes[base:c.offs[p.to]]...)
-		for i := p.from + 1; i <= p.to; i++ {
-			out.offs = append(out.offs, start+c.offs[i]-base)
-		}
+		out.codes = append(out.codes, c.codes[c.offs[p.from]:c.offs[p.to]]...)
+		out.offs = c.appendEnds(out.offs, start, p.from, p.to)
 	}
 	return out
 }

@@ -142,11 +142,17 @@ func tryFSST(s *varSink, fc fsstColumn) (*varSink, []byte) {
 	if reused {
 		fc.tables.reused.Add(1)
 	}
-	out := &varSink{offsets: offs, data: codes, wide: s.wide}
+	return sinkOf(offs, codes, s.wide), table
+}
+
+// sinkOf is the sink of the values data[offs[i]:offs[i+1]] (offsets from
+// 0), its longest value measured.
+func sinkOf(offs []uint64, data []byte, wide bool) *varSink {
+	out := &varSink{offsets: offs, data: data, wide: wide}
 	for i := 1; i < len(offs); i++ {
 		out.maxLen = max(out.maxLen, int(offs[i]-offs[i-1]))
 	}
-	return out, table
+	return out
 }
 
 // precoded is s's values compressed with the codes they came with, when
@@ -158,11 +164,7 @@ func precoded(s *varSink) *varSink {
 		return nil
 	}
 	precodedPages.Add(1)
-	out := &varSink{offsets: p.offs, data: p.codes, wide: s.wide}
-	for i := 1; i < len(p.offs); i++ {
-		out.maxLen = max(out.maxLen, int(p.offs[i]-p.offs[i-1]))
-	}
-	return out
+	return sinkOf(p.offs, p.codes, s.wide)
 }
 
 // fsstReuseSlack is how much worse (in compressed bytes per input byte) a

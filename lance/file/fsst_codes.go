@@ -249,9 +249,17 @@ func (p *sinkCodes) add(arr arrow.Array, n int, first bool) {
 	} else {
 		p.codes = append(p.codes, c.codes[base:end]...)
 	}
-	for i := 1; i <= n; i++ {
-		p.offs = append(p.offs, start+c.offs[off+i]-base)
+	p.offs = c.appendEnds(p.offs, start, off, off+n)
+}
+
+// appendEnds appends to offs where values from+1 to to of c end, for
+// their codes placed from start on (value from's at start).
+func (c *arrayCodes) appendEnds(offs []uint64, start uint64, from, to int) []uint64 {
+	base := c.offs[from]
+	for i := from + 1; i <= to; i++ {
+		offs = append(offs, start+c.offs[i]-base)
 	}
+	return offs
 }
 
 func sameTable(a, b []byte) bool {

@@ -76,8 +76,13 @@ func (c *Cutter) Reset(codes []byte) error {
 	return nil
 }
 
-// Len is the decoded length of the string.
-func (c *Cutter) Len() int { return int(c.pos[len(c.pos)-1]) }
+// Len is the decoded length of the string (0 before Reset).
+func (c *Cutter) Len() int {
+	if len(c.pos) == 0 {
+		return 0
+	}
+	return int(c.pos[len(c.pos)-1])
+}
 
 // AppendCut appends the compression of text[a:b] to dst, where text is
 // the decoded string (its bytes are read only at the cut's ends). It

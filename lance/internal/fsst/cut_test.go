@@ -6,12 +6,11 @@ import (
 	"testing"
 )
 
-// TestCutDecodesToSubstring: every cut [a, b) of every string decodes to
-// exactly the substring, with codes from the string's own where they fit;
-// a cut of 32 bytes or more is about as small as encoding the substring
-// anew.
-func TestCutDecodesToSubstring(t *testing.T) {
-	data, offs := corpus(400, 7)
+// trainedCutter trains a table on the strings data[offs[i]:offs[i+1]]
+// and returns the trained encoder, the table as a file holds it, an
+// encoder over that table and a cutter of strings it compressed.
+func trainedCutter(t testing.TB, data []byte, offs []uint64) (*Encoder, *Table, *Encoder, *Cutter) {
+	t.Helper()
 	e := Train(data, offs)
 	tab, err := ParseTable(e.Table())
 	if err != nil {
@@ -21,8 +20,17 @@ func TestCutDecodesToSubstring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, tab, enc, NewCutter(tab, enc)
+}
+
+// TestCutDecodesToSubstring: every cut [a, b) of every string decodes to
+// exactly the substring, with codes from the string's own where they fit;
+// a cut of 32 bytes or more is about as small as encoding the substring
+// anew.
+func TestCutDecodesToSubstring(t *testing.T) {
+	data, offs := corpus(400, 7)
+	e, tab, enc, c := trainedCutter(t, data, offs)
 	codes, coffs := e.EncodeAll(data, offs)
-	c := NewCutter(tab, enc)
 	rng := rand.New(rand.NewSource(1))
 	var cutBytes, freshBytes, cuts int
 	for i := 0; i+1 < len(offs); i++ {
@@ -81,13 +89,10 @@ func TestCutDecodesToSubstring(t *testing.T) {
 // TestCutterRefusesCorruptCodes: codes without a symbol or with a dangling
 // escape fail Reset.
 func TestCutterRefusesCorruptCodes(t *testing.T) {
-	e := Train([]byte("abcabcabc"), []uint64{0, 9})
-	tab, _ := ParseTable(e.Table())
-	enc, err := NewEncoder(tab)
-	if err != nil {
-		t.Fatal(err)
+	_, tab, _, c := trainedCutter(t, []byte("abcabcabc"), []uint64{0, 9})
+	if c.Len() != 0 {
+		t.Errorf("Len before Reset = %d", c.Len())
 	}
-	c := NewCutter(tab, enc)
 	if err := c.Reset([]byte{Escape}); err == nil {
 		t.Error("dangling escape accepted")
 	}
@@ -106,16 +111,7 @@ func FuzzCut(f *testing.F) {
 	f.Add([]byte("hello hello hello world"), []byte{0, 1, 2, Escape, 'x'}, uint16(1), uint16(3))
 	f.Add([]byte("abcabcabc"), []byte{Escape}, uint16(0), uint16(0))
 	f.Fuzz(func(t *testing.T, sample, codes []byte, a, b uint16) {
-		e := Train(sample, []uint64{0, uint64(len(sample))})
-		tab, err := ParseTable(e.Table())
-		if err != nil {
-			t.Fatal(err)
-		}
-		enc, err := NewEncoder(tab)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := NewCutter(tab, enc)
+		_, tab, _, c := trainedCutter(t, sample, []uint64{0, uint64(len(sample))})
 		if c.Reset(codes) != nil {
 			return
 		}
